@@ -1,0 +1,3 @@
+from ddpctl.cli import main
+
+raise SystemExit(main())

@@ -1,0 +1,47 @@
+"""`ddpctl` command line: one module per subcommand, each with add(subparsers) and a handler.
+
+Only this function catches DdpctlError: a user mistake prints one line and exits with its code; anything else
+is a bug and keeps its traceback. Command modules import torch/rich/submitit lazily inside their handlers.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import sys
+from collections.abc import Sequence
+
+from ddpctl import __version__
+from ddpctl.errors import DdpctlError
+
+# Order is the order shown in --help.
+COMMAND_MODULES = (
+    "submit", "status", "jobs", "logs", "preempt", "render", "env", "launch", "internal",
+)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="ddpctl",
+        description="Run PyTorch DDP training on Slurm (or locally) and keep it running.",
+    )
+    parser.add_argument("--version", action="version", version=f"ddpctl {__version__}")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+    for name in COMMAND_MODULES:
+        importlib.import_module(f"ddpctl.cli.{name}").add(sub)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if not getattr(args, "func", None):
+        parser.print_help()
+        return 2
+    try:
+        return int(args.func(args))
+    except DdpctlError as err:
+        print(f"ddpctl: error: {err}", file=sys.stderr)
+        return err.exit_code
+    except KeyboardInterrupt:
+        return 130

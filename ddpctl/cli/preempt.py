@@ -1,0 +1,15 @@
+"""`ddpctl preempt` (not implemented yet)."""
+
+from __future__ import annotations
+
+import argparse
+from typing import Any
+
+
+def add(sub: Any) -> None:
+    parser = sub.add_parser("preempt", help="(not implemented yet)")
+    parser.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    raise NotImplementedError("preempt")

@@ -1,0 +1,44 @@
+"""Every user-facing failure is a DdpctlError; only the CLI catches them and prints one line.
+
+A traceback escaping the CLI therefore always means a bug in ddpctl, never a user mistake.
+"""
+
+from __future__ import annotations
+
+from ddpctl.exitcodes import USAGE
+
+
+class DdpctlError(Exception):
+    """Base class: `str(err)` is the complete one-line message shown to the user."""
+
+    exit_code: int = USAGE
+
+
+class SpecError(DdpctlError):
+    """A job spec (file, key or --set override) is invalid."""
+
+
+class HostlistError(DdpctlError, ValueError):
+    """A Slurm hostlist expression is malformed."""
+
+
+class SlurmEnvError(DdpctlError):
+    """SLURM_* variables are missing or inconsistent (e.g. not inside a job step)."""
+
+
+class CommandError(DdpctlError):
+    """An external command (sbatch, squeue, ...) is missing or failed."""
+
+    exit_code = 1
+
+
+class BackendUnavailable(DdpctlError):
+    """The chosen backend cannot run here (no sbatch, submitit not importable)."""
+
+
+class JobNotFound(DdpctlError):
+    """A job id or name is not in the local registry."""
+
+
+class LogsError(DdpctlError):
+    """Bad `ddpctl logs` input (rank outside the world, bad regex, ...)."""
