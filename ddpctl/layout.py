@@ -9,6 +9,7 @@
         attempt-<restart>/  one per run of the job (SLURM_RESTART_COUNT, 0 on the first run)
             rank-<global rank>.log    worker stdout+stderr, appended
             node-<node rank>.log      launcher (torchrun agent) output for that node
+            node-<node rank>.json     written by that node's launcher: node name, node rank, global ranks
             stop-node-<node rank>     exists once that node's launcher received the stop signal
             stopped.json              written by rank 0 after the agreed stop checkpoint
 """
@@ -64,6 +65,9 @@ class RunLayout:
 
     def node_log(self, restart: int, node_rank: int) -> Path:
         return self.attempt_dir(restart) / f"node-{node_rank}.log"
+
+    def node_info(self, restart: int, node_rank: int) -> Path:
+        return self.attempt_dir(restart) / f"node-{node_rank}.json"
 
     def stop_file(self, restart: int, node_rank: int) -> Path:
         return self.attempt_dir(restart) / f"stop-node-{node_rank}"

@@ -1,0 +1,31 @@
+"""Where ddpctl's shipped templates live, in a source checkout and in an installed wheel alike."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+TEMPLATE_SUFFIX = ".sbatch.j2"
+
+
+def templates_dir() -> Path:
+    # In a checkout (and an editable install) the top-level templates/ sits next to the package;
+    # a wheel carries the same files as the ddpctl.templates package.
+    checkout = Path(__file__).resolve().parent.parent / "templates"
+    if checkout.is_dir():
+        return checkout
+    import ddpctl.templates  # type: ignore[import-not-found]  # only present in an installed wheel
+
+    return Path(ddpctl.templates.__file__).parent
+
+
+def template_names() -> list[str]:
+    return sorted(p.name[: -len(TEMPLATE_SUFFIX)] for p in templates_dir().glob(f"*{TEMPLATE_SUFFIX}"))
+
+
+def template_path(name_or_path: str) -> Path | None:
+    """A shipped template by name (`ddp`), or a path to a user's own `.j2` file; None if neither exists."""
+    if "/" in name_or_path or name_or_path.endswith(".j2"):
+        path = Path(name_or_path)
+        return path if path.is_file() else None
+    path = templates_dir() / f"{name_or_path}{TEMPLATE_SUFFIX}"
+    return path if path.is_file() else None
