@@ -1,0 +1,138 @@
+# shellcheck shell=bash
+# Shared settings and helpers for start.sh / stop.sh (sourced, not executed).
+# Everything the test cluster owns is named here: state dir, bridge, namespaces, hosts block, config files.
+
+CLUSTER_DIR="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
+STATE_DIR="${DDPCTL_TEST_STATE_DIR:-/var/lib/ddpctl-test-cluster}"
+RUN_DIR="$STATE_DIR/run"
+LOG_DIR="$STATE_DIR/log"
+SLURM_ETC=/etc/slurm
+SLURM_CONF="$SLURM_ETC/slurm.conf"
+CGROUP_CONF="$SLURM_ETC/cgroup.conf"
+CONF_MARKER="# Managed by ddpctl tests/cluster/start.sh"
+HOSTS_BEGIN="# BEGIN ddpctl-test-cluster (managed by tests/cluster/start.sh)"
+HOSTS_END="# END ddpctl-test-cluster"
+BRIDGE=ddpctl-br0
+NET_PREFIX=10.99.0
+CTL_ADDR="$NET_PREFIX.1"
+CTL_HOST=ddpctl-ctl
+NS_PREFIX=ddpctl-
+MUNGE_PIDFILE=/run/munge/munged.pid
+MUNGE_OURS="$RUN_DIR/munged.ours"
+
+log() { printf '[test-cluster] %s\n' "$*" >&2; }
+die() { printf '[test-cluster] ERROR: %s\n' "$*" >&2; exit 1; }
+
+require_root() {
+    [[ $(id -u) -eq 0 ]] || die "must run as root (it installs packages, creates network namespaces and starts Slurm daemons)"
+}
+
+node_name() { printf 'node%d' "$1"; }
+node_addr() { printf '%s.%d' "$NET_PREFIX" $((10 + $1)); }
+node_ns() { printf '%s%s' "$NS_PREFIX" "$(node_name "$1")"; }
+
+# True when PID runs and is not a zombie (exited daemons can linger as zombies in some sandboxes, so
+# `kill -0` is not enough) and, given NAME, its comm starts with NAME (guards against pid reuse).
+pid_alive() {
+    local pid=$1 name=${2:-} stat comm
+    [[ $pid =~ ^[0-9]+$ ]] || return 1
+    stat=$(cat "/proc/$pid/stat" 2>/dev/null) || return 1
+    stat=${stat##*) }
+    [[ ${stat:0:1} != Z && ${stat:0:1} != X ]] || return 1
+    if [[ -n $name ]]; then
+        comm=$(cat "/proc/$pid/comm" 2>/dev/null) || return 1
+        [[ $comm == "$name"* ]] || return 1
+    fi
+}
+
+# pidfile_alive FILE NAME: the daemon recorded in FILE is running.
+pidfile_alive() {
+    local pid
+    [[ -r $1 ]] || return 1
+    pid=$(tr -dc 0-9 <"$1")
+    pid_alive "$pid" "$2"
+}
+
+# stop_pidfile FILE NAME: TERM the daemon recorded in FILE, wait, KILL if needed, verify, remove FILE.
+stop_pidfile() {
+    local file=$1 name=$2 pid i
+    if ! pidfile_alive "$file" "$name"; then
+        rm -f "$file"
+        return 0
+    fi
+    pid=$(tr -dc 0-9 <"$file")
+    kill -TERM "$pid" 2>/dev/null || true
+    for ((i = 0; i < 100; i++)); do
+        pid_alive "$pid" "$name" || break
+        sleep 0.1
+    done
+    if pid_alive "$pid" "$name"; then
+        log "$name (pid $pid) ignored SIGTERM for 10 s; sending SIGKILL"
+        kill -KILL "$pid" 2>/dev/null || true
+        for ((i = 0; i < 50; i++)); do
+            pid_alive "$pid" "$name" || break
+            sleep 0.1
+        done
+    fi
+    pid_alive "$pid" "$name" && die "could not stop $name (pid $pid)"
+    rm -f "$file"
+    log "stopped $name (pid $pid)"
+}
+
+# The node count of the cluster described by the current slurm.conf (0 when there is none of ours).
+configured_nodes() {
+    [[ -r $SLURM_CONF ]] && grep -q "^$CONF_MARKER" "$SLURM_CONF" || { echo 0; return; }
+    grep -c "^NodeName=" "$SLURM_CONF" || true
+}
+
+# Cancel every job (stepds would otherwise outlive their slurmd) and stop all slurmd + slurmctld we started.
+stop_slurm() {
+    local ids f
+    if [[ -f $RUN_DIR/slurmctld.pid ]] && pidfile_alive "$RUN_DIR/slurmctld.pid" slurmctld; then
+        ids=$(squeue -h -o %i 2>/dev/null || true)
+        if [[ -n $ids ]]; then
+            log "cancelling jobs: $(echo "$ids" | tr '\n' ' ')"
+            # shellcheck disable=SC2086
+            scancel $ids 2>/dev/null || true
+            for ((i = 0; i < 150; i++)); do
+                [[ -z $(squeue -h -o %i 2>/dev/null) ]] && break
+                sleep 0.1
+            done
+        fi
+    fi
+    for f in "$RUN_DIR"/slurmd-*.pid; do
+        [[ -e $f ]] && stop_pidfile "$f" slurmd
+    done
+    stop_pidfile "$RUN_DIR/slurmctld.pid" slurmctld
+}
+
+# Remove the node namespaces, veths and bridge (only ours: every name carries our prefix).
+remove_network() {
+    local ns
+    for ns in $(ip netns list 2>/dev/null | awk '{print $1}'); do
+        [[ $ns == "$NS_PREFIX"* ]] || continue
+        ip netns del "$ns"
+        log "removed network namespace $ns"
+    done
+    for ns in $(ip -o link show 2>/dev/null | awk -F': ' '{print $2}' | cut -d@ -f1); do
+        [[ $ns == "$NS_PREFIX"v* ]] && ip link del "$ns" 2>/dev/null || true
+    done
+    if ip link show "$BRIDGE" >/dev/null 2>&1; then
+        ip link del "$BRIDGE"
+        log "removed bridge $BRIDGE"
+    fi
+}
+
+# write_hosts_block [LINES]: replace (or with no lines, remove) our block in /etc/hosts, in place
+# (/etc/hosts is often a bind mount, so it is rewritten, never replaced by rename).
+write_hosts_block() {
+    local lines=${1:-} tmp
+    tmp=$(mktemp)
+    awk -v b="$HOSTS_BEGIN" -v e="$HOSTS_END" '$0 == b {skip = 1; next} $0 == e {skip = 0; next} !skip' \
+        /etc/hosts >"$tmp"
+    if [[ -n $lines ]]; then
+        printf '%s\n%s\n%s\n' "$HOSTS_BEGIN" "$lines" "$HOSTS_END" >>"$tmp"
+    fi
+    cmp -s "$tmp" /etc/hosts || cat "$tmp" >/etc/hosts
+    rm -f "$tmp"
+}

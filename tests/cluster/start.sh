@@ -1,0 +1,218 @@
+#!/usr/bin/env bash
+# Start (or check) the project's local Slurm 22.05 test cluster: munge, slurmctld and one slurmd per node, each
+# node in its own network + UTS namespace (hostname nodeN, IP 10.99.0.1N on bridge ddpctl-br0; the controller is
+# ddpctl-ctl at 10.99.0.1). Installs Debian's packages when missing. Idempotent: a healthy running cluster is
+# left alone; a changed configuration restarts the Slurm daemons.
+#   DDPCTL_TEST_NODES (default 2)   DDPCTL_TEST_CPUS (default 2, CPUs per node)
+#   DDPCTL_TEST_CRED_EXPIRE (default 5; the requeue hold is this + 1 s)
+#   DDPCTL_TEST_STATE_DIR (default /var/lib/ddpctl-test-cluster: pid files, logs, spool)
+set -euo pipefail
+# shellcheck source=tests/cluster/common.sh
+source "$(dirname "${BASH_SOURCE[0]}")/common.sh"
+
+NODES="${DDPCTL_TEST_NODES:-2}"
+CPUS="${DDPCTL_TEST_CPUS:-2}"
+CRED_EXPIRE="${DDPCTL_TEST_CRED_EXPIRE:-5}"
+READY_TIMEOUT="${DDPCTL_TEST_READY_TIMEOUT:-30}"
+T0=$(date +%s.%N)
+
+elapsed() { awk -v a="$T0" -v b="$(date +%s.%N)" 'BEGIN {printf "%.2f", b - a}'; }
+
+check_args() {
+    [[ $NODES =~ ^[0-9]+$ ]] && ((NODES >= 1 && NODES <= 80)) || die "DDPCTL_TEST_NODES must be 1..80, got '$NODES'"
+    [[ $CPUS =~ ^[0-9]+$ ]] && ((CPUS >= 1 && CPUS <= 256)) || die "DDPCTL_TEST_CPUS must be 1..256, got '$CPUS'"
+    [[ $CRED_EXPIRE =~ ^[0-9]+$ ]] && ((CRED_EXPIRE >= 5)) || die "DDPCTL_TEST_CRED_EXPIRE must be >= 5, got '$CRED_EXPIRE'"
+}
+
+install_packages() {
+    local cmd missing=()
+    for cmd in slurmctld slurmd sinfo munged ip nsenter unshare runuser; do
+        command -v "$cmd" >/dev/null 2>&1 || missing+=("$cmd")
+    done
+    ((${#missing[@]} == 0)) && return 0
+    command -v apt-get >/dev/null 2>&1 ||
+        die "missing ${missing[*]} and no apt-get: this script installs Slurm from Debian 12's packages"
+    log "installing slurmctld slurmd slurm-client munge iproute2 (missing: ${missing[*]})"
+    local made_policy=0
+    # No init system here: stop the packages' postinst from starting daemons (invoke-rc.d honours exit 101).
+    if [[ ! -e /usr/sbin/policy-rc.d ]]; then
+        printf '#!/bin/sh\nexit 101\n' >/usr/sbin/policy-rc.d
+        chmod 755 /usr/sbin/policy-rc.d
+        made_policy=1
+    fi
+    local rc=0
+    {
+        DEBIAN_FRONTEND=noninteractive apt-get update -qq &&
+            DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends \
+                slurmctld slurmd slurm-client munge iproute2
+    } >"${TMPDIR:-/tmp}/ddpctl-cluster-apt.log" 2>&1 || rc=$?
+    ((made_policy)) && rm -f /usr/sbin/policy-rc.d
+    if ((rc != 0)); then
+        tail -n 30 "${TMPDIR:-/tmp}/ddpctl-cluster-apt.log" >&2
+        die "apt-get failed (exit $rc)"
+    fi
+    log "packages installed ($(elapsed) s)"
+}
+
+ensure_munge() {
+    if [[ ! -s /etc/munge/munge.key ]]; then
+        log "creating /etc/munge/munge.key"
+        install -d -o munge -g munge -m 0700 /etc/munge
+        head -c 1024 /dev/urandom >/etc/munge/munge.key
+        chown munge:munge /etc/munge/munge.key
+        chmod 0400 /etc/munge/munge.key
+    fi
+    if munge -n 2>/dev/null | unmunge >/dev/null 2>&1; then
+        return 0
+    fi
+    install -d -o munge -g munge -m 0755 /run/munge
+    install -d -o munge -g munge -m 0700 /var/log/munge /var/lib/munge
+    rm -f /run/munge/munge.socket.2 /run/munge/munge.socket.2.lock "$MUNGE_PIDFILE"
+    # munged refuses to run as root.
+    runuser -u munge -- /usr/sbin/munged --force
+    touch "$MUNGE_OURS"
+    local i
+    for ((i = 0; i < 50; i++)); do
+        munge -n 2>/dev/null | unmunge >/dev/null 2>&1 && { log "munged started"; return 0; }
+        sleep 0.1
+    done
+    tail -n 20 /var/log/munge/munged.log >&2 || true
+    die "munged did not start"
+}
+
+render_config() {
+    local i nodes=""
+    for ((i = 1; i <= NODES; i++)); do
+        nodes+="NodeName=$(node_name "$i") NodeAddr=$(node_addr "$i") NodeHostname=$(node_name "$i") CPUs=$CPUS"
+        nodes+=" Sockets=1 CoresPerSocket=$CPUS ThreadsPerCore=1 RealMemory=4096 State=UNKNOWN"$'\n'
+    done
+    echo "$CONF_MARKER; regenerated on every start, local edits are lost."
+    sed -e "s|@CTL_HOST@|$CTL_HOST|g" -e "s|@CTL_ADDR@|$CTL_ADDR|g" -e "s|@CRED_EXPIRE@|$CRED_EXPIRE|g" \
+        -e "s|@STATE_DIR@|$STATE_DIR|g" "$CLUSTER_DIR/slurm.conf.in" |
+        awk -v nodes="${nodes%$'\n'}" '$0 == "@NODES@" {print nodes; next} {print}'
+}
+
+# Writes slurm.conf/cgroup.conf; when the config changed under running daemons, stops them first.
+install_config() {
+    local new
+    new=$(mktemp)
+    render_config >"$new"
+    if [[ -f $SLURM_CONF ]] && cmp -s "$new" "$SLURM_CONF"; then
+        rm -f "$new"
+        return 0
+    fi
+    if [[ -f $SLURM_CONF ]] && ! grep -q "^$CONF_MARKER" "$SLURM_CONF" && [[ ! -e $STATE_DIR/slurm.conf.orig ]]; then
+        log "keeping the existing $SLURM_CONF as $STATE_DIR/slurm.conf.orig (stop.sh puts it back)"
+        cp -p "$SLURM_CONF" "$STATE_DIR/slurm.conf.orig"
+    fi
+    if pidfile_alive "$RUN_DIR/slurmctld.pid" slurmctld || compgen -G "$RUN_DIR/slurmd-*.pid" >/dev/null; then
+        log "configuration changed: restarting the Slurm daemons"
+        stop_slurm
+    fi
+    install -d -m 0755 "$SLURM_ETC"
+    install -m 0644 "$new" "$SLURM_CONF"
+    rm -f "$new"
+    { echo "$CONF_MARKER"; cat "$CLUSTER_DIR/cgroup.conf"; } >"$CGROUP_CONF"
+}
+
+ensure_network() {
+    local i ns veth hosts="$CTL_ADDR $CTL_HOST"
+    ip link show "$BRIDGE" >/dev/null 2>&1 || ip link add "$BRIDGE" type bridge
+    ip -4 addr show dev "$BRIDGE" | grep -q "inet $CTL_ADDR/" || ip addr add "$CTL_ADDR/24" dev "$BRIDGE"
+    ip link set "$BRIDGE" up
+    for ((i = 1; i <= NODES; i++)); do
+        ns=$(node_ns "$i")
+        veth="${NS_PREFIX}v$i"
+        [[ -e /run/netns/$ns ]] || ip netns add "$ns"
+        if ! ip -n "$ns" link show eth0 >/dev/null 2>&1; then
+            ip link del "$veth" 2>/dev/null || true
+            ip link add "$veth" type veth peer name eth0 netns "$ns"
+        fi
+        ip link set "$veth" master "$BRIDGE" up
+        ip -n "$ns" link set lo up
+        ip -n "$ns" -4 addr show dev eth0 | grep -q "inet $(node_addr "$i")/" ||
+            ip -n "$ns" addr add "$(node_addr "$i")/24" dev eth0
+        ip -n "$ns" link set eth0 up
+        ip -n "$ns" route replace default via "$CTL_ADDR"
+        hosts+=$'\n'"$(node_addr "$i") $(node_name "$i")"
+    done
+    # Namespaces of nodes beyond NODES (a previous, larger cluster).
+    for ns in $(ip netns list | awk '{print $1}'); do
+        [[ $ns == "${NS_PREFIX}node"* ]] || continue
+        i=${ns#"${NS_PREFIX}node"}
+        [[ $i =~ ^[0-9]+$ ]] && ((i > NODES)) && ip netns del "$ns"
+    done
+    write_hosts_block "$hosts"
+}
+
+start_daemons() {
+    local i name
+    if ! pidfile_alive "$RUN_DIR/slurmctld.pid" slurmctld; then
+        # A fresh controller starts with no jobs: tests must not see jobs from a previous cluster.
+        rm -rf "$STATE_DIR/ctld"
+        [[ -f $LOG_DIR/jobcomp.txt ]] && mv -f "$LOG_DIR/jobcomp.txt" "$LOG_DIR/jobcomp.txt.old"
+        install -d -m 0755 "$STATE_DIR/ctld"
+        # slurmctld insists that SlurmctldHost is this host's short name: give it its own UTS namespace.
+        unshare --uts -- sh -c "echo $CTL_HOST >/proc/sys/kernel/hostname && exec slurmctld -i"
+        log "slurmctld started"
+    fi
+    for ((i = 1; i <= NODES; i++)); do
+        name=$(node_name "$i")
+        pidfile_alive "$RUN_DIR/slurmd-$name.pid" slurmd && continue
+        install -d -m 0755 "$STATE_DIR/spool/$name"
+        # nsenter, not `ip netns exec`: the latter remounts /sys and slurmd then finds no cgroup filesystem.
+        nsenter --net="/run/netns/$(node_ns "$i")" unshare --uts -- \
+            sh -c "echo $name >/proc/sys/kernel/hostname && exec slurmd -N $name"
+        log "slurmd $name started"
+    done
+}
+
+dump_logs() {
+    local f
+    for f in "$LOG_DIR"/slurmctld.log "$LOG_DIR"/slurmd-*.log; do
+        [[ -f $f ]] || continue
+        echo "----- tail $f" >&2
+        tail -n 25 "$f" >&2
+    done
+}
+
+# Ready: every node answers and can run jobs (idle; or busy with jobs when the cluster was already up).
+wait_ready() {
+    local deadline states bad resumed=0 n
+    deadline=$(awk -v t="$(date +%s.%N)" -v d="$READY_TIMEOUT" 'BEGIN {printf "%d", t + d}')
+    while :; do
+        states=$(sinfo -h -N -o '%N %T' 2>/dev/null | sort -u || true)
+        n=$(printf '%s\n' "$states" | grep -c . || true)
+        bad=$(printf '%s\n' "$states" | grep -Ev ' (idle|allocated|mixed|completing)$' | grep . || true)
+        if [[ -n $states && $n -eq $NODES && -z $bad ]]; then
+            return 0
+        fi
+        # A node drained/down by an earlier run (its slurmd is alive, we just checked) is put back once.
+        if ((!resumed)) && grep -Eq ' (drained|draining|down)$' <<<"$bad"; then
+            scontrol update nodename="$(awk '{print $1}' <<<"$bad" | paste -sd,)" state=resume 2>/dev/null || true
+            resumed=1
+        fi
+        if (($(date +%s) >= deadline)); then
+            echo "node states: ${states:-<sinfo gave nothing>}" >&2
+            dump_logs
+            die "cluster not ready after $READY_TIMEOUT s"
+        fi
+        sleep 0.1
+    done
+}
+
+main() {
+    require_root
+    check_args
+    install_packages
+    install -d -m 0755 "$STATE_DIR" "$RUN_DIR" "$LOG_DIR" "$STATE_DIR/spool"
+    ensure_munge
+    install_config
+    ensure_network
+    start_daemons
+    wait_ready
+    log "ready: $NODES nodes ($(sinfo -h -N -o '%N' | sort -u | paste -sd' ')), partitions debug (default), urgent;" \
+        "took $(elapsed) s"
+}
+
+main "$@"
