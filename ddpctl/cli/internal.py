@@ -1,15 +1,62 @@
-"""Hidden commands used by the batch script and local supervisor (not implemented yet)."""
+"""`ddpctl internal ...`: called by the rendered batch script (and the local backend), not by people."""
 
 from __future__ import annotations
 
 import argparse
+import os
+import sys
+from pathlib import Path
 from typing import Any
 
 
 def add(sub: Any) -> None:
-    parser = sub.add_parser("internal", help="(not implemented yet)")
-    parser.set_defaults(func=run)
+    parser = sub.add_parser("internal", help="(used by batch scripts) batch-start, on-signal, decide")
+    inner = parser.add_subparsers(dest="internal_command", required=True)
+    start = inner.add_parser("batch-start", help="record the start of a run of the job")
+    start.add_argument("run_dir", type=Path)
+    start.set_defaults(func=run_batch_start)
+    sig = inner.add_parser("on-signal", help="the warning/preemption signal arrived: fan it out to all nodes")
+    sig.add_argument("run_dir", type=Path)
+    sig.add_argument("--signal", default="USR2")
+    sig.set_defaults(func=run_on_signal)
+    dec = inner.add_parser("decide", help="the step ended: print requeue|finish, exit with the job's status")
+    dec.add_argument("run_dir", type=Path)
+    dec.add_argument("--exit", dest="exit_code", type=int, required=True)
+    dec.set_defaults(func=run_decide)
 
 
-def run(args: argparse.Namespace) -> int:
-    raise NotImplementedError("internal")
+def run_batch_start(args: argparse.Namespace) -> int:
+    from ddpctl import batch
+
+    batch.batch_start(batch.run_dir_arg(args.run_dir), dict(os.environ))
+    return 0
+
+
+def run_on_signal(args: argparse.Namespace) -> int:
+    from ddpctl import batch
+    from ddpctl.slurm import commands
+
+    env = dict(os.environ)
+    job_id = env.get("SLURM_JOB_ID", "")
+
+    def time_left() -> int | None:
+        done = commands.run(["squeue", "-h", "-j", job_id, "-o", "%L"], timeout=10)
+        return batch.parse_time_left(done.stdout) if done.returncode == 0 else None
+
+    def fan_out(signal_name: str) -> None:
+        # Without --batch/--full this reaches every step task on every node, not the batch shell itself.
+        commands.scancel(job_id, f"--signal={signal_name}")
+
+    event = batch.on_signal(batch.run_dir_arg(args.run_dir), env, args.signal, time_left, fan_out)
+    print(f"ddpctl: {args.signal} received ({event['kind']}, {event['time_left_s']} s left): "
+          "stopping all ranks at an agreed step", flush=True)
+    return 0
+
+
+def run_decide(args: argparse.Namespace) -> int:
+    from ddpctl import batch
+
+    decision = batch.decide_run(batch.run_dir_arg(args.run_dir), dict(os.environ), args.exit_code)
+    print(decision.action)
+    print(f"ddpctl: {decision.action}: {decision.reason}", file=sys.stderr, flush=True)
+    return decision.exit_code

@@ -1,15 +1,51 @@
-"""`ddpctl jobs` (not implemented yet)."""
+"""`ddpctl list [--json]` and `ddpctl cancel JOB_ID|NAME`."""
 
 from __future__ import annotations
 
 import argparse
+import json
+import time
+from dataclasses import asdict
 from typing import Any
 
 
 def add(sub: Any) -> None:
-    parser = sub.add_parser("jobs", help="(not implemented yet)")
-    parser.set_defaults(func=run)
+    lister = sub.add_parser("list", help="jobs in the local registry")
+    lister.add_argument("--json", action="store_true", help="one JSON object per line")
+    lister.add_argument("--no-state", action="store_true", help="do not query each job's current state")
+    lister.set_defaults(func=run_list)
+    cancel = sub.add_parser("cancel", help="cancel a job")
+    cancel.add_argument("job", help="job id or name")
+    cancel.set_defaults(func=run_cancel)
 
 
-def run(args: argparse.Namespace) -> int:
-    raise NotImplementedError("jobs")
+def run_list(args: argparse.Namespace) -> int:
+    from ddpctl.registry import Registry
+    from ddpctl.state import current_state
+
+    records = Registry.from_env().records()
+    states = {} if args.no_state else {r.job_id: current_state(r).state for r in records}
+    if args.json:
+        for record in records:
+            print(json.dumps({**asdict(record), "state": states.get(record.job_id)}))
+        return 0
+    from rich.console import Console
+    from rich.table import Table
+
+    table = Table("job", "name", "backend", "state", "submitted", "run dir")
+    for record in records:
+        submitted = time.strftime("%Y-%m-%d %H:%M", time.localtime(record.submitted_at))
+        table.add_row(record.job_id, record.name, record.backend, states.get(record.job_id, "-"), submitted,
+                      record.run_dir)
+    Console().print(table)
+    return 0
+
+
+def run_cancel(args: argparse.Namespace) -> int:
+    from ddpctl.backends import get_backend
+    from ddpctl.registry import Registry
+
+    record = Registry.from_env().find(args.job)
+    get_backend(record.backend).cancel(record)
+    print(f"cancelled job {record.job_id} ({record.name})")
+    return 0

@@ -1,4 +1,4 @@
-"""`ddpctl preempt` (not implemented yet)."""
+"""`ddpctl preempt JOB_ID|NAME [--as timeout|preemption]`: rehearse the stop-checkpoint-requeue path."""
 
 from __future__ import annotations
 
@@ -7,9 +7,23 @@ from typing import Any
 
 
 def add(sub: Any) -> None:
-    parser = sub.add_parser("preempt", help="(not implemented yet)")
+    parser = sub.add_parser(
+        "preempt", help="deliver the warning signal the way Slurm would (rehearse checkpoint + requeue)",
+        description="Sends the spec's requeue.signal to the job's batch shell, as Slurm does before a time "
+        "limit or on preemption: all ranks stop at an agreed step, checkpoint, and the job requeues itself.",
+    )
+    parser.add_argument("job", help="job id or name")
+    parser.add_argument("--as", dest="kind", choices=["preemption", "timeout"], default="preemption",
+                        help="which budget the requeue is charged to (default: preemption)")
     parser.set_defaults(func=run)
 
 
 def run(args: argparse.Namespace) -> int:
-    raise NotImplementedError("preempt")
+    from ddpctl.backends import get_backend
+    from ddpctl.registry import Registry
+
+    record = Registry.from_env().find(args.job)
+    get_backend(record.backend).preempt(record, args.kind)
+    print(f"sent the {args.kind} warning to job {record.job_id} ({record.name}); follow with "
+          f"`ddpctl logs -f {record.job_id}`")
+    return 0

@@ -1,15 +1,35 @@
-"""`ddpctl render` (not implemented yet)."""
+"""`ddpctl render SPEC [--set ...] [-o FILE]`: print or write the batch script a spec renders to."""
 
 from __future__ import annotations
 
 import argparse
+import os
+import sys
+from pathlib import Path
 from typing import Any
+
+from ddpctl.cli.common import add_spec_args
 
 
 def add(sub: Any) -> None:
-    parser = sub.add_parser("render", help="(not implemented yet)")
+    parser = sub.add_parser("render", help="print the batch script a job spec renders to",
+                            description="Render the spec's sbatch template (no submission).")
+    add_spec_args(parser)
+    parser.add_argument("-o", "--output", type=Path, help="write to FILE (atomically) instead of stdout")
     parser.set_defaults(func=run)
 
 
 def run(args: argparse.Namespace) -> int:
-    raise NotImplementedError("render")
+    from ddpctl.backends.sbatch import render_for
+    from ddpctl.spec import load_spec, resolve_paths
+
+    spec = resolve_paths(load_spec(args.spec, args.overrides), Path.cwd())
+    text = render_for(spec)
+    if args.output is None:
+        sys.stdout.write(text)
+        return 0
+    tmp = args.output.with_name(f".{args.output.name}.tmp{os.getpid()}")
+    tmp.write_text(text)
+    tmp.chmod(0o755)
+    tmp.replace(args.output)
+    return 0

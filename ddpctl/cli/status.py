@@ -1,15 +1,41 @@
-"""`ddpctl status` (not implemented yet)."""
+"""`ddpctl status [JOB_ID|NAME] [--json]`: requeue-aware state of one job (default: the newest)."""
 
 from __future__ import annotations
 
 import argparse
+import json
+from dataclasses import asdict
 from typing import Any
 
 
 def add(sub: Any) -> None:
-    parser = sub.add_parser("status", help="(not implemented yet)")
+    parser = sub.add_parser("status", help="state of a job: PENDING/RUNNING/REQUEUED/..., restarts, nodes",
+                            description="Works without accounting (squeue, scontrol, the run's events).")
+    parser.add_argument("job", nargs="?", help="job id or name (default: the most recently submitted job)")
+    parser.add_argument("--json", action="store_true", help="one JSON object")
     parser.set_defaults(func=run)
 
 
 def run(args: argparse.Namespace) -> int:
-    raise NotImplementedError("status")
+    from ddpctl.errors import JobNotFound
+    from ddpctl.registry import Registry
+    from ddpctl.state import current_state
+
+    registry = Registry.from_env()
+    if args.job is None:
+        records = registry.records()
+        if not records:
+            raise JobNotFound(f"no jobs in the registry {registry.path} yet: submit one with `ddpctl submit`")
+        record = records[-1]
+    else:
+        record = registry.find(args.job)
+    state = current_state(record)
+    if args.json:
+        print(json.dumps({"job_id": record.job_id, "name": record.name, "backend": record.backend,
+                          "run_dir": record.run_dir, **asdict(state)}))
+        return 0
+    from ddpctl.waiting import describe
+
+    print(f"{record.job_id}  {record.name}  {describe(state)}")
+    print(f"  backend {record.backend}, run dir {record.run_dir}")
+    return 0

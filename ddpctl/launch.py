@@ -1,0 +1,130 @@
+"""`ddpctl launch RUN_DIR`: the node side. One per node (one srun task per node, or the local backend).
+
+Reads its environment once, derives DistEnv, spawns torchrun with the node plan, and relays its exit status.
+The stop signal (the spec's requeue.signal) is turned into the node's stop file, which every worker's
+watcher sees; torchrun and the workers inherit the signal as ignored, so neither dies of it (torchrun would
+otherwise, and then SIGKILL the workers mid-checkpoint).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Mapping
+from pathlib import Path
+from types import FrameType
+
+from ddpctl import exitcodes
+from ddpctl.events import append_event
+from ddpctl.layout import RunLayout
+from ddpctl.nodeplan import NodePlan, node_plan
+from ddpctl.slurm.env import DistEnv, derive
+from ddpctl.spec import JobSpec, load_spec
+
+FORWARDED = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)
+
+
+def stop_signal_number(name: str) -> signal.Signals:
+    return signal.Signals[f"SIG{name}"]
+
+
+def local_address(node_name: str, ifname: str | None) -> str | None:
+    """The IPv4 address this node advertises to the others (never loopback)."""
+    from ddpctl import netif
+
+    if ifname:
+        address = netif.interface_ipv4(ifname)
+        if address:
+            return address
+    try:
+        address = socket.gethostbyname(node_name)
+    except OSError:
+        return None
+    return None if address.startswith("127.") else address
+
+
+def prepare(run_dir: Path, env: Mapping[str, str]) -> tuple[JobSpec, DistEnv, RunLayout, NodePlan]:
+    from ddpctl import netif
+
+    layout = RunLayout(run_dir)
+    spec = load_spec(layout.spec_file, check_paths=False)
+    dist = derive(env, spec.nproc_per_node)
+    ifname = spec.nccl.socket_ifname or netif.pick_ifname(dist.node_name)
+    python = spec.python or sys.executable
+    plan = node_plan(spec, dist, layout, python=python, ifname=ifname,
+                     local_addr=local_address(dist.node_name, ifname), inherited=dict(env))
+    return spec, dist, layout, plan
+
+
+def write_node_info(layout: RunLayout, dist: DistEnv) -> None:
+    path = layout.node_info(dist.restart_count, dist.node_rank)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    info = {"node": dist.node_name, "node_rank": dist.node_rank, "nproc_per_node": dist.nproc_per_node,
+            "ranks": list(range(dist.node_rank * dist.nproc_per_node, (dist.node_rank + 1) * dist.nproc_per_node)),
+            "pid": os.getpid(), "started": time.time()}
+    path.write_text(json.dumps(info) + "\n")
+
+
+class Relay:
+    """Signal plumbing between Slurm and torchrun for one node."""
+
+    def __init__(self, layout: RunLayout, dist: DistEnv, stop_sig: signal.Signals) -> None:
+        self.layout, self.dist, self.stop_sig = layout, dist, stop_sig
+        self.child: subprocess.Popen[bytes] | None = None
+        self.stop_received = False
+
+    def install(self) -> None:
+        signal.signal(self.stop_sig, self.on_stop)
+        for sig in FORWARDED:
+            signal.signal(sig, self.on_forward)
+
+    def on_stop(self, signum: int, _frame: FrameType | None) -> None:
+        # Only a flag file and one event line here: the checkpoint itself happens in the workers at a step
+        # boundary, never inside a signal handler.
+        stop_file = self.layout.stop_file(self.dist.restart_count, self.dist.node_rank)
+        stop_file.parent.mkdir(parents=True, exist_ok=True)
+        stop_file.touch()
+        if not self.stop_received:
+            append_event(self.layout.events, "stop-signal", node=self.dist.node_name,
+                         attempt=self.dist.restart_count, signal=signal.Signals(signum).name)
+        self.stop_received = True
+
+    def on_forward(self, signum: int, _frame: FrameType | None) -> None:
+        if self.child and self.child.poll() is None:
+            self.child.send_signal(signum)
+
+    def ignore_stop_in_child(self) -> None:
+        signal.signal(self.stop_sig, signal.SIG_IGN)
+
+
+def run_torchrun(plan: NodePlan, relay: Relay, log_path: Path, env: Mapping[str, str]) -> int:
+    log_path.parent.mkdir(parents=True, exist_ok=True)
+    with log_path.open("ab") as log:
+        relay.child = subprocess.Popen(
+            list(plan.argv), env={**env, **plan.env_dict()}, stdout=log, stderr=subprocess.STDOUT,
+            preexec_fn=relay.ignore_stop_in_child,  # noqa: PLW1509 - single-threaded here; sets SIG_IGN only
+        )
+        code = relay.child.wait()
+    return code if code >= 0 else 128 - code
+
+
+def launch(run_dir: Path, env: Mapping[str, str]) -> int:
+    spec, dist, layout, plan = prepare(run_dir, env)
+    relay = Relay(layout, dist, stop_signal_number(spec.requeue.signal))
+    relay.install()
+    write_node_info(layout, dist)
+    append_event(layout.events, "launch", node=dist.node_name, attempt=dist.restart_count, dist=dist.as_json(),
+                 argv=list(plan.argv))
+    code = run_torchrun(plan, relay, layout.node_log(dist.restart_count, dist.node_rank), env)
+    stopped = layout.stopped_marker(dist.restart_count).exists()
+    final = exitcodes.REQUEUE if stopped and code == exitcodes.OK else code
+    append_event(layout.events, "node-exit", node=dist.node_name, attempt=dist.restart_count,
+                 torchrun_exit=code, exit=final, stopped=stopped)
+    print(f"ddpctl launch [{dist.node_name}]: torchrun exited {code}; launch exits {final}"
+          f"{' (stopped for requeue)' if stopped else ''}", flush=True)
+    return final

@@ -1,0 +1,90 @@
+"""What to do when a run of the job ends: requeue, finish, or fail (pure; decided in the batch shell).
+
+Budgets are separate for preemptions, timeouts and crashes (spec `requeue.max_*`) because they mean different
+things: preemption is the cluster's doing, a timeout is a planned continuation, a crash is probably a bug.
+`scontrol requeue` has no cap of its own, so these budgets are the only thing that prevents an endless loop.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from typing import Any, Literal
+
+from ddpctl import exitcodes
+from ddpctl.spec import RequeuePolicy
+
+Kind = Literal["preemption", "timeout", "failure"]
+Action = Literal["requeue", "finish"]
+KINDS: tuple[Kind, ...] = ("preemption", "timeout", "failure")
+
+# The warning is sent lead_s before the limit, but Slurm checks limits only every 30 s, so it can arrive up
+# to 30 s early; anything with more time left than this margin is a preemption, not the time limit.
+TIMEOUT_SLACK_S = 45
+
+
+def classify_signal(time_left_s: int | None, lead_s: int) -> Kind:
+    """Warning signal or preemption, from the job's time left when the signal arrived (None: unlimited)."""
+    if time_left_s is not None and time_left_s <= lead_s + TIMEOUT_SLACK_S:
+        return "timeout"
+    return "preemption"
+
+
+@dataclass(frozen=True)
+class RunOutcome:
+    exit_code: int  # the step's (srun's) exit status
+    stopped: bool  # ranks agreed on a stop step and wrote its checkpoint (the stopped marker exists)
+    signal_kind: Kind | None  # kind of the warning/preemption signal received during this run, if any
+
+
+@dataclass(frozen=True)
+class Decision:
+    action: Action
+    kind: Kind | None  # what the requeue is charged to
+    reason: str
+    exit_code: int  # the batch script's own exit status
+
+    def as_event(self) -> dict[str, Any]:
+        return {"action": self.action, "kind": self.kind, "reason": self.reason, "exit_code": self.exit_code}
+
+
+def budget_of(policy: RequeuePolicy, kind: Kind) -> int:
+    return {"preemption": policy.max_preemptions, "timeout": policy.max_timeouts,
+            "failure": policy.max_failures}[kind]
+
+
+def count_requeues(decisions: Iterable[Mapping[str, Any]]) -> dict[Kind, int]:
+    counts: dict[Kind, int] = dict.fromkeys(KINDS, 0)
+    for event in decisions:
+        kind = event.get("kind")
+        if event.get("action") == "requeue" and kind in counts:
+            counts[kind] += 1
+    return counts
+
+
+def run_kind(outcome: RunOutcome) -> Kind | None:
+    """What ended this run; None means it completed normally."""
+    if outcome.stopped or outcome.signal_kind is not None:
+        # A signalled run whose workers died before checkpointing still resumes from the last complete one.
+        return outcome.signal_kind or "preemption"
+    if outcome.exit_code == exitcodes.OK:
+        return None
+    return "failure"
+
+
+def decide(outcome: RunOutcome, policy: RequeuePolicy, used: Mapping[Kind, int]) -> Decision:
+    kind = run_kind(outcome)
+    if kind is None:
+        return Decision("finish", None, "training completed", exitcodes.OK)
+    failed_code = outcome.exit_code if outcome.exit_code not in (exitcodes.OK, exitcodes.REQUEUE) else 1
+    if not policy.enabled:
+        return Decision("finish", kind, f"{kind}: requeue disabled in the spec", failed_code)
+    budget, spent = budget_of(policy, kind), used.get(kind, 0)
+    if spent >= budget:
+        reason = f"{kind} budget spent: {spent} of max_{kind_key(kind)}={budget} requeues used"
+        return Decision("finish", kind, reason, exitcodes.BUDGET_SPENT)
+    return Decision("requeue", kind, f"{kind}: requeue {spent + 1} of {budget}", exitcodes.OK)
+
+
+def kind_key(kind: Kind) -> str:
+    return {"preemption": "preemptions", "timeout": "timeouts", "failure": "failures"}[kind]

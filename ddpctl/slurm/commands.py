@@ -1,0 +1,74 @@
+"""sbatch / squeue / scontrol / scancel calls (through an injectable Runner) and pure parsers of their output."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from ddpctl.errors import CommandError
+from ddpctl.proc import Runner, check, run
+
+# `%i|%T|%r|%N|%M`: cheap and stable across Slurm versions (the --json schema is not).
+SQUEUE_FORMAT = "%i|%T|%r|%N|%M"
+
+
+@dataclass(frozen=True)
+class QueueRow:
+    job_id: str
+    state: str
+    reason: str
+    nodes: str
+    elapsed: str
+
+
+def parse_job_id(sbatch_stdout: str) -> str:
+    """`sbatch --parsable` prints `ID` or `ID;CLUSTER`."""
+    first = sbatch_stdout.strip().splitlines()[0] if sbatch_stdout.strip() else ""
+    job_id = first.split(";")[0].strip()
+    if not job_id.replace("_", "").isdigit():
+        raise CommandError(f"sbatch printed no job id: {sbatch_stdout.strip()!r}")
+    return job_id
+
+
+def parse_squeue(text: str) -> list[QueueRow]:
+    rows = []
+    for line in text.splitlines():
+        parts = line.strip().split("|")
+        if len(parts) == 5:
+            rows.append(QueueRow(*parts))
+    return rows
+
+
+def parse_scontrol_job(text: str) -> dict[str, str]:
+    """`scontrol show job -o ID`: one line of KEY=VALUE words (values have no spaces except the last ones)."""
+    fields: dict[str, str] = {}
+    for word in text.split():
+        key, sep, value = word.partition("=")
+        if sep:
+            fields[key] = value
+    return fields
+
+
+def sbatch(script: str, extra: Sequence[str] = (), runner: Runner = run) -> str:
+    return parse_job_id(check(["sbatch", "--parsable", *extra, script], runner).stdout)
+
+
+def squeue(job_id: str, runner: Runner = run) -> QueueRow | None:
+    done = runner(["squeue", "-h", "-j", job_id, "-o", SQUEUE_FORMAT])
+    if done.returncode != 0:  # squeue errors for ids it has already forgotten
+        return None
+    rows = parse_squeue(done.stdout)
+    return rows[0] if rows else None
+
+
+def show_job(job_id: str, runner: Runner = run) -> dict[str, str]:
+    done = runner(["scontrol", "show", "job", "-o", job_id])
+    return parse_scontrol_job(done.stdout) if done.returncode == 0 else {}
+
+
+def scancel(job_id: str, *options: str, runner: Runner = run) -> None:
+    check(["scancel", *options, job_id], runner)
+
+
+def release(job_id: str, runner: Runner = run) -> None:
+    check(["scontrol", "release", job_id], runner)
