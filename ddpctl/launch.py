@@ -16,6 +16,7 @@ import subprocess
 import sys
 import time
 from collections.abc import Mapping
+from dataclasses import replace
 from pathlib import Path
 from types import FrameType
 
@@ -26,6 +27,7 @@ from ddpctl.nodeplan import NodePlan, node_plan
 from ddpctl.slurm.env import DistEnv, derive
 from ddpctl.spec import JobSpec, load_spec
 
+LOCAL_ENV_FLAG = "DDPCTL_LOCAL"  # set by the local backend for its simulated nodes
 FORWARDED = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)
 
 
@@ -54,10 +56,16 @@ def prepare(run_dir: Path, env: Mapping[str, str]) -> tuple[JobSpec, DistEnv, Ru
     layout = RunLayout(run_dir)
     spec = load_spec(layout.spec_file, check_paths=False)
     dist = derive(env, spec.nproc_per_node)
-    ifname = spec.nccl.socket_ifname or netif.pick_ifname(dist.node_name)
+    if env.get(LOCAL_ENV_FLAG):
+        # Local backend: the simulated nodes' names do not resolve; everything is on loopback.
+        dist = replace(dist, master_addr="127.0.0.1")
+        ifname, local_addr = "lo", "127.0.0.1"
+    else:
+        ifname = spec.nccl.socket_ifname or netif.pick_ifname(dist.node_name)
+        local_addr = local_address(dist.node_name, ifname)
     python = spec.python or sys.executable
-    plan = node_plan(spec, dist, layout, python=python, ifname=ifname,
-                     local_addr=local_address(dist.node_name, ifname), inherited=dict(env))
+    plan = node_plan(spec, dist, layout, python=python, ifname=ifname, local_addr=local_addr,
+                     inherited=dict(env))
     return spec, dist, layout, plan
 
 

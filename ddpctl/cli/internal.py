@@ -23,6 +23,10 @@ def add(sub: Any) -> None:
     dec.add_argument("run_dir", type=Path)
     dec.add_argument("--exit", dest="exit_code", type=int, required=True)
     dec.set_defaults(func=run_decide)
+    local = inner.add_parser("local-run", help="the local backend's supervisor for one job")
+    local.add_argument("run_dir", type=Path)
+    local.add_argument("--job-number", type=int, required=True)
+    local.set_defaults(func=run_local)
 
 
 def run_batch_start(args: argparse.Namespace) -> int:
@@ -60,3 +64,9 @@ def run_decide(args: argparse.Namespace) -> int:
     print(decision.action)
     print(f"ddpctl: {decision.action}: {decision.reason}", file=sys.stderr, flush=True)
     return decision.exit_code
+
+
+def run_local(args: argparse.Namespace) -> int:
+    from ddpctl.local_supervisor import supervise
+
+    return supervise(args.run_dir.resolve(), args.job_number)

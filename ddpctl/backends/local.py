@@ -1,0 +1,114 @@
+"""Local backend: N simulated nodes on this machine, no Slurm needed.
+
+`submit` starts a detached supervisor (`ddpctl internal local-run RUN_DIR`) that plays the batch shell: it
+gives each node's `ddpctl launch` the environment a real step would have, fans the stop signal out, asks the
+same requeue decision as on Slurm, and starts the next attempt itself.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from ddpctl.errors import CommandError
+from ddpctl.events import append_event, read_events
+from ddpctl.layout import RunLayout
+from ddpctl.registry import JobRecord, Registry
+from ddpctl.rundir import commit, staging
+from ddpctl.spec import JobSpec, load_spec
+from ddpctl.state import JobState
+from ddpctl.status_sources import restarts_from_events, state_from_events
+
+
+def next_job_number(home: Path) -> int:
+    home.mkdir(parents=True, exist_ok=True)
+    with (home / "local-counter").open("a+") as handle:
+        fcntl.flock(handle, fcntl.LOCK_EX)
+        handle.seek(0)
+        current = int(handle.read().strip() or 0) + 1
+        handle.seek(0)
+        handle.truncate()
+        handle.write(str(current))
+    return current
+
+
+def process_alive(pid: int | None) -> bool:
+    """True for a running process; a zombie (exited, not yet reaped) counts as gone."""
+    if not pid:
+        return False
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return False
+    return stat.rsplit(")", 1)[1].split()[0] not in ("Z", "X")
+
+
+class LocalBackend:
+    name = "local"
+
+    def check_available(self) -> None:
+        """Always available: it needs nothing but this machine."""
+
+    def submit(self, spec: JobSpec, spec_path: Path) -> JobRecord:
+        number = next_job_number(Registry.from_env().path.parent)
+        job_id = f"local-{number}"
+        with staging(spec, None) as stage:
+            layout = commit(stage, spec, job_id)
+        append_event(layout.events, "submit", job_id=job_id, backend=self.name, spec=str(spec_path))
+        with layout.batch_log.open("ab") as out:
+            proc = subprocess.Popen(
+                [sys.executable, "-m", "ddpctl", "internal", "local-run", str(layout.root),
+                 "--job-number", str(number)],
+                stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=True,
+            )
+        return JobRecord(job_id=job_id, name=spec.name, run_dir=str(layout.root), backend=self.name,
+                         submitted_at=time.time(), spec_path=str(spec_path), pid=proc.pid)
+
+    def state(self, record: JobRecord) -> JobState:
+        run_dir = Path(record.run_dir)
+        restarts = restarts_from_events(run_dir)
+        if process_alive(supervisor_pid(record)):
+            return JobState("RUNNING", restarts, nodes=nodes_of(run_dir))
+        if any(e.get("event") == "cancelled" for e in read_events(RunLayout(run_dir).events)):
+            return JobState("CANCELLED", restarts)
+        return state_from_events(run_dir) or JobState("FAILED", restarts, "supervisor ended without a decision")
+
+    def cancel(self, record: JobRecord) -> None:
+        pid = supervisor_pid(record)
+        if not process_alive(pid):
+            raise CommandError(f"job {record.job_id} is not running")
+        os.kill(pid, signal.SIGTERM)  # type: ignore[arg-type]
+
+    def preempt(self, record: JobRecord, kind: str) -> None:
+        layout = RunLayout(Path(record.run_dir))
+        spec = load_spec(layout.spec_file, check_paths=False)
+        pid = supervisor_pid(record)
+        if not process_alive(pid):
+            raise CommandError(f"job {record.job_id} is not running")
+        layout.preempt_request.write_text(json.dumps({"kind": kind, "t": time.time()}))
+        os.kill(pid, signal.Signals[f"SIG{spec.requeue.signal}"])  # type: ignore[arg-type]
+
+
+def supervisor_pid(record: JobRecord) -> int | None:
+    pid_file = Path(record.run_dir) / "supervisor.pid"
+    try:
+        return int(pid_file.read_text().strip())
+    except (OSError, ValueError):
+        return record.pid
+
+
+def nodes_of(run_dir: Path) -> str:
+    try:
+        spec = load_spec(RunLayout(run_dir).spec_file, check_paths=False)
+    except Exception:  # noqa: BLE001 - only decoration for the status line
+        return ""
+    return ",".join(f"local{i + 1}" for i in range(spec.nodes))
+
+
+BACKEND = LocalBackend()
