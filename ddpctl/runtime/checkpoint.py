@@ -1,0 +1,232 @@
+"""Checkpointer: atomic, keep-N, "latest complete" checkpoints with a per-rank part.
+
+    <dir>/step-000000120/
+        shared.pt      rank 0: everything identical across DDP replicas (model, optimizer, scheduler, ...)
+        rank-<r>.pt    every rank: its own small part (RNG states, sampler position)
+        rank-<r>.json  every rank, after its files: their sizes and SHA-256
+        COMPLETE       rank 0, last, after all rank-<r>.json exist: the merged file table
+
+Only a directory with COMPLETE whose files match the table is ever loaded (hydra#1822, torchtitan's
+.metadata check). Older checkpoints are deleted only after a newer one is complete.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import sys
+import threading
+import time
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+import torch
+import torch.distributed as dist
+
+from ddpctl import envvars
+from ddpctl.events import append_event
+from ddpctl.layout import RunLayout
+from ddpctl.runtime import ckptio
+from ddpctl.runtime.dist import DistContext, all_reduce_min, cpu_group
+from ddpctl.runtime.snapshot import snapshot
+
+RANK_KEY = "rank"  # the key of a state dict whose value is this rank's own part
+MARKER = "COMPLETE"
+SHARED = "shared.pt"
+COMMIT_TIMEOUT_S = 600.0
+
+
+def step_dirname(step: int) -> str:
+    return f"step-{step:09d}"
+
+
+def parse_step(name: str) -> int | None:
+    head, _, digits = name.partition("-")
+    return int(digits) if head == "step" and digits.isdigit() else None
+
+
+class Checkpointer:
+    """Save and find checkpoints. Construct it on every rank at the same point (it may create a Gloo group).
+
+    `dir` defaults to `$DDPCTL_CKPT_DIR` (else `$DDPCTL_RUN_DIR/checkpoints`, else ./checkpoints); `keep` to
+    `$DDPCTL_CKPT_KEEP` (else 3; 0 keeps all). The directory must be shared by all nodes.
+    """
+
+    def __init__(
+        self,
+        dir: str | Path | None = None,  # the documented public name; shadows a builtin only here
+        keep: int | None = None,
+        ctx: DistContext | None = None,
+        env: Mapping[str, str] | None = None,
+    ) -> None:
+        env = os.environ if env is None else env
+        self.dir = Path(dir) if dir is not None else _default_dir(env)
+        self.keep = int(env.get(envvars.CKPT_KEEP, "3")) if keep is None else keep
+        self.ctx = ctx if ctx is not None else _ctx_from_env(env)
+        self._events = Path(env[envvars.RUN_DIR]) if env.get(envvars.RUN_DIR) else None
+        self._group = cpu_group(self.ctx.distributed)
+        self._thread: threading.Thread | None = None
+        self._error: BaseException | None = None
+
+    def save(self, step: int, state: dict[str, Any], blocking: bool = True) -> Path:
+        """Write checkpoint `step` on every rank; return its directory.
+
+        `state[RANK_KEY]` ("rank") is this rank's own part; everything else is taken from rank 0 only.
+        With `blocking=False` the state is snapshotted (copied to CPU) and written on a background thread;
+        call `wait()` before relying on it (the next `save`, `load_latest` and `wait` do).
+        """
+        self.wait()
+        path = self.dir / step_dirname(step)
+        path.mkdir(parents=True, exist_ok=True)
+        if blocking:
+            self._write_parts(path, state)
+            self.ctx.barrier()
+            if self.ctx.is_main:
+                self._commit(path, step)
+            return path
+        frozen = snapshot(state)
+        self._thread = threading.Thread(target=self._background, args=(path, step, frozen), daemon=False)
+        self._thread.start()
+        return path
+
+    def wait(self) -> None:
+        """Block until a background save finished; re-raise its error here, on the training thread."""
+        if self._thread is not None:
+            self._thread.join()
+            self._thread = None
+        if self._error is not None:
+            error, self._error = self._error, None
+            raise RuntimeError("background checkpoint save failed") from error
+
+    def _background(self, path: Path, step: int, state: dict[str, Any]) -> None:
+        try:
+            self._write_parts(path, state)
+            if self.ctx.is_main:
+                self._commit(path, step)
+        except BaseException as exc:  # handed to wait() and re-raised on the training thread
+            self._error = exc
+
+    def _write_parts(self, path: Path, state: dict[str, Any]) -> None:
+        rank = self.ctx.rank
+        files: dict[str, Any] = {}
+        if self.ctx.is_main:
+            shared = {k: v for k, v in state.items() if k != RANK_KEY}
+            files[SHARED] = ckptio.atomic_torch_save(shared, path / SHARED)
+        name = f"rank-{rank}.pt"
+        files[name] = ckptio.atomic_torch_save(state.get(RANK_KEY, {}), path / name)
+        ckptio.atomic_write_json({"rank": rank, "files": files}, path / f"rank-{rank}.json")
+
+    def _commit(self, path: Path, step: int) -> None:
+        """Rank 0: once every rank's table is there, write the marker, then prune older checkpoints."""
+        files: dict[str, Any] = {}
+        deadline = time.monotonic() + COMMIT_TIMEOUT_S
+        for rank in range(self.ctx.world_size):
+            # After the barrier these exist already; for a background save this waits for slower ranks.
+            while (table := ckptio.read_json(path / f"rank-{rank}.json")) is None:
+                if time.monotonic() > deadline:
+                    raise TimeoutError(f"rank {rank} never finished its part of {path}")
+                time.sleep(0.05)
+            files.update(table["files"])
+        marker = {"step": step, "world_size": self.ctx.world_size, "files": files, "time": time.time()}
+        ckptio.atomic_write_json(marker, path / MARKER)
+        self._prune(step)
+
+    def _prune(self, newest: int) -> None:
+        complete: list[int] = []
+        for step, path in sorted(self._step_dirs().items(), reverse=True):
+            # Steps past the one just saved belong to a timeline abandoned by resuming from an older
+            # checkpoint (the newer one was damaged); incomplete ones are leftovers of a crash.
+            if step > newest or (step != newest and not (path / MARKER).exists()):
+                shutil.rmtree(path, ignore_errors=True)
+            elif (path / MARKER).exists():
+                complete.append(step)
+        for step in complete[self.keep :] if self.keep > 0 else []:
+            shutil.rmtree(self.dir / step_dirname(step), ignore_errors=True)
+
+    def _step_dirs(self) -> dict[int, Path]:
+        if not self.dir.is_dir():
+            return {}
+        found = {parse_step(p.name): p for p in self.dir.iterdir() if p.is_dir()}
+        return {step: path for step, path in found.items() if step is not None}
+
+    def latest_step(self) -> int | None:
+        """Newest step whose directory has a marker (not verified: see `load_latest`)."""
+        steps = [s for s, p in self._step_dirs().items() if (p / MARKER).exists()]
+        return max(steps, default=None)
+
+    def load_latest(self) -> tuple[int, dict[str, Any]] | None:
+        """(step, state) of the newest complete, undamaged checkpoint, the same one on every rank; or None.
+
+        `state` has the saved shared entries plus this rank's own part under "rank". A damaged candidate
+        (missing marker, truncated or altered file, unloadable data) is skipped with a warning on rank 0 and a
+        `checkpoint_skipped` event, in favour of the previous one.
+        """
+        self.wait()
+        candidates = self._agreed_candidates()
+        for step in candidates:
+            path = self.dir / step_dirname(step)
+            state, problem = self._try_load(path)
+            ok = all_reduce_min(0.0 if problem else 1.0, self.ctx.distributed, self._group) > 0
+            if ok and state is not None:
+                return step, state
+            self._warn_skip(step, problem or "another rank could not load its part")
+        return None
+
+    def _agreed_candidates(self) -> list[int]:
+        """Rank 0 lists marked checkpoints, newest first, and broadcasts them: every rank tries the same."""
+        box: list[Any] = [self._candidates() if self.ctx.is_main else None]
+        if self.ctx.distributed:
+            dist.broadcast_object_list(box, src=0, group=self._group)
+        return list(box[0] or [])
+
+    def _candidates(self) -> list[int]:
+        steps: list[int] = []
+        for step, path in sorted(self._step_dirs().items(), reverse=True):
+            marker = ckptio.read_json(path / MARKER)
+            if not isinstance(marker, dict):
+                self._warn_skip(step, "no completion marker (the save never finished)")
+            elif marker.get("world_size") != self.ctx.world_size:
+                saved_by = marker.get("world_size")
+                self._warn_skip(step, f"saved by {saved_by} ranks, running {self.ctx.world_size}")
+            else:
+                steps.append(step)
+        return steps
+
+    def _try_load(self, path: Path) -> tuple[dict[str, Any] | None, str | None]:
+        marker = ckptio.read_json(path / MARKER)
+        files = marker.get("files", {}) if isinstance(marker, dict) else {}
+        own = f"rank-{self.ctx.rank}.pt"
+        for name in (SHARED, own):
+            problem = ckptio.file_matches(path / name, files.get(name, {}), check_hash=True)
+            if problem:
+                return None, problem
+        try:
+            state = torch.load(path / SHARED, map_location="cpu", weights_only=True)
+            state[RANK_KEY] = torch.load(path / own, map_location="cpu", weights_only=True)
+        except Exception as exc:  # any unpickling failure means "damaged, try the previous one"
+            return None, f"cannot be loaded: {exc}"
+        return state, None
+
+    def _warn_skip(self, step: int, reason: str) -> None:
+        if not self.ctx.is_main:
+            return
+        path = self.dir / step_dirname(step)
+        print(f"ddpctl.runtime: WARNING: skipping checkpoint {path}: {reason}", file=sys.stderr, flush=True)
+        if self._events is not None:
+            events = RunLayout(self._events).events
+            append_event(events, "checkpoint_skipped", step=step, checkpoint=str(path), reason=reason)
+
+
+def _default_dir(env: Mapping[str, str]) -> Path:
+    if env.get(envvars.CKPT_DIR):
+        return Path(env[envvars.CKPT_DIR])
+    if env.get(envvars.RUN_DIR):
+        return RunLayout(Path(env[envvars.RUN_DIR])).default_checkpoints
+    return Path("checkpoints")
+
+
+def _ctx_from_env(env: Mapping[str, str]) -> DistContext:
+    from ddpctl.runtime.dist import init  # noqa: PLC0415 - only when the caller passed no context
+
+    return init(env=env)

@@ -1,0 +1,91 @@
+"""Process-group setup from the torchrun environment, and the few collectives the runtime needs."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass
+from datetime import timedelta
+
+import torch
+import torch.distributed as dist
+
+from ddpctl import envvars
+from ddpctl.runtime import stopflag
+
+DEFAULT_PG_TIMEOUT_S = 1800
+
+
+@dataclass(frozen=True)
+class DistContext:
+    """Who this process is. `distributed` is False for a plain single-process run (no process group)."""
+
+    rank: int
+    local_rank: int
+    world_size: int
+    device: torch.device
+    attempt: int
+    distributed: bool
+
+    @property
+    def is_main(self) -> bool:
+        return self.rank == 0
+
+    def barrier(self) -> None:
+        if self.distributed:
+            dist.barrier()
+
+    def close(self) -> None:
+        """Destroy the process group (safe to call twice or without one)."""
+        if self.distributed and dist.is_initialized():
+            dist.destroy_process_group()
+
+
+def init(backend: str | None = None, env: Mapping[str, str] | None = None) -> DistContext:
+    """Initialise distributed training from torchrun's variables (RANK, LOCAL_RANK, WORLD_SIZE, MASTER_*).
+
+    NCCL when CUDA is available, Gloo otherwise, unless `backend` says. The timeout comes from
+    `$DDPCTL_PG_TIMEOUT_S` (default 1800 s). On CUDA the device is pinned to LOCAL_RANK. Without torchrun's
+    variables this is a single process: world size 1 and no process group. Also arms the stop flag from the
+    launcher's variables if `ddpctl.worker` did not already (a script started by plain torchrun).
+    """
+    env = os.environ if env is None else env
+    stopflag.watch_from_env(env)
+    rank = int(env.get("RANK", "0"))
+    local_rank = int(env.get("LOCAL_RANK", "0"))
+    world_size = int(env.get("WORLD_SIZE", "1"))
+    cuda = torch.cuda.is_available()
+    device = torch.device("cuda", local_rank) if cuda else torch.device("cpu")
+    if cuda:
+        torch.cuda.set_device(device)
+    distributed = "MASTER_ADDR" in env and "RANK" in env
+    if distributed and not dist.is_initialized():
+        timeout = timedelta(seconds=float(env.get(envvars.PG_TIMEOUT_S, str(DEFAULT_PG_TIMEOUT_S))))
+        chosen = backend or ("nccl" if cuda else "gloo")
+        dist.init_process_group(chosen, timeout=timeout, rank=rank, world_size=world_size)
+    attempt = int(env.get(envvars.ATTEMPT, "0"))
+    return DistContext(rank, local_rank, world_size, device, attempt, distributed)
+
+
+def all_reduce_max(value: float, distributed: bool, group: dist.ProcessGroup | None = None) -> float:
+    """Blocking MAX over ranks of one CPU float (a no-op when not distributed)."""
+    if not distributed:
+        return value
+    buf = torch.tensor([value], dtype=torch.float64)
+    dist.all_reduce(buf, op=dist.ReduceOp.MAX, group=group)
+    return float(buf.item())
+
+
+def all_reduce_min(value: float, distributed: bool, group: dist.ProcessGroup | None = None) -> float:
+    """Blocking MIN over ranks of one CPU float (a no-op when not distributed)."""
+    return -all_reduce_max(-value, distributed, group)
+
+
+def cpu_group(distributed: bool) -> dist.ProcessGroup | None:
+    """A separate Gloo group for small CPU control messages, so they never queue behind DDP's gradient
+    all-reduces or force a host-device sync on NCCL. Collective: every rank calls it at the same point.
+    """
+    if not distributed:
+        return None
+    group = dist.new_group(backend="gloo")
+    return group if isinstance(group, dist.ProcessGroup) else None
