@@ -1,0 +1,189 @@
+"""Reading a job spec's YAML while remembering where every key came from.
+
+The document is composed into PyYAML's node tree (SafeLoader, so no arbitrary tags) and converted by hand,
+so that each key path keeps the line it was written on and each unquoted non-string scalar keeps its source
+text. The source text matters because YAML 1.1 reads `time: 1:30:00` as the integer 5400 (base 60) and
+`partition: on` as true: string fields take such scalars exactly as written.
+
+`Doc` is the parsed spec plus that bookkeeping; `At` is one key path in it and builds the one-line `SpecError`
+messages (`jobs/x.yaml:7: nodes: got 0, expected an integer >= 1`).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from ddpctl.errors import SpecError
+
+Key = tuple[str, ...]
+_MERGE_TAG = "tag:yaml.org,2002:merge"
+_SHOW_MAX = 60
+_TYPE_NAMES = {bool: "a boolean", int: "an integer", float: "a float", str: "a string", list: "a list"}
+_TYPE_NAMES[dict] = "a mapping"
+
+
+@dataclass
+class Doc:
+    """A spec mapping plus, per key path: its YAML line, its unquoted source text, the --set that wrote it."""
+
+    source: str
+    data: dict[str, Any]
+    lines: dict[Key, int] = field(default_factory=dict)
+    raws: dict[Key, str] = field(default_factory=dict)
+    origins: dict[Key, str] = field(default_factory=dict)
+
+    def where(self, path: Key) -> str:
+        """`--set k=v` if an override wrote this path (or a parent), else `file:line`, else `file`."""
+        prefixes = [path[:n] for n in range(len(path), 0, -1)]
+        for prefix in prefixes:
+            if prefix in self.origins:
+                return self.origins[prefix]
+        for prefix in prefixes:
+            if prefix in self.lines:
+                return f"{self.source}:{self.lines[prefix]}"
+        return self.source
+
+    def forget(self, path: Key) -> None:
+        """Drop the bookkeeping of `path` and everything under it (an override is replacing it)."""
+        for table in (self.lines, self.raws, self.origins):
+            for key in [k for k in table if k[: len(path)] == path]:
+                del table[key]
+
+
+@dataclass(frozen=True)
+class At:
+    """One key path in a Doc: the place an error message points at."""
+
+    doc: Doc
+    path: Key = ()
+
+    @property
+    def key(self) -> str:
+        return ".".join(self.path) or "top level"
+
+    def child(self, name: str) -> At:
+        return At(self.doc, (*self.path, name))
+
+    def raw(self) -> str | None:
+        return self.doc.raws.get(self.path)
+
+    def error(self, message: str) -> SpecError:
+        return SpecError(f"{self.doc.where(self.path)}: {self.key}: {message}")
+
+    def fail(self, value: object, expected: str, *, typed: bool = False) -> SpecError:
+        kind = f" ({type_name(value)})" if typed and value is not None else ""
+        return self.error(f"got {show(value)}{kind}, expected {expected}")
+
+
+def type_name(value: object) -> str:
+    if value is None:
+        return "null"
+    return _TYPE_NAMES.get(type(value), f"a {type(value).__name__}")
+
+
+def show(value: object) -> str:
+    """A value as the user would write it, on one line and cut short."""
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    text = repr(value) if isinstance(value, (str, list, dict, tuple)) else str(value)
+    return text if len(text) <= _SHOW_MAX else text[: _SHOW_MAX - 3] + "..."
+
+
+def one_line(text: str) -> str:
+    return text if text.isprintable() else repr(text)
+
+
+def read_doc(path: str | Path) -> Doc:
+    source = str(path)
+    try:
+        text = Path(path).read_text(encoding="utf-8")
+    except OSError as err:
+        raise SpecError(f"{source}: cannot read spec file: {err.strerror or err}") from err
+    except UnicodeDecodeError as err:
+        raise SpecError(f"{source}: cannot read spec file: not UTF-8 text ({err.reason})") from err
+    doc = Doc(source, {})
+    root = parse_yaml(text, doc, ())
+    if root is None:
+        raise SpecError(f"{source}: empty spec, expected a mapping with at least 'name' and 'script'")
+    if not isinstance(root, dict):
+        raise At(doc).fail(root, "a mapping of spec keys (name: ..., script: ...)", typed=True)
+    doc.data = root
+    return doc
+
+
+def parse_yaml(text: str, doc: Doc, base: Key, override: str | None = None) -> Any:
+    """Parse one YAML document into plain Python values, recording lines and raw scalars under `base`.
+
+    `override` is the `--set` text when parsing its value: errors then name it instead of a file line.
+    """
+    loader = yaml.SafeLoader(text)
+    try:
+        node = loader.get_single_node()
+        if node is not None:
+            doc.lines.setdefault(base, node.start_mark.line + 1)
+        return None if node is None else _Builder(loader, doc).build(node, base)
+    except yaml.MarkedYAMLError as err:
+        mark = err.problem_mark or err.context_mark
+        where = override or (doc.source if mark is None else f"{doc.source}:{mark.line + 1}")
+        problem = ", ".join(p for p in (err.context, err.problem) if p) or "syntax error"
+        raise SpecError(f"{where}: invalid YAML: {' '.join(problem.split())}") from err
+    except yaml.YAMLError as err:
+        raise SpecError(f"{override or doc.source}: invalid YAML: {' '.join(str(err).split())}") from err
+    finally:
+        loader.dispose()
+
+
+class _Builder:
+    def __init__(self, loader: yaml.SafeLoader, doc: Doc) -> None:
+        self.loader = loader
+        self.doc = doc
+        self.active: set[int] = set()  # nodes being built: an alias back to one of them is a cycle
+
+    def build(self, node: yaml.Node, path: Key) -> Any:
+        if id(node) in self.active:
+            raise At(self.doc, path).error("recursive YAML alias, expected plain data")
+        self.active.add(id(node))
+        try:
+            if isinstance(node, yaml.MappingNode):
+                return self._mapping(node, path)
+            if isinstance(node, yaml.SequenceNode):
+                return [self._item(item, (*path, str(i))) for i, item in enumerate(node.value)]
+            value = self.loader.construct_object(node, deep=True)
+            if isinstance(node, yaml.ScalarNode) and node.style is None and not isinstance(value, str):
+                self.doc.raws[path] = str(node.value)
+            return value
+        finally:
+            self.active.discard(id(node))
+
+    def _item(self, node: yaml.Node, path: Key) -> Any:
+        self.doc.lines[path] = node.start_mark.line + 1
+        return self.build(node, path)
+
+    def _mapping(self, node: yaml.MappingNode, path: Key) -> dict[str, Any]:
+        seen: set[str] = set()
+        for key_node, _ in node.value:
+            name = self._key(key_node, path)
+            if key_node.tag != _MERGE_TAG and name in seen:
+                line = key_node.start_mark.line + 1
+                raise At(self.doc, (*path, name)).error(f"duplicate key (again on line {line})")
+            seen.add(name)
+        self.loader.flatten_mapping(node)  # resolves `<<: *anchor` merges; later keys win, as in PyYAML
+        out: dict[str, Any] = {}
+        for key_node, value_node in node.value:
+            name = self._key(key_node, path)
+            key = (*path, name)
+            self.doc.lines[key] = key_node.start_mark.line + 1
+            out[name] = self.build(value_node, key)
+        return out
+
+    def _key(self, node: yaml.Node, path: Key) -> str:
+        if not isinstance(node, yaml.ScalarNode):
+            line = node.start_mark.line + 1
+            raise At(self.doc, path).error(f"the key on line {line} is not a plain name, expected a string")
+        return str(node.value)  # as written: `on:` is the key 'on', not true
