@@ -182,6 +182,7 @@ wait_ready() {
     deadline=$(awk -v t="$(date +%s.%N)" -v d="$READY_TIMEOUT" 'BEGIN {printf "%d", t + d}')
     while :; do
         states=$(sinfo -h -N -o '%N %T' 2>/dev/null | sort -u || true)
+        [[ -n ${DDPCTL_TEST_DEBUG:-} ]] && log "$(date +%T.%N) states: $(echo $states)"
         n=$(printf '%s\n' "$states" | grep -c . || true)
         bad=$(printf '%s\n' "$states" | grep -Ev ' (idle|allocated|mixed|completing)$' | grep . || true)
         if [[ -n $states && $n -eq $NODES && -z $bad ]]; then

@@ -1,0 +1,89 @@
+"""Shared pytest plumbing: the local Slurm cluster fixture and job cleanup.
+
+Tests marked ``slurm`` (``pytestmark = pytest.mark.slurm``) get ``slurm_cluster`` automatically: the first
+such test runs tests/cluster/start.sh (idempotent, fast when the cluster is up). Where the cluster cannot run
+(not root, no Slurm and no apt-get, start.sh failing) those tests are skipped with the reason, unless
+DDPCTL_REQUIRE_SLURM=1 (CI), where they fail instead.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+from collections.abc import Callable, Iterator
+from typing import NoReturn
+
+import pytest
+from slurmtools import START_SCRIPT, STATE_DIR, ClusterInfo, scancel_and_wait
+
+START_TIMEOUT_S = 600  # covers apt-get on a fresh machine; an installed machine takes well under a second
+
+
+def _unavailable(reason: str) -> NoReturn:
+    if os.environ.get("DDPCTL_REQUIRE_SLURM") == "1":
+        pytest.fail(
+            f"DDPCTL_REQUIRE_SLURM=1 but the local Slurm cluster is unavailable: {reason}", pytrace=False
+        )
+    pytest.skip(f"local Slurm cluster unavailable: {reason}")
+
+
+def _sinfo_column(fmt: str) -> list[str]:
+    res = subprocess.run(["sinfo", "-h", "-o", fmt], capture_output=True, text=True, timeout=30, check=False)
+    return res.stdout.split()
+
+
+def _start_cluster() -> ClusterInfo:
+    if os.geteuid() != 0:
+        _unavailable("tests/cluster/start.sh must run as root")
+    if shutil.which("slurmctld") is None and shutil.which("apt-get") is None:
+        _unavailable("Slurm is not installed and there is no apt-get to install it")
+    try:
+        res = subprocess.run(
+            ["bash", str(START_SCRIPT)], capture_output=True, text=True, timeout=START_TIMEOUT_S, check=False
+        )
+    except subprocess.TimeoutExpired:
+        _unavailable(f"{START_SCRIPT} did not finish in {START_TIMEOUT_S} s")
+    if res.returncode != 0:
+        _unavailable(f"{START_SCRIPT} exited {res.returncode}:\n{res.stdout}{res.stderr[-4000:]}")
+    partitions = _sinfo_column("%P")
+    default = next((p.rstrip("*") for p in partitions if p.endswith("*")), "")
+    return ClusterInfo(
+        nodes=tuple(_node_names()),
+        partitions=tuple(p.rstrip("*") for p in partitions),
+        default_partition=default,
+        state_dir=STATE_DIR,
+    )
+
+
+def _node_names() -> list[str]:
+    res = subprocess.run(
+        ["sinfo", "-h", "-N", "-o", "%N"], capture_output=True, text=True, timeout=30, check=False
+    )
+    return sorted(set(res.stdout.split()), key=lambda n: (len(n), n))
+
+
+@pytest.fixture(scope="session")
+def slurm_cluster() -> ClusterInfo:
+    """The running local cluster: node names (node1, node2, ...), partitions (debug default, urgent)."""
+    return _start_cluster()
+
+
+@pytest.fixture(autouse=True)
+def _slurm_marker(request: pytest.FixtureRequest) -> None:
+    if request.node.get_closest_marker("slurm") is not None:
+        request.getfixturevalue("slurm_cluster")
+
+
+@pytest.fixture
+def cleanup_jobs() -> Iterator[Callable[[str], str]]:
+    """Register job ids (``cleanup_jobs(job_id)``, returns the id); they are scancel'ed at teardown and
+    waited for until squeue no longer lists them, so the next test starts with free nodes."""
+    ids: list[str] = []
+
+    def register(job_id: str) -> str:
+        ids.append(job_id)
+        return job_id
+
+    yield register
+    scancel_and_wait(ids)
