@@ -1,0 +1,222 @@
+"""Read a Slurm job step's environment (pure: callers pass the mapping) and derive torchrun's settings.
+
+Every SLURM_* name ddpctl reads is in the table below; other modules import the names from here.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from types import MappingProxyType
+
+from ddpctl.errors import HostlistError, SlurmEnvError
+from ddpctl.slurm.hostlist import compress, expand
+
+JOB_ID = "SLURM_JOB_ID"
+ARRAY_JOB_ID = "SLURM_ARRAY_JOB_ID"
+ARRAY_TASK_ID = "SLURM_ARRAY_TASK_ID"
+JOB_NODELIST = "SLURM_JOB_NODELIST"
+NODELIST = "SLURM_NODELIST"
+JOB_NUM_NODES = "SLURM_JOB_NUM_NODES"
+NNODES = "SLURM_NNODES"
+STEP_NUM_NODES = "SLURM_STEP_NUM_NODES"
+NODEID = "SLURM_NODEID"
+NODENAME = "SLURMD_NODENAME"
+STEP_ID = "SLURM_STEP_ID"
+PROCID = "SLURM_PROCID"
+RESTART_COUNT = "SLURM_RESTART_COUNT"
+GPUS_ON_NODE = "SLURM_GPUS_ON_NODE"
+
+VARIABLES: Mapping[str, str] = MappingProxyType({
+    JOB_ID: "job id; each array task has its own",
+    ARRAY_JOB_ID: "array tasks only: the array's id (`scontrol requeue` wants <array id>_<task id>)",
+    ARRAY_TASK_ID: "array tasks only: this task's index",
+    JOB_NODELIST: "the job's hosts as a hostlist expression; first host is MASTER_ADDR",
+    NODELIST: "older spelling of SLURM_JOB_NODELIST, still exported",
+    JOB_NUM_NODES: "number of nodes in the job -> NNODES",
+    NNODES: "fallback for SLURM_JOB_NUM_NODES (inside a step it counts the step's nodes)",
+    STEP_NUM_NODES: "set by srun; must equal the job's node count or some nodes would never join",
+    NODEID: "this node's index in the step -> NODE_RANK; set by srun (the batch shell sees only 0)",
+    NODENAME: "this node's Slurm name (set by slurmd)",
+    STEP_ID: "set inside a job step (srun); its absence means we run in the batch shell",
+    PROCID: "task rank within the step (one task per node under ddpctl launch)",
+    RESTART_COUNT: "absent on the first run, then 1, 2, ... after each requeue",
+    GPUS_ON_NODE: "GPUs allocated on this node; default processes per node",
+})
+
+# Launcher ports: below torchrun's defaults (29400 c10d, 29500 static) and the Linux ephemeral range
+# (32768-60999, where outgoing sockets and NCCL/Gloo's own listeners land), above the 1xxxx ports that Slurm
+# sites reserve for MPI/PMIx (MpiParams=ports=12000-12999 is the documented example).
+PORT_MIN = 20000
+PORT_MAX = 28999
+
+NOT_IN_JOB = "not inside a Slurm job: run under sbatch/srun (or use --backend local)"
+NOT_IN_STEP = "not inside a Slurm job step: run under srun"
+
+
+def _get(env: Mapping[str, str], name: str) -> str | None:
+    value = env.get(name, "").strip()
+    return value or None
+
+
+def _int(env: Mapping[str, str], name: str) -> int | None:
+    value = _get(env, name)
+    if value is None:
+        return None
+    if not (value.isascii() and value.isdigit()):
+        raise SlurmEnvError(f"{name}={value!r} is not a non-negative integer")
+    return int(value)
+
+
+@dataclass(frozen=True)
+class SlurmContext:
+    """Raw facts about this job step, read from the environment; no hostlist expansion yet."""
+
+    job_id: str
+    array_job_id: str | None
+    array_task_id: str | None
+    node_list: str
+    num_nodes: int
+    node_id: int
+    node_name: str | None
+    restart_count: int
+    step_id: str | None
+    step_num_nodes: int | None = None
+    gpus_on_node: int | None = None
+
+    @classmethod
+    def from_env(cls, env: Mapping[str, str]) -> SlurmContext:
+        job_id = _get(env, JOB_ID)
+        if job_id is None:
+            raise SlurmEnvError(NOT_IN_JOB)
+        node_id = _int(env, NODEID)
+        step_id = _get(env, STEP_ID)
+        if node_id is None or step_id is None:
+            raise SlurmEnvError(NOT_IN_STEP)
+        node_list = _get(env, JOB_NODELIST) or _get(env, NODELIST)
+        if node_list is None:
+            raise SlurmEnvError(f"{JOB_NODELIST} (or {NODELIST}) is not set in Slurm job {job_id}")
+        num_nodes = _int(env, JOB_NUM_NODES)
+        if num_nodes is None:
+            num_nodes = _int(env, NNODES)
+        if num_nodes is None:
+            raise SlurmEnvError(f"{JOB_NUM_NODES} (or {NNODES}) is not set in Slurm job {job_id}")
+        return cls(
+            job_id=job_id, array_job_id=_get(env, ARRAY_JOB_ID), array_task_id=_get(env, ARRAY_TASK_ID),
+            node_list=node_list, num_nodes=num_nodes, node_id=node_id, node_name=_get(env, NODENAME),
+            restart_count=_int(env, RESTART_COUNT) or 0, step_id=step_id,
+            step_num_nodes=_int(env, STEP_NUM_NODES), gpus_on_node=_int(env, GPUS_ON_NODE),
+        )
+
+    @property
+    def requeue_id(self) -> str:
+        """The id `scontrol requeue` needs: an array task is addressed as <array job id>_<task id>."""
+        if self.array_job_id is not None and self.array_task_id is not None:
+            return f"{self.array_job_id}_{self.array_task_id}"
+        return self.job_id
+
+
+def gpus_on_node(env: Mapping[str, str]) -> int | None:
+    """SLURM_GPUS_ON_NODE as an int (None when unset); readable outside a job step, unlike SlurmContext."""
+    return _int(env, GPUS_ON_NODE)
+
+
+def _hashed_port(job_id: str, array_task_id: str | None, restart_count: int) -> int:
+    key = f"{job_id}\0{array_task_id or ''}\0{restart_count}".encode()
+    digest = int.from_bytes(hashlib.blake2b(key, digest_size=8).digest(), "big")
+    return PORT_MIN + digest % (PORT_MAX - PORT_MIN + 1)
+
+
+def master_port(job_id: str, array_task_id: str | None, restart_count: int) -> int:
+    """A port in PORT_MIN..PORT_MAX that every node of this run computes alike.
+
+    A stable digest (not the per-process salted hash()) of job id, array task and restart count, so two jobs
+    sharing a master node collide with probability 1/9000. A requeued run never reuses the previous
+    attempt's port (on a tie it takes the next one), since that attempt's processes may still hold it.
+    """
+    port = previous = -1
+    for attempt in range(restart_count + 1):
+        port = _hashed_port(job_id, array_task_id, attempt)
+        if port == previous:
+            port = PORT_MIN if port == PORT_MAX else port + 1
+        previous = port
+    return port
+
+
+@dataclass(frozen=True)
+class DistEnv:
+    """What torchrun needs on this node, identical on every node except node_rank and node_name."""
+
+    master_addr: str
+    master_port: int
+    node_rank: int
+    nnodes: int
+    nproc_per_node: int
+    world_size: int
+    rdzv_id: str
+    restart_count: int
+    job_id: str
+    node_name: str
+    hosts: tuple[str, ...]
+
+    def as_json(self) -> dict[str, object]:
+        return {
+            "MASTER_ADDR": self.master_addr, "MASTER_PORT": self.master_port, "NODE_RANK": self.node_rank,
+            "NNODES": self.nnodes, "NPROC_PER_NODE": self.nproc_per_node, "WORLD_SIZE": self.world_size,
+            "RESTART_COUNT": self.restart_count, "RDZV_ID": self.rdzv_id, "JOB_ID": self.job_id,
+            "NODE_NAME": self.node_name, "HOSTS": list(self.hosts),
+        }
+
+    def as_lines(self) -> list[str]:
+        """`KEY=value` lines for people; HOSTS is written back as a compact hostlist."""
+        fields = self.as_json()
+        fields["HOSTS"] = compress(self.hosts)
+        return [f"{key}={value}" for key, value in fields.items()]
+
+
+def _hosts(ctx: SlurmContext) -> tuple[str, ...]:
+    try:
+        hosts = tuple(expand(ctx.node_list))
+    except HostlistError as err:
+        raise SlurmEnvError(f"{JOB_NODELIST}: {err}") from err
+    if len(hosts) != ctx.num_nodes:
+        raise SlurmEnvError(
+            f"{JOB_NODELIST}={ctx.node_list!r} names {len(hosts)} hosts but {JOB_NUM_NODES}={ctx.num_nodes}"
+        )
+    if ctx.step_num_nodes is not None and ctx.step_num_nodes != ctx.num_nodes:
+        raise SlurmEnvError(
+            f"this step runs on {ctx.step_num_nodes} of the job's {ctx.num_nodes} nodes ({STEP_NUM_NODES}): "
+            "run srun over every node of the job, one task per node"
+        )
+    if ctx.node_id >= ctx.num_nodes:
+        raise SlurmEnvError(f"{NODEID}={ctx.node_id} is outside 0..{ctx.num_nodes - 1} ({JOB_NUM_NODES})")
+    return hosts
+
+
+def _resolve(host: str, resolve_addr: Callable[[str], str] | None) -> str:
+    if resolve_addr is None:
+        return host
+    try:
+        return resolve_addr(host)
+    except OSError as err:
+        raise SlurmEnvError(f"cannot resolve master host {host!r} (first of {JOB_NODELIST}): {err}") from err
+
+
+def derive(
+    env: Mapping[str, str], nproc_per_node: int, *, resolve_addr: Callable[[str], str] | None = None
+) -> DistEnv:
+    """DistEnv for this node from a job step's environment; MASTER_ADDR is the first host of the node list."""
+    if nproc_per_node < 1:
+        raise ValueError(f"nproc_per_node must be >= 1, got {nproc_per_node}")
+    ctx = SlurmContext.from_env(env)
+    hosts = _hosts(ctx)
+    return DistEnv(
+        master_addr=_resolve(hosts[0], resolve_addr),
+        master_port=master_port(ctx.job_id, ctx.array_task_id, ctx.restart_count),
+        node_rank=ctx.node_id, nnodes=ctx.num_nodes, nproc_per_node=nproc_per_node,
+        world_size=ctx.num_nodes * nproc_per_node,
+        rdzv_id=f"{ctx.requeue_id}.{ctx.restart_count}",
+        restart_count=ctx.restart_count, job_id=ctx.job_id,
+        node_name=ctx.node_name or hosts[ctx.node_id], hosts=hosts,
+    )
