@@ -1,15 +1,76 @@
-"""`ddpctl logs` (not implemented yet)."""
+"""`ddpctl logs JOB`: a job's per-rank logs merged with [attempt node rank] prefixes; -f follows requeues."""
 
 from __future__ import annotations
 
 import argparse
+import os
+import sys
 from typing import Any
+
+from ddpctl.errors import LogsError
+from ddpctl.exitcodes import OK
+from ddpctl.logs import LogsRequest, job_state, show_logs
+from ddpctl.logs_core import LineFilter, compile_grep, parse_attempt, parse_nodes, parse_rank_spec
+from ddpctl.logs_output import make_sink
+from ddpctl.registry import JobRecord, Registry
+from ddpctl.state import JobState
+
+DESCRIPTION = """\
+Show a job's worker logs (attempt-<n>/rank-<r>.log under its run dir), each line prefixed with
+[a<attempt> <node> r<rank>]. Only whole lines are printed, so ranks writing at once never mix inside a line.
+
+  -f            follow until the job ends: new lines within 0.5 s, moves on to a requeued job's new
+                attempt by itself, ends with "-- job ID STATE --"
+  --errors      each rank's first error or traceback, and the rank that most likely failed first
+                (non-NCCL errors before NCCL/Gloo collateral, then the rank whose log stopped first)
+  --json        one object per line: {"attempt", "node", "rank", "text"} (banners go to stderr)
+"""
 
 
 def add(sub: Any) -> None:
-    parser = sub.add_parser("logs", help="(not implemented yet)")
+    parser = sub.add_parser("logs", help="show or follow a job's per-rank logs, merged and prefixed",
+                            description=DESCRIPTION, formatter_class=argparse.RawDescriptionHelpFormatter)
+    arg = parser.add_argument
+    arg("job", metavar="JOB_ID|NAME", help="job id, or name (the newest job with that name)")
+    arg("-f", "--follow", action="store_true", help="keep printing new lines until the job ends")
+    arg("--rank", metavar="SPEC", help="only these global ranks: commas and ranges, e.g. 0,3-5")
+    arg("--node", metavar="NAME[,NAME]", help="only ranks that ran on these nodes")
+    arg("--attempt", metavar="N|all", help="one attempt (0 = first run) or all; default: the latest")
+    arg("--grep", metavar="REGEX", help="only lines matching this Python regular expression")
+    arg("--errors", action="store_true", help="each rank's first error; name the rank that failed first")
+    arg("--no-color", action="store_true", help="no colours (also when not a terminal, or NO_COLOR is set)")
+    arg("--json", action="store_true", help="JSON lines: attempt, node, rank, text")
     parser.set_defaults(func=run)
 
 
+def request_from_args(args: argparse.Namespace) -> LogsRequest:
+    if args.errors and (args.follow or args.grep is not None):
+        flag = "-f" if args.follow else "--grep"
+        raise LogsError(f"--errors: cannot be combined with {flag}; "
+                        "allowed with it: --rank, --node, --attempt, --json")
+    flt = LineFilter(
+        ranks=None if args.rank is None else parse_rank_spec(args.rank),
+        nodes=None if args.node is None else parse_nodes(args.node),
+        grep=None if args.grep is None else compile_grep(args.grep),
+    )
+    return LogsRequest(follow=args.follow, attempt=parse_attempt(args.attempt), flt=flt, errors=args.errors)
+
+
 def run(args: argparse.Namespace) -> int:
-    raise NotImplementedError("logs")
+    request = request_from_args(args)
+    registry = Registry.from_env()
+    record = registry.find(args.job)
+
+    def state_fn(rec: JobRecord) -> JobState:
+        # Re-read the registry: a final_state recorded while we follow ends the follow without a query.
+        return job_state(registry.find(rec.job_id))
+
+    sink = make_sink(sys.stdout, sys.stderr, os.environ, json_lines=args.json, no_color=args.no_color)
+    try:
+        show_logs(record, request, sink, state_fn=state_fn)
+    except BrokenPipeError:
+        # The reader went away (`ddpctl logs JOB | head`): stop quietly; stdout pointed at /dev/null keeps the
+        # interpreter's last flush of stdout from complaining too.
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+    return OK

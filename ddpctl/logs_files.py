@@ -1,0 +1,145 @@
+"""File side of `ddpctl logs`: find attempts, rank logs and node names; read each log from where it left off.
+
+Files are opened only when `os.stat` shows they grew, and closed right after reading: a 1 024-rank job
+therefore never holds 1 024 descriptors (a common soft limit), and an idle file costs one stat per poll.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+
+from ddpctl.layout import RunLayout, attempt_number, rank_of_log
+from ddpctl.logs_core import LineFilter, LineSplitter, Source
+
+CHUNK = 4 << 20  # most bytes read from one file per poll, so one chatty rank cannot starve the others
+
+
+def list_attempts(root: Path) -> list[int]:
+    try:
+        entries = list(os.scandir(root))
+    except (FileNotFoundError, NotADirectoryError):
+        return []
+    numbers = (attempt_number(e.name) for e in entries if e.is_dir())
+    return sorted(n for n in numbers if n is not None)
+
+
+def list_rank_logs(attempt_dir: Path) -> dict[int, Path]:
+    try:
+        entries = list(os.scandir(attempt_dir))
+    except (FileNotFoundError, NotADirectoryError):
+        return {}
+    found = {rank_of_log(e.name): Path(e.path) for e in entries}
+    return {rank: found[rank] for rank in sorted(r for r in found if r is not None)}
+
+
+def read_node_info(path: Path) -> tuple[str, list[int]] | None:
+    """(node name, global ranks) from a launcher's node-<k>.json; None while it is missing or half-written."""
+    try:
+        info = json.loads(path.read_text())
+        return str(info["node"]), [int(r) for r in info["ranks"]]
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+
+
+def read_node_map(attempt_dir: Path, skip: frozenset[str] = frozenset()) -> dict[str, dict[int, str]]:
+    """Per node-<k>.json file name (except those in `skip`): global rank -> node name."""
+    found: dict[str, dict[int, str]] = {}
+    for path in sorted(attempt_dir.glob("node-*.json")):
+        info = None if path.name in skip else read_node_info(path)
+        if info is not None:
+            found[path.name] = dict.fromkeys(info[1], info[0])
+    return found
+
+
+def world_size(rank_logs: dict[int, Path], nodes: dict[int, str]) -> int:
+    """One more than the highest rank any file names; 0 while nothing is known."""
+    return max([*rank_logs, *nodes], default=-1) + 1
+
+
+def mtime_of(path: Path) -> float:
+    try:
+        return path.stat().st_mtime
+    except FileNotFoundError:
+        return 0.0
+
+
+class FileTail:
+    """One log file read incrementally: `poll` returns its new complete lines, or None if it did not grow.
+
+    A file that vanishes keeps its place (it may come back); one that shrank (truncated) or was replaced (new
+    inode) is read again from the start, after flushing the old content's partial line.
+    """
+
+    def __init__(self, path: Path, source: Source) -> None:
+        self.path = str(path)
+        self.source = source
+        self.offset = 0
+        self._inode = -1
+        self._splitter = LineSplitter()
+
+    @property
+    def has_partial(self) -> bool:
+        return self._splitter.has_partial
+
+    def poll(self) -> list[str] | None:
+        try:
+            st = os.stat(self.path)  # noqa: PTH116 - a str path: no Path object per file per poll
+        except FileNotFoundError:
+            return None
+        restarted: list[str] = []
+        if st.st_size < self.offset or self._inode not in (st.st_ino, -1):
+            restarted = self._splitter.flush()
+            self.offset = 0
+        self._inode = st.st_ino
+        if st.st_size == self.offset:
+            return restarted or None
+        data = self._read()
+        self.offset += len(data)
+        return restarted + self._splitter.feed(data)
+
+    def flush(self) -> list[str]:
+        return self._splitter.flush()
+
+    def _read(self) -> bytes:
+        try:
+            with Path(self.path).open("rb") as f:
+                f.seek(self.offset)
+                return f.read(CHUNK)
+        except FileNotFoundError:
+            return b""
+
+
+@dataclass
+class AttemptFiles:
+    """The rank logs of one attempt that pass the rank/node filter, in rank order."""
+
+    layout: RunLayout
+    attempt: int
+    flt: LineFilter
+    tails: dict[int, FileTail] = field(default_factory=dict)
+    nodes: dict[int, str] = field(default_factory=dict)
+    _node_files: set[str] = field(default_factory=set)
+
+    @property
+    def path(self) -> Path:
+        return self.layout.attempt_dir(self.attempt)
+
+    def rescan(self) -> None:
+        """Pick up rank files and node infos that appeared since the last scan."""
+        for name, ranks in read_node_map(self.path, frozenset(self._node_files)).items():
+            self._node_files.add(name)
+            self.nodes.update(ranks)
+        added = False
+        for rank, path in list_rank_logs(self.path).items():
+            node = self.nodes.get(rank)
+            tail = self.tails.get(rank)
+            if tail is None and self.flt.wants(rank, node):
+                self.tails[rank] = FileTail(path, Source(self.attempt, node, rank))
+                added = True
+            elif tail is not None and tail.source.node is None and node is not None:
+                tail.source = replace(tail.source, node=node)
+        if added:
+            self.tails = dict(sorted(self.tails.items()))
