@@ -20,7 +20,6 @@ from dataclasses import replace
 from pathlib import Path
 from types import FrameType
 
-from ddpctl import exitcodes
 from ddpctl.events import append_event
 from ddpctl.layout import RunLayout
 from ddpctl.nodeplan import NodePlan, node_plan
@@ -130,7 +129,9 @@ def launch(run_dir: Path, env: Mapping[str, str]) -> int:
                  argv=list(plan.argv))
     code = run_torchrun(plan, relay, layout.node_log(dist.restart_count, dist.node_rank), env)
     stopped = layout.stopped_marker(dist.restart_count).exists()
-    final = exitcodes.REQUEUE if stopped and code == exitcodes.OK else code
+    # A node stopped for requeue exits 0 like a finished one: srun --kill-on-bad-exit must not take down
+    # nodes still leaving cleanly. The stopped marker, not this status, tells the batch shell to requeue.
+    final = code
     append_event(layout.events, "node-exit", node=dist.node_name, attempt=dist.restart_count,
                  torchrun_exit=code, exit=final, stopped=stopped)
     print(f"ddpctl launch [{dist.node_name}]: torchrun exited {code}; launch exits {final}"

@@ -80,10 +80,10 @@ class Supervisor:
                 code = proc.poll()
                 if code is not None and index not in codes:
                     codes[index] = code if code >= 0 else 128 - code
-                    if codes[index] not in (exitcodes.OK, exitcodes.REQUEUE):
+                    if codes[index] not in (exitcodes.OK,):
                         self.terminate_nodes()
             time.sleep(0.1)
-        return max(codes.values(), key=lambda c: (c not in (0, exitcodes.REQUEUE), c))
+        return max(codes.values(), key=lambda c: (c not in (0,), c))
 
     def run(self) -> int:
         signal.signal(signal.Signals[f"SIG{self.spec.requeue.signal}"], self.on_stop_signal)

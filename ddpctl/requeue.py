@@ -76,7 +76,7 @@ def decide(outcome: RunOutcome, policy: RequeuePolicy, used: Mapping[Kind, int])
     kind = run_kind(outcome)
     if kind is None:
         return Decision("finish", None, "training completed", exitcodes.OK)
-    failed_code = outcome.exit_code if outcome.exit_code not in (exitcodes.OK, exitcodes.REQUEUE) else 1
+    failed_code = outcome.exit_code if outcome.exit_code not in (exitcodes.OK,) else 1
     if not policy.enabled:
         return Decision("finish", kind, f"{kind}: requeue disabled in the spec", failed_code)
     budget, spent = budget_of(policy, kind), used.get(kind, 0)

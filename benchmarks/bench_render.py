@@ -1,0 +1,50 @@
+"""`ddpctl render` of a 2-node spec vs `torchx run --dryrun -s slurm dist.ddp -j 2x8` (target ratio ≤ 0.5).
+
+TorchX comes from PyPI into a scratch virtual environment that this script creates (reused when present).
+Both commands run as fresh processes, alternately, so interpreter start-up and imports are counted for both,
+as a user experiences them.
+
+    python benchmarks/bench_render.py [--rounds 15] [--venv DIR]
+"""
+
+from __future__ import annotations
+
+import argparse
+import subprocess
+import sys
+import tempfile
+import venv
+from pathlib import Path
+
+from _timing import alternate, report
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def torchx_venv(path: Path) -> Path:
+    exe = path / "bin" / "torchx"
+    if not exe.exists():
+        print(f"installing torchx into {path} ...", flush=True)
+        venv.EnvBuilder(with_pip=True).create(path)
+        subprocess.run([str(path / "bin" / "pip"), "install", "-q", "torchx"], check=True)
+    return exe
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--rounds", type=int, default=15)
+    parser.add_argument("--venv", type=Path, default=Path(tempfile.gettempdir()) / "ddpctl-bench-torchx")
+    args = parser.parse_args()
+    torchx = torchx_venv(args.venv)
+    with tempfile.TemporaryDirectory() as scratch:
+        train = Path(scratch) / "train.py"
+        train.write_text("print('hello')\n")
+        ours = [sys.executable, "-m", "ddpctl", "render", str(ROOT / "jobs" / "example.yaml"), "--set", "nodes=2"]
+        theirs = [str(torchx), "run", "--dryrun", "-s", "slurm", "dist.ddp", "-j", "2x8", "--script", str(train)]
+        alternate(ours, theirs, 2, cwd=str(ROOT))  # warm the page cache for both
+        ours_t, theirs_t = alternate(ours, theirs, args.rounds, cwd=str(ROOT))
+    report("ddpctl render", ours_t, "torchx --dryrun", theirs_t, "<= 0.5")
+
+
+if __name__ == "__main__":
+    main()
