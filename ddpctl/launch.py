@@ -55,6 +55,8 @@ def prepare(run_dir: Path, env: Mapping[str, str]) -> tuple[JobSpec, DistEnv, Ru
     layout = RunLayout(run_dir)
     spec = load_spec(layout.spec_file, check_paths=False)
     dist = derive(env, spec.nproc_per_node)
+    ifname: str | None
+    local_addr: str | None
     if env.get(LOCAL_ENV_FLAG):
         # Local backend: the simulated nodes' names do not resolve; everything is on loopback.
         dist = replace(dist, master_addr="127.0.0.1")

@@ -13,7 +13,7 @@ from ddpctl.state import JobState, current_state
 POLL_S = 1.0
 
 
-def describe(state: JobState) -> str:
+def describe(state: JobState, *, elapsed: bool = True) -> str:
     parts = [state.state]
     if state.reason:
         parts.append(f"({state.reason})")
@@ -21,7 +21,7 @@ def describe(state: JobState) -> str:
         parts.append(f"on {state.nodes}")
     if state.restarts:
         parts.append(f"restart {state.restarts}")
-    if state.elapsed:
+    if elapsed and state.elapsed:
         parts.append(state.elapsed)
     return " ".join(parts)
 
@@ -30,16 +30,17 @@ def exit_status(state: JobState) -> int:
     if state.state == "COMPLETED":
         return exitcodes.OK
     if state.exit_code not in (None, exitcodes.OK):
-        return int(state.exit_code)  # type: ignore[arg-type]
+        return int(state.exit_code)
     return exitcodes.FAILURE
 
 
-def poll_until_terminal(record: JobRecord, show: Callable[[str], None],
+def poll_until_terminal(record: JobRecord, show: Callable[[str], None], *, live: bool,
                         query: Callable[[JobRecord], JobState] = current_state) -> JobState:
+    """Show each change of state; a live status line also shows the ticking elapsed time."""
     last = ""
     while True:
         state = query(record)
-        text = describe(state)
+        text = describe(state, elapsed=live)
         if text != last:
             show(text)
             last = text
@@ -55,8 +56,8 @@ def wait_for_job(record: JobRecord) -> int:
 
         console = Console()
         with console.status(label) as status:
-            state = poll_until_terminal(record, lambda text: status.update(f"{label}: {text}"))
+            state = poll_until_terminal(record, lambda text: status.update(f"{label}: {text}"), live=True)
         console.print(f"{label}: {describe(state)}")
     else:
-        state = poll_until_terminal(record, lambda text: print(f"{label}: {text}", flush=True))
+        state = poll_until_terminal(record, lambda text: print(f"{label}: {text}", flush=True), live=False)
     return exit_status(state)

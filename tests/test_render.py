@@ -4,7 +4,6 @@ rendered script with stub srun/scontrol/scancel on PATH and checks what arrives.
 from __future__ import annotations
 
 import os
-import shutil
 import subprocess
 import sys
 from pathlib import Path

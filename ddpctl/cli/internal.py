@@ -37,14 +37,14 @@ def run_batch_start(args: argparse.Namespace) -> int:
 
 
 def run_on_signal(args: argparse.Namespace) -> int:
-    from ddpctl import batch
+    from ddpctl import batch, proc
     from ddpctl.slurm import commands
 
     env = dict(os.environ)
     job_id = env.get("SLURM_JOB_ID", "")
 
     def time_left() -> int | None:
-        done = commands.run(["squeue", "-h", "-j", job_id, "-o", "%L"], timeout=10)
+        done = proc.run(["squeue", "-h", "-j", job_id, "-o", "%L"], timeout=10)
         return batch.parse_time_left(done.stdout) if done.returncode == 0 else None
 
     def fan_out(signal_name: str) -> None:
