@@ -153,7 +153,7 @@ def text_list(*, lines: bool = False) -> Conv:
             return ()
         if lines and isinstance(value, str):
             value = value.splitlines()
-        if not isinstance(value, list):
+        if not isinstance(value, (list, tuple)):  # a tuple from Python callers (dataclasses.asdict)
             raise at.fail(value, expected, typed=True)
         return tuple(as_text(item, at.child(str(i)), "a string") for i, item in enumerate(value))
 

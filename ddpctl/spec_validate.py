@@ -12,6 +12,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from ddpctl.errors import SpecError
 from ddpctl.resources import template_names, template_path
 from ddpctl.spec_fields import (
     IFNAME_RE,
@@ -167,9 +168,11 @@ def check_spec(spec: JobSpec, doc: Doc, *, check_paths: bool) -> None:
     limit = time_to_seconds(spec.time) if spec.time else None
     lead = spec.requeue.lead_s
     if spec.requeue.enabled and limit is not None and lead >= limit:
-        given = "lead_s" in (doc.data.get("requeue") or {})
-        where = root.child("requeue").child("lead_s") if given else root.child("time")
-        raise where.error(f"requeue.lead_s ({lead} s) must be shorter than the time limit ({limit} s)")
+        if "lead_s" in (doc.data.get("requeue") or {}):
+            expected = f"less than the time limit (time {spec.time} = {limit} s)"
+            raise root.child("requeue").child("lead_s").fail(lead, expected)
+        expected = f"more than requeue.lead_s ({lead} s), or requeue.enabled: false"
+        raise root.child("time").fail(spec.time, expected)
     if check_paths:
         check_files(spec, root)
 
@@ -184,7 +187,7 @@ def check_files(spec: JobSpec, root: At) -> None:
         if is_template_path(name):
             raise root.child("template").fail(name, "an existing .j2 file")
         names = ", ".join(template_names()) or "none installed"
-        raise root.child("template").fail(name, f"a template name ({names}) or a path to a .j2 file")
+        raise root.child("template").fail(name, f"a shipped template ({names}) or a path to a .j2 file")
 
 
 def is_template_path(name: str) -> bool:
@@ -197,7 +200,7 @@ def apply_override(doc: Doc, override: str) -> None:
     key, eq, value_text = override.partition("=")
     path = tuple(part.strip() for part in key.split("."))
     if not eq or not all(path):
-        raise At(doc).error(f"{flag}: expected KEY=VALUE with a dotted spec key, e.g. --set nodes=2")
+        raise SpecError(f"{flag}: expected KEY=VALUE with a dotted spec key, e.g. --set nodes=2")
     check_override_key(Doc(flag, {}), path)
     parent = doc.data
     for depth, part in enumerate(path[:-1], start=1):

@@ -38,7 +38,7 @@ class Doc:
 
     def where(self, path: Key) -> str:
         """`--set k=v` if an override wrote this path (or a parent), else `file:line`, else `file`."""
-        prefixes = [path[:n] for n in range(len(path), 0, -1)]
+        prefixes = [path[:n] for n in range(len(path), 0, -1)] or [()]  # () is the document itself
         for prefix in prefixes:
             if prefix in self.origins:
                 return self.origins[prefix]
@@ -166,13 +166,14 @@ class _Builder:
         return self.build(node, path)
 
     def _mapping(self, node: yaml.MappingNode, path: Key) -> dict[str, Any]:
-        seen: set[str] = set()
+        seen: dict[str, int] = {}
         for key_node, _ in node.value:
-            name = self._key(key_node, path)
+            name, line = self._key(key_node, path), key_node.start_mark.line + 1
             if key_node.tag != _MERGE_TAG and name in seen:
-                line = key_node.start_mark.line + 1
-                raise At(self.doc, (*path, name)).error(f"duplicate key (again on line {line})")
-            seen.add(name)
+                key: Key = (*path, name)
+                self.doc.lines[key] = line
+                raise At(self.doc, key).error(f"duplicate key, first set on line {seen[name]}")
+            seen[name] = line
         self.loader.flatten_mapping(node)  # resolves `<<: *anchor` merges; later keys win, as in PyYAML
         out: dict[str, Any] = {}
         for key_node, value_node in node.value:
@@ -184,6 +185,8 @@ class _Builder:
 
     def _key(self, node: yaml.Node, path: Key) -> str:
         if not isinstance(node, yaml.ScalarNode):
-            line = node.start_mark.line + 1
-            raise At(self.doc, path).error(f"the key on line {line} is not a plain name, expected a string")
+            key: Key = (*path, "?")
+            self.doc.lines[key] = node.start_mark.line + 1
+            kind = "list" if isinstance(node, yaml.SequenceNode) else "mapping"
+            raise At(self.doc, key).error(f"got a {kind} as a key, expected a plain key name")
         return str(node.value)  # as written: `on:` is the key 'on', not true
