@@ -119,9 +119,7 @@ def load_spec(path: str | Path, overrides: Sequence[str] = (), *, check_paths: b
     return _build(doc, check_paths=check_paths)
 
 
-def spec_from_mapping(
-    data: Mapping[str, Any], source: str = "<spec>", *, check_paths: bool = True
-) -> JobSpec:
+def spec_from_mapping(data: Mapping[str, Any], source: str = "<spec>", *, check_paths: bool = True) -> JobSpec:
     """Validate an already-parsed mapping (errors name `source`, without line numbers)."""
     doc = Doc(source, {})
     if not isinstance(data, Mapping):

@@ -194,10 +194,7 @@ def test_override_errors(override: str, expected: str) -> None:
 
 def test_override_into_a_list_names_the_file_line() -> None:
     message = spec_error(HEAD + "nccl: [1]\n", ("nccl.debug=INFO",))
-    assert (
-        message
-        == "jobs/x.yaml:3: nccl: got [1] (a list), expected a mapping (to apply --set nccl.debug=INFO)"
-    )
+    assert message == "jobs/x.yaml:3: nccl: got [1] (a list), expected a mapping (to apply --set nccl.debug=INFO)"
 
 
 def test_later_override_is_named_for_a_bad_value() -> None:
