@@ -64,11 +64,13 @@ def count_requeues(decisions: Iterable[Mapping[str, Any]]) -> dict[Kind, int]:
 
 def run_kind(outcome: RunOutcome) -> Kind | None:
     """What ended this run; None means it completed normally."""
-    if outcome.stopped or outcome.signal_kind is not None:
-        # A signalled run whose workers died before checkpointing still resumes from the last complete one.
+    if outcome.stopped:
         return outcome.signal_kind or "preemption"
     if outcome.exit_code == exitcodes.OK:
-        return None
+        return None  # finished before the stop took effect (a late signal changes nothing)
+    if outcome.signal_kind is not None:
+        # Signalled, but the workers died before checkpointing: resume from the last complete checkpoint.
+        return outcome.signal_kind
     return "failure"
 
 

@@ -27,6 +27,9 @@ NONE_USED = {"preemption": 0, "timeout": 0, "failure": 0}
         (RunOutcome(1, False, None), NONE_USED, "finish", "failure", 76),
         # Signalled but the workers died before checkpointing: still resumes from the last complete one.
         (RunOutcome(137, False, "preemption"), NONE_USED, "requeue", "preemption", 0),
+        # Training finished before the stop took effect: a late signal must not requeue a completed job.
+        (RunOutcome(0, False, "preemption"), NONE_USED, "finish", None, 0),
+        (RunOutcome(0, False, "timeout"), NONE_USED, "finish", None, 0),
         # Stopped marker without a recorded signal (e.g. the event line was lost): a preemption.
         (RunOutcome(0, True, None), NONE_USED, "requeue", "preemption", 0),
     ],
