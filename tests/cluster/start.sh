@@ -16,6 +16,16 @@ CRED_EXPIRE="${DDPCTL_TEST_CRED_EXPIRE:-5}"
 READY_TIMEOUT="${DDPCTL_TEST_READY_TIMEOUT:-30}"
 T0=$(date +%s.%N)
 
+# Undo temporary changes to the system (run once, also on early exit).
+CLEANUP=()
+cleanup() {
+    local c
+    for c in "${CLEANUP[@]}"; do
+        eval "$c" || true
+    done
+    CLEANUP=()
+}
+
 elapsed() { awk -v a="$T0" -v b="$(date +%s.%N)" 'BEGIN {printf "%.2f", b - a}'; }
 
 check_args() {
@@ -33,23 +43,28 @@ install_packages() {
     command -v apt-get >/dev/null 2>&1 ||
         die "missing ${missing[*]} and no apt-get: this script installs Slurm from Debian 12's packages"
     log "installing slurmctld slurmd slurm-client munge iproute2 (missing: ${missing[*]})"
-    local made_policy=0
+    trap cleanup EXIT
     # No init system here: stop the packages' postinst from starting daemons (invoke-rc.d honours exit 101).
     if [[ ! -e /usr/sbin/policy-rc.d ]]; then
         printf '#!/bin/sh\nexit 101\n' >/usr/sbin/policy-rc.d
         chmod 755 /usr/sbin/policy-rc.d
-        made_policy=1
+        CLEANUP+=("rm -f /usr/sbin/policy-rc.d")
     fi
-    local rc=0
+    # Skip man-db's index rebuild for this install (~2 s): its trigger only runs while this file exists.
+    if [[ -e /var/lib/man-db/auto-update ]]; then
+        mv /var/lib/man-db/auto-update /var/lib/man-db/auto-update.ddpctl
+        CLEANUP+=("mv /var/lib/man-db/auto-update.ddpctl /var/lib/man-db/auto-update")
+    fi
+    local rc=0 apt_log="${TMPDIR:-/tmp}/ddpctl-cluster-apt.log"
     {
         DEBIAN_FRONTEND=noninteractive apt-get update -qq &&
             DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends \
-                slurmctld slurmd slurm-client munge iproute2
-    } >"${TMPDIR:-/tmp}/ddpctl-cluster-apt.log" 2>&1 || rc=$?
-    ((made_policy)) && rm -f /usr/sbin/policy-rc.d
+                -o Dpkg::Options::=--force-unsafe-io slurmctld slurmd slurm-client munge iproute2
+    } >"$apt_log" 2>&1 || rc=$?
+    cleanup
     if ((rc != 0)); then
-        tail -n 30 "${TMPDIR:-/tmp}/ddpctl-cluster-apt.log" >&2
-        die "apt-get failed (exit $rc)"
+        tail -n 30 "$apt_log" >&2
+        die "apt-get failed (exit $rc); full log: $apt_log"
     fi
     log "packages installed ($(elapsed) s)"
 }
