@@ -23,13 +23,16 @@ from ddpctl.errors import HostlistError
 
 MAX_HOSTS = 65536  # scontrol's MAX_RANGE: one range may not hold more hosts than this
 
-# Separators only split outside brackets: a separator followed by `...]` with no `[` in between is inside one.
-_SPLIT_RE = re.compile(r"[, \t\n\r]+(?![^\[\]]*\])")
+_SPLIT_RE = re.compile(r"[, \t\n\r]+")
+# A name runs until a separator outside brackets; whatever lies between names must be separators only,
+# so a stray `[` or `]` shows up as a gap that is not.
+_NAME_RE = re.compile(r"(?:[^, \t\n\r\[\]]|\[[^\[\]]*\])+")
 # A bracketed name: one or more `text[ranges]` pieces and nothing after the last `]` (scontrol's rule).
 _BRACKETED_RE = re.compile(r"(?:[^\[\]]*\[[^\[\]]*\])+")
 _PIECE_RE = re.compile(r"([^\[\]]*)\[([^\[\]]*)\]")
-_RANGE_RE = re.compile(r"([0-9]+)(?:-([0-9]+))?")
-_TRAILING_DIGITS_RE = re.compile(r"^(.*?)([0-9]+)$", re.DOTALL)
+# 18 digits stay below 2**64, where scontrol's strtoul saturates (and `show hostnames` even crashes).
+_RANGE_RE = re.compile(r"([0-9]{1,18})(?:-([0-9]{1,18}))?")
+_TRAILING_DIGITS_RE = re.compile(r"^(.*?)([0-9]{1,18})$", re.DOTALL)
 _FORBIDDEN_IN_NAME = frozenset("[], \t\n\r")
 
 
@@ -39,12 +42,29 @@ def expand(text: str) -> list[str]:
         hosts = [tok for tok in _SPLIT_RE.split(text) if tok]
     else:
         hosts = []
-        for tok in _SPLIT_RE.split(text):
-            if tok:
-                hosts.extend(_expand_token(tok, text))
+        for tok in _names(text):
+            hosts.extend(_expand_token(tok, text))
     if not hosts:
         raise HostlistError(f"invalid hostlist {text!r}: no host names in it")
     return hosts
+
+
+def _names(text: str) -> list[str]:
+    names = []
+    pos = 0
+    for match in _NAME_RE.finditer(text):
+        _check_gap(text, pos, match.start())
+        names.append(match.group())
+        pos = match.end()
+    _check_gap(text, pos, len(text))
+    return names
+
+
+def _check_gap(text: str, start: int, end: int) -> None:
+    if _SPLIT_RE.fullmatch(text, start, end) is None and start != end:
+        raise HostlistError(
+            f"invalid hostlist {text!r}: unbalanced or nested brackets at {text[start:end].strip()!r}"
+        )
 
 
 def _expand_token(tok: str, text: str) -> list[str]:
@@ -52,8 +72,7 @@ def _expand_token(tok: str, text: str) -> list[str]:
         return [tok]
     if _BRACKETED_RE.fullmatch(tok) is None:
         raise HostlistError(
-            f"invalid hostlist {text!r}: {tok!r} has unbalanced or nested brackets,"
-            " or text after the last ']'"
+            f"invalid hostlist {text!r}: {tok!r} has text after its last ']' (Slurm allows none)"
         )
     pieces = _PIECE_RE.findall(tok)
     groups = [_parse_ranges(body, tok, text) for _, body in pieces]
@@ -76,7 +95,7 @@ def _parse_ranges(body: str, tok: str, text: str) -> list[tuple[int, int, int]]:
         match = _RANGE_RE.fullmatch(item)
         if match is None:
             raise HostlistError(
-                f"invalid hostlist {text!r}: bad range {item!r} in {tok!r} (expected N or N-M, digits only)"
+                f"invalid hostlist {text!r}: bad range {item!r} in {tok!r} (expected N or N-M: up to 18 digits)"
             )
         lo_text, hi_text = match.groups()
         lo = int(lo_text)
