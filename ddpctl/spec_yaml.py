@@ -22,6 +22,7 @@ from ddpctl.errors import SpecError
 Key = tuple[str, ...]
 _MERGE_TAG = "tag:yaml.org,2002:merge"
 _SHOW_MAX = 60
+_MAX_NODES = 100_000
 _TYPE_NAMES = {bool: "a boolean", int: "an integer", float: "a float", str: "a string", list: "a list"}
 _TYPE_NAMES[dict] = "a mapping"
 
@@ -135,6 +136,8 @@ def parse_yaml(text: str, doc: Doc, base: Key, override: str | None = None) -> A
         raise SpecError(f"{where}: invalid YAML: {' '.join(problem.split())}") from err
     except yaml.YAMLError as err:
         raise SpecError(f"{override or doc.source}: invalid YAML: {' '.join(str(err).split())}") from err
+    except RecursionError as err:
+        raise SpecError(f"{override or doc.source}: invalid YAML: nested too deeply for a job spec") from err
     finally:
         loader.dispose()
 
@@ -144,11 +147,15 @@ class _Builder:
         self.loader = loader
         self.doc = doc
         self.active: set[int] = set()  # nodes being built: an alias back to one of them is a cycle
+        self.budget = _MAX_NODES  # aliases are expanded into copies: stop a "billion laughs" document
 
     def build(self, node: yaml.Node, path: Key) -> Any:
         if id(node) in self.active:
             raise At(self.doc, path).error("recursive YAML alias, expected plain data")
         self.active.add(id(node))
+        self.budget -= 1
+        if self.budget < 0:
+            raise At(self.doc, path).error(f"more than {_MAX_NODES} YAML values (aliases expanded), expected a spec")
         try:
             if isinstance(node, yaml.MappingNode):
                 return self._mapping(node, path)

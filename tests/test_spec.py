@@ -241,3 +241,16 @@ def test_mapping_errors_name_the_source(data: object, expected: str) -> None:
     with pytest.raises(SpecError) as info:
         spec_from_mapping(data, check_paths=False)  # type: ignore[arg-type]
     assert str(info.value) == expected or str(info.value).startswith(expected)
+
+
+def test_alias_bomb_is_refused() -> None:
+    layers = ["a0: &a0 [x, x, x, x, x, x, x, x, x, x]"]
+    layers += [f"a{i}: &a{i} [{', '.join([f'*a{i - 1}'] * 10)}]" for i in range(1, 7)]
+    message = spec_error("args:\n  " + "\n  ".join(f"- {layer.split(': ', 1)[1]}" for layer in layers) + "\n")
+    assert message.startswith("jobs/x.yaml:") and "more than 100000 YAML values" in message
+
+
+def test_deep_nesting_is_refused() -> None:
+    assert spec_error(HEAD + "args: " + "[" * 1000 + "]" * 1000 + "\n") == (
+        "jobs/x.yaml: invalid YAML: nested too deeply for a job spec"
+    )
