@@ -84,7 +84,10 @@ def decide(outcome: RunOutcome, policy: RequeuePolicy, used: Mapping[Kind, int])
     budget, spent = budget_of(policy, kind), used.get(kind, 0)
     if spent >= budget:
         reason = f"{kind} budget spent: {spent} of max_{kind_key(kind)}={budget} requeues used"
-        return Decision("finish", kind, reason, exitcodes.BUDGET_SPENT)
+        # A crash keeps its own status (what `submit --wait` returns); a spent preemption/timeout budget
+        # gets the distinct BUDGET_SPENT status so it is never mistaken for a crash.
+        code = failed_code if kind == "failure" else exitcodes.BUDGET_SPENT
+        return Decision("finish", kind, reason, code)
     return Decision("requeue", kind, f"{kind}: requeue {spent + 1} of {budget}", exitcodes.OK)
 
 

@@ -23,8 +23,9 @@ NONE_USED = {"preemption": 0, "timeout": 0, "failure": 0}
         (RunOutcome(0, True, "timeout"), {**NONE_USED, "timeout": 1}, "finish", "timeout", 76),
         # Separate budgets: spent preemptions do not block a timeout requeue.
         (RunOutcome(0, True, "timeout"), {**NONE_USED, "preemption": 9}, "requeue", "timeout", 0),
-        # A crash with max_failures=0 ends the job, charged to failures.
-        (RunOutcome(1, False, None), NONE_USED, "finish", "failure", 76),
+        # A crash with max_failures=0 ends the job with the step's own status, charged to failures.
+        (RunOutcome(1, False, None), NONE_USED, "finish", "failure", 1),
+        (RunOutcome(137, False, None), NONE_USED, "finish", "failure", 137),
         # Signalled but the workers died before checkpointing: still resumes from the last complete one.
         (RunOutcome(137, False, "preemption"), NONE_USED, "requeue", "preemption", 0),
         # Training finished before the stop took effect: a late signal must not requeue a completed job.
