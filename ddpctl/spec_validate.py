@@ -40,13 +40,13 @@ if TYPE_CHECKING:
 
 # sbatch options ddpctl writes itself: a second value would fight the template (or break signals/logs).
 RESERVED_SBATCH = {
-    "job-name": "name", "nodes": "nodes", "ntasks": "nodes (one task per node)",
-    "ntasks-per-node": "nproc_per_node (ddpctl runs one task per node)", "gpus-per-node": "gpus_per_node",
-    "cpus-per-task": "cpus_per_task", "mem": "mem", "time": "time", "partition": "partition",
-    "account": "account", "qos": "qos", "signal": "requeue.signal and requeue.lead_s",
-    "requeue": "requeue.enabled", "no-requeue": "requeue.enabled", "output": "run_dir (logs live there)",
-    "error": "run_dir (logs live there)", "open-mode": "nothing: ddpctl appends across requeues",
-    "wrap": "script",
+    "job-name": "use name", "nodes": "use nodes", "ntasks": "one task per node; use nodes",
+    "ntasks-per-node": "one task per node; use nproc_per_node", "gpus-per-node": "use gpus_per_node",
+    "cpus-per-task": "use cpus_per_task", "mem": "use mem", "time": "use time", "partition": "use partition",
+    "account": "use account", "qos": "use qos", "signal": "use requeue.signal and requeue.lead_s",
+    "requeue": "use requeue.enabled", "no-requeue": "use requeue.enabled",
+    "output": "logs go under run_dir", "error": "logs go under run_dir",
+    "open-mode": "output is appended across requeues", "wrap": "use script",
 }  # fmt: skip
 
 SECTIONS: dict[str, dict[str, Conv]] = {
@@ -78,7 +78,7 @@ def sbatch_options(value: Any, at: At) -> tuple[tuple[str, str | int | bool], ..
         if not re.fullmatch(SBATCH_OPTION_RE, name):
             raise where.fail(name, f"an sbatch long option name matching {SBATCH_OPTION_RE}")
         if name in RESERVED_SBATCH:
-            raise where.error(f"ddpctl sets --{name} itself, use {RESERVED_SBATCH[name]} instead")
+            raise where.error(f"ddpctl sets --{name} itself: {RESERVED_SBATCH[name]}")
         if item is False:
             continue
         if item is True or (isinstance(item, int) and where.raw() in (None, str(item))):

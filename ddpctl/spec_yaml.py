@@ -64,7 +64,7 @@ class At:
 
     @property
     def key(self) -> str:
-        return ".".join(self.path) or "top level"
+        return one_line(".".join(self.path)) or "top level"
 
     def child(self, name: str) -> At:
         return At(self.doc, (*self.path, name))
@@ -73,7 +73,7 @@ class At:
         return self.doc.raws.get(self.path)
 
     def error(self, message: str) -> SpecError:
-        return SpecError(f"{self.doc.where(self.path)}: {self.key}: {message}")
+        return SpecError(f"{one_line(self.doc.where(self.path))}: {self.key}: {message}")
 
     def fail(self, value: object, expected: str, *, typed: bool = False) -> SpecError:
         kind = f" ({type_name(value)})" if typed and value is not None else ""
