@@ -33,7 +33,7 @@ def write_stopped_marker(
         "step": step,
         "checkpoint": str(checkpoint) if checkpoint is not None else None,
         "signal_time": None if math.isinf(first) else first,
-        "source": stopflag.stop_source(),
+        "source": stopflag.stop_source() or "another rank",
         "attempt": ctx.attempt,
         "world_size": ctx.world_size,
         "time": time.time(),
