@@ -3,9 +3,11 @@
 Pieces: logs_core (pure: flags, line splitting, prefixes, filters), logs_errors (pure: error detection),
 logs_files (reading files incrementally), logs_output (plain/colour/JSON sinks), logs_follow (the -f loop).
 
-Job state: a record whose `final_state` is set is taken at its word (no backend query); otherwise the
-injected `state_fn` (default `ddpctl.state.current_state`) is asked. It decides whether partial last lines may
-be printed (only once the job is terminal: until then the writer may still finish the line) and when -f stops.
+Job state: a record whose `final_state` is a terminal state is taken at its word (no backend query); otherwise
+the injected `state_fn` (default `ddpctl.state.current_state`) is asked. The CLI's `state_fn` re-reads the
+registry each time and takes any `final_state` found there at its word (see `job_state`), so a final state
+recorded while -f runs ends it without a scheduler query. The state decides whether partial last lines may be
+printed (only once the job is terminal: until then the writer may still finish the line) and when -f stops.
 """
 
 from __future__ import annotations
@@ -29,7 +31,7 @@ from ddpctl.logs_files import (
 from ddpctl.logs_follow import FollowConfig, Follower
 from ddpctl.logs_output import Sink
 from ddpctl.registry import JobRecord
-from ddpctl.state import JobState, current_state
+from ddpctl.state import TERMINAL, JobState, current_state
 
 StateFn = Callable[[JobRecord], JobState]
 
@@ -43,6 +45,7 @@ class LogsRequest:
 
 
 def job_state(record: JobRecord, state_fn: StateFn = current_state) -> JobState:
+    """The record's `final_state` if set (no backend query), else what `state_fn` says."""
     if record.final_state:
         return JobState(record.final_state)
     return state_fn(record)
@@ -58,13 +61,17 @@ def show_logs(record: JobRecord, request: LogsRequest, sink: Sink, state_fn: Sta
     if request.errors:
         show_errors(layout, selected, request.flt, sink)
         return None
+    def query() -> JobState:
+        # A terminal state never changes, so even this snapshot of the record is still right.
+        return JobState(str(record.final_state)) if record.final_state in TERMINAL else state_fn(record)
+
     if not request.follow:
-        dump(layout, selected, request, sink, lambda: job_state(record, state_fn).terminal)
+        dump(layout, selected, request, sink, lambda: query().terminal)
         return None
     if request.attempt == ALL and selected:
         dump(layout, selected[:-1], request, sink, lambda: True)
         sink.note(attempt_banner(selected[-1]))
-    follower = Follower(layout, record.job_id, request.flt, sink, lambda: job_state(record, state_fn),
+    follower = Follower(layout, record.job_id, request.flt, sink, query,
                         attempt=selected[-1] if selected else None, pinned=isinstance(request.attempt, int),
                         config=config)
     return follower.run()

@@ -78,7 +78,7 @@ def check_nodes(nodes: frozenset[str] | None, known: Iterable[str]) -> None:
     if not nodes or not known_names:
         return
     for name in sorted(nodes - set(known_names)):
-        close = difflib.get_close_matches(name, known_names, n=1)
+        close = difflib.get_close_matches(name, known_names, n=1, cutoff=0.5)
         hint = f" (did you mean {close[0]!r}?)" if close else ""
         raise LogsError(f"--node: no node {name!r} in this job{hint}; allowed: {', '.join(known_names)}")
 

@@ -25,6 +25,7 @@ _ERROR = re.compile(
     r"\b[\w.]*(?:Error|Exception):"  # RuntimeError: ..., Error: ..., torch.distributed.DistBackendError:
     r"|^[\w.]*(?:Error|Exception)\s*$"  # a bare exception name on its own line
     r"|CUDA error|\bKilled\b|Segmentation fault|core dumped|Fatal Python error|\bERROR\b"
+    r"|^\[E[ \d]|Watchdog caught collective operation timeout"  # c10 error log: "[E ProcessGroupNCCL.cpp:1]"
 )
 _COLLATERAL = re.compile(
     r"NCCL|gloo|Gloo|Connection closed by peer|Connection reset by peer|communicator was aborted|ProcessGroup"

@@ -14,6 +14,8 @@ from pathlib import Path
 from ddpctl.layout import RunLayout, attempt_number, rank_of_log
 from ddpctl.logs_core import LineFilter, LineSplitter, Source
 
+_UNSEEN = -1  # inode before the first stat
+_VANISHED = 0  # no file has inode 0: set when the file disappears, so its return reads from the start
 CHUNK = 4 << 20  # most bytes read from one file per poll, so one chatty rank cannot starve the others
 
 
@@ -69,15 +71,15 @@ def mtime_of(path: Path) -> float:
 class FileTail:
     """One log file read incrementally: `poll` returns its new complete lines, or None if it did not grow.
 
-    A file that vanishes keeps its place (it may come back); one that shrank (truncated) or was replaced (new
-    inode) is read again from the start, after flushing the old content's partial line.
+    A file that shrank (truncated), was replaced (new inode) or came back after vanishing (the inode number may
+    be reused at once) is read again from the start, after flushing the old content's partial line.
     """
 
     def __init__(self, path: Path, source: Source) -> None:
         self.path = str(path)
         self.source = source
         self.offset = 0
-        self._inode = -1
+        self._inode = _UNSEEN
         self._splitter = LineSplitter()
 
     @property
@@ -88,9 +90,11 @@ class FileTail:
         try:
             st = os.stat(self.path)  # noqa: PTH116 - a str path: no Path object per file per poll
         except FileNotFoundError:
+            if self._inode != _UNSEEN:
+                self._inode = _VANISHED
             return None
         restarted: list[str] = []
-        if st.st_size < self.offset or self._inode not in (st.st_ino, -1):
+        if st.st_size < self.offset or self._inode not in (st.st_ino, _UNSEEN):
             restarted = self._splitter.flush()
             self.offset = 0
         self._inode = st.st_ino

@@ -58,8 +58,8 @@ class ColorSink(PlainSink):
     """Plain output with each prefix in its rank's colour; styles are rendered to ANSI once per source."""
 
     def __init__(self, out: TextIO, color_system: str) -> None:
-        from rich.console import COLOR_SYSTEMS  # noqa: PLC0415 - rich only when colouring
-        from rich.style import Style  # noqa: PLC0415
+        from rich.console import COLOR_SYSTEMS
+        from rich.style import Style
 
         super().__init__(out)
         self._system = COLOR_SYSTEMS[color_system]
@@ -112,7 +112,7 @@ def make_sink(out: TextIO, err: TextIO, env: Mapping[str, str], *, json_lines: b
         return JsonSink(out, err)
     if no_color or env.get("NO_COLOR") or not (env.get("FORCE_COLOR") or out.isatty()):
         return PlainSink(out)
-    from rich.console import Console  # noqa: PLC0415 - rich only when colouring
+    from rich.console import Console
 
     system = Console(file=out).color_system
     return ColorSink(out, system) if system else PlainSink(out)
