@@ -7,6 +7,8 @@ Polling design (works on NFS/Lustre, where inotify never hears about writes made
   * directories are listed again only when their mtime changes (a file or attempt was created), and every 2 s
     as a safety net for filesystems that cache directory attributes;
   * the job's state is asked for at most every 2 s (squeue is not free), never per line or per poll.
+On a local filesystem (logs_notify decides) inotify events wake the follower instead: 0.01 s after a poll that
+read something, at once on an event when idle, and a full pass every 2 s anyway (with the state query).
 When the state is terminal the follower moves to any newer attempt, reads every file to its end, prints
 partial last lines (their writers are gone) and a closing banner naming the state.
 """
@@ -18,11 +20,13 @@ import sys
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
+from pathlib import Path
 
 from ddpctl.errors import CommandError
 from ddpctl.layout import RunLayout
 from ddpctl.logs_core import LineFilter, attempt_banner, end_banner
 from ddpctl.logs_files import AttemptFiles, list_attempts
+from ddpctl.logs_notify import Notifier
 from ddpctl.logs_output import Sink
 from ddpctl.state import JobState
 
@@ -33,6 +37,9 @@ class FollowConfig:
     slow: float = 0.5  # longest pause while idle: the latency bound
     state_every: float = 2.0  # seconds between job-state queries
     rescan_every: float = 2.0  # forced directory listing, in case a directory mtime change was missed
+    notify: bool = True  # use inotify wake-ups where the filesystem is local
+    notified_gap: float = 0.01  # with inotify: pause after a poll that read something (coalesces bursts)
+    notified_idle: float = 2.0  # with inotify: longest wait for an event before a full pass anyway
 
 
 class Backoff:
@@ -42,6 +49,33 @@ class Backoff:
     def next(self, active: bool) -> float:
         self.current = self.fast if active else min(self.current * 2, self.slow)
         return self.current
+
+
+class Pacer:
+    """The wait between polls: backoff polling, or inotify wake-ups where they can be trusted."""
+
+    def __init__(self, config: FollowConfig, root: Path) -> None:
+        self.config = config
+        self.backoff = Backoff(config.fast, config.slow)
+        self.notifier = Notifier.open(root) if config.notify else None
+        self.watch(root)
+
+    def watch(self, directory: Path) -> None:
+        if self.notifier is not None and not self.notifier.watch(directory):
+            self.close()  # missing directory, or out of inotify watches: poll instead
+
+    def pause(self, active: bool, until_state: float) -> None:
+        if self.notifier is None:
+            time.sleep(self.backoff.next(active))
+        elif active:
+            time.sleep(self.config.notified_gap)
+        else:
+            self.notifier.wait(max(0.0, min(self.config.notified_idle, until_state)))
+
+    def close(self) -> None:
+        if self.notifier is not None:
+            self.notifier.close()
+            self.notifier = None
 
 
 def _mtime_ns(path: str) -> int:
@@ -91,23 +125,27 @@ class Follower:
         self.pinned = pinned
         self.files = AttemptFiles(layout, attempt, flt) if attempt is not None else None
         self.clock: Callable[[], float] = time.monotonic
-        self.sleep: Callable[[float], None] = time.sleep
+        self.pacer = Pacer(self.config, layout.root)
+        if self.files is not None:
+            self.pacer.watch(self.files.path)
         self._seen = {"root": -2, "attempt": -2}
         self._next_rescan = 0.0
         self._warned = ""
 
     def run(self) -> JobState:
-        backoff = Backoff(self.config.fast, self.config.slow)
-        next_state = self.clock()
-        while True:
-            active = self._step()
-            self.sink.flush()
-            if self.clock() >= next_state:
-                next_state = self.clock() + self.config.state_every
-                state = self._query()
-                if state is not None and state.terminal:
-                    return self._finish(state)
-            self.sleep(backoff.next(active))
+        try:
+            next_state = self.clock()
+            while True:
+                active = self._step()
+                self.sink.flush()
+                if self.clock() >= next_state:
+                    next_state = self.clock() + self.config.state_every
+                    state = self._query()
+                    if state is not None and state.terminal:
+                        return self._finish(state)
+                self.pacer.pause(active, next_state - self.clock())
+        finally:
+            self.pacer.close()
 
     def _step(self) -> bool:
         now = self.clock()
@@ -136,6 +174,7 @@ class Follower:
                 drain(self.files, self.sink, self.flt, final=True)
                 self.sink.note(attempt_banner(attempt))
             self.files = AttemptFiles(self.layout, attempt, self.flt)
+            self.pacer.watch(self.files.path)
             self._seen["attempt"] = _mtime_ns(str(self.files.path))  # before listing: a later file changes it
             self.files.rescan()
 

@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 from test_logs_support import (
     FAST,
+    MODES,
     FollowThread,
     JobStateSwitch,
     Recorder,
@@ -23,6 +24,7 @@ from ddpctl.errors import LogsError
 from ddpctl.logs import LogsRequest, show_logs
 from ddpctl.logs_core import LineFilter, parse_rank_spec
 from ddpctl.logs_follow import FollowConfig
+from ddpctl.logs_notify import Notifier, mount_fs_type
 from ddpctl.logs_output import PlainSink
 from ddpctl.registry import JobRecord
 
@@ -31,11 +33,12 @@ def record(run_dir: Path) -> JobRecord:
     return JobRecord("123", "job", str(run_dir), "local", 0.0)
 
 
-def test_concurrent_writers_every_line_once_whole_and_prefixed(tmp_path: Path) -> None:
+@pytest.mark.parametrize("mode", MODES)
+def test_concurrent_writers_every_line_once_whole_and_prefixed(tmp_path: Path, mode: str) -> None:
     ranks, count = 6, 3000
     attempt = make_attempt(tmp_path, 0, {"node1": [0, 1, 2], "node2": [3, 4, 5]})
     out = io.StringIO()
-    follower = FollowThread(tmp_path, Recorder(), JobStateSwitch())
+    follower = FollowThread(tmp_path, Recorder(), JobStateSwitch(), config=MODES[mode])
     follower.sink = PlainSink(out)  # type: ignore[assignment]  # the real plain sink, into memory
     follower.start()
     writers = [start_writer(attempt / f"rank-{r}.log", f"t{r}", count, seed=r) for r in range(ranks)]
@@ -51,11 +54,12 @@ def test_concurrent_writers_every_line_once_whole_and_prefixed(tmp_path: Path) -
     assert len(lines) == ranks * count + 1
 
 
-def test_follow_moves_to_new_attempt_and_new_rank_files(tmp_path: Path) -> None:
+@pytest.mark.parametrize("mode", MODES)
+def test_follow_moves_to_new_attempt_and_new_rank_files(tmp_path: Path, mode: str) -> None:
     a0 = make_attempt(tmp_path, 0, {"n1": [0, 1]})
     append(a0 / "rank-0.log", b"a0 r0 first\n")
     sink, states = Recorder(), JobStateSwitch()
-    follower = FollowThread(tmp_path, sink, states)
+    follower = FollowThread(tmp_path, sink, states, config=MODES[mode])
     follower.start()
     sink.wait_for(lambda s: "a0 r0 first" in s.texts())
     append(a0 / "rank-1.log", b"a0 r1 late file\nhalf of a line")  # a new rank file, a partial last line
@@ -86,12 +90,13 @@ def test_follow_waits_for_the_first_attempt(tmp_path: Path) -> None:
     assert sink.notes() == ["-- job 123 COMPLETED --"]
 
 
-def test_truncated_file_is_read_again_from_the_start(tmp_path: Path) -> None:
+@pytest.mark.parametrize("mode", MODES)
+def test_truncated_file_is_read_again_from_the_start(tmp_path: Path, mode: str) -> None:
     a0 = make_attempt(tmp_path, 0, {"n1": [0]})
     log = a0 / "rank-0.log"
     append(log, b"old 1\nold 2\nold 3\n")
     sink = Recorder()
-    follower = FollowThread(tmp_path, sink, JobStateSwitch())
+    follower = FollowThread(tmp_path, sink, JobStateSwitch(), config=MODES[mode])
     follower.start()
     sink.wait_for(lambda s: len(s.texts()) == 3)
     log.write_bytes(b"new 1\n")  # truncate and rewrite, shorter than before
@@ -127,11 +132,12 @@ def test_undecodable_bytes_are_replaced(tmp_path: Path) -> None:
     assert sink.texts() == ["ok \ufffd\ufffd bad", "\ufffd"]
 
 
-def test_new_line_arrives_within_half_a_second_when_idle(tmp_path: Path) -> None:
+@pytest.mark.parametrize("notify", [True, False], ids=["inotify", "polling"])
+def test_new_line_arrives_within_half_a_second_when_idle(tmp_path: Path, notify: bool) -> None:
     a0 = make_attempt(tmp_path, 0, {"n1": [0]})
     append(a0 / "rank-0.log", b"")
     sink, states = Recorder(), JobStateSwitch()
-    follower = FollowThread(tmp_path, sink, states, config=FollowConfig())  # the real timings
+    follower = FollowThread(tmp_path, sink, states, config=FollowConfig(notify=notify))  # the real timings
     follower.start()
     time.sleep(2.5)  # long enough for the backoff to reach its slowest pause
     written = time.monotonic()
@@ -214,3 +220,38 @@ def test_state_query_failure_is_not_fatal(tmp_path: Path, capsys: pytest.Capture
     assert follower.result is not None
     assert calls["n"] == 3
     assert capsys.readouterr().err.count("squeue: timed out") == 1
+
+
+MOUNTS = """\
+/dev/vda / ext4 rw,relatime 0 0
+server:/export /home nfs4 rw,vers=4.2 0 0
+10.0.0.1@o2ib:/scratch /scratch lustre rw 0 0
+tmpfs /scratch/local\\040disk tmpfs rw 0 0
+"""
+
+
+@pytest.mark.parametrize(("path", "fstype"), [
+    ("/tmp/x", "ext4"),
+    ("/home/alice/runs", "nfs4"),
+    ("/home", "nfs4"),
+    ("/homework", "ext4"),
+    ("/scratch/job/attempt-0", "lustre"),
+    ("/scratch/local disk/run", "tmpfs"),
+])
+def test_mount_fs_type_decides_whether_inotify_is_trusted(path: str, fstype: str) -> None:
+    assert mount_fs_type(path, MOUNTS) == fstype
+
+
+def test_notifier_wakes_on_a_write(tmp_path: Path) -> None:
+    notifier = Notifier.open(tmp_path)
+    if notifier is None:
+        pytest.skip("no inotify for this filesystem here (the follower polls)")
+    try:
+        assert notifier.watch(tmp_path)
+        assert notifier.wait(0.05) is False
+        append(tmp_path / "rank-0.log", b"x\n")
+        assert notifier.wait(5.0) is True
+        assert notifier.wait(0.05) is False  # the events were consumed
+        assert not notifier.watch(tmp_path / "missing")
+    finally:
+        notifier.close()

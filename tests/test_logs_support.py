@@ -11,6 +11,7 @@ import sys
 import threading
 import time
 from collections.abc import Callable
+from dataclasses import replace
 from pathlib import Path
 
 from ddpctl.logs import LogsRequest, show_logs
@@ -39,6 +40,8 @@ os.close(fd)
 """
 
 FAST = FollowConfig(fast=0.01, slow=0.1, state_every=0.05, rescan_every=0.3)
+# Both ways of waiting: inotify wake-ups (local filesystems) and plain polling (NFS, Lustre, ...).
+MODES = {"inotify": FAST, "polling": replace(FAST, notify=False)}
 
 
 def start_writer(path: Path, tag: str, count: int, seed: int) -> subprocess.Popen[bytes]:

@@ -1,0 +1,78 @@
+"""Wake-ups for `ddpctl logs -f` from Linux inotify (through ctypes), used only where they can be trusted.
+
+inotify hears only about writes made through this machine's kernel. On NFS, Lustre, GPFS, BeeGFS ... the ranks
+write from compute nodes and no event ever arrives here, so events are used only on local filesystems (by type,
+from /proc/self/mounts). Everywhere else, and whenever anything here fails, the follower just polls.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import os
+import re
+import select
+import sys
+from pathlib import Path
+
+LOCAL_FS = frozenset({"ext2", "ext3", "ext4", "xfs", "btrfs", "tmpfs", "ramfs", "f2fs", "zfs", "overlay",
+                      "jfs", "reiserfs", "bcachefs"})
+_IN_MODIFY, _IN_ATTRIB, _IN_MOVED_TO, _IN_CREATE, _IN_DELETE = 0x2, 0x4, 0x80, 0x100, 0x200
+_MASK = _IN_MODIFY | _IN_ATTRIB | _IN_MOVED_TO | _IN_CREATE | _IN_DELETE
+_IN_NONBLOCK, _IN_CLOEXEC = 0o4000, 0o2000000
+_OCTAL = re.compile(r"\\([0-7]{3})")  # /proc/mounts writes a space in a mount point as \040
+
+
+def mount_fs_type(path: str, mounts: str) -> str:
+    """The filesystem type of the mount holding absolute `path`, from /proc/self/mounts text ("" if none)."""
+    best, fstype = "", ""
+    for line in mounts.splitlines():
+        fields = line.split()
+        if len(fields) < 3:
+            continue
+        point = _OCTAL.sub(lambda m: chr(int(m.group(1), 8)), fields[1])
+        inside = path == point or path.startswith(point.rstrip("/") + "/")
+        if inside and len(point) >= len(best):
+            best, fstype = point, fields[2]
+    return fstype
+
+
+class Notifier:
+    """An inotify descriptor watching directories: `wait` returns early when a file in them changes."""
+
+    def __init__(self, fd: int, libc: ctypes.CDLL) -> None:
+        self.fd = fd
+        self._libc = libc
+
+    @classmethod
+    def open(cls, path: Path) -> Notifier | None:
+        """A notifier if `path` is on a local filesystem and inotify works here, else None (poll instead)."""
+        if not sys.platform.startswith("linux"):
+            return None
+        try:
+            mounts = Path("/proc/self/mounts").read_text()
+            if mount_fs_type(os.path.realpath(path), mounts) not in LOCAL_FS:
+                return None
+            libc = ctypes.CDLL(None, use_errno=True)
+            fd = int(libc.inotify_init1(_IN_NONBLOCK | _IN_CLOEXEC))
+        except (OSError, AttributeError):
+            return None
+        return cls(fd, libc) if fd >= 0 else None
+
+    def watch(self, directory: Path) -> bool:
+        """Watch a directory's files; False if the kernel refused (missing, or out of watches)."""
+        return int(self._libc.inotify_add_watch(self.fd, os.fsencode(directory), _MASK)) >= 0
+
+    def wait(self, timeout: float) -> bool:
+        """Block until an event or `timeout`; True if there were events (all consumed)."""
+        ready, _, _ = select.select([self.fd], [], [], timeout)
+        if not ready:
+            return False
+        try:
+            while os.read(self.fd, 1 << 16):
+                pass
+        except BlockingIOError:
+            pass
+        return True
+
+    def close(self) -> None:
+        os.close(self.fd)
