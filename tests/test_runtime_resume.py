@@ -33,7 +33,7 @@ def clean_flag() -> None:
 
 
 def draw() -> tuple[float, float, list[float]]:
-    return random.random(), float(np.random.rand()), torch.rand(3).tolist()
+    return random.random(), float(np.random.rand()), torch.rand(3).tolist()  # noqa: S311 - RNG state is the subject
 
 
 def test_rng_roundtrip_is_exact_and_weights_only(tmp_path: Path) -> None:
