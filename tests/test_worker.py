@@ -23,7 +23,12 @@ def run_worker(
     full_env.update(env or {})
     return subprocess.run(
         [sys.executable, "-m", "ddpctl.worker", str(script), *args],
-        capture_output=True, text=True, env=full_env, cwd=REPO, timeout=60, check=False,
+        capture_output=True,
+        text=True,
+        env=full_env,
+        cwd=REPO,
+        timeout=60,
+        check=False,
     )
 
 
@@ -58,9 +63,7 @@ def test_exit_status_propagates(tmp_path: Path, body: str, status: int, stderr_h
 
 def test_missing_script_and_no_args_are_usage_errors(tmp_path: Path) -> None:
     assert subprocess.run([sys.executable, "-m", "ddpctl.worker"], cwd=REPO, check=False).returncode == 2
-    missing = subprocess.run(
-        [sys.executable, "-m", "ddpctl.worker", str(tmp_path / "nope.py")], cwd=REPO, check=False
-    )
+    missing = subprocess.run([sys.executable, "-m", "ddpctl.worker", str(tmp_path / "nope.py")], cwd=REPO, check=False)
     assert missing.returncode == 2
 
 
