@@ -106,6 +106,7 @@ def dump(layout: RunLayout, attempts: list[int], request: LogsRequest, sink: Sin
             while (lines := tail.poll()) is not None:
                 sink.lines(tail.source, request.flt.select(lines))
                 sink.flush()
+            tail.close()
             if tail.has_partial and final():
                 sink.lines(tail.source, request.flt.select(tail.flush()))
     sink.flush()
@@ -144,5 +145,6 @@ def first_failure(tail: FileTail) -> RankFailure | None:
     else:
         for line in tail.flush():
             scanner.feed(line)
+    tail.close()
     hit = scanner.finish()
     return RankFailure(tail.source, hit, mtime_of(Path(tail.path))) if hit else None

@@ -146,6 +146,8 @@ class Follower:
                 self.pacer.pause(active, next_state - self.clock())
         finally:
             self.pacer.close()
+            if self.files is not None:
+                self.files.close()
 
     def _step(self) -> bool:
         now = self.clock()
@@ -172,6 +174,7 @@ class Follower:
         for attempt in (n for n in list_attempts(self.layout.root) if n > current):
             if self.files is not None:
                 drain(self.files, self.sink, self.flt, final=True)
+                self.files.close()
                 self.sink.note(attempt_banner(attempt))
             self.files = AttemptFiles(self.layout, attempt, self.flt)
             self.pacer.watch(self.files.path)

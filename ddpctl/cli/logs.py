@@ -11,6 +11,7 @@ from ddpctl.errors import LogsError
 from ddpctl.exitcodes import OK
 from ddpctl.logs import LogsRequest, job_state, show_logs
 from ddpctl.logs_core import LineFilter, compile_grep, parse_attempt, parse_nodes, parse_rank_spec
+from ddpctl.logs_follow import FollowConfig
 from ddpctl.logs_output import make_sink
 from ddpctl.registry import JobRecord, Registry
 from ddpctl.state import JobState
@@ -40,6 +41,8 @@ def add(sub: Any) -> None:
     arg("--errors", action="store_true", help="each rank's first error; name the rank that failed first")
     arg("--no-color", action="store_true", help="no colours (also when not a terminal, or NO_COLOR is set)")
     arg("--json", action="store_true", help="JSON lines: attempt, node, rank, text")
+    arg("--poll", action="store_true", help="with -f: poll only, no inotify wake-ups (network filesystems "
+        "are always polled)")
     parser.set_defaults(func=run)
 
 
@@ -67,7 +70,7 @@ def run(args: argparse.Namespace) -> int:
 
     sink = make_sink(sys.stdout, sys.stderr, os.environ, json_lines=args.json, no_color=args.no_color)
     try:
-        show_logs(record, request, sink, state_fn=state_fn)
+        show_logs(record, request, sink, state_fn=state_fn, config=FollowConfig(notify=not args.poll))
     except BrokenPipeError:
         # The reader went away (`ddpctl logs JOB | head`): stop quietly; stdout pointed at /dev/null keeps the
         # interpreter's last flush of stdout from complaining too.
