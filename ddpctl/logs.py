@@ -58,6 +58,10 @@ def show_logs(record: JobRecord, request: LogsRequest, sink: Sink, state_fn: Sta
     available = list_attempts(layout.root)
     selected = select_attempts(request.attempt, available)
     check_filters(layout, selected, request.flt)
+    if not selected and not request.follow:
+        sink.note(f"-- job {record.job_id}: no attempt has started yet (no attempt-N in {layout.root}) --")
+        sink.flush()
+        return None
     if request.errors:
         show_errors(layout, selected, request.flt, sink)
         return None

@@ -4,7 +4,7 @@ Polling design (works on NFS/Lustre, where inotify never hears about writes made
   * each poll stats every followed file (`os.stat`, no open) and reads only files whose size changed;
   * the pause between polls adapts: 0.05 s after a poll that read something, doubling while idle up to 0.5 s,
     so a new line is printed within 0.5 s and an idle follower makes about two passes a second (≈0 % CPU);
-  * directories are listed again only when their mtime changes (a file or attempt was created), and every 2 s
+  * directories are listed again only when their mtime changes (a file or attempt was created), and every 5 s
     as a safety net for filesystems that cache directory attributes;
   * the job's state is asked for at most every 2 s (squeue is not free), never per line or per poll.
 On a local filesystem (logs_notify decides) inotify events wake the follower instead: 0.01 s after a poll that
@@ -36,7 +36,7 @@ class FollowConfig:
     fast: float = 0.05  # pause after a poll that read something
     slow: float = 0.5  # longest pause while idle: the latency bound
     state_every: float = 2.0  # seconds between job-state queries
-    rescan_every: float = 2.0  # forced directory listing, in case a directory mtime change was missed
+    rescan_every: float = 5.0  # forced directory listing, in case a directory mtime change was missed
     notify: bool = True  # use inotify wake-ups where the filesystem is local
     notified_gap: float = 0.01  # with inotify: pause after a poll that read something (coalesces bursts)
     notified_idle: float = 2.0  # with inotify: longest wait for an event before a full pass anyway

@@ -5,16 +5,12 @@ from __future__ import annotations
 import argparse
 import os
 import sys
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from ddpctl.errors import LogsError
 from ddpctl.exitcodes import OK
-from ddpctl.logs import LogsRequest, job_state, show_logs
-from ddpctl.logs_core import LineFilter, compile_grep, parse_attempt, parse_nodes, parse_rank_spec
-from ddpctl.logs_follow import FollowConfig
-from ddpctl.logs_output import make_sink
-from ddpctl.registry import JobRecord, Registry
-from ddpctl.state import JobState
+
+if TYPE_CHECKING:
+    from ddpctl.logs import LogsRequest
 
 DESCRIPTION = """\
 Show a job's worker logs (attempt-<n>/rank-<r>.log under its run dir), each line prefixed with
@@ -47,6 +43,17 @@ def add(sub: Any) -> None:
 
 
 def request_from_args(args: argparse.Namespace) -> LogsRequest:
+    # Imported here, not at the top: `ddpctl --help` should not pay for the logs machinery.
+    from ddpctl.errors import LogsError
+    from ddpctl.logs import LogsRequest
+    from ddpctl.logs_core import (
+        LineFilter,
+        compile_grep,
+        parse_attempt,
+        parse_nodes,
+        parse_rank_spec,
+    )
+
     if args.errors and (args.follow or args.grep is not None):
         flag = "-f" if args.follow else "--grep"
         raise LogsError(f"--errors: cannot be combined with {flag}; "
@@ -60,6 +67,12 @@ def request_from_args(args: argparse.Namespace) -> LogsRequest:
 
 
 def run(args: argparse.Namespace) -> int:
+    from ddpctl.logs import job_state, show_logs
+    from ddpctl.logs_follow import FollowConfig
+    from ddpctl.logs_output import make_sink
+    from ddpctl.registry import JobRecord, Registry
+    from ddpctl.state import JobState
+
     request = request_from_args(args)
     registry = Registry.from_env()
     record = registry.find(args.job)
