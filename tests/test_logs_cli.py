@@ -145,3 +145,21 @@ def test_colour_when_forced(home: Path) -> None:
                            check=True).stdout
     assert "\x1b[" in coloured and "\x1b[" not in plain
     assert coloured.splitlines()[0].endswith("[a1 node2 r0]\x1b[0m a1 r0 step 1")
+
+
+def test_errors_as_json(home: Path) -> None:
+    proc = ddpctl(home, "123", "--errors", "--json")
+    assert [json.loads(line) for line in proc.stdout.splitlines()] == [
+        {"attempt": 1, "node": "node1", "rank": 3, "text": "ValueError: bad lr", "line": 3, "collateral": False},
+    ]
+    assert proc.stderr.startswith("-- first failure in attempt 1: rank 3")
+
+
+def test_job_without_attempts_says_so(tmp_path: Path) -> None:
+    Registry(tmp_path).add(JobRecord("9", "queued", str(tmp_path / "runs" / "queued" / "9"), "local", 1.0,
+                                     final_state="CANCELLED"))
+    proc = ddpctl(tmp_path, "queued")
+    assert proc.returncode == 0
+    assert proc.stdout.startswith("-- job 9: no attempt has started yet")
+    follow = ddpctl(tmp_path, "queued", "-f")
+    assert (follow.returncode, follow.stdout) == (0, "-- job 9 CANCELLED --\n")

@@ -23,6 +23,7 @@ from test_logs_support import (
 from ddpctl.errors import LogsError
 from ddpctl.logs import LogsRequest, show_logs
 from ddpctl.logs_core import LineFilter, parse_rank_spec
+from ddpctl.logs_files import FDS
 from ddpctl.logs_follow import FollowConfig
 from ddpctl.logs_notify import Notifier, mount_fs_type
 from ddpctl.logs_output import PlainSink
@@ -255,3 +256,20 @@ def test_notifier_wakes_on_a_write(tmp_path: Path) -> None:
         assert not notifier.watch(tmp_path / "missing")
     finally:
         notifier.close()
+
+
+def test_reads_without_keeping_descriptors_past_the_budget(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(FDS, "left", 1)  # room for one kept descriptor: the other files are opened per read
+    a0 = make_attempt(tmp_path, 0, {"n1": [0, 1, 2]})
+    for r in range(3):
+        append(a0 / f"rank-{r}.log", f"r{r} one\n".encode())
+    sink = Recorder()
+    follower = FollowThread(tmp_path, sink, JobStateSwitch())
+    follower.start()
+    sink.wait_for(lambda s: len(s.texts()) == 3)
+    for r in range(3):
+        append(a0 / f"rank-{r}.log", f"r{r} two\n".encode())
+    sink.wait_for(lambda s: len(s.texts()) == 6)
+    follower.finish()
+    assert FDS.left == 1  # every kept descriptor was closed again
+    assert sorted(sink.texts()) == sorted(f"r{r} {n}" for r in range(3) for n in ("one", "two"))
