@@ -29,7 +29,7 @@ from ddpctl.events import append_event
 from ddpctl.layout import RunLayout
 from ddpctl.runtime import ckptio
 from ddpctl.runtime.dist import DistContext, all_reduce_min, cpu_group
-from ddpctl.runtime.snapshot import snapshot
+from ddpctl.runtime.snapshot import SnapshotPool
 
 RANK_KEY = "rank"  # the key of a state dict whose value is this rank's own part
 MARKER = "COMPLETE"
@@ -68,6 +68,7 @@ class Checkpointer:
         self._group = cpu_group(self.ctx.distributed)
         self._thread: threading.Thread | None = None
         self._error: BaseException | None = None
+        self._pool = SnapshotPool()
 
     def save(self, step: int, state: dict[str, Any], blocking: bool = True) -> Path:
         """Write checkpoint `step` on every rank; return its directory.
@@ -85,7 +86,7 @@ class Checkpointer:
             if self.ctx.is_main:
                 self._commit(path, step)
             return path
-        frozen = snapshot(state)
+        frozen = self._pool.snapshot(state)  # safe to reuse buffers: wait() above finished the last write
         self._thread = threading.Thread(target=self._background, args=(path, step, frozen), daemon=False)
         self._thread.start()
         return path
@@ -227,6 +228,6 @@ def _default_dir(env: Mapping[str, str]) -> Path:
 
 
 def _ctx_from_env(env: Mapping[str, str]) -> DistContext:
-    from ddpctl.runtime.dist import init  # noqa: PLC0415 - only when the caller passed no context
+    from ddpctl.runtime.dist import init
 
     return init(env=env)
