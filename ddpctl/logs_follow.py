@@ -8,7 +8,8 @@ Polling design (works on NFS/Lustre, where inotify never hears about writes made
     as a safety net for filesystems that cache directory attributes;
   * the job's state is asked for at most every 2 s (squeue is not free), never per line or per poll.
 On a local filesystem (logs_notify decides) inotify events wake the follower instead: 0.01 s after a poll that
-read something, at once on an event when idle, and a full pass every 2 s anyway (with the state query).
+read something, at once on an event when idle; the state query still runs every 2 s, and a full pass over the
+files every 10 s anyway, in case an event was lost.
 When the state is terminal the follower moves to any newer attempt, reads every file to its end, prints
 partial last lines (their writers are gone) and a closing banner naming the state.
 """
@@ -39,7 +40,7 @@ class FollowConfig:
     rescan_every: float = 5.0  # forced directory listing, in case a directory mtime change was missed
     notify: bool = True  # use inotify wake-ups where the filesystem is local
     notified_gap: float = 0.01  # with inotify: pause after a poll that read something (coalesces bursts)
-    notified_idle: float = 2.0  # with inotify: longest wait for an event before a full pass anyway
+    notified_sweep: float = 10.0  # with inotify: a full pass this often even without events
 
 
 class Backoff:
@@ -64,13 +65,15 @@ class Pacer:
         if self.notifier is not None and not self.notifier.watch(directory):
             self.close()  # missing directory, or out of inotify watches: poll instead
 
-    def pause(self, active: bool, until_state: float) -> None:
+    def pause(self, active: bool, until_state: float) -> bool:
+        """Wait; True if the files may have changed (always, when polling)."""
         if self.notifier is None:
             time.sleep(self.backoff.next(active))
-        elif active:
+            return True
+        if active:
             time.sleep(self.config.notified_gap)
-        else:
-            self.notifier.wait(max(0.0, min(self.config.notified_idle, until_state)))
+            return True
+        return self.notifier.wait(max(0.0, until_state))
 
     def close(self) -> None:
         if self.notifier is not None:
@@ -134,16 +137,20 @@ class Follower:
 
     def run(self) -> JobState:
         try:
-            next_state = self.clock()
+            next_state = next_sweep = self.clock()
+            changed = True
             while True:
-                active = self._step()
+                active = False
+                if changed or self.clock() >= next_sweep:
+                    next_sweep = self.clock() + self.config.notified_sweep
+                    active = self._step()
                 self.sink.flush()
                 if self.clock() >= next_state:
                     next_state = self.clock() + self.config.state_every
                     state = self._query()
                     if state is not None and state.terminal:
                         return self._finish(state)
-                self.pacer.pause(active, next_state - self.clock())
+                changed = self.pacer.pause(active, next_state - self.clock())
         finally:
             self.pacer.close()
             if self.files is not None:
