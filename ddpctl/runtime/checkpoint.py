@@ -3,7 +3,7 @@
     <dir>/step-000000120/
         shared.pt      rank 0: everything identical across DDP replicas (model, optimizer, scheduler, ...)
         rank-<r>.pt    every rank: its own small part (RNG states, sampler position)
-        rank-<r>.json  every rank, after its files: their sizes and SHA-256
+        rank-<r>.json  every rank, after its files: their sizes and CRC-32
         COMPLETE       rank 0, last, after all rank-<r>.json exist: the merged file table
 
 Only a directory with COMPLETE whose files match the table is ever loaded (hydra#1822, torchtitan's

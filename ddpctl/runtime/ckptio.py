@@ -1,14 +1,15 @@
 """Crash-safe file writing for checkpoints: temp file + fsync + rename + directory fsync, with a content hash.
 
-A reader that finds a file under its final name therefore sees all of it; the size and SHA-256 recorded at
-write time let a loader tell a truncated or overwritten file from a good one.
+A reader that finds a file under its final name therefore sees all of it; the size and CRC-32 recorded at
+write time let a loader tell a truncated or overwritten file from a good one. CRC-32 rather than SHA-256:
+this guards against accidents (torn writes, disk trouble), not tampering, and costs 0.15 s/GiB instead of 0.5.
 """
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
+import zlib
 from pathlib import Path
 from typing import Any
 
@@ -22,12 +23,12 @@ class _HashingWriter:
 
     def __init__(self, fd: int) -> None:
         self._fd = fd
-        self._hash = hashlib.sha256()
+        self.crc = 0
         self.size = 0
 
     def write(self, data: bytes | memoryview) -> int:
         view = memoryview(data)
-        self._hash.update(view)
+        self.crc = zlib.crc32(view, self.crc)
         done = 0
         while done < len(view):
             done += os.write(self._fd, view[done:])
@@ -36,9 +37,6 @@ class _HashingWriter:
 
     def flush(self) -> None:
         """Nothing buffered here: every write goes straight to the descriptor."""
-
-    def hexdigest(self) -> str:
-        return self._hash.hexdigest()
 
 
 def fsync_dir(path: Path) -> None:
@@ -51,7 +49,7 @@ def fsync_dir(path: Path) -> None:
 
 
 def atomic_torch_save(obj: Any, path: Path) -> dict[str, Any]:
-    """torch.save `obj` to `path` atomically; return {"size", "sha256"} of the bytes written."""
+    """torch.save `obj` to `path` atomically; return {"size", "crc32"} of the bytes written."""
     tmp = path.with_name(f".{path.name}.tmp{os.getpid()}")
     fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
     try:
@@ -62,7 +60,7 @@ def atomic_torch_save(obj: Any, path: Path) -> dict[str, Any]:
         os.close(fd)
     tmp.replace(path)
     fsync_dir(path.parent)
-    return {"size": writer.size, "sha256": writer.hexdigest()}
+    return {"size": writer.size, "crc32": writer.crc}
 
 
 def atomic_write_json(obj: Any, path: Path) -> None:
@@ -88,7 +86,7 @@ def read_json(path: Path) -> Any:
 
 
 def file_matches(path: Path, expected: dict[str, Any], check_hash: bool) -> str | None:
-    """None when `path` has the recorded size (and hash); otherwise why not, for the warning."""
+    """None when `path` has the recorded size (and checksum); otherwise why not, for the warning."""
     try:
         size = path.stat().st_size
     except OSError:
@@ -96,10 +94,10 @@ def file_matches(path: Path, expected: dict[str, Any], check_hash: bool) -> str 
     if size != expected.get("size"):
         return f"{path.name} has {size} bytes, {expected.get('size')} were written"
     if check_hash:
-        digest = hashlib.sha256()
+        crc = 0
         with path.open("rb") as handle:
             while chunk := handle.read(CHUNK):
-                digest.update(chunk)
-        if digest.hexdigest() != expected.get("sha256"):
-            return f"{path.name} content does not match its recorded SHA-256"
+                crc = zlib.crc32(chunk, crc)
+        if crc != expected.get("crc32"):
+            return f"{path.name} content does not match its recorded CRC-32"
     return None
