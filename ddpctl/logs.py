@@ -65,6 +65,7 @@ def show_logs(record: JobRecord, request: LogsRequest, sink: Sink, state_fn: Sta
     if request.errors:
         show_errors(layout, selected, request.flt, sink)
         return None
+
     def query() -> JobState:
         # A terminal state never changes, so even this snapshot of the record is still right.
         return JobState(str(record.final_state)) if record.final_state in TERMINAL else state_fn(record)
