@@ -232,7 +232,7 @@ tmpfs /scratch/local\\040disk tmpfs rw 0 0
 
 
 @pytest.mark.parametrize(("path", "fstype"), [
-    ("/tmp/x", "ext4"),
+    ("/data/run", "ext4"),
     ("/home/alice/runs", "nfs4"),
     ("/home", "nfs4"),
     ("/homework", "ext4"),
