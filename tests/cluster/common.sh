@@ -27,6 +27,13 @@ require_root() {
     [[ $(id -u) -eq 0 ]] || die "must run as root (it installs packages, creates network namespaces and starts Slurm daemons)"
 }
 
+# Serialise start.sh/stop.sh runs (several test sessions may call start.sh at the same time).
+take_lock() {
+    install -d -m 0755 "$STATE_DIR"
+    exec 9>"$STATE_DIR/lock"
+    flock -w 900 9 || die "another start.sh/stop.sh holds $STATE_DIR/lock"
+}
+
 node_name() { printf 'node%d' "$1"; }
 node_addr() { printf '%s.%d' "$NET_PREFIX" $((10 + $1)); }
 node_ns() { printf '%s%s' "$NS_PREFIX" "$(node_name "$1")"; }

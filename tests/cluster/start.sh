@@ -84,9 +84,10 @@ ensure_munge() {
     install -d -o munge -g munge -m 0700 /var/log/munge /var/lib/munge
     rm -f /run/munge/munge.socket.2 /run/munge/munge.socket.2.lock "$MUNGE_PIDFILE"
     # munged refuses to run as root.
-    runuser -u munge -- /usr/sbin/munged --force
+    runuser -u munge -- /usr/sbin/munged --force 9>&-
     touch "$MUNGE_OURS"
     local i
+    # (9>&- on every daemon: they must not inherit the lock's descriptor, or the lock would outlive this run.)
     for ((i = 0; i < 50; i++)); do
         munge -n 2>/dev/null | unmunge >/dev/null 2>&1 && { log "munged started"; return 0; }
         sleep 0.1
@@ -168,7 +169,7 @@ start_daemons() {
         [[ -f $LOG_DIR/jobcomp.txt ]] && mv -f "$LOG_DIR/jobcomp.txt" "$LOG_DIR/jobcomp.txt.old"
         install -d -m 0755 "$STATE_DIR/ctld"
         # slurmctld insists that SlurmctldHost is this host's short name: give it its own UTS namespace.
-        unshare --uts -- sh -c "echo $CTL_HOST >/proc/sys/kernel/hostname && exec slurmctld -i"
+        unshare --uts -- sh -c "echo $CTL_HOST >/proc/sys/kernel/hostname && exec slurmctld -i" 9>&-
         log "slurmctld started"
     fi
     for ((i = 1; i <= NODES; i++)); do
@@ -177,7 +178,7 @@ start_daemons() {
         install -d -m 0755 "$STATE_DIR/spool/$name"
         # nsenter, not `ip netns exec`: the latter remounts /sys and slurmd then finds no cgroup filesystem.
         nsenter --net="/run/netns/$(node_ns "$i")" unshare --uts -- \
-            sh -c "echo $name >/proc/sys/kernel/hostname && exec slurmd -N $name"
+            sh -c "echo $name >/proc/sys/kernel/hostname && exec slurmd -N $name" 9>&-
         log "slurmd $name started"
     done
 }
@@ -220,6 +221,7 @@ wait_ready() {
 main() {
     require_root
     check_args
+    take_lock
     install_packages
     install -d -m 0755 "$STATE_DIR" "$RUN_DIR" "$LOG_DIR" "$STATE_DIR/spool"
     ensure_munge

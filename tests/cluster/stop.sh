@@ -7,6 +7,7 @@ set -euo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/common.sh"
 
 require_root
+take_lock
 stop_slurm
 if [[ -e $MUNGE_OURS ]]; then
     stop_pidfile "$MUNGE_PIDFILE" munged
