@@ -121,7 +121,9 @@ install_config() {
         log "keeping the existing $SLURM_CONF as $STATE_DIR/slurm.conf.orig (stop.sh puts it back)"
         cp -p "$SLURM_CONF" "$STATE_DIR/slurm.conf.orig"
     fi
-    if pidfile_alive "$RUN_DIR/slurmctld.pid" slurmctld || compgen -G "$RUN_DIR/slurmd-*.pid" >/dev/null; then
+    # A change in comments only is written without restarting the daemons (and their jobs).
+    if ! cmp -s <(grep -v '^#' "$new") <(grep -sv '^#' "$SLURM_CONF") &&
+        { pidfile_alive "$RUN_DIR/slurmctld.pid" slurmctld || compgen -G "$RUN_DIR/slurmd-*.pid" >/dev/null; }; then
         log "configuration changed: restarting the Slurm daemons"
         stop_slurm
     fi
