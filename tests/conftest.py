@@ -22,9 +22,7 @@ START_TIMEOUT_S = 600  # covers apt-get on a fresh machine; an installed machine
 
 def _unavailable(reason: str) -> NoReturn:
     if os.environ.get("DDPCTL_REQUIRE_SLURM") == "1":
-        pytest.fail(
-            f"DDPCTL_REQUIRE_SLURM=1 but the local Slurm cluster is unavailable: {reason}", pytrace=False
-        )
+        pytest.fail(f"DDPCTL_REQUIRE_SLURM=1 but the local Slurm cluster is unavailable: {reason}", pytrace=False)
     pytest.skip(f"local Slurm cluster unavailable: {reason}")
 
 
@@ -57,9 +55,7 @@ def _start_cluster() -> ClusterInfo:
 
 
 def _node_names() -> list[str]:
-    res = subprocess.run(
-        ["sinfo", "-h", "-N", "-o", "%N"], capture_output=True, text=True, timeout=30, check=False
-    )
+    res = subprocess.run(["sinfo", "-h", "-N", "-o", "%N"], capture_output=True, text=True, timeout=30, check=False)
     return sorted(set(res.stdout.split()), key=lambda n: (len(n), n))
 
 

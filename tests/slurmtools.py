@@ -142,8 +142,7 @@ def wait_for_state(job_id: str, states: set[str], timeout: float = 60) -> str:
                 )
         if time.monotonic() >= deadline:
             raise SlurmTestError(
-                f"job {job_id} not in {sorted(wanted)} after {timeout} s; states seen {seen}\n"
-                + cluster_dump(job_id)
+                f"job {job_id} not in {sorted(wanted)} after {timeout} s; states seen {seen}\n" + cluster_dump(job_id)
             )
         time.sleep(POLL_S)
 

@@ -46,9 +46,7 @@ def test_each_node_has_its_own_ip_and_resolves_to_it() -> None:
 
 
 def test_batch_job_completes_and_runs_this_python(cleanup_jobs: Callable[[str], str]) -> None:
-    job = cleanup_jobs(
-        sbatch_text(f"hostname\n{sys.executable} -m ddpctl --help >/dev/null && echo ddpctl-ok\n")
-    )
+    job = cleanup_jobs(sbatch_text(f"hostname\n{sys.executable} -m ddpctl --help >/dev/null && echo ddpctl-ok\n"))
     assert wait_for_state(job, {"COMPLETED"}, timeout=60) == "COMPLETED"
     info = job_info(job)
     assert info["JobState"] == "COMPLETED"
