@@ -1,0 +1,92 @@
+"""Run the real `ddpctl` CLI as a subprocess with its own registry (DDPCTL_HOME) — no in-process shortcuts."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+REPO = Path(__file__).resolve().parent.parent
+TERMINAL = {"COMPLETED", "FAILED", "CANCELLED", "TIMEOUT", "BUDGET_SPENT", "NODE_FAIL", "OUT_OF_MEMORY"}
+
+ALLREDUCE_SCRIPT = """
+import json, os, socket, torch, torch.distributed as dist
+dist.init_process_group("gloo")
+t = torch.tensor([float(dist.get_rank() + 1)])
+dist.all_reduce(t)
+print("RESULT " + json.dumps({"rank": dist.get_rank(), "world": dist.get_world_size(), "sum": t.item(),
+      "group_rank": int(os.environ["GROUP_RANK"]), "host": socket.gethostname(),
+      "master_addr": os.environ["MASTER_ADDR"]}), flush=True)
+dist.destroy_process_group()
+"""
+
+
+class Cli:
+    def __init__(self, home: Path, cwd: Path = REPO, extra_env: dict[str, str] | None = None) -> None:
+        self.home, self.cwd = home, cwd
+        self.env = {**os.environ, "DDPCTL_HOME": str(home), **(extra_env or {})}
+
+    def run(self, *args: str, check: bool = True, timeout: float = 300) -> subprocess.CompletedProcess[str]:
+        done = subprocess.run([sys.executable, "-m", "ddpctl", *args], cwd=self.cwd, env=self.env,
+                              capture_output=True, text=True, timeout=timeout, check=False)
+        if check and done.returncode != 0:
+            raise AssertionError(f"ddpctl {' '.join(args)} exited {done.returncode}:\n{done.stdout}\n{done.stderr}")
+        return done
+
+    def submit(self, spec: Path, *options: str) -> tuple[str, Path]:
+        out = self.run("submit", str(spec), *options).stdout
+        job_id = out.split("job ", 1)[1].split()[0]
+        run_dir = Path(out.split("run dir:", 1)[1].split()[0])
+        return job_id, run_dir
+
+    def status(self, job: str) -> dict[str, Any]:
+        result: dict[str, Any] = json.loads(self.run("status", job, "--json").stdout)
+        return result
+
+    def wait_terminal(self, job: str, timeout: float = 240) -> dict[str, Any]:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            status = self.status(job)
+            if status["state"] in TERMINAL:
+                return status
+            time.sleep(0.5)
+        raise AssertionError(f"job {job} not finished after {timeout} s: {self.status(job)}")
+
+    def wait_for(self, predicate: Any, timeout: float = 120, what: str = "condition") -> None:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if predicate():
+                return
+            time.sleep(0.2)
+        raise AssertionError(f"timed out after {timeout} s waiting for {what}")
+
+
+def write_spec(path: Path, **fields: Any) -> Path:
+    path.write_text(yaml.safe_dump(fields, sort_keys=False))
+    return path
+
+
+def events(run_dir: Path) -> list[dict[str, Any]]:
+    path = run_dir / "events.jsonl"
+    return [json.loads(line) for line in path.read_text().splitlines()] if path.exists() else []
+
+
+def results(run_dir: Path, attempt: int = 0) -> list[dict[str, Any]]:
+    found = []
+    for log in sorted((run_dir / f"attempt-{attempt}").glob("rank-*.log")):
+        found += [json.loads(line[7:]) for line in log.read_text().splitlines() if line.startswith("RESULT ")]
+    return found
+
+
+def final_hash(run_dir: Path) -> str | None:
+    for log in sorted(run_dir.glob("attempt-*/rank-0.log"), reverse=True):
+        for line in log.read_text().splitlines():
+            if line.startswith("final-weights-sha256="):
+                return line.split("=", 1)[1]
+    return None
