@@ -1,34 +1,33 @@
 """`--backend submitit`: submitit writes and submits the batch script; the rest is the sbatch backend's.
 
-Same run dir, registry record, events, launcher and requeue decision; submitit is imported inside functions
-only, so the CLI (and `status` of a submitit job) works without it. One task per node runs `NodeTask()`,
-which calls `ddpctl.launch.launch` in-process. submitit's folder is `<run dir>/submitit/` (pickles, per-task
-logs, script); submitit creates it under `<run_base>/<job id>/` itself, so the job is submitted `--hold`,
+Same run dir, registry record, events, launcher and requeue decision. submitit is imported inside functions
+only. One task per node runs `NodeTask()`, which calls `ddpctl.launch.launch` in-process. submitit's folder
+is `<run dir>/submitit/`, which it creates under `<run_base>/<job id>/` itself: the job is submitted held,
 the folder moved into the staging dir, that renamed to the run dir, and then the job released.
 
 How the stop signal flows (submitit 1.5: core/job_environment.py, core/submission.py, slurm/slurm.py):
-1. `--signal=<requeue.signal>@<lead_s>` without `B:`: the time-limit warning, the preemption user signal and
-   `ddpctl preempt` (`scancel --signal=SIG JOBID`) reach the step tasks on every node, not the batch shell.
-2. Each task installs submitit's `checkpoint_and_try_requeue` for that signal (SUBMITIT_PREEMPT_SIGNAL is
-   exported) before calling `NodeTask()`; `launch()` then installs its Relay for it, and the last
-   `signal.signal` wins: while the launcher runs the Relay handles the signal on every node (that node's
-   stop file; torchrun and the workers ignore the signal), so no node dies of it.
-3. On global task 0 a watcher thread sees the first stop file and runs `batch.on_signal` at once (the
-   `signal` event with its kind; every node's stop file, for a launcher not listening yet). The workers agree
-   on a step, checkpoint, rank 0 writes `attempt-N/stopped.json`, torchrun exits: the launcher returning is
-   the wait for the stop, bounded by Slurm's kill (whose SIGTERM the Relay forwards to torchrun).
+1. `--signal=SIG@lead_s` without `B:`: the time-limit warning, the preemption user signal and `ddpctl
+   preempt` (`scancel --signal=SIG JOBID`) reach the step tasks on every node, not the batch shell.
+2. Each task installs submitit's `checkpoint_and_try_requeue` for SIG (SUBMITIT_PREEMPT_SIGNAL is exported)
+   before calling `NodeTask()`; `launch()` then installs its Relay for SIG and the last one wins: while the
+   launcher runs, the Relay takes SIG on every node (touches its stop file; torchrun and workers ignore SIG).
+3. On global task 0 a watcher thread sees the first stop file and runs `batch.on_signal` (the `signal`
+   event and its kind; every node's stop file, for a launcher not listening yet). The ranks agree on a step,
+   checkpoint, rank 0 writes `attempt-N/stopped.json`, torchrun exits: the launcher returning is the wait
+   for the stop, bounded by Slurm's kill (whose SIGTERM the Relay forwards to torchrun).
 4. After a signal or an error, task 0 waits (at most NODE_EXIT_WAIT_S) for the other launchers, then calls
-   submitit's handler, captured before launch() replaced it. It calls `checkpoint()`: `batch.decide_run`
-   (same budgets, same events), then a fresh DelayedSubmission to requeue or None to finish. submitit then
-   dumps the pickle, runs `scontrol requeue JOBID` (same id, SLURM_RESTART_COUNT+1) and exits, or raises
-   UncompletedJobError (job FAILED). A plain completion is decided without submitit. A signal reaching task
-   0 before the Relay is installed goes to submitit's handler directly: checkpoint() records it and decides.
-submitit's own timeout budget (`max_num_timeout`) is set above the sum of ours, so ours always decide.
+   submitit's handler (captured before launch() replaced it), which calls `checkpoint()`: `batch.decide_run`
+   (same budgets and events), then a fresh DelayedSubmission to requeue or None to finish. submitit then
+   dumps the pickle, runs `scontrol requeue JOBID` (same id, next SLURM_RESTART_COUNT) and exits, or raises
+   UncompletedJobError (FAILED). A plain completion is decided without submitit. SIG reaching task 0 before
+   the Relay is installed goes to submitit's handler directly: checkpoint() records it and decides at once.
+   submitit's own budget (`max_num_timeout`) is set above the sum of ours, so ours always decide.
 """
 
 from __future__ import annotations
 
-import importlib.util
+import contextlib
+import io
 import json
 import math
 import os
@@ -40,7 +39,7 @@ from pathlib import Path
 from typing import Any
 
 from ddpctl import batch, exitcodes, proc
-from ddpctl.errors import BackendUnavailable, CommandError, DdpctlError
+from ddpctl.errors import BackendUnavailable, CommandError
 from ddpctl.events import append_event, read_events
 from ddpctl.layout import RunLayout
 from ddpctl.registry import JobRecord
@@ -71,32 +70,34 @@ def executor_parameters(spec: JobSpec, run_base: Path) -> dict[str, Any]:
         "job_name": spec.name, "nodes": spec.nodes, "ntasks_per_node": 1, "signal_delay_s": lead,
         "stderr_to_stdout": True, "additional_parameters": extra,
         "setup": [*spec.setup, *(f"export {name}={shell_quote(value)}" for name, value in exports)],
-        # submitit always writes --time (5 min by default) and needs minutes for its own bookkeeping.
+        # submitit always writes --time, in minutes (5 by default); 0 is Slurm's "no limit" (UNLIMITED).
         "time": math.ceil(seconds / 60) if seconds else 0,
     }
-    if spec.time and seconds is None:
-        extra["time"] = spec.time  # UNLIMITED / INFINITE as written
     optional = {"cpus_per_task": spec.cpus_per_task, "mem": spec.mem, "partition": spec.partition,
                 "account": spec.account, "qos": spec.qos, "gpus_per_node": spec.gpus_per_node or None}
     params.update({key: value for key, value in optional.items() if value is not None})
     return params
 
 
-def make_executor(spec: JobSpec, run_base: Path) -> Any:
+def make_executor(spec: JobSpec, run_base: Path, scripts: list[Path]) -> Any:
     from submitit import SlurmExecutor
 
     from ddpctl.render import shell_quote
 
     class Executor(SlurmExecutor):
+        def _make_submission_command(self, submission_file_path: Path) -> list[str]:
+            scripts.append(submission_file_path)  # its temporary script, next to the run dirs
+            return super()._make_submission_command(submission_file_path)
+
         def _make_submission_file_text(self, command: str, uid: str) -> str:
             text = super()._make_submission_file_text(command, uid)
             # No time in the spec means the partition's default, as with sbatch; submitit always writes one.
             return text if spec.time else "".join(
                 line for line in text.splitlines(keepends=True) if not line.startswith("#SBATCH --time="))
 
-    policy = spec.requeue
-    executor = Executor(folder=run_base / "%j" / SUBMITIT_DIR, python=shell_quote(spec.python) if spec.python else None,
-                        max_num_timeout=policy.max_preemptions + policy.max_timeouts + policy.max_failures + 1)
+    budgets = spec.requeue.max_preemptions + spec.requeue.max_timeouts + spec.requeue.max_failures
+    executor = Executor(folder=run_base / "%j" / SUBMITIT_DIR, max_num_timeout=budgets + 1,
+                        python=shell_quote(spec.python) if spec.python else None)
     executor.update_parameters(**executor_parameters(spec, run_base))
     return executor
 
@@ -107,24 +108,19 @@ def run_launcher(layout: RunLayout, env: dict[str, str]) -> int:
 
     try:
         return launch(layout.root, env)
-    except DdpctlError as err:
-        print(f"ddpctl launch: {err}", flush=True)
-        return err.exit_code
     except Exception:  # task 0 must still get to the decision, as the batch shell would
         traceback.print_exc()
         return exitcodes.FAILURE
 
 
 def squeue_time_left(job_id: str) -> int | None:
-    try:
+    with contextlib.suppress(CommandError):  # squeue missing: the time left is unknown
         done = proc.run(["squeue", "-h", "-j", job_id, "-o", "%L"], timeout=10)
-    except CommandError:
-        return None
-    return batch.parse_time_left(done.stdout) if done.returncode == 0 else None
+        return batch.parse_time_left(done.stdout) if done.returncode == 0 else None
+    return None
 
 
 def wait_node_exits(layout: RunLayout, attempt: int, nodes: int, timeout: float) -> None:
-    """Until every node's launcher logged its exit for this attempt, or the timeout passed."""
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         exited = {e.get("node") for e in read_events(layout.events)
@@ -147,8 +143,8 @@ class Lead:
 
     def record_signal(self, *, force: bool = False) -> bool:
         """`batch.on_signal` once per attempt, as soon as any node saw the signal (or `force`: it is here)."""
-        marks = [*(self.layout.stop_file(self.attempt, n) for n in range(self.spec.nodes)),
-                 self.layout.stopped_marker(self.attempt)]
+        layout, attempt = self.layout, self.attempt
+        marks = [layout.stopped_marker(attempt), *(layout.stop_file(attempt, n) for n in range(self.spec.nodes))]
         with self._lock:
             if not self._recorded and (force or any(mark.exists() for mark in marks)):
                 # No fan_out: Slurm already sent the signal to every node's task; the stop files cover the rest.
@@ -158,17 +154,15 @@ class Lead:
             return self._recorded
 
     def watch(self, done: threading.Event) -> None:
-        while not done.wait(POLL_S):
-            if self.record_signal():
-                return
+        while not (done.wait(POLL_S) or self.record_signal()):
+            pass
 
     def run(self) -> int:
         batch.batch_start(self.layout, self.env)
         # submitit's checkpoint_and_try_requeue: launch() is about to replace it with the Relay's handler.
         hand_over = signal.getsignal(self.signum)
         done = threading.Event()
-        watcher = threading.Thread(target=self.watch, args=(done,), name="ddpctl-stop-watch", daemon=True)
-        watcher.start()
+        threading.Thread(target=self.watch, args=(done,), name="ddpctl-stop-watch", daemon=True).start()
         try:
             self.exit_code = run_launcher(self.layout, self.env)
         finally:
@@ -191,18 +185,17 @@ class Lead:
         return decision
 
 
-_LEADS: dict[str, Lead] = {}  # task 0's Lead by run dir, kept out of the pickled callable (lock, thread)
+_LEADS: dict[str, Lead] = {}  # task 0's Lead by run base, kept out of the pickled callable (lock, thread)
 
 
 class NodeRun:
     """Run by submitit once per node (see the module docstring); submitted as `NodeTask`, Checkpointable."""
 
-    def __init__(self, run_base: str) -> None:
-        self.run_base = run_base
+    def __init__(self, run_base: str, submission: str = "") -> None:
+        self.run_base, self.submission = run_base, submission  # submission: the staging dir's unique name
 
     def layout(self, env: dict[str, str]) -> RunLayout:
-        # Like the batch script: the run dir is <run_base>/<job id>, known only inside the job.
-        return RunLayout(Path(self.run_base) / env[JOB_ID])
+        return RunLayout(Path(self.run_base) / env[JOB_ID])  # as in the batch script: known inside the job only
 
     def __call__(self) -> int:
         env = dict(os.environ)
@@ -212,7 +205,7 @@ class NodeRun:
             if code != exitcodes.OK:
                 raise RuntimeError(f"ddpctl launch exited {code} (task {env.get(PROCID)}); task 0 decides")
             return code
-        lead = _LEADS[str(layout.root)] = Lead(layout, env)
+        lead = _LEADS[self.run_base] = Lead(layout, env)
         return lead.run()
 
     def checkpoint(self, *_args: Any, **_kwargs: Any) -> Any:
@@ -220,11 +213,10 @@ class NodeRun:
         from submitit.helpers import DelayedSubmission
 
         env = dict(os.environ)
-        layout = self.layout(env)
-        lead = _LEADS.get(str(layout.root)) or Lead(layout, env)
+        lead = _LEADS.get(self.run_base) or Lead(self.layout(env), env)
         if lead.decide().action != "requeue":
             return None
-        return DelayedSubmission(type(self)(self.run_base))
+        return DelayedSubmission(type(self)(self.run_base, self.submission))
 
 
 def __getattr__(name: str) -> Any:
@@ -239,17 +231,6 @@ def __getattr__(name: str) -> Any:
     return node_task
 
 
-def adopt_submitit_folder(stage: RunLayout, run_base: Path, job_id: str) -> None:
-    """Move what submitit created under <run_base>/<job id>/ into the staging dir (the job is still held)."""
-    made = run_base / job_id
-    (made / SUBMITIT_DIR).rename(stage.root / SUBMITIT_DIR)
-    made.rmdir()
-    # submitit leaves a symlink to the script next to the run dirs: not a run, so not kept there.
-    for link in run_base.glob(".submission_file_*.sh"):
-        if link.is_symlink() and str(link.readlink()).startswith(str(made) + os.sep):
-            link.unlink()
-
-
 class SubmititBackend:
     name = "submitit"
 
@@ -257,9 +238,11 @@ class SubmititBackend:
         self.runner = runner
 
     def check_available(self) -> None:
-        if importlib.util.find_spec("submitit") is None:
+        try:
+            import submitit  # noqa: F401 - importable, not just present: a broken install fails here
+        except ImportError:
             raise BackendUnavailable("backend submitit: the submitit package is not importable here; "
-                                     "pip install submitit, or use --backend sbatch or --backend local")
+                                     "pip install submitit, or use --backend sbatch or --backend local") from None
         if not (proc.available("sbatch") and proc.available("srun")):
             raise BackendUnavailable("backend submitit: sbatch/srun are not on PATH (not a Slurm login node?); "
                                      "run without Slurm with --backend local")
@@ -268,12 +251,10 @@ class SubmititBackend:
         self.check_available()
         run_base = spec.run_base.resolve()
         with staging(spec, None) as stage:
-            try:
-                job_id = str(make_executor(spec, run_base).submit(__getattr__("NodeTask")(str(run_base))).job_id)
-            except (RuntimeError, ValueError, OSError) as err:  # submitit's FailedJobError is a RuntimeError
-                raise CommandError(f"backend submitit: submission failed: {' '.join(str(err).split())}") from err
-            try:
-                adopt_submitit_folder(stage, run_base, job_id)
+            job_id = submit_held(spec, run_base, stage.root.name)
+            try:  # submitit made <run_base>/<job id>/submitit/ itself: into the staging dir with it first
+                (run_base / job_id / SUBMITIT_DIR).rename(stage.root / SUBMITIT_DIR)
+                (run_base / job_id).rmdir()
                 layout = commit(stage, spec, job_id)
                 commands.release(job_id, self.runner)
             except (OSError, CommandError):
@@ -295,6 +276,24 @@ class SubmititBackend:
         layout.preempt_request.write_text(json.dumps({"kind": kind, "t": time.time()}))
         # How Slurm delivers a submitit job's warning (--signal=SIG@T, no B:): to the step tasks on every node.
         commands.scancel(record.job_id, f"--signal={spec.requeue.signal}", runner=self.runner)
+
+
+def submit_held(spec: JobSpec, run_base: Path, token: str) -> str:
+    # submitit leaves its script next to the run dirs (a symlink once submitted), and its pickle on failure.
+    scripts: list[Path] = []
+    try:
+        with contextlib.redirect_stderr(io.StringIO()):  # submitit echoes sbatch's errors; one line is ours
+            job = make_executor(spec, run_base, scripts).submit(__getattr__("NodeTask")(str(run_base), token))
+        return str(job.job_id)
+    except (RuntimeError, ValueError, OSError) as err:  # submitit's FailedJobError is a RuntimeError
+        for path in run_base.glob("*.pkl"):
+            if token.encode() in path.read_bytes():
+                path.unlink()
+        detail = (str(err).strip().splitlines() or [type(err).__name__])[-1]
+        raise CommandError(f"backend submitit: sbatch failed: {detail}") from err
+    finally:
+        for script in scripts:
+            script.unlink(missing_ok=True)
 
 
 BACKEND = SubmititBackend()
