@@ -28,10 +28,6 @@ RANK_LOG_RE = re.compile(r"^rank-(\d+)\.log$")
 class RunLayout:
     root: Path
 
-    @classmethod
-    def for_job(cls, run_base: Path, name: str, job_id: str) -> RunLayout:
-        return cls(run_base / name / job_id)
-
     @property
     def spec_file(self) -> Path:
         return self.root / "job.yaml"
