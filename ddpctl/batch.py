@@ -49,7 +49,7 @@ def requested_kind(layout: RunLayout) -> Kind | None:
 def parse_time_left(text: str) -> int | None:
     try:
         return time_to_seconds(text.strip())
-    except Exception:  # noqa: BLE001 - "INVALID"/"NOT_SET" from squeue: treat as unknown
+    except Exception:
         return None
 
 
@@ -82,7 +82,7 @@ def decide_run(layout: RunLayout, env: Mapping[str, str], exit_code: int) -> Dec
     spec = load_run_spec(layout)
     attempt = attempt_of(env)
     outcome = run_outcome(layout, attempt, exit_code)
-    used = count_requeues(e for e in read_events(layout.events) if e.get("event") == "decision")
+    used = count_requeues(read_events(layout.events), attempt)
     decision = decide(outcome, spec.requeue, used)
     append_event(layout.events, "decision", attempt=attempt, step_exit=exit_code, stopped=outcome.stopped,
                  **decision.as_event())

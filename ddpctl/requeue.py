@@ -53,11 +53,27 @@ def budget_of(policy: RequeuePolicy, kind: Kind) -> int:
             "failure": policy.max_failures}[kind]
 
 
-def count_requeues(decisions: Iterable[Mapping[str, Any]]) -> dict[Kind, int]:
+def count_requeues(events: Iterable[Mapping[str, Any]], current_attempt: int) -> dict[Kind, int]:
+    """Requeues so far, by kind: one per attempt before the current one.
+
+    An attempt's charge is its recorded decision; an attempt without one was requeued by Slurm itself (the
+    checkpoint outlasted the preemption grace time, or a node failed) and is charged to the kind of the signal it
+    received — preemption when none was recorded.
+    """
+    decided: dict[int, str | None] = {}
+    signalled: dict[int, str] = {}
+    for event in events:
+        attempt = event.get("attempt")
+        if not isinstance(attempt, int) or attempt >= current_attempt:
+            continue
+        if event.get("event") == "decision":
+            decided[attempt] = event.get("kind") if event.get("action") == "requeue" else None
+        elif event.get("event") == "signal" and event.get("kind") in KINDS:
+            signalled[attempt] = str(event["kind"])
     counts: dict[Kind, int] = dict.fromkeys(KINDS, 0)
-    for event in decisions:
-        kind = event.get("kind")
-        if event.get("action") == "requeue" and kind in counts:
+    for attempt in range(current_attempt):
+        kind = decided[attempt] if attempt in decided else signalled.get(attempt, "preemption")
+        if kind in counts:
             counts[kind] += 1
     return counts
 

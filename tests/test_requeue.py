@@ -66,15 +66,28 @@ def test_classify_signal(time_left: int | None, lead: int, kind: str) -> None:
     assert classify_signal(time_left, lead) == kind
 
 
-def test_count_requeues_only_counts_requeue_actions() -> None:
+def test_count_requeues_charges_each_earlier_attempt_once() -> None:
     events = [
-        {"event": "decision", "action": "requeue", "kind": "preemption"},
-        {"event": "decision", "action": "requeue", "kind": "preemption"},
-        {"event": "decision", "action": "requeue", "kind": "timeout"},
-        {"event": "decision", "action": "finish", "kind": "failure"},
-        {"event": "decision", "action": "requeue", "kind": "bogus"},
+        {"event": "decision", "attempt": 0, "action": "requeue", "kind": "preemption"},
+        {"event": "signal", "attempt": 1, "kind": "timeout"},
+        {"event": "decision", "attempt": 1, "action": "requeue", "kind": "timeout"},
+        # Attempt 2 was requeued by Slurm itself (grace time ran out): charged to its signal's kind.
+        {"event": "signal", "attempt": 2, "kind": "preemption"},
+        # Attempt 3 got no signal and no decision (e.g. a node failure): charged as a preemption.
+        # The current attempt (4) is not counted yet.
+        {"event": "decision", "attempt": 4, "action": "requeue", "kind": "failure"},
     ]
-    assert count_requeues(events) == {"preemption": 2, "timeout": 1, "failure": 0}
+    assert count_requeues(events, current_attempt=4) == {"preemption": 3, "timeout": 1, "failure": 0}
+
+
+def test_count_requeues_on_the_first_attempt_is_zero() -> None:
+    assert count_requeues([{"event": "decision", "attempt": 0, "action": "requeue", "kind": "timeout"}], 0) == {
+        "preemption": 0, "timeout": 0, "failure": 0}
+
+
+def test_finished_attempt_is_not_charged() -> None:
+    events = [{"event": "decision", "attempt": 0, "action": "finish", "kind": "failure"}]
+    assert count_requeues(events, current_attempt=1) == {"preemption": 0, "timeout": 0, "failure": 0}
 
 
 def test_decision_event_fields() -> None:
