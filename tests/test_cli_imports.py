@@ -19,8 +19,8 @@ try:
     main(sys.argv[1:])
 except SystemExit:
     pass
-print(json.dumps(sorted({m.split('.')[0] for m in sys.modules} & set(%r))), file=sys.stderr)
-""" % (HEAVY,)
+print(json.dumps(sorted({m.split('.')[0] for m in sys.modules} & set(HEAVY))), file=sys.stderr)
+""".replace("HEAVY", repr(HEAVY))
 
 
 def heavy_imports(*argv: str, env: dict[str, str] | None = None) -> list[str]:
