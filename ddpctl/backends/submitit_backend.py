@@ -82,8 +82,6 @@ def executor_parameters(spec: JobSpec, run_base: Path) -> dict[str, Any]:
 def make_executor(spec: JobSpec, run_base: Path, scripts: list[Path]) -> Any:
     from submitit import SlurmExecutor
 
-    from ddpctl.render import shell_quote
-
     class Executor(SlurmExecutor):
         def _make_submission_command(self, submission_file_path: Path) -> list[str]:
             scripts.append(submission_file_path)  # its temporary script, next to the run dirs
@@ -96,8 +94,8 @@ def make_executor(spec: JobSpec, run_base: Path, scripts: list[Path]) -> Any:
                 line for line in text.splitlines(keepends=True) if not line.startswith("#SBATCH --time="))
 
     budgets = spec.requeue.max_preemptions + spec.requeue.max_timeouts + spec.requeue.max_failures
-    executor = Executor(folder=run_base / "%j" / SUBMITIT_DIR, max_num_timeout=budgets + 1,
-                        python=shell_quote(spec.python) if spec.python else None)
+    # Tasks run submitit and ddpctl with this interpreter (it has both); the workers use spec.python.
+    executor = Executor(folder=run_base / "%j" / SUBMITIT_DIR, max_num_timeout=budgets + 1)
     executor.update_parameters(**executor_parameters(spec, run_base))
     return executor
 
