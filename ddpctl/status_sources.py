@@ -21,9 +21,18 @@ REQUEUE_STATES = frozenset({"REQUEUED", "REQUEUE_FED", "REQUEUE_HOLD", "PREEMPTE
 
 
 def restarts_from_events(run_dir: Path) -> int:
-    attempts = [e.get("attempt", 0) for e in read_events(RunLayout(run_dir).events)
-                if e.get("event") == "attempt-start"]
-    return max((int(a) for a in attempts if isinstance(a, int)), default=0)
+    """Restarts so far: the newest attempt started, or one past an attempt whose decision was to requeue (the
+    job is then in its requeue hold and the next attempt has not written anything yet)."""
+    restarts = 0
+    for event in read_events(RunLayout(run_dir).events):
+        attempt = event.get("attempt")
+        if not isinstance(attempt, int):
+            continue
+        if event.get("event") == "attempt-start":
+            restarts = max(restarts, attempt)
+        elif event.get("event") == "decision" and event.get("action") == "requeue":
+            restarts = max(restarts, attempt + 1)
+    return restarts
 
 
 def state_from_events(run_dir: Path) -> JobState | None:

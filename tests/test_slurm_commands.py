@@ -62,6 +62,13 @@ def test_pending_after_requeue_is_requeued_not_failed(tmp_path: Path) -> None:
     assert (state.state, state.restarts, state.reason, state.terminal) == ("REQUEUED", 1, "BeginTime", False)
 
 
+def test_requeue_hold_before_the_next_attempt_starts_is_requeued(tmp_path: Path) -> None:
+    append_event(tmp_path / "events.jsonl", "attempt-start", attempt=0)
+    append_event(tmp_path / "events.jsonl", "decision", attempt=0, action="requeue", kind="preemption")
+    state = state_from_slurm(record(tmp_path), Answers(squeue=(0, "12|PENDING|BeginTime||0:00\n")))
+    assert (state.state, state.restarts) == ("REQUEUED", 1)
+
+
 def test_finished_job_uses_the_recorded_decision(tmp_path: Path) -> None:
     append_event(tmp_path / "events.jsonl", "decision", action="finish", kind="preemption",
                  reason="preemption budget spent", exit_code=76)

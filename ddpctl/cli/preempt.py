@@ -9,8 +9,9 @@ from typing import Any
 def add(sub: Any) -> None:
     parser = sub.add_parser(
         "preempt", help="deliver the warning signal the way Slurm would (rehearse checkpoint + requeue)",
-        description="Sends the spec's requeue.signal to the job's batch shell, as Slurm does before a time "
-        "limit or on preemption: all ranks stop at an agreed step, checkpoint, and the job requeues itself.",
+        description="Sends the spec's requeue.signal the way Slurm delivers it for the job's backend before a "
+        "time limit or on preemption (sbatch: to the batch shell; submitit: to every task; local: to the "
+        "supervisor): all ranks stop at an agreed step, checkpoint, and the job requeues itself.",
     )
     parser.add_argument("job", help="job id or name")
     parser.add_argument("--as", dest="kind", choices=["preemption", "timeout"], default="preemption",
