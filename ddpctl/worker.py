@@ -8,9 +8,11 @@ Without the ddpctl variables it degrades to a plain `python SCRIPT` (no redirect
 
 from __future__ import annotations
 
+import atexit
 import os
 import runpy
 import sys
+import threading
 import traceback
 from collections.abc import Mapping, Sequence
 from pathlib import Path
@@ -90,5 +92,20 @@ def main(argv: Sequence[str] | None = None, env: Mapping[str, str] | None = None
     return status
 
 
+def exit_now(status: int) -> None:
+    """Finish like a normal exit (threads joined, atexit handlers run, output flushed), then leave with
+    os._exit: Gloo's worker threads can abort the process (SIGABRT, "terminate called without an active
+    exception") while the interpreter is torn down, even after destroy_process_group (pytorch#179291,
+    pytorch#190489). A clean stop must never be reported to torchrun as a crash.
+    """
+    for thread in threading.enumerate():
+        if thread is not threading.current_thread() and not thread.daemon:
+            thread.join()
+    atexit._run_exitfuncs()
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(status)
+
+
 if __name__ == "__main__":
-    raise SystemExit(main())
+    exit_now(main())

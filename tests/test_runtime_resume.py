@@ -84,7 +84,8 @@ def test_interrupted_training_equals_uninterrupted(tmp_path: Path) -> None:
 
     model, opt, sched = make_run()
     train(model, opt, sched, 4)
-    ckpt = Checkpointer(tmp_path, ctx=init(env={}))
+    ctx = init(env={})
+    ckpt = Checkpointer(tmp_path, ctx=ctx)
     ckpt.save(4, capture(model, opt, Progress(4, 0, 4), scheduler=sched))
     torch.manual_seed(999)  # a fresh process would start from other RNG states
 
@@ -95,17 +96,21 @@ def test_interrupted_training_equals_uninterrupted(tmp_path: Path) -> None:
     train(model, opt, sched, 2)
     for key, value in expected.items():
         assert torch.equal(model.state_dict()[key], value), key
+    ctx.close()
 
 
 def test_single_process_context_and_agreement() -> None:
     ctx = init(env={})
     assert (ctx.rank, ctx.world_size, ctx.is_main, ctx.distributed) == (0, 1, True, False)
+    nn.parallel.DistributedDataParallel(nn.Linear(2, 2))  # a group of one: plain `python train.py` works
     with StopAgreement(ctx) as stop:
         assert not stop.should_stop()
         stopflag.request_stop("manual")
         assert stop.should_stop()
         stopflag.reset()
         assert stop.should_stop()  # sticky: the agreed decision never flips back
+    ctx.close()
+    ctx.close()  # idempotent
 
 
 def test_finish_for_requeue_writes_marker_and_event(tmp_path: Path) -> None:
@@ -115,6 +120,7 @@ def test_finish_for_requeue_writes_marker_and_event(tmp_path: Path) -> None:
     with pytest.raises(SystemExit) as exit_info:
         finish_for_requeue(ctx, 17, tmp_path / "ckpt" / "step-000000017", env=env)
     assert exit_info.value.code == 0
+    assert not torch.distributed.is_initialized()
     marker = json.loads((tmp_path / "attempt-2" / "stopped.json").read_text())
     assert marker["step"] == 17
     assert marker["checkpoint"].endswith("step-000000017")

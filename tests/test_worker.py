@@ -123,3 +123,15 @@ def test_without_launcher_variables_nothing_is_armed(tmp_path: Path) -> None:
     """
     result = run_worker(tmp_path, body)
     assert result.stdout == "True True\n"
+
+
+def test_exit_joins_threads_and_runs_atexit_before_leaving(tmp_path: Path) -> None:
+    body = """
+        import atexit, threading, time
+        atexit.register(lambda: print("atexit ran", flush=True))
+        threading.Thread(target=lambda: (time.sleep(0.3), print("thread done", flush=True))).start()
+        raise SystemExit(4)
+    """
+    result = run_worker(tmp_path, body)
+    assert result.returncode == 4
+    assert result.stdout == "thread done\natexit ran\n"

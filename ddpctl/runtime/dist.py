@@ -9,16 +9,18 @@ from datetime import timedelta
 
 import torch
 import torch.distributed as dist
+from torch._C._distributed_c10d import HashStore  # torch.distributed re-exports it without marking it public
 
 from ddpctl import envvars
 from ddpctl.runtime import stopflag
 
 DEFAULT_PG_TIMEOUT_S = 1800
+_CPU_GROUP: list[dist.ProcessGroup] = []  # one shared control group per process group lifetime
 
 
 @dataclass(frozen=True)
 class DistContext:
-    """Who this process is. `distributed` is False for a plain single-process run (no process group)."""
+    """Who this process is. `distributed` is False for a plain single-process run (a group of one)."""
 
     rank: int
     local_rank: int
@@ -36,9 +38,12 @@ class DistContext:
             dist.barrier()
 
     def close(self) -> None:
-        """Destroy the process group (safe to call twice or without one)."""
-        if self.distributed and dist.is_initialized():
+        """Destroy the process group (collective; safe to call twice)."""
+        if dist.is_initialized():
+            if self.distributed:
+                dist.barrier()  # no rank tears its connections down while a peer still uses them
             dist.destroy_process_group()
+        _CPU_GROUP.clear()
 
 
 def init(backend: str | None = None, env: Mapping[str, str] | None = None) -> DistContext:
@@ -46,7 +51,8 @@ def init(backend: str | None = None, env: Mapping[str, str] | None = None) -> Di
 
     NCCL when CUDA is available, Gloo otherwise, unless `backend` says. The timeout comes from
     `$DDPCTL_PG_TIMEOUT_S` (default 1800 s). On CUDA the device is pinned to LOCAL_RANK. Without torchrun's
-    variables this is a single process: world size 1 and no process group. Also arms the stop flag from the
+    variables this is a single process: world size 1, a process group of one (so DDP works) and
+    `distributed=False` (the runtime skips its collectives). Also arms the stop flag from the
     launcher's variables if `ddpctl.worker` did not already (a script started by plain torchrun).
     """
     env = os.environ if env is None else env
@@ -59,10 +65,12 @@ def init(backend: str | None = None, env: Mapping[str, str] | None = None) -> Di
     if cuda:
         torch.cuda.set_device(device)
     distributed = "MASTER_ADDR" in env and "RANK" in env
-    if distributed and not dist.is_initialized():
+    if not dist.is_initialized():
         timeout = timedelta(seconds=float(env.get(envvars.PG_TIMEOUT_S, str(DEFAULT_PG_TIMEOUT_S))))
         chosen = backend or ("nccl" if cuda else "gloo")
-        dist.init_process_group(chosen, timeout=timeout, rank=rank, world_size=world_size)
+        # Alone (plain `python train.py`): a group of one over an in-process store, so DDP(model) still works.
+        store = None if distributed else HashStore()
+        dist.init_process_group(chosen, timeout=timeout, rank=rank, world_size=world_size, store=store)
     attempt = int(env.get(envvars.ATTEMPT, "0"))
     return DistContext(rank, local_rank, world_size, device, attempt, distributed)
 
@@ -87,5 +95,10 @@ def cpu_group(distributed: bool) -> dist.ProcessGroup | None:
     """
     if not distributed:
         return None
+    if _CPU_GROUP:
+        return _CPU_GROUP[0]
     group = dist.new_group(backend="gloo")
-    return group if isinstance(group, dist.ProcessGroup) else None
+    if not isinstance(group, dist.ProcessGroup):
+        return None
+    _CPU_GROUP.append(group)
+    return group
