@@ -2,33 +2,28 @@
 
 from __future__ import annotations
 
-import json
 import sys
 import time
 from pathlib import Path
 
 from ddpctl import proc
+from ddpctl.backends.slurm_jobs import SlurmJobs
 from ddpctl.errors import BackendUnavailable, CommandError
 from ddpctl.events import append_event
-from ddpctl.layout import RunLayout
 from ddpctl.registry import JobRecord
 from ddpctl.render import RenderInputs, render_script
 from ddpctl.rundir import commit, staging
 from ddpctl.slurm import commands
-from ddpctl.spec import JobSpec, load_spec
-from ddpctl.state import JobState
-from ddpctl.status_sources import state_from_slurm
+from ddpctl.spec import JobSpec
 
 
 def render_for(spec: JobSpec) -> str:
     return render_script(spec, RenderInputs(run_base=spec.run_base.resolve(), python=spec.python or sys.executable))
 
 
-class SbatchBackend:
+class SbatchBackend(SlurmJobs):
     name = "sbatch"
-
-    def __init__(self, runner: proc.Runner = proc.run) -> None:
-        self.runner = runner
+    preempt_delivery = ("--batch",)  # the template uses --signal=B:, so Slurm signals the batch shell
 
     def check_available(self) -> None:
         if not proc.available("sbatch"):
@@ -51,19 +46,6 @@ class SbatchBackend:
                            submitted_at=time.time(), spec_path=str(spec_path))
         append_event(layout.events, "submit", job_id=job_id, backend=self.name, spec=str(spec_path))
         return record
-
-    def state(self, record: JobRecord) -> JobState:
-        return state_from_slurm(record, self.runner)
-
-    def cancel(self, record: JobRecord) -> None:
-        commands.scancel(record.job_id, runner=self.runner)
-
-    def preempt(self, record: JobRecord, kind: str) -> None:
-        layout = RunLayout(Path(record.run_dir))
-        spec = load_spec(layout.spec_file, check_paths=False)
-        layout.preempt_request.write_text(json.dumps({"kind": kind, "t": time.time()}))
-        # Exactly how Slurm delivers the B: warning signal and the preemption user signal: to the batch shell.
-        commands.scancel(record.job_id, "--batch", f"--signal={spec.requeue.signal}", runner=self.runner)
 
 
 BACKEND = SbatchBackend()

@@ -28,7 +28,6 @@ from __future__ import annotations
 
 import contextlib
 import io
-import json
 import math
 import os
 import signal
@@ -39,6 +38,7 @@ from pathlib import Path
 from typing import Any
 
 from ddpctl import batch, exitcodes, proc
+from ddpctl.backends.slurm_jobs import SlurmJobs
 from ddpctl.errors import BackendUnavailable, CommandError
 from ddpctl.events import append_event, read_events
 from ddpctl.layout import RunLayout
@@ -47,9 +47,7 @@ from ddpctl.requeue import Decision
 from ddpctl.rundir import commit, staging
 from ddpctl.slurm import commands
 from ddpctl.slurm.env import JOB_ID, PROCID
-from ddpctl.spec import JobSpec, load_spec, time_to_seconds
-from ddpctl.state import JobState
-from ddpctl.status_sources import state_from_slurm
+from ddpctl.spec import JobSpec, time_to_seconds
 
 SUBMITIT_DIR = "submitit"
 NODE_EXIT_WAIT_S = 30.0  # other nodes' launchers normally leave within a second of rank 0's stopped marker
@@ -229,11 +227,9 @@ def __getattr__(name: str) -> Any:
     return node_task
 
 
-class SubmititBackend:
+class SubmititBackend(SlurmJobs):
     name = "submitit"
-
-    def __init__(self, runner: proc.Runner = proc.run) -> None:
-        self.runner = runner
+    preempt_delivery = ()  # submitit uses --signal=SIG@T without B:: Slurm signals every step task
 
     def check_available(self) -> None:
         try:
@@ -261,19 +257,6 @@ class SubmititBackend:
         append_event(layout.events, "submit", job_id=job_id, backend=self.name, spec=str(spec_path))
         return JobRecord(job_id=job_id, name=spec.name, run_dir=str(layout.root), backend=self.name,
                          submitted_at=time.time(), spec_path=str(spec_path))
-
-    def state(self, record: JobRecord) -> JobState:
-        return state_from_slurm(record, self.runner)
-
-    def cancel(self, record: JobRecord) -> None:
-        commands.scancel(record.job_id, runner=self.runner)
-
-    def preempt(self, record: JobRecord, kind: str) -> None:
-        layout = RunLayout(Path(record.run_dir))
-        spec = load_spec(layout.spec_file, check_paths=False)
-        layout.preempt_request.write_text(json.dumps({"kind": kind, "t": time.time()}))
-        # How Slurm delivers a submitit job's warning (--signal=SIG@T, no B:): to the step tasks on every node.
-        commands.scancel(record.job_id, f"--signal={spec.requeue.signal}", runner=self.runner)
 
 
 def submit_held(spec: JobSpec, run_base: Path, token: str) -> str:

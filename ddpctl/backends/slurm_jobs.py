@@ -1,0 +1,37 @@
+"""What the backends that submit to Slurm share once a job exists: its state, cancel, and preempt."""
+
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+
+from ddpctl import proc
+from ddpctl.layout import RunLayout
+from ddpctl.registry import JobRecord
+from ddpctl.slurm import commands
+from ddpctl.spec import load_spec
+from ddpctl.state import JobState
+from ddpctl.status_sources import state_from_slurm
+
+
+class SlurmJobs:
+    # How Slurm delivers this backend's warning signal, which `preempt` imitates: ("--batch",) for a
+    # `--signal=B:` job (the batch shell); () for `--signal=` without B: (every step task).
+    preempt_delivery: tuple[str, ...] = ()
+
+    def __init__(self, runner: proc.Runner = proc.run) -> None:
+        self.runner = runner
+
+    def state(self, record: JobRecord) -> JobState:
+        return state_from_slurm(record, self.runner)
+
+    def cancel(self, record: JobRecord) -> None:
+        commands.scancel(record.job_id, runner=self.runner)
+
+    def preempt(self, record: JobRecord, kind: str) -> None:
+        layout = RunLayout(Path(record.run_dir))
+        spec = load_spec(layout.spec_file, check_paths=False)
+        layout.preempt_request.write_text(json.dumps({"kind": kind, "t": time.time()}))
+        commands.scancel(record.job_id, *self.preempt_delivery, f"--signal={spec.requeue.signal}",
+                         runner=self.runner)
