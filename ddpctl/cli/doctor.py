@@ -1,0 +1,38 @@
+"""`ddpctl doctor SPEC [--set ...]`: preflight checks for a spec on this machine/cluster."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+from typing import Any
+
+from ddpctl.cli.common import add_spec_args
+
+MARKS = {"ok": "ok  ", "warn": "WARN", "fail": "FAIL"}
+
+
+def add(sub: Any) -> None:
+    parser = sub.add_parser(
+        "doctor", help="preflight checks: Slurm tools, partition limits, torch, network, requeue, files",
+        description="Checks a spec against this cluster before you submit; exit status 1 if any check fails.",
+    )
+    add_spec_args(parser)
+    parser.add_argument("--backend", choices=["sbatch", "submitit", "local"], help="override the spec's backend")
+    parser.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    from ddpctl.doctor import FAIL, evaluate, gather
+    from ddpctl.spec import load_spec, resolve_paths
+
+    overrides = list(args.overrides) + ([f"backend={args.backend}"] if args.backend else [])
+    spec = resolve_paths(load_spec(args.spec, overrides), Path.cwd())
+    script = None
+    if spec.backend == "sbatch":
+        from ddpctl.backends.sbatch import render_for
+
+        script = render_for(spec)
+    checks = evaluate(spec, gather(spec, script))
+    for check in checks:
+        print(f"[{MARKS[check.status]}] {check.name}: {check.detail}")
+    return 1 if any(c.status == FAIL for c in checks) else 0
