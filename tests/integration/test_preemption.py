@@ -1,0 +1,597 @@
+"""Preemption, time limits, budgets and crashes of the example job on the real local Slurm cluster.
+
+Every test drives the real CLI (`ddpctl submit/preempt/status/logs`) against the 2-node cluster with the example
+trainer as 2 nodes x 2 ranks (gloo), 12 optimizer steps. Training is deterministic, so every run that completes
+must end with the weights of the uninterrupted reference run, which the local backend computes once for the
+module while the first cluster test runs; test_preempt_warning checks that the cluster's uninterrupted prefix
+matches it step for step.
+
+Requeue hold: Slurm holds a requeued job for cred_expire+1 s (cluster configuration, not ddpctl behaviour);
+the tests end the hold with `scontrol update starttime=now` once they have seen the requeue, to stay short.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import signal
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+from clitools import REPO, Cli, events, final_hash
+from slurmtools import cluster_dump, job_info, sbatch_text
+
+pytestmark = pytest.mark.slurm
+
+SPEC = REPO / "jobs" / "example.yaml"
+TOTAL = 12
+TRAIN = ["--epochs", "2", "--steps-per-epoch", "6"]  # 12 optimizer steps, a stop in epoch 0 resumes mid-epoch
+STEP_RE = re.compile(r"^\[example\] step (\d+)/(\d+) epoch \d+ loss (\S+)")
+HEADER_RE = re.compile(r"^\[ddpctl\.worker\] rank=(\d+) attempt=(\d+) .*\bpid=(\d+)\b")
+RESUMED_RE = re.compile(r"^\[example\] resumed from step (\d+)")
+LOGS_PREFIX_RE = re.compile(r"^\[a(\d+) (\S+) r(\d+)\] ")
+POLL_S = 0.25
+START_TIMEOUT_S = 240  # the cluster is shared: a submission may wait for other jobs first
+
+
+def _read(path: Path) -> str:
+    try:
+        return path.read_text(errors="replace")
+    except OSError:
+        return ""
+
+
+def _tail(text: str, lines: int) -> str:
+    return "\n".join(text.splitlines()[-lines:])
+
+
+def squeue_row(job_id: str) -> tuple[str, str] | None:
+    """(state, reason) per squeue, None once squeue no longer lists the job."""
+    done = subprocess.run(
+        ["squeue", "-h", "-j", job_id, "-o", "%T|%r"], capture_output=True, text=True, timeout=30, check=False
+    )
+    line = done.stdout.strip()
+    if done.returncode != 0 or not line:
+        return None
+    state, _, reason = line.splitlines()[0].partition("|")
+    return state, reason
+
+
+@dataclass
+class Job:
+    cli: Cli
+    job_id: str
+    run_dir: Path
+    states_seen: list[str] = field(default_factory=list)
+
+    # --- files -----------------------------------------------------------------------------------------------
+    def events(self, name: str | None = None) -> list[dict[str, Any]]:
+        found = events(self.run_dir)
+        return [e for e in found if name is None or e.get("event") == name]
+
+    def rank_log(self, attempt: int, rank: int = 0) -> str:
+        return _read(self.run_dir / f"attempt-{attempt}" / f"rank-{rank}.log")
+
+    def steps(self, attempt: int) -> list[int]:
+        """Optimizer steps rank 0 logged in this attempt, in order."""
+        return [int(m.group(1)) for line in self.rank_log(attempt).splitlines() if (m := STEP_RE.match(line))]
+
+    def last_step(self, attempt: int) -> int:
+        return max(self.steps(attempt), default=0)
+
+    def losses(self) -> dict[int, str]:
+        """step -> loss as rank 0 logged it, the latest attempt that computed a step winning."""
+        found: dict[int, str] = {}
+        for attempt in range(self.attempts()):
+            for line in self.rank_log(attempt).splitlines():
+                if m := STEP_RE.match(line):
+                    found[int(m.group(1))] = m.group(3)
+        return found
+
+    def attempts(self) -> int:
+        return len(list(self.run_dir.glob("attempt-*")))
+
+    def worker_pid(self, attempt: int, rank: int) -> int:
+        for line in self.rank_log(attempt, rank).splitlines():
+            if (m := HEADER_RE.match(line)) and int(m.group(1)) == rank and int(m.group(2)) == attempt:
+                return int(m.group(3))
+        raise AssertionError(f"no worker header for rank {rank} in attempt {attempt}\n{self.dump()}")
+
+    def resumed_from(self, attempt: int) -> int | None:
+        for line in self.rank_log(attempt).splitlines():
+            if m := RESUMED_RE.match(line):
+                return int(m.group(1))
+        return None
+
+    def stopped(self, attempt: int) -> dict[str, Any] | None:
+        path = self.run_dir / f"attempt-{attempt}" / "stopped.json"
+        try:
+            data: dict[str, Any] = json.loads(path.read_text())
+        except (OSError, ValueError):
+            return None
+        return data
+
+    def decision(self, attempt: int) -> dict[str, Any] | None:
+        found = [e for e in self.events("decision") if e.get("attempt") == attempt]
+        return found[-1] if found else None
+
+    # --- waiting ---------------------------------------------------------------------------------------------
+    def note_state(self) -> str | None:
+        row = squeue_row(self.job_id)
+        state = row[0] if row else None
+        if state and (not self.states_seen or self.states_seen[-1] != state):
+            self.states_seen.append(state)
+        return state
+
+    def wait(self, predicate: Callable[[], object], what: str, timeout: float = 90) -> None:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            self.note_state()
+            if predicate():
+                return
+            time.sleep(POLL_S)
+        raise AssertionError(f"job {self.job_id}: timed out after {timeout} s waiting for {what}\n{self.dump()}")
+
+    def wait_step(self, attempt: int, step: int, timeout: float = START_TIMEOUT_S) -> int:
+        """Wait until rank 0 of `attempt` logged `step` or later; return the last logged step."""
+        self.wait(lambda: self.last_step(attempt) >= step, f"attempt {attempt} to reach step {step}", timeout)
+        return self.last_step(attempt)
+
+    def wait_requeued(
+        self, attempt: int, before_release: Callable[[], None] | None = None, timeout: float = 90
+    ) -> dict[str, Any]:
+        """Wait for attempt's requeue decision and for Slurm's requeue; then end the requeue hold."""
+        self.wait(lambda: self.decision(attempt) is not None, f"the decision of attempt {attempt}", timeout)
+        decision = self.decision(attempt)
+        assert decision is not None and decision["action"] == "requeue", f"not requeued: {decision}\n{self.dump()}"
+        self.wait(
+            lambda: (squeue_row(self.job_id) or ("",))[0] == "PENDING" or self.attempts() > attempt + 1,
+            f"job PENDING again after attempt {attempt}",
+            60,
+        )
+        if before_release is not None:
+            before_release()
+        self.release_hold()
+        return decision
+
+    def release_hold(self) -> None:
+        row = squeue_row(self.job_id)
+        if row is not None and row == ("PENDING", "BeginTime"):
+            subprocess.run(
+                ["scontrol", "update", f"jobid={self.job_id}", "starttime=now"],
+                capture_output=True,
+                timeout=30,
+                check=False,
+            )
+
+    def wait_terminal(self, timeout: float = 300) -> dict[str, Any]:
+        status: dict[str, Any] = {}
+
+        def done() -> bool:
+            nonlocal status
+            status = self.cli.status(self.job_id)
+            if status["state"] in ("REQUEUED", "PENDING"):
+                self.release_hold()
+            return status["state"] in TERMINAL
+
+        self.wait(done, "a terminal state", timeout)
+        return status
+
+    # --- diagnostics -----------------------------------------------------------------------------------------
+    def dump(self) -> str:
+        parts = [f"=== job {self.job_id}, run dir {self.run_dir}, states seen {self.states_seen}", "--- events.jsonl"]
+        parts += [json.dumps({k: v for k, v in e.items() if k not in ("argv", "dist")}) for e in self.events()]
+        parts += ["--- slurm.out (tail)", _tail(_read(self.run_dir / "slurm.out"), 40)]
+        for attempt in range(self.attempts()):
+            parts += [f"--- attempt-{attempt}/rank-0.log (tail)", _tail(self.rank_log(attempt), 15)]
+        parts.append(cluster_dump(self.job_id))
+        return "\n".join(parts)
+
+
+TERMINAL = {"COMPLETED", "FAILED", "CANCELLED", "TIMEOUT", "BUDGET_SPENT", "NODE_FAIL", "OUT_OF_MEMORY"}
+
+
+def submit(
+    cli: Cli,
+    runs: Path,
+    cleanup: Callable[[str], str],
+    *train_args: str,
+    sets: tuple[str, ...] = (),
+    backend: str | None = None,
+) -> Job:
+    options = ["--set", f"run_dir={runs}", "--set", f"args={json.dumps([*TRAIN, *train_args])}"]
+    for item in sets:
+        options += ["--set", item]
+    if backend:
+        options += ["--backend", backend]
+    job_id, run_dir = cli.submit(SPEC, *options)
+    if backend != "local":
+        cleanup(job_id)
+    return Job(cli, job_id, run_dir)
+
+
+@dataclass
+class Reference:
+    """The uninterrupted run on the local backend; started once, read when first needed."""
+
+    job: Job
+    _status: dict[str, Any] | None = None
+
+    def finished(self) -> Job:
+        if self._status is None:
+            self._status = self.job.cli.wait_terminal(self.job.job_id, timeout=300)
+        assert self._status["state"] == "COMPLETED", f"reference run failed: {self._status}\n{self.job.dump()}"
+        return self.job
+
+    @property
+    def hash(self) -> str:
+        found = final_hash(self.finished().run_dir)
+        assert found, f"the reference run printed no final-weights-sha256\n{self.job.dump()}"
+        return found
+
+    @property
+    def losses(self) -> dict[int, str]:
+        return self.finished().losses()
+
+
+@pytest.fixture(scope="module")
+def reference(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Reference]:
+    tmp = tmp_path_factory.mktemp("reference")
+    cli = Cli(tmp / "home")
+    job = submit(cli, tmp / "runs", lambda job_id: job_id, backend="local")
+    try:
+        yield Reference(job)
+    finally:
+        if cli.status(job.job_id)["state"] not in TERMINAL:
+            cli.run("cancel", job.job_id, check=False)
+
+
+@pytest.fixture
+def cli(tmp_path: Path) -> Cli:
+    return Cli(tmp_path / "home")
+
+
+def assert_same_training(job: Job, reference: Reference, status: dict[str, Any]) -> None:
+    """Completed with the reference weights; every step's logged loss equals the reference's."""
+    assert status["state"] == "COMPLETED", f"{status}\n{job.dump()}"
+    got = final_hash(job.run_dir)
+    assert got == reference.hash, f"final weights differ from the uninterrupted run\n{job.dump()}"
+    losses = job.losses()
+    assert sorted(losses) == list(range(1, TOTAL + 1)), f"steps logged: {sorted(losses)}\n{job.dump()}"
+    diverged = [s for s in losses if losses[s] != reference.losses.get(s)]
+    assert not diverged, f"losses differ from the reference at steps {diverged}\n{job.dump()}"
+
+
+def decisions(job: Job) -> list[tuple[str, str | None]]:
+    return [(d["action"], d.get("kind")) for d in job.events("decision")]
+
+
+def assert_checkpoints_load(job: Job) -> list[int]:
+    """Every checkpoint directory with a completion marker matches its file table and loads; returns steps."""
+    import torch
+
+    from ddpctl.runtime import ckptio
+
+    complete = []
+    for path in sorted((job.run_dir / "checkpoints").glob("step-*")):
+        marker = ckptio.read_json(path / "COMPLETE")
+        if marker is None:
+            continue
+        for name, expected in marker["files"].items():
+            problem = ckptio.file_matches(path / name, expected, check_hash=True)
+            assert problem is None, f"{path}: {problem}\n{job.dump()}"
+            torch.load(path / name, map_location="cpu", weights_only=True)
+        assert set(marker["files"]) == {"shared.pt", *(f"rank-{r}.pt" for r in range(4))}, marker
+        complete.append(int(marker["step"]))
+    return complete
+
+
+def assert_stop_agreed(job: Job, attempt: int) -> int:
+    """All 4 ranks logged the same agreed stop step, which is the stop event's and the marker's step."""
+    marker = job.stopped(attempt)
+    assert marker is not None, f"no stopped.json for attempt {attempt}\n{job.dump()}"
+    step = int(marker["step"])
+    stops = [e for e in job.events("stop") if e.get("attempt") == attempt]
+    assert [e["step"] for e in stops] == [step], f"stop events {stops}\n{job.dump()}"
+    for rank in range(4):
+        agreed = re.findall(r"rank \d+ stop agreed at step (\d+)", job.rank_log(attempt, rank))
+        assert agreed == [str(step)], f"rank {rank} agreed on {agreed}, stop step {step}\n{job.dump()}"
+    assert job.last_step(attempt) == step, f"rank 0 went past the stop step {step}\n{job.dump()}"
+    return step
+
+
+class LogFollower:
+    """`ddpctl logs -f JOB --no-color` as a subprocess, its stdout read to the end on a thread."""
+
+    def __init__(self, cli: Cli, job_id: str) -> None:
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "ddpctl", "logs", "-f", job_id, "--no-color"],
+            cwd=cli.cwd,
+            env=cli.env,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        self.lines: list[str] = []
+        self.err = ""
+        self._threads = [
+            threading.Thread(target=self._out, daemon=True),
+            threading.Thread(target=self._err, daemon=True),
+        ]
+        for thread in self._threads:
+            thread.start()
+
+    def _out(self) -> None:
+        assert self.proc.stdout is not None
+        for line in self.proc.stdout:
+            self.lines.append(line.rstrip("\n"))
+
+    def _err(self) -> None:
+        assert self.proc.stderr is not None
+        self.err = self.proc.stderr.read()
+
+    def finish(self, timeout: float = 30) -> int:
+        try:
+            code = self.proc.wait(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait()
+            raise AssertionError(
+                f"logs -f still running {timeout} s after the job ended; last lines:\n" + "\n".join(self.lines[-20:])
+            ) from None
+        for thread in self._threads:
+            thread.join(timeout=10)
+        return code
+
+    def kill(self) -> None:
+        if self.proc.poll() is None:
+            self.proc.kill()
+            self.proc.wait()
+
+
+# --- 1. the warning signal through `ddpctl preempt` -----------------------------------------------------------------
+def test_preempt_warning_stops_all_ranks_at_one_step_and_resumes_exactly(
+    cli: Cli, tmp_path: Path, cleanup_jobs: Callable[[str], str], reference: Reference
+) -> None:
+    job = submit(cli, tmp_path / "runs", cleanup_jobs, "--ckpt-every", "4", "--sleep-per-step", "0.5")
+    follower = LogFollower(cli, job.job_id)
+    try:
+        job.wait_step(0, 3)
+        cli.run("preempt", job.job_id)
+        decision = job.wait_requeued(0)
+        status = job.wait_terminal()
+        code = follower.finish()
+    finally:
+        follower.kill()
+
+    step = assert_stop_agreed(job, 0)
+    assert 3 <= step < TOTAL, f"stop step {step}\n{job.dump()}"
+    signals = job.events("signal")
+    assert [(e["attempt"], e["kind"]) for e in signals] == [(0, "preemption")], f"{signals}\n{job.dump()}"
+    assert (decision["kind"], decision["reason"]) == ("preemption", "preemption: requeue 1 of 10"), decision
+    assert decisions(job) == [("requeue", "preemption"), ("finish", None)], job.dump()
+    # Requeued under the same job id, one restart, and resumed at the stop step.
+    assert [e["job_id"] for e in job.events("attempt-start")] == [job.job_id, job.job_id], job.dump()
+    assert status["restarts"] == 1, f"{status}\n{job.dump()}"
+    assert job_info(job.job_id).get("Restarts") == "1", job_info(job.job_id)
+    assert job.resumed_from(1) == step, job.dump()
+    # No step computed twice: the attempts' steps are disjoint and together are all of them.
+    first, second = job.steps(0), job.steps(1)
+    assert first == list(range(1, step + 1)) and second == list(range(step + 1, TOTAL + 1)), job.dump()
+    # The cluster's uninterrupted prefix equals the local reference step for step (same losses), and so do the
+    # resumed steps and the final weights.
+    assert_same_training(job, reference, status)
+
+    assert code == 0, f"logs -f exited {code}: {follower.err}"
+    seen = {(int(m.group(1)), int(m.group(3))) for line in follower.lines if (m := LOGS_PREFIX_RE.match(line))}
+    assert {(a, r) for a in (0, 1) for r in range(4)} <= seen, f"logs -f showed {sorted(seen)}\n{follower.err}"
+    text = "\n".join(follower.lines)
+    assert f"rank 3 stop agreed at step {step}" in text and f"resumed from step {step}" in text, text[-3000:]
+    assert follower.lines and follower.lines[-1] == f"-- job {job.job_id} COMPLETED --", follower.lines[-10:]
+
+
+# --- 2. real preemption by a job on the `urgent` partition, three times -----------------------------------------
+def test_three_real_preemptions_by_the_urgent_partition(
+    cli: Cli, tmp_path: Path, cleanup_jobs: Callable[[str], str], reference: Reference
+) -> None:
+    job = submit(cli, tmp_path / "runs", cleanup_jobs, "--ckpt-every", "4", "--sleep-per-step", "0.5")
+    stops = []
+    for attempt in range(3):
+        # RUNNING and made progress in this attempt: at least one new step since it (re)started.
+        job.wait_step(attempt, stops[-1] + 1 if stops else 1)
+        cleanup_jobs(sbatch_text("sleep 1", "-p", "urgent", "-N2", "-J", "ddpctl-test-urgent"))
+        decision = job.wait_requeued(attempt)
+        assert decision["kind"] == "preemption", f"{decision}\n{job.dump()}"
+        stops.append(assert_stop_agreed(job, attempt))
+    status = job.wait_terminal()
+
+    assert stops == sorted(set(stops)) and stops[-1] < TOTAL, f"stop steps {stops}\n{job.dump()}"
+    assert [e["kind"] for e in job.events("signal")] == ["preemption"] * 3, job.dump()
+    assert decisions(job) == [("requeue", "preemption")] * 3 + [("finish", None)], job.dump()
+    assert status["restarts"] == 3, f"{status}\n{job.dump()}"
+    assert [job.resumed_from(a) for a in (1, 2, 3)] == stops, job.dump()
+    assert [job.steps(a)[0] for a in (1, 2, 3)] == [s + 1 for s in stops], job.dump()
+    assert_same_training(job, reference, status)
+
+
+# --- 3. the preemption budget ends the job ------------------------------------------------------------------------
+def test_preemption_budget_ends_the_job(cli: Cli, tmp_path: Path, cleanup_jobs: Callable[[str], str]) -> None:
+    job = submit(
+        cli,
+        tmp_path / "runs",
+        cleanup_jobs,
+        "--ckpt-every",
+        "4",
+        "--sleep-per-step",
+        "0.5",
+        sets=("requeue.max_preemptions=1",),
+    )
+    job.wait_step(0, 1)
+    cli.run("preempt", job.job_id)
+    first = job.wait_requeued(0)
+    assert first["kind"] == "preemption", first
+    job.wait_step(1, assert_stop_agreed(job, 0) + 1)
+    cli.run("preempt", job.job_id)
+    status = job.wait_terminal(timeout=120)
+
+    assert_stop_agreed(job, 1)
+    assert status["state"] == "BUDGET_SPENT", f"{status}\n{job.dump()}"
+    assert "budget" in status["reason"] and "max_preemptions=1" in status["reason"], status
+    last = job.decision(1)
+    assert last is not None and (last["action"], last["kind"]) == ("finish", "preemption"), job.dump()
+    assert last["reason"] == "preemption budget spent: 1 of max_preemptions=1 requeues used", last
+    assert decisions(job) == [("requeue", "preemption"), ("finish", "preemption")], job.dump()
+    # Not requeued again: it left the queue and has no third attempt.
+    time.sleep(2)
+    assert squeue_row(job.job_id) is None and job.attempts() == 2, job.dump()
+    assert final_hash(job.run_dir) is None
+    human = cli.run("status", job.job_id).stdout
+    assert "BUDGET_SPENT" in human and "max_preemptions=1" in human, human
+
+
+# --- 4. kill -9 of one worker ------------------------------------------------------------------------------------
+@pytest.mark.parametrize("max_failures", [0, 1])
+def test_killed_worker_follows_the_failure_policy(
+    cli: Cli, tmp_path: Path, cleanup_jobs: Callable[[str], str], reference: Reference, max_failures: int
+) -> None:
+    job = submit(
+        cli,
+        tmp_path / "runs",
+        cleanup_jobs,
+        "--ckpt-every",
+        "2",
+        "--sleep-per-step",
+        "0.5",
+        sets=(f"requeue.max_failures={max_failures}",),
+    )
+    job.wait_step(0, 5)  # checkpoints at steps 2 and 4 are complete
+    rank = 3 if max_failures else 1  # a rank on the second node / on the first node
+    victim = job.worker_pid(0, rank)
+    os.kill(victim, signal.SIGKILL)
+    killed_at = job.last_step(0)
+
+    job.wait(lambda: job.decision(0) is not None, "the decision after the kill", 90)
+    assert not job.stopped(0), f"a killed worker must not look like an agreed stop\n{job.dump()}"
+    exits = [e["torchrun_exit"] for e in job.events("node-exit") if e["attempt"] == 0]
+    assert any(code != 0 for code in exits), f"node exits {exits}\n{job.dump()}"
+    complete = assert_checkpoints_load(job)  # nothing half-written is marked complete
+    assert complete and max(complete) >= 4, f"complete checkpoints {complete}\n{job.dump()}"
+    decision = job.decision(0)
+    assert decision is not None
+
+    if max_failures == 0:
+        status = job.wait_terminal(timeout=120)
+        assert (decision["action"], decision["kind"]) == ("finish", "failure"), job.dump()
+        assert decision["step_exit"] != 0 and decision["exit_code"] != 0, decision
+        assert "max_failures=0" in decision["reason"], decision
+        assert (status["state"], status["restarts"]) == ("FAILED", 0), f"{status}\n{job.dump()}"
+        assert "max_failures=0" in status["reason"], status
+        assert job.attempts() == 1 and final_hash(job.run_dir) is None, job.dump()
+        return
+
+    assert (decision["action"], decision["kind"]) == ("requeue", "failure"), job.dump()
+    assert decision["reason"] == "failure: requeue 1 of 1", decision
+    job.wait_requeued(0)
+    status = job.wait_terminal()
+    resumed = job.resumed_from(1)
+    assert resumed == max(complete) and resumed <= killed_at, f"resumed {resumed}, killed at {killed_at}"
+    assert job.steps(1)[0] == resumed + 1, job.dump()
+    assert decisions(job) == [("requeue", "failure"), ("finish", None)], job.dump()
+    assert status["restarts"] == 1, status
+    assert_same_training(job, reference, status)
+    assert_checkpoints_load(job)
+
+
+# --- 5. a damaged newest checkpoint between attempts --------------------------------------------------------------
+def test_damaged_newest_checkpoint_resumes_from_the_previous_one(
+    cli: Cli, tmp_path: Path, cleanup_jobs: Callable[[str], str], reference: Reference
+) -> None:
+    job = submit(cli, tmp_path / "runs", cleanup_jobs, "--ckpt-every", "2", "--sleep-per-step", "0.5")
+    job.wait_step(0, 5)
+    cli.run("preempt", job.job_id)
+    damaged: dict[str, Any] = {}
+
+    def damage() -> None:
+        # In the requeue hold: no process of the job runs; overwrite bytes in the middle of the newest
+        # checkpoint's shared file (same size, so only the checksum can tell).
+        assert squeue_row(job.job_id) == ("PENDING", "BeginTime"), f"{squeue_row(job.job_id)}\n{job.dump()}"
+        steps = assert_checkpoints_load(job)
+        newest = job.run_dir / "checkpoints" / f"step-{max(steps):09d}" / "shared.pt"
+        data = bytearray(newest.read_bytes())
+        middle = len(data) // 2
+        data[middle : middle + 64] = bytes(64)
+        newest.write_bytes(bytes(data))
+        damaged.update(step=max(steps), previous=max(s for s in steps if s < max(steps)))
+
+    job.wait_requeued(0, before_release=damage)
+    stop = assert_stop_agreed(job, 0)
+    assert damaged["step"] == stop, f"the newest checkpoint is not the stop checkpoint: {damaged}, {stop}"
+    status = job.wait_terminal()
+
+    assert job.resumed_from(1) == damaged["previous"], f"{damaged}\n{job.dump()}"
+    warning = f"WARNING: skipping checkpoint {job.run_dir / 'checkpoints' / f'step-{stop:09d}'}"
+    assert warning in job.rank_log(1), job.dump()
+    skipped = job.events("checkpoint_skipped")
+    assert [e["step"] for e in skipped] == [stop] and "CRC-32" in skipped[0]["reason"], job.dump()
+    assert job.steps(1)[0] == damaged["previous"] + 1, job.dump()  # steps after it are computed again
+    assert decisions(job) == [("requeue", "preemption"), ("finish", None)], job.dump()
+    assert_same_training(job, reference, status)
+
+
+# --- 6. a real time limit -------------------------------------------------------------------------------------------
+def test_time_limit_warning_checkpoints_and_requeues_before_the_kill(
+    cli: Cli, tmp_path: Path, cleanup_jobs: Callable[[str], str], reference: Reference
+) -> None:
+    # 12 steps x 11 s: uninterrupted it would need more than its 2 minutes.
+    sleep = 11.0
+    job = submit(
+        cli,
+        tmp_path / "runs",
+        cleanup_jobs,
+        "--ckpt-every",
+        "4",
+        "--sleep-per-step",
+        str(sleep),
+        sets=("time=00:02:00", "requeue.lead_s=60"),
+    )
+    assert TOTAL * sleep > 120
+
+    def drop_sleep() -> None:
+        # Only the first attempt has to meet the time limit: the requeued one may train at full speed (the
+        # sleep changes no weights), so the test does not wait through a second warning.
+        spec_file = job.run_dir / "job.yaml"
+        spec = yaml.safe_load(spec_file.read_text())
+        cut = spec["args"].index("--sleep-per-step")
+        spec["args"] = spec["args"][:cut] + spec["args"][cut + 2 :]
+        tmp = spec_file.with_name(".job.yaml.test")
+        tmp.write_text(yaml.safe_dump(spec, sort_keys=False))
+        tmp.replace(spec_file)
+
+    job.wait_step(0, 1)
+    decision = job.wait_requeued(0, before_release=drop_sleep, timeout=150)
+    status = job.wait_terminal()
+
+    assert "TIMEOUT" not in job.states_seen and status["state"] != "TIMEOUT", f"{job.states_seen}\n{job.dump()}"
+    warned = job.events("signal")
+    assert [(e["attempt"], e["kind"]) for e in warned] == [(0, "timeout")], job.dump()
+    assert warned[0]["time_left_s"] is not None and warned[0]["time_left_s"] <= 60 + 30, (
+        warned
+    )  # limits are checked every 30 s
+    assert (decision["kind"], decision["reason"]) == ("timeout", "timeout: requeue 1 of 3"), decision
+    started = job.events("attempt-start")[0]["t"]
+    stop = [e for e in job.events("stop") if e["attempt"] == 0]
+    assert stop and stop[0]["t"] - started < 120 and decision["t"] - started < 120, job.dump()
+    step = assert_stop_agreed(job, 0)
+    assert 0 < step < TOTAL and job.resumed_from(1) == step, job.dump()
+    assert decisions(job) == [("requeue", "timeout"), ("finish", None)], job.dump()
+    assert status["restarts"] == 1 and job_info(job.job_id).get("JobState") == "COMPLETED", job.dump()
+    assert_same_training(job, reference, status)
