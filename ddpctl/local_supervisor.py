@@ -21,7 +21,6 @@ from ddpctl.layout import RunLayout
 from ddpctl.spec import JobSpec
 
 
-
 def node_env(spec: JobSpec, job_number: int, attempt: int, node_rank: int) -> dict[str, str]:
     hosts = [f"local{i + 1}" for i in range(spec.nodes)]
     env = {

@@ -10,7 +10,6 @@ import shutil
 import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager
-from pathlib import Path
 
 import yaml
 

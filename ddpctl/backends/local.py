@@ -106,7 +106,7 @@ def supervisor_pid(record: JobRecord) -> int | None:
 def nodes_of(run_dir: Path) -> str:
     try:
         spec = load_spec(RunLayout(run_dir).spec_file, check_paths=False)
-    except Exception:  # noqa: BLE001 - only decoration for the status line
+    except Exception:
         return ""
     return ",".join(f"local{i + 1}" for i in range(spec.nodes))
 
