@@ -21,6 +21,7 @@ from torch import nn
 from torch.nn.parallel import DistributedDataParallel as DDP
 
 from ddpctl import runtime
+from ddpctl.worker import exit_now
 
 WORLD = 2
 
@@ -30,6 +31,29 @@ def step_fn(model: nn.Module, opt: torch.optim.Optimizer, x: torch.Tensor, y: to
     opt.zero_grad(set_to_none=True)
     loss.backward()
     opt.step()
+
+
+def report(
+    times: dict[bool, list[float]],
+    by_slot: dict[int, list[float]],
+    inside: float,
+    stop: runtime.StopAgreement,
+    steps: int,
+) -> None:
+    base, check = statistics.median(times[False]), statistics.median(times[True])
+    print(f"steps per mode: {len(times[False])} (alternating blocks of {steps}), {WORLD} gloo ranks")
+    print(f"median step without stop check: {base * 1e3:.3f} ms")
+    print(f"median step with stop check:    {check * 1e3:.3f} ms")
+    print(f"ratio of medians: {check / base:.4f}x")
+    mean_base, mean_check = statistics.fmean(times[False]), statistics.fmean(times[True])
+    # The mean includes the amortised cost of the steps that did launch a reduction.
+    print(f"mean step without / with: {mean_base * 1e3:.3f} / {mean_check * 1e3:.3f} ms")
+    print(f"ratio of means: {mean_check / mean_base:.4f}x")
+    per_step = inside / len(times[True])
+    print(f"time inside should_stop(): {per_step * 1e6:.1f} us/step = {per_step / base:.2%} of a step")
+    noise = statistics.median(by_slot[3]) / statistics.median(by_slot[0])
+    print(f"noise floor (A/A: off blocks after vs before the on blocks): {noise:.4f}x")
+    print(f"reductions launched: {stop.checks}, final spacing: every {stop.every} steps")
 
 
 def worker(rank: int, port: int, args: argparse.Namespace) -> None:
@@ -62,21 +86,9 @@ def worker(rank: int, port: int, args: argparse.Namespace) -> None:
             by_slot.get(rnd % 4, []).append(times[checked][-1])
     stop.close()
     if ctx.is_main:
-        base, check = statistics.median(times[False]), statistics.median(times[True])
-        print(f"steps per mode: {len(times[False])} (alternating blocks of {steps}), {WORLD} gloo ranks")
-        print(f"median step without stop check: {base * 1e3:.3f} ms")
-        print(f"median step with stop check:    {check * 1e3:.3f} ms")
-        print(f"ratio of medians: {check / base:.4f}x")
-        mean_base, mean_check = statistics.fmean(times[False]), statistics.fmean(times[True])
-        # The mean includes the amortised cost of the steps that did launch a reduction.
-        print(f"mean step without / with: {mean_base * 1e3:.3f} / {mean_check * 1e3:.3f} ms")
-        print(f"ratio of means: {mean_check / mean_base:.4f}x")
-        per_step = inside / len(times[True])
-        print(f"time inside should_stop(): {per_step * 1e6:.1f} us/step = {per_step / base:.2%} of a step")
-        noise = statistics.median(by_slot[3]) / statistics.median(by_slot[0])
-        print(f"noise floor (A/A: off blocks after vs before the on blocks): {noise:.4f}x")
-        print(f"reductions launched: {stop.checks}, final spacing: every {stop.every} steps")
+        report(times, by_slot, inside, stop, steps)
     ctx.close()
+    exit_now(0)  # past Gloo's occasional abort during interpreter teardown (see ddpctl.worker)
 
 
 def main() -> None:
