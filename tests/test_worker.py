@@ -135,3 +135,10 @@ def test_exit_joins_threads_and_runs_atexit_before_leaving(tmp_path: Path) -> No
     result = run_worker(tmp_path, body)
     assert result.returncode == 4
     assert result.stdout == "thread done\natexit ran\n"
+
+
+def test_unknown_stop_signal_is_a_warning_not_a_crash(tmp_path: Path) -> None:
+    result = run_worker(tmp_path, "print('ran')", env={"DDPCTL_STOP_SIGNAL": "NOPE"})
+    assert result.returncode == 0
+    assert result.stdout == "ran\n"
+    assert "DDPCTL_STOP_SIGNAL='NOPE' is not a signal" in result.stderr

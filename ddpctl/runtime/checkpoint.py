@@ -126,7 +126,10 @@ class Checkpointer:
             # After the barrier these exist already; for a background save this waits for slower ranks.
             while (table := ckptio.read_json(path / f"rank-{rank}.json")) is None:
                 if time.monotonic() > deadline:
-                    raise TimeoutError(f"rank {rank} never finished its part of {path}")
+                    raise TimeoutError(
+                        f"rank {rank} never finished its part of {path} "
+                        "(is the checkpoint directory on a filesystem all nodes share?)"
+                    )
                 time.sleep(0.05)
             files.update(table["files"])
         marker = {"step": step, "world_size": self.ctx.world_size, "files": files, "time": time.time()}

@@ -9,6 +9,7 @@ corrupts (Lightning#21406), so the training loop agrees on a step with `StopAgre
 from __future__ import annotations
 
 import signal
+import sys
 import threading
 import time
 from collections.abc import Mapping
@@ -106,7 +107,11 @@ def watch_from_env(env: Mapping[str, str]) -> None:
     """
     sig_name = env.get(envvars.STOP_SIGNAL, "")
     if sig_name and not _FLAG.signal_installed and threading.current_thread() is threading.main_thread():
-        install_signal_handler(parse_signal(sig_name))
+        try:
+            install_signal_handler(parse_signal(sig_name))
+        except (KeyError, ValueError):
+            # Training must not die on a typo here: the stop file still works, so warn and carry on.
+            print(f"ddpctl: WARNING: {envvars.STOP_SIGNAL}={sig_name!r} is not a signal; ignored", file=sys.stderr)
     stop_file = env.get(envvars.STOP_FILE, "")
     if stop_file and _FLAG.watcher is None:
         start_file_watcher(Path(stop_file))
