@@ -6,8 +6,9 @@ must end with the weights of the uninterrupted reference run, which the local ba
 module while the first cluster test runs; test_preempt_warning checks that the cluster's uninterrupted prefix
 matches it step for step.
 
-Requeue hold: Slurm holds a requeued job for cred_expire+1 s (cluster configuration, not ddpctl behaviour);
-the tests end the hold with `scontrol update starttime=now` once they have seen the requeue, to stay short.
+Requeue hold: Slurm holds a requeued job for cred_expire+1 s (11 s on the test cluster). The tests wait it out:
+ending it early (`scontrol update starttime=now`) lets the job start while its revoked credential is still
+valid on the nodes, and slurmctld then kills it as non-startable ("Job credential revoked") and marks it FAILED.
 """
 
 from __future__ import annotations
@@ -147,9 +148,9 @@ class Job:
         return self.last_step(attempt)
 
     def wait_requeued(
-        self, attempt: int, before_release: Callable[[], None] | None = None, timeout: float = 90
+        self, attempt: int, in_hold: Callable[[], None] | None = None, timeout: float = 90
     ) -> dict[str, Any]:
-        """Wait for attempt's requeue decision and for Slurm's requeue; then end the requeue hold."""
+        """Wait for attempt's requeue decision and for Slurm's requeue; run `in_hold` while it is PENDING."""
         self.wait(lambda: self.decision(attempt) is not None, f"the decision of attempt {attempt}", timeout)
         decision = self.decision(attempt)
         assert decision is not None and decision["action"] == "requeue", f"not requeued: {decision}\n{self.dump()}"
@@ -158,20 +159,9 @@ class Job:
             f"job PENDING again after attempt {attempt}",
             60,
         )
-        if before_release is not None:
-            before_release()
-        self.release_hold()
+        if in_hold is not None:
+            in_hold()
         return decision
-
-    def release_hold(self) -> None:
-        row = squeue_row(self.job_id)
-        if row is not None and row == ("PENDING", "BeginTime"):
-            subprocess.run(
-                ["scontrol", "update", f"jobid={self.job_id}", "starttime=now"],
-                capture_output=True,
-                timeout=30,
-                check=False,
-            )
 
     def wait_terminal(self, timeout: float = 300) -> dict[str, Any]:
         status: dict[str, Any] = {}
@@ -179,8 +169,6 @@ class Job:
         def done() -> bool:
             nonlocal status
             status = self.cli.status(self.job_id)
-            if status["state"] in ("REQUEUED", "PENDING"):
-                self.release_hold()
             return status["state"] in TERMINAL
 
         self.wait(done, "a terminal state", timeout)
@@ -532,7 +520,7 @@ def test_damaged_newest_checkpoint_resumes_from_the_previous_one(
         newest.write_bytes(bytes(data))
         damaged.update(step=max(steps), previous=max(s for s in steps if s < max(steps)))
 
-    job.wait_requeued(0, before_release=damage)
+    job.wait_requeued(0, in_hold=damage)
     stop = assert_stop_agreed(job, 0)
     assert damaged["step"] == stop, f"the newest checkpoint is not the stop checkpoint: {damaged}, {stop}"
     status = job.wait_terminal()
@@ -577,7 +565,7 @@ def test_time_limit_warning_checkpoints_and_requeues_before_the_kill(
         tmp.replace(spec_file)
 
     job.wait_step(0, 1)
-    decision = job.wait_requeued(0, before_release=drop_sleep, timeout=150)
+    decision = job.wait_requeued(0, in_hold=drop_sleep, timeout=150)
     status = job.wait_terminal()
 
     assert "TIMEOUT" not in job.states_seen and status["state"] != "TIMEOUT", f"{job.states_seen}\n{job.dump()}"
