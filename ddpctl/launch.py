@@ -70,12 +70,15 @@ def prepare(run_dir: Path, env: Mapping[str, str]) -> tuple[JobSpec, DistEnv, Ru
     return spec, dist, layout, plan
 
 
-def write_node_info(layout: RunLayout, dist: DistEnv) -> None:
+def write_node_info(layout: RunLayout, dist: DistEnv, static: bool) -> None:
     path = layout.node_info(dist.restart_count, dist.node_rank)
     path.parent.mkdir(parents=True, exist_ok=True)
+    # Only static rendezvous fixes which global ranks this node gets; under c10d each worker records its own
+    # placement (rank-<r>.json), and an empty list here says "not known by the launcher".
+    first = dist.node_rank * dist.nproc_per_node
+    ranks = list(range(first, first + dist.nproc_per_node)) if static else []
     info = {"node": dist.node_name, "node_rank": dist.node_rank, "nproc_per_node": dist.nproc_per_node,
-            "ranks": list(range(dist.node_rank * dist.nproc_per_node, (dist.node_rank + 1) * dist.nproc_per_node)),
-            "pid": os.getpid(), "started": time.time()}
+            "ranks": ranks, "pid": os.getpid(), "started": time.time()}
     path.write_text(json.dumps(info) + "\n")
 
 
@@ -126,7 +129,7 @@ def launch(run_dir: Path, env: Mapping[str, str]) -> int:
     spec, dist, layout, plan = prepare(run_dir, env)
     relay = Relay(layout, dist, stop_signal_number(spec.requeue.signal))
     relay.install()
-    write_node_info(layout, dist)
+    write_node_info(layout, dist, static=spec.rdzv == "static")
     append_event(layout.events, "launch", node=dist.node_name, attempt=dist.restart_count, dist=dist.as_json(),
                  argv=list(plan.argv))
     code = run_torchrun(plan, relay, layout.node_log(dist.restart_count, dist.node_rank), env)

@@ -60,18 +60,21 @@ def list_rank_logs(attempt_dir: Path) -> dict[int, Path]:
 
 
 def read_node_info(path: Path) -> tuple[str, list[int]] | None:
-    """(node name, global ranks) from a launcher's node-<k>.json; None while it is missing or half-written."""
+    """(node name, global ranks) from a launcher's node-<k>.json or a worker's rank-<r>.json; None while it is
+    missing or half-written."""
     try:
         info = json.loads(path.read_text())
-        return str(info["node"]), [int(r) for r in info["ranks"]]
+        ranks = info["ranks"] if "ranks" in info else [info["rank"]]
+        return str(info["node"]), [int(r) for r in ranks]
     except (OSError, ValueError, KeyError, TypeError):
         return None
 
 
 def read_node_map(attempt_dir: Path, skip: frozenset[str] = frozenset()) -> dict[str, dict[int, str]]:
-    """Per node-<k>.json file name (except those in `skip`): global rank -> node name."""
+    """Per info file name (except those in `skip`): global rank -> node name. Workers' rank-<r>.json come last
+    so they override a launcher's node-<k>.json (which can only guess ranks under c10d rendezvous)."""
     found: dict[str, dict[int, str]] = {}
-    for path in sorted(attempt_dir.glob("node-*.json")):
+    for path in [*sorted(attempt_dir.glob("node-*.json")), *sorted(attempt_dir.glob("rank-*.json"))]:
         info = None if path.name in skip else read_node_info(path)
         if info is not None:
             found[path.name] = dict.fromkeys(info[1], info[0])

@@ -9,6 +9,7 @@ Without the ddpctl variables it degrades to a plain `python SCRIPT` (no redirect
 from __future__ import annotations
 
 import atexit
+import json
 import os
 import runpy
 import sys
@@ -41,6 +42,17 @@ def redirect_output(env: Mapping[str, str]) -> Path | None:
         if hasattr(stream, "reconfigure"):
             stream.reconfigure(line_buffering=True)
     return path
+
+
+def record_placement(log: Path, env: Mapping[str, str]) -> None:
+    """rank-<R>.json beside the log: which node this rank runs on. Only the worker knows: with c10d rendezvous
+    torchrun orders nodes by address, not by SLURM_NODEID, so the launcher cannot tell which ranks it got."""
+    info = {"rank": int(env.get("RANK", "0")), "local_rank": int(env.get("LOCAL_RANK", "0")),
+            "group_rank": int(env.get("GROUP_RANK", "0")), "node": env.get(envvars.NODE_NAME, "?")}
+    target = log.with_suffix(".json")
+    tmp = target.with_name(f".{target.name}.{os.getpid()}")
+    tmp.write_text(json.dumps(info) + "\n")
+    tmp.replace(target)
 
 
 def run_script(script: str, args: Sequence[str]) -> int:
@@ -80,6 +92,7 @@ def main(argv: Sequence[str] | None = None, env: Mapping[str, str] | None = None
         return exitcodes.USAGE if not argv else exitcodes.OK
     log = redirect_output(env)
     if log is not None:
+        record_placement(log, env)
         print(
             f"[ddpctl.worker] rank={env.get('RANK', '0')} attempt={env.get(envvars.ATTEMPT, '0')} "
             f"node={env.get(envvars.NODE_NAME, '?')} pid={os.getpid()} script={argv[0]}",
