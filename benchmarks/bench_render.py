@@ -1,17 +1,19 @@
 """`ddpctl render` of a 2-node spec vs `torchx run --dryrun -s slurm dist.ddp -j 2x8` (target ratio ≤ 0.5).
 
-TorchX comes from PyPI into a scratch virtual environment that this script creates (reused when present).
-Both commands run as fresh processes, alternately, so interpreter start-up and imports are counted for both,
-as a user experiences them.
+Each tool runs from its own clean virtual environment that this script creates (reused when present): TorchX
+from PyPI; ddpctl from this checkout (a regular, non-editable install with the two packages `render` imports,
+PyYAML and Jinja2 — torch is not needed to render). Equal interpreters matter: a host Python's site hooks
+(.pth files, an editable install's import finder) add fixed start-up time that has nothing to do with either
+tool. Both commands run as fresh processes, alternately, so start-up and imports count for both, as a user
+experiences them.
 
-    python benchmarks/bench_render.py [--rounds 15] [--venv DIR]
+    python benchmarks/bench_render.py [--rounds 15] [--venv DIR] [--ours-venv DIR]
 """
 
 from __future__ import annotations
 
 import argparse
 import subprocess
-import sys
 import tempfile
 import venv
 from pathlib import Path
@@ -30,16 +32,30 @@ def torchx_venv(path: Path) -> Path:
     return exe
 
 
+def ddpctl_venv(path: Path) -> Path:
+    python = path / "bin" / "python"
+    if not python.exists():
+        print(f"installing ddpctl into {path} ...", flush=True)
+        venv.EnvBuilder(with_pip=True).create(path)
+        subprocess.run([str(path / "bin" / "pip"), "install", "-q", "PyYAML", "Jinja2"], check=True)
+    # Reinstall each run so the measured code is this checkout's.
+    subprocess.run([str(path / "bin" / "pip"), "install", "-q", "--no-deps", "--force-reinstall", str(ROOT)],
+                   check=True)
+    return python
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rounds", type=int, default=15)
     parser.add_argument("--venv", type=Path, default=Path(tempfile.gettempdir()) / "ddpctl-bench-torchx")
+    parser.add_argument("--ours-venv", type=Path, default=Path(tempfile.gettempdir()) / "ddpctl-bench-ours")
     args = parser.parse_args()
     torchx = torchx_venv(args.venv)
+    python = ddpctl_venv(args.ours_venv)
     with tempfile.TemporaryDirectory() as scratch:
         train = Path(scratch) / "train.py"
         train.write_text("print('hello')\n")
-        ours = [sys.executable, "-m", "ddpctl", "render", str(ROOT / "jobs" / "example.yaml"), "--set", "nodes=2"]
+        ours = [str(python), "-m", "ddpctl", "render", str(ROOT / "jobs" / "example.yaml"), "--set", "nodes=2"]
         theirs = [str(torchx), "run", "--dryrun", "-s", "slurm", "dist.ddp", "-j", "2x8", "--script", str(train)]
         alternate(ours, theirs, 2, cwd=str(ROOT))  # warm the page cache for both
         ours_t, theirs_t = alternate(ours, theirs, args.rounds, cwd=str(ROOT))

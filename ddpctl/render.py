@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import re
 import shlex
+import sys
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -94,6 +95,11 @@ def make_environment(search_dir: Path) -> jinja2.Environment:
     env.filters["q"] = shell_quote
     env.filters["sbatch_value"] = sbatch_value
     return env
+
+
+def render_for(spec: JobSpec) -> str:
+    """The script `ddpctl submit` would submit: run dirs under the spec's run_dir, nodes use this Python."""
+    return render_script(spec, RenderInputs(run_base=spec.run_base.resolve(), python=spec.python or sys.executable))
 
 
 def render_script(spec: JobSpec, inputs: RenderInputs, extra: Mapping[str, Any] | None = None) -> str:

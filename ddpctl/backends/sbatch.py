@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import sys
 import time
 from pathlib import Path
 
@@ -11,14 +10,10 @@ from ddpctl.backends.slurm_jobs import SlurmJobs
 from ddpctl.errors import BackendUnavailable, CommandError
 from ddpctl.events import append_event
 from ddpctl.registry import JobRecord
-from ddpctl.render import RenderInputs, render_script
+from ddpctl.render import render_for
 from ddpctl.rundir import commit, staging
 from ddpctl.slurm import commands
 from ddpctl.spec import JobSpec
-
-
-def render_for(spec: JobSpec) -> str:
-    return render_script(spec, RenderInputs(run_base=spec.run_base.resolve(), python=spec.python or sys.executable))
 
 
 class SbatchBackend(SlurmJobs):

@@ -29,7 +29,7 @@ def run(args: argparse.Namespace) -> int:
     spec = resolve_paths(load_spec(args.spec, overrides), Path.cwd())
     script = None
     if spec.backend == "sbatch":
-        from ddpctl.backends.sbatch import render_for
+        from ddpctl.render import render_for
 
         script = render_for(spec)
     checks = evaluate(spec, gather(spec, script))

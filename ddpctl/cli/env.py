@@ -15,7 +15,6 @@ from collections.abc import Mapping
 from typing import Any
 
 from ddpctl.errors import DdpctlError
-from ddpctl.slurm.env import GPUS_ON_NODE, derive, gpus_on_node
 
 NPROC_VAR = "DDPCTL_NPROC_PER_NODE"
 
@@ -35,7 +34,7 @@ def add(sub: Any) -> None:
     parser.add_argument("--json", action="store_true", help="print one JSON object, not KEY=value lines")
     parser.add_argument(
         "--nproc-per-node", type=_positive_int, metavar="N",
-        help=f"processes per node (default: ${NPROC_VAR}, else ${GPUS_ON_NODE} if > 0, else 1)",
+        help=f"processes per node (default: ${NPROC_VAR}, else $SLURM_GPUS_ON_NODE if > 0, else 1)",
     )
     parser.add_argument("--resolve", action="store_true", help="show MASTER_ADDR as an IPv4 address")
     parser.set_defaults(func=run)
@@ -51,11 +50,15 @@ def nproc_per_node(flag: int | None, env: Mapping[str, str]) -> int:
             return _positive_int(raw)
         except argparse.ArgumentTypeError:
             raise DdpctlError(f"{NPROC_VAR}={raw!r} is not a positive integer") from None
+    from ddpctl.slurm.env import gpus_on_node  # lazily: every other command pays for this module's import
+
     gpus = gpus_on_node(env)
     return gpus if gpus else 1
 
 
 def show(args: argparse.Namespace, env: Mapping[str, str]) -> str:
+    from ddpctl.slurm.env import derive
+
     resolve = socket.gethostbyname if args.resolve else None
     dist = derive(env, nproc_per_node(args.nproc_per_node, env), resolve_addr=resolve)
     if args.json:

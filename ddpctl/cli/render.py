@@ -20,7 +20,7 @@ def add(sub: Any) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from ddpctl.backends.sbatch import render_for
+    from ddpctl.render import render_for
     from ddpctl.spec import load_spec, resolve_paths
 
     spec = resolve_paths(load_spec(args.spec, args.overrides), Path.cwd())

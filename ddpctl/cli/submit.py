@@ -60,7 +60,7 @@ def dry_run(spec: Any) -> int:
 
     script = None
     if spec.backend == "sbatch":
-        from ddpctl.backends.sbatch import render_for
+        from ddpctl.render import render_for
 
         script = render_for(spec)
     sys.stdout.write(plan_text(spec, script))
