@@ -2,10 +2,11 @@
 
 Both sides run the same training script (written to a scratch dir) on a 2-node x 2-process world: Gloo
 process group, one tiny training step whose gradients are all-reduced, then each rank appends `time.time()`
-to its own file. The measured time runs from just before the submit command (`python -m ddpctl submit SPEC`,
-resp. `sbatch script`) to the last rank finishing its first step; it includes submission itself (for ddpctl:
-interpreter start-up, the held submit and `scontrol release`), queueing, start-up of every process on both
-nodes, the torch import and the rendezvous.
+to its own file (with the times its process started, finished importing torch and joined the process group:
+the phases printed per side). The measured time runs from just before the submit command
+(`python -m ddpctl submit SPEC`, resp. `sbatch script`) to the last rank finishing its first step; it
+includes submission itself (for ddpctl: interpreter start-up, the held submit and `scontrol release`),
+queueing, start-up of every process on both nodes, the torch import and the rendezvous.
 
 The sides alternate (ddpctl, hand-written, hand-written, ddpctl, ...) so drifting machine load hits both.
 Each round waits until the cluster has no jobs at all; a round whose job nevertheless waited behind someone
@@ -47,12 +48,16 @@ RES_OPTIONS_HELP = (
 )
 
 TRAIN_SCRIPT = """\
-import os, sys, time
+import time
+t_start = time.time()
+import os, sys
 import torch
 import torch.distributed as dist
 
+t_torch = time.time()
 out = sys.argv[1]
 dist.init_process_group("gloo")
+t_pg = time.time()
 torch.manual_seed(0)
 model = torch.nn.Linear(16, 4)
 opt = torch.optim.SGD(model.parameters(), lr=0.1)
@@ -64,7 +69,7 @@ for p in model.parameters():
 opt.step()
 done = time.time()
 with open(os.path.join(out, f"rank-{dist.get_rank()}.txt"), "a") as f:
-    f.write(f"{done!r}\\n")
+    f.write(f"{t_start!r} {t_torch!r} {t_pg!r} {done!r}\\n")
 dist.destroy_process_group()
 """
 
@@ -192,6 +197,7 @@ class Sample:
     submit_s: float  # the submit command's own duration
     running_s: float | None  # first seen RUNNING by the 0.2 s poll
     first_step_s: float  # last rank's first step
+    phases: tuple[float, ...]  # PHASES, each the last rank's, seconds after the submit command started
     waited: bool  # queued behind another job: discarded
     dns_stalls: int  # c10d reverse-lookup warnings in the job's logs
 
@@ -232,16 +238,21 @@ def ddpctl_spec(workdir: Path, out: Path) -> str:
     return json.dumps(fields)  # JSON is YAML
 
 
-def rank_stamps(out: Path, ranks: int) -> list[float]:
+PHASES = ("worker process started", "torch imported", "process group ready", "first step done")
+
+
+def rank_stamps(out: Path, ranks: int) -> list[tuple[float, ...]]:
+    """Per rank that finished its first step: (process start, torch imported, process group ready, step done)."""
     stamps = []
     for rank in range(ranks):
         text = (out / f"rank-{rank}.txt").read_text() if (out / f"rank-{rank}.txt").exists() else ""
-        if text.strip():
-            stamps.append(float(text.split()[0]))
+        if text.strip() and text.endswith("\n"):
+            stamps.append(tuple(float(x) for x in text.split()[:4]))
     return stamps
 
 
-def wait_first_steps(job_id: str, out: Path, ranks: int = 4, timeout: float = 300) -> tuple[Watch, list[float]]:
+def wait_first_steps(job_id: str, out: Path, ranks: int = 4,
+                     timeout: float = 300) -> tuple[Watch, list[tuple[float, ...]]]:
     """Poll squeue and the rank files every 0.2 s until every rank has stamped its first step."""
     watch = Watch()
     deadline = time.monotonic() + timeout
@@ -314,7 +325,8 @@ def run_side(side: str, workdir: Path, index: int, jobs: Jobs, res_options: str)
     cancel_and_wait(job_id)  # the teardown is not measured: free the nodes for the next round
     running = None if watch.running_at is None else watch.running_at - t0
     logs = [out / "slurm.out", *(workdir / "runs" / "firststep" / job_id).rglob("*.log")]
-    return Sample(side, job_id, submit_s, running, max(stamps) - t0, bool(watch.reasons & WAITED_REASONS),
+    phases = tuple(max(st[i] for st in stamps) - t0 for i in range(len(PHASES)))
+    return Sample(side, job_id, submit_s, running, phases[-1], phases, bool(watch.reasons & WAITED_REASONS),
                   count_dns_stalls(logs))
 
 
@@ -366,6 +378,10 @@ def main() -> None:
             import shutil
 
             shutil.rmtree(workdir, ignore_errors=True)
+    summarise(samples, loads)
+
+
+def summarise(samples: dict[str, list[Sample]], loads: list[str]) -> None:
     print()
     med = {side: statistics.median(s.first_step_s for s in got) for side, got in samples.items()}
     for side, got in samples.items():
@@ -376,6 +392,11 @@ def main() -> None:
               f"(min {min(s.first_step_s for s in got):.2f}, max {max(s.first_step_s for s in got):.2f}); "
               f"submit command {subm:.2f} s, RUNNING seen {run_med}, "
               f"c10d DNS stalls {sum(s.dns_stalls for s in got)} in all")
+    print("phases (median over runs of the last rank's time, seconds after the submit command started):")
+    print(f"  {'':24s} {'ddpctl':>8s} {'hand-written':>13s}")
+    for i, phase in enumerate(PHASES):
+        ours, theirs = (statistics.median(s.phases[i] for s in samples[side]) for side in ("ddpctl", "handwritten"))
+        print(f"  {phase:24s} {ours:8.2f} {theirs:13.2f}")
     ratio = med["ddpctl"] / med["handwritten"]
     print(f"ratio ddpctl/hand-written = {ratio:.3f} (target <= {TARGET_RATIO:.2f}): "
           f"{'met' if ratio <= TARGET_RATIO else 'MISSED'}")

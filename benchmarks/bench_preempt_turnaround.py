@@ -83,6 +83,7 @@ class Round:
     recomputed: int | None = None
     marks: dict[str, float] = field(default_factory=dict)  # label -> seconds after t0
     dns_stalls: int = 0
+    disturbed_by: list[str] = field(default_factory=list)  # other users' jobs that ran meanwhile: discarded
 
     @property
     def turnaround(self) -> float:
@@ -199,7 +200,19 @@ class SubmititSide(Side):
             rnd.marks["first resumed step (attempt 1, rank 0, own clock)"] = float(steps[0][1]) - rnd.t0
         resumed = re.search(r"^resumed step (\d+)", self.progress(1, 0), re.M)
         rnd.recomputed = max(0, self.steps_done(0) - (int(resumed.group(1)) if resumed else 0))
-        rnd.dns_stalls = count_dns_stalls(list((self.base / "submitit").rglob("*.out")))
+        folder = self.base / "submitit"
+        rnd.dns_stalls = count_dns_stalls([*folder.rglob("*.out"), *folder.rglob("*.err")])
+
+
+def all_jobs() -> dict[str, tuple[str, str]]:
+    """Every job squeue lists: id -> (state, reason)."""
+    res = run(["squeue", "-h", "-o", "%i|%T|%r"])
+    found = {}
+    for line in res.stdout.splitlines():
+        parts = line.strip().split("|")
+        if len(parts) == 3:
+            found[parts[0]] = (parts[1], parts[2])
+    return found
 
 
 def wait_until(predicate: object, timeout: float, what: str, job_id: str) -> None:
@@ -230,13 +243,18 @@ def one_round(side: Side, jobs: Jobs, workdir: Path) -> Round:
         if side.first_resumed_step_seen():
             rnd.first_step = now
             break
+        queue = all_jobs()
         for label, job in (("victim", rnd.job_id), ("urgent", rnd.urgent_id)):
-            state, reason = queue_state(job)
+            state, reason = queue.get(job, ("", ""))
             key = f"{state}|{reason}" if state == "PENDING" else state
             if states.get(label) != key:
                 states[label] = key
                 mark = f"{label} {state or 'gone'}" + (f" ({reason})" if state == "PENDING" and reason else "")
                 rnd.marks.setdefault(mark, now - t0)
+        mine = (rnd.job_id, rnd.urgent_id)
+        others = sorted(j for j, (state, _) in queue.items() if state == "RUNNING" and j not in mine)
+        if others and not rnd.disturbed_by:
+            rnd.disturbed_by = others
         time.sleep(POLL_S)
     else:
         raise SystemExit(f"{side.name} job {side.job_id}: no resumed training step within 240 s of the preemption")
@@ -247,8 +265,9 @@ def one_round(side: Side, jobs: Jobs, workdir: Path) -> Round:
 
 
 def print_round(rnd: Round) -> None:
+    note = f"  [other users' jobs {', '.join(rnd.disturbed_by)} ran meanwhile: discarded]" if rnd.disturbed_by else ""
     print(f"  {rnd.side} job {rnd.job_id}: turnaround {rnd.turnaround:.2f} s, steps recomputed {rnd.recomputed}, "
-          f"c10d DNS stalls {rnd.dns_stalls}  (load {load_average()})", flush=True)
+          f"c10d DNS stalls {rnd.dns_stalls}  (load {load_average()}){note}", flush=True)
     for label, t in sorted(rnd.marks.items(), key=lambda kv: kv[1]):
         print(f"      {t:7.2f}  {label}")
     print(f"      {rnd.turnaround:7.2f}  first resumed step seen (poll)", flush=True)
@@ -282,6 +301,8 @@ def main() -> None:
     parser.add_argument("--sleep-per-step", type=float, default=0.2, help="added to every step on both sides")
     parser.add_argument("--res-options", default="", help=RES_OPTIONS_HELP)
     parser.add_argument("--keep", action="store_true", help="keep the scratch dir and print its path")
+    parser.add_argument("--retries", type=int, default=4,
+                        help="extra rounds allowed for rounds disturbed by other users' jobs")
     args = parser.parse_args()
     require_cluster()
     partitions = run(["sinfo", "-h", "-o", "%P"]).stdout.split()
@@ -298,16 +319,22 @@ def main() -> None:
     kinds: list[type[Side]] = [DdpctlSide, SubmititSide]
     try:
         with jobs.guard():
-            index = 0
+            index, retries = 0, args.retries
             for number in range(args.rounds):
                 for kind in kinds if number % 2 == 0 else reversed(kinds):
-                    wait_cluster_idle(set(jobs.ids))
-                    index += 1
-                    side = kind(workdir, index, args.sleep_per_step, args.res_options)
-                    print(f"round {number + 1} {side.name}:", flush=True)
-                    rnd = one_round(side, jobs, workdir)
-                    rounds[side.name].append(rnd)
-                    print_round(rnd)
+                    while True:
+                        wait_cluster_idle(set(jobs.ids))
+                        index += 1
+                        side = kind(workdir, index, args.sleep_per_step, args.res_options)
+                        print(f"round {number + 1} {side.name}:", flush=True)
+                        rnd = one_round(side, jobs, workdir)
+                        print_round(rnd)
+                        if not rnd.disturbed_by:
+                            rounds[side.name].append(rnd)
+                            break
+                        retries -= 1
+                        if retries < 0:
+                            raise SystemExit("too many rounds disturbed by other users' jobs; try again later")
     finally:
         if args.keep:
             print(f"scratch dir kept: {workdir}")

@@ -174,7 +174,9 @@ def submit(workdir: Path, *, steps: int, samples: int, sleep_per_step: float, pa
     os.environ["PYTHONPATH"] = os.pathsep.join([*paths, os.environ.get("PYTHONPATH", "")]).rstrip(os.pathsep)
     executor = submitit.AutoExecutor(folder=workdir / "submitit" / "%j", cluster="slurm")
     executor.update_parameters(
-        name="submitit-baseline", nodes=2, tasks_per_node=2, cpus_per_task=1, timeout_min=10,
+        name="submitit-baseline", nodes=2, tasks_per_node=2, cpus_per_task=1,
+        # >= 60 min: submitit counts a signal within min(0.8 x limit, limit - 10 min) as a preemption, not a timeout
+        timeout_min=60,
         slurm_partition=partition, slurm_signal_delay_s=signal_delay_s,
         slurm_setup=["export OMP_NUM_THREADS=1"],
     )
