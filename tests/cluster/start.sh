@@ -151,7 +151,11 @@ ensure_network() {
         ip -n "$ns" -4 addr show dev eth0 | grep -q "inet $(node_addr "$i")/" ||
             ip -n "$ns" addr add "$(node_addr "$i")/24" dev eth0
         ip -n "$ns" link set eth0 up
-        ip -n "$ns" route replace default via "$CTL_ADDR"
+        # Nothing outside 10.99.0.0/24 is reachable from a node, so make leaving it fail at once: with a
+        # default route via the bridge, DNS queries to the host's resolver hang for its full timeout (2 x 5 s),
+        # and torch's c10d store does a reverse lookup of every peer that connects (IPv6-mapped addresses are
+        # not in /etc/hosts) — 10 s per peer at every rendezvous.
+        ip -n "$ns" route replace unreachable default
         hosts+=$'\n'"$(node_addr "$i") $(node_name "$i")"
     done
     # Namespaces of nodes beyond NODES (a previous, larger cluster).
