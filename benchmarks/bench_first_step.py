@@ -227,14 +227,15 @@ def handwritten_script(workdir: Path, out: Path) -> str:
     ])
 
 
-def ddpctl_spec(workdir: Path, out: Path) -> str:
+def ddpctl_spec(workdir: Path, out: Path, extra: dict[str, str]) -> str:
     import json
 
-    fields = {
+    fields: dict[str, object] = {
         "name": "firststep", "script": str(workdir / "train.py"), "args": [str(out)], "nodes": 2,
         "nproc_per_node": 2, "cpus_per_task": 2, "time": "00:05:00", "run_dir": str(workdir / "runs"),
         "env": {"OMP_NUM_THREADS": "1"},
     }
+    fields.update(extra)
     return json.dumps(fields)  # JSON is YAML
 
 
@@ -302,13 +303,13 @@ def count_dns_stalls(paths: list[Path]) -> int:
     return total
 
 
-def run_side(side: str, workdir: Path, index: int, jobs: Jobs, res_options: str) -> Sample:
+def run_side(side: str, workdir: Path, index: int, jobs: Jobs, *, res_options: str, extra: dict[str, str]) -> Sample:
     out = workdir / "out" / f"{side}-{index}"
     out.mkdir(parents=True)
     env = job_env(res_options, DDPCTL_HOME=str(workdir / "home"))
     if side == "ddpctl":
         spec = workdir / f"spec-{index}.yaml"
-        spec.write_text(ddpctl_spec(workdir, out))
+        spec.write_text(ddpctl_spec(workdir, out, extra))
         argv = [sys.executable, "-m", "ddpctl", "submit", str(spec)]
     else:
         script = workdir / f"handwritten-{index}.sbatch"
@@ -337,8 +338,13 @@ def main() -> None:
                         help="extra runs allowed for rounds that queued behind other users' jobs")
     parser.add_argument("--keep", action="store_true", help="keep the scratch dir and print its path")
     parser.add_argument("--res-options", default="", help=RES_OPTIONS_HELP)
+    parser.add_argument("--ddpctl-set", action="append", default=[], metavar="FIELD=VALUE",
+                        help="extra spec field for the ddpctl side, e.g. rdzv=static (repeatable)")
     args = parser.parse_args()
+    extra = dict(item.split("=", 1) for item in args.ddpctl_set)
     require_cluster()
+    if extra:
+        print(f"ddpctl spec overrides: {extra}")
     if args.res_options:
         print(f"both sides' jobs run with RES_OPTIONS={args.res_options!r}")
     jobs = Jobs()
@@ -357,7 +363,7 @@ def main() -> None:
                     while True:
                         wait_cluster_idle(set(jobs.ids))
                         index += 1
-                        sample = run_side(side, workdir, index, jobs, args.res_options)
+                        sample = run_side(side, workdir, index, jobs, res_options=args.res_options, extra=extra)
                         loads.append(load_average())
                         running = "?" if sample.running_s is None else f"{sample.running_s:.2f}"
                         print(f"round {rnd + 1} {side:11s} job {sample.job_id:>5}: submit cmd {sample.submit_s:.2f} s, "

@@ -1,9 +1,10 @@
 """Preemption turnaround on Slurm: ddpctl's example job vs a submitit `Checkpointable` doing the same training.
 
 A victim job (2 nodes x 2 ranks, partition `debug`) trains; once it has done a few steps an urgent job
-(`sbatch -p urgent -N2 --wrap 'sleep 1'`) preempts it. Measured from the urgent job's submission to the
-victim's first training step after its requeue (rank 0's step log line, polled every 0.1 s on both sides),
-and the steps recomputed (steps the resumed attempt computes that the interrupted one had already computed).
+(`sbatch -p urgent -N2 --wrap 'sleep 1'`, see --urgent-sleep) preempts it. Measured from the urgent job's
+submission to the victim's first training step after its requeue (rank 0's step log line, polled every
+0.1 s on both sides), and the steps recomputed (steps the resumed attempt computes that the interrupted one
+had already computed).
 
 - ddpctl: `ddpctl submit jobs/example.yaml` (args: 1 epoch of 40 steps, --sleep-per-step, no periodic
   checkpoint): the batch shell gets USR2, fans it out, the ranks agree on a step, save, exit; the batch shell
@@ -227,12 +228,12 @@ def wait_until(predicate: object, timeout: float, what: str, job_id: str) -> Non
     raise SystemExit(f"job {job_id}: timed out after {timeout:.0f} s waiting for {what}")
 
 
-def one_round(side: Side, jobs: Jobs, workdir: Path) -> Round:
+def one_round(side: Side, jobs: Jobs, workdir: Path, urgent_sleep: float) -> Round:
     jobs.add(side.submit())
     wait_until(lambda: side.steps_done(0) >= WARM_STEPS, 300, f"{WARM_STEPS} training steps", side.job_id)
     t0 = time.time()
     done = run(["sbatch", "-p", "urgent", "-N2", "--parsable", "--job-name=urgent",
-                f"--output={workdir}/urgent-%j.out", "--wrap", "sleep 1"])
+                f"--output={workdir}/urgent-%j.out", "--wrap", f"sleep {urgent_sleep:g}"])
     if done.returncode != 0:
         raise SystemExit(f"sbatch of the urgent job failed: {done.stderr.strip()}")
     rnd = Round(side.name, side.job_id, jobs.add(done.stdout.strip().split(";")[0]), t0)
@@ -301,6 +302,9 @@ def main() -> None:
     parser.add_argument("--sleep-per-step", type=float, default=0.2, help="added to every step on both sides")
     parser.add_argument("--res-options", default="", help=RES_OPTIONS_HELP)
     parser.add_argument("--keep", action="store_true", help="keep the scratch dir and print its path")
+    parser.add_argument("--urgent-sleep", type=float, default=1.0,
+                        help="how long the urgent job runs; at >= the requeue hold the nodes stay busy until the "
+                        "victim may start again, so another user's pending job cannot slip in during the hold")
     parser.add_argument("--retries", type=int, default=4,
                         help="extra rounds allowed for rounds disturbed by other users' jobs")
     args = parser.parse_args()
@@ -311,7 +315,8 @@ def main() -> None:
                          "`bash tests/cluster/start.sh`")
     cred = cred_expire_s()
     hold = None if cred is None else cred + 1
-    print(f"requeue hold (cred_expire + 1): {hold} s; load average {load_average()}"
+    print(f"requeue hold (cred_expire + 1): {hold} s; urgent job: sleep {args.urgent_sleep:g}; "
+          f"load average {load_average()}"
           + (f"; jobs run with RES_OPTIONS={args.res_options!r}" if args.res_options else ""), flush=True)
     workdir = Path(tempfile.mkdtemp(prefix="ddpctl-bench-preempt-"))
     jobs = Jobs()
@@ -327,7 +332,7 @@ def main() -> None:
                         index += 1
                         side = kind(workdir, index, args.sleep_per_step, args.res_options)
                         print(f"round {number + 1} {side.name}:", flush=True)
-                        rnd = one_round(side, jobs, workdir)
+                        rnd = one_round(side, jobs, workdir, args.urgent_sleep)
                         print_round(rnd)
                         if not rnd.disturbed_by:
                             rounds[side.name].append(rnd)
