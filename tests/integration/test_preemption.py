@@ -578,9 +578,9 @@ def test_time_limit_warning_checkpoints_and_requeues_before_the_kill(
     assert "TIMEOUT" not in job.states_seen and status["state"] != "TIMEOUT", f"{job.states_seen}\n{job.dump()}"
     warned = job.events("signal")
     assert [(e["attempt"], e["kind"]) for e in warned] == [(0, "timeout")], job.dump()
-    assert warned[0]["time_left_s"] is not None and warned[0]["time_left_s"] <= 60 + 30, (
-        warned
-    )  # limits are checked every 30 s
+    # lead_s before the limit, but Slurm checks limits every 30 s: it may come early (ddpctl allows 45 s).
+    left = warned[0]["time_left_s"]
+    assert left is not None and left <= 60 + 45, warned
     assert (decision["kind"], decision["reason"]) == ("timeout", "timeout: requeue 1 of 3"), decision
     started = job.events("attempt-start")[0]["t"]
     stop = [e for e in job.events("stop") if e["attempt"] == 0]
