@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import socket
+import time
 from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
@@ -35,14 +36,23 @@ def batch_start(layout: RunLayout, env: Mapping[str, str]) -> None:
                  nodes=env.get("SLURM_JOB_NODELIST"), batch_host=socket.gethostname())
 
 
-def requested_kind(layout: RunLayout) -> Kind | None:
+# A rehearsal's signal arrives within a second of its request; an older request is stale and must not relabel
+# a real signal (it is consumed either way).
+REQUEST_MAX_AGE_S = 60.0
+
+
+def requested_kind(layout: RunLayout, now: float | None = None) -> Kind | None:
     """`ddpctl preempt --as KIND` leaves the kind it rehearses here, just before it signals."""
     try:
         data = json.loads(layout.preempt_request.read_text())
         layout.preempt_request.unlink()
     except (OSError, ValueError):
         return None
-    kind = data.get("kind") if isinstance(data, dict) else None
+    if not isinstance(data, dict) or not isinstance(data.get("t"), (int, float)):
+        return None
+    if (now if now is not None else time.time()) - data["t"] > REQUEST_MAX_AGE_S:
+        return None
+    kind = data.get("kind")
     return kind if kind in ("timeout", "preemption") else None
 
 

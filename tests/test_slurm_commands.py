@@ -87,3 +87,17 @@ def test_cancelled_comes_from_scontrol(tmp_path: Path) -> None:
 def test_forgotten_job_without_events_is_unknown(tmp_path: Path) -> None:
     state = state_from_slurm(record(tmp_path), Answers())
     assert state.state == "UNKNOWN" and not state.terminal
+
+
+def test_preempt_that_cannot_be_delivered_leaves_no_request(tmp_path: Path) -> None:
+    import yaml
+
+    from ddpctl.backends.slurm_jobs import SlurmJobs
+    from ddpctl.spec import JobSpec, spec_to_mapping
+
+    (tmp_path / "job.yaml").write_text(yaml.safe_dump(spec_to_mapping(JobSpec(name="x", script="t.py"))))
+    runner = Answers(scancel=(1, ""))  # e.g. "Job can not be altered now" for a pending job
+    with pytest.raises(CommandError):
+        SlurmJobs(runner).preempt(record(tmp_path), "timeout")
+    assert not (tmp_path / "preempt-request.json").exists()
+    assert runner.calls[-1][:1] == ("scancel",) and "--signal=USR2" in runner.calls[-1]

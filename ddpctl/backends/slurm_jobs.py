@@ -7,6 +7,7 @@ import time
 from pathlib import Path
 
 from ddpctl import proc
+from ddpctl.errors import CommandError
 from ddpctl.layout import RunLayout
 from ddpctl.registry import JobRecord
 from ddpctl.slurm import commands
@@ -33,5 +34,10 @@ class SlurmJobs:
         layout = RunLayout(Path(record.run_dir))
         spec = load_spec(layout.spec_file, check_paths=False)
         layout.preempt_request.write_text(json.dumps({"kind": kind, "t": time.time()}))
-        commands.scancel(record.job_id, *self.preempt_delivery, f"--signal={spec.requeue.signal}",
-                         runner=self.runner)
+        try:
+            commands.scancel(record.job_id, *self.preempt_delivery, f"--signal={spec.requeue.signal}",
+                             runner=self.runner)
+        except CommandError:
+            # Not delivered (e.g. the job is pending): a request left behind would relabel the next real signal.
+            layout.preempt_request.unlink(missing_ok=True)
+            raise
