@@ -41,11 +41,6 @@ HEADER_RE = re.compile(r"^\[ddpctl\.worker\] rank=(\d+) attempt=(\d+) .*\bpid=(\
 RESUMED_RE = re.compile(r"^\[example\] resumed from step (\d+)")
 LOGS_PREFIX_RE = re.compile(r"^\[a(\d+) (\S+) r(\d+)\] ")
 POLL_S = 0.25
-# torch's c10d store looks up every connecting peer with getnameinfo(). On the test cluster the peers appear as
-# IPv4-mapped IPv6 addresses, which /etc/hosts does not list, so each lookup goes to a DNS server the node
-# namespaces cannot reach and blocks for the resolver's timeout (2 x 5 s): 20-30 s per attempt. One short try
-# keeps the stall at ~1 s; it changes nothing else.
-RES_OPTIONS = "timeout:1 attempts:1"
 START_TIMEOUT_S = 240  # the cluster is shared: a submission may wait for other jobs first
 
 
@@ -202,8 +197,6 @@ def submit(
     backend: str | None = None,
 ) -> Job:
     options = ["--set", f"run_dir={runs}", "--set", f"args={json.dumps([*TRAIN, *train_args])}"]
-    if backend != "local":
-        options += ["--set", f"env.RES_OPTIONS={RES_OPTIONS}"]
     for item in sets:
         options += ["--set", item]
     if backend:
