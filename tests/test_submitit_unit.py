@@ -3,10 +3,12 @@ the requeue decision in `checkpoint()`, and the one-line "unavailable" errors.""
 
 from __future__ import annotations
 
+import json
 import os
 import pickle
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -106,7 +108,7 @@ def run_dir_for(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, policy: Requeue
 
 def test_checkpoint_requeues_within_budget(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     layout = run_dir_for(tmp_path, monkeypatch, RequeuePolicy(max_preemptions=2))
-    layout.preempt_request.write_text('{"kind": "timeout"}')
+    layout.preempt_request.write_text(json.dumps({"kind": "timeout", "t": time.time()}))
     delayed = sb.NodeTask(str(layout.root.parent)).checkpoint()
     assert type(delayed.function).__name__ == "NodeTask" and delayed.function.run_base == str(layout.root.parent)
     events = list(read_events(layout.events))
