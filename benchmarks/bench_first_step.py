@@ -43,8 +43,8 @@ TARGET_RATIO = 1.10
 DNS_WARNING = "hostname of the client socket cannot be retrieved"
 RES_OPTIONS_HELP = (
     "glibc resolver options exported to both sides' jobs (RES_OPTIONS), e.g. 'timeout:1 attempts:1'. torch's c10d "
-    "formats every store connection's peer with getnameinfo(); where the nodes' DNS server is unreachable but "
-    "routed (the local test cluster's namespaces), each such lookup blocks for the resolver timeout (2 x 5 s)."
+    "formats every store connection's peer with getnameinfo(); where the nodes' DNS server is routed but never "
+    "answers, each such lookup blocks for the resolver timeout (2 x 5 s)."
 )
 
 TRAIN_SCRIPT = """\
