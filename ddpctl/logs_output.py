@@ -28,11 +28,22 @@ class Sink(Protocol):
     def flush(self) -> None: ...
 
 
-class PlainSink:
+class Buffered:
+    """Output collected per poll and written in one call: fewer syscalls when a thousand ranks are busy."""
+
     def __init__(self, out: TextIO) -> None:
         self.out = out
         self._buf: list[str] = []
 
+    def flush(self) -> None:
+        if self._buf:
+            text = "".join(self._buf)
+            self._buf.clear()
+            self.out.write(text)
+            self.out.flush()
+
+
+class PlainSink(Buffered):
     def prefix(self, source: Source) -> str:
         return source.prefix
 
@@ -46,12 +57,6 @@ class PlainSink:
         kind = "  (NCCL/Gloo collateral)" if hit.collateral else ""
         self.lines(source, [f"line {hit.line_no}: {hit.text}{kind}"])
 
-    def flush(self) -> None:
-        if self._buf:
-            text = "".join(self._buf)
-            self._buf.clear()
-            self.out.write(text)
-            self.out.flush()
 
 
 class ColorSink(PlainSink):
@@ -78,13 +83,12 @@ class ColorSink(PlainSink):
         super().note(self._style(dim=True).render(text, color_system=self._system))
 
 
-class JsonSink:
+class JsonSink(Buffered):
     """One object per line: {"attempt", "node", "rank", "text"}; banners go to `err`, stdout stays JSON."""
 
     def __init__(self, out: TextIO, err: TextIO) -> None:
-        self.out = out
+        super().__init__(out)
         self.err = err
-        self._buf: list[str] = []
 
     def lines(self, source: Source, lines: list[str]) -> None:
         self._buf.append(render_json(source, lines))
@@ -98,12 +102,6 @@ class JsonSink:
                "line": hit.line_no, "collateral": hit.collateral}
         self._buf.append(json.dumps(obj) + "\n")
 
-    def flush(self) -> None:
-        if self._buf:
-            text = "".join(self._buf)
-            self._buf.clear()
-            self.out.write(text)
-            self.out.flush()
 
 
 def make_sink(out: TextIO, err: TextIO, env: Mapping[str, str], *, json_lines: bool, no_color: bool) -> Sink:
