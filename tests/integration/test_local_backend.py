@@ -6,6 +6,7 @@ status, logs, preempt → agreed checkpoint → resume on a new attempt with the
 
 from __future__ import annotations
 
+import json
 import re
 import shutil
 from pathlib import Path
@@ -70,7 +71,14 @@ def test_preempt_and_resume_reaches_the_uninterrupted_hash(cli: Cli, tmp_path: P
 
     merged = cli.run("logs", job_id, "--attempt", "all", "--no-color").stdout
     assert "-- attempt 1 --" in merged
-    assert {f"local{n} r{r}]" for n, r in ((1, 0), (1, 1), (2, 2), (2, 3))} <= set(re.findall(r"local\d r\d\]", merged))
+    # Under c10d the ranks' placement is torchrun's choice (both simulated nodes share 127.0.0.1, so it goes
+    # by pid): the prefixes must match what each worker recorded, for every rank of both attempts.
+    for attempt in (0, 1):
+        placed = {json.loads(p.read_text())["rank"]: json.loads(p.read_text())["node"]
+                  for p in (run_dir / f"attempt-{attempt}").glob("rank-*.json")}
+        assert sorted(placed) == [0, 1, 2, 3] and set(placed.values()) == {"local1", "local2"}
+        expected = {f"[a{attempt} {node} r{rank}]" for rank, node in placed.items()}
+        assert expected <= set(re.findall(r"\[a\d local\d r\d\]", merged))
     decisions = [e for e in events(run_dir) if e["event"] == "decision"]
     assert [(d["action"], d["kind"]) for d in decisions] == [("requeue", "preemption"), ("finish", None)]
 
