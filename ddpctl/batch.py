@@ -15,7 +15,7 @@ from typing import Any
 
 from ddpctl.events import append_event, read_events
 from ddpctl.layout import RunLayout
-from ddpctl.requeue import Decision, Kind, RunOutcome, classify_signal, count_requeues, decide
+from ddpctl.requeue import Decision, Kind, RunOutcome, classify_signal, count_requeues, decide, root_exit
 from ddpctl.spec import JobSpec, load_spec, time_to_seconds
 
 FanOut = Callable[[str], None]  # delivers the stop signal (by name) to every node's launcher
@@ -82,10 +82,12 @@ def on_signal(layout: RunLayout, env: Mapping[str, str], signal_name: str,
 
 
 def run_outcome(layout: RunLayout, attempt: int, exit_code: int) -> RunOutcome:
-    kinds = [e.get("kind") for e in read_events(layout.events)
-             if e.get("event") == "signal" and e.get("attempt") == attempt]
+    events = [e for e in read_events(layout.events) if e.get("attempt") == attempt]
+    kinds = [e.get("kind") for e in events if e.get("event") == "signal"]
     kind = kinds[-1] if kinds and kinds[-1] in ("timeout", "preemption") else None
-    return RunOutcome(exit_code=exit_code, stopped=layout.stopped_marker(attempt).exists(), signal_kind=kind)
+    node_exits = [e["exit"] for e in events if e.get("event") == "node-exit" and isinstance(e.get("exit"), int)]
+    return RunOutcome(exit_code=root_exit(exit_code, node_exits), stopped=layout.stopped_marker(attempt).exists(),
+                      signal_kind=kind)
 
 
 def decide_run(layout: RunLayout, env: Mapping[str, str], exit_code: int) -> Decision:

@@ -30,6 +30,16 @@ def classify_signal(time_left_s: int | None, lead_s: int) -> Kind:
     return "preemption"
 
 
+def root_exit(step_exit: int, node_exits: list[int]) -> int:
+    """The run's real exit status: srun reports whichever task it likes, often one it killed itself
+    (--kill-on-bad-exit: 143) after another node failed; the first node that failed on its own (< 128) is the
+    cause."""
+    if step_exit == exitcodes.OK:
+        return step_exit
+    own = [code for code in node_exits if 0 < code < 128]
+    return own[0] if own else step_exit
+
+
 @dataclass(frozen=True)
 class RunOutcome:
     exit_code: int  # the step's (srun's) exit status

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from ddpctl import exitcodes
-from ddpctl.requeue import Decision, RunOutcome, classify_signal, count_requeues, decide
+from ddpctl.requeue import Decision, RunOutcome, classify_signal, count_requeues, decide, root_exit
 from ddpctl.spec import RequeuePolicy
 
 POLICY = RequeuePolicy(enabled=True, signal="USR2", lead_s=120, max_preemptions=2, max_timeouts=1, max_failures=0)
@@ -94,3 +94,12 @@ def test_decision_event_fields() -> None:
     assert Decision("requeue", "timeout", "r", 0).as_event() == {
         "action": "requeue", "kind": "timeout", "reason": "r", "exit_code": 0}
     assert exitcodes.BUDGET_SPENT not in (exitcodes.OK, exitcodes.USAGE)
+
+
+@pytest.mark.parametrize(
+    ("step_exit", "node_exits", "root"),
+    [(0, [0, 0], 0), (143, [1, 143], 1), (143, [143, 1], 1), (1, [1, 143], 1), (137, [137, 143], 137),
+     (143, [], 143), (2, [3, 2], 3)],
+)
+def test_root_exit_prefers_the_node_that_failed_on_its_own(step_exit: int, node_exits: list[int], root: int) -> None:
+    assert root_exit(step_exit, node_exits) == root
