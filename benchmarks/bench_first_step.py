@@ -168,19 +168,27 @@ class Watch:
     reasons: set[str] = field(default_factory=set)
     last_state: str = ""
 
+    def observe(self, job_id: str) -> str:
+        """One squeue look at the job: note pending reasons and when it first ran; return its state."""
+        state, reason = queue_state(job_id)
+        if state == "PENDING" and reason:
+            self.reasons.add(reason)
+        if state == "RUNNING" and self.running_at is None:
+            self.running_at = time.time()
+        return state
+
+
+# States in which a job has left the queue for good ("" = squeue no longer lists it).
+GONE_STATES = ("", "COMPLETED", "FAILED", "CANCELLED", "TIMEOUT", "NODE_FAIL", "OUT_OF_MEMORY")
+
 
 def wait_job(job_id: str, timeout: float = 300) -> Watch:
     watch = Watch()
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
-        state, reason = queue_state(job_id)
-        now = time.time()
-        if state == "PENDING" and reason:
-            watch.reasons.add(reason)
-        if state == "RUNNING" and watch.running_at is None:
-            watch.running_at = now
-        if state in ("", "COMPLETED", "FAILED", "CANCELLED", "TIMEOUT", "NODE_FAIL", "OUT_OF_MEMORY"):
-            watch.gone_at, watch.last_state = now, state or "gone"
+        state = watch.observe(job_id)
+        if state in GONE_STATES:
+            watch.gone_at, watch.last_state = time.time(), state or "gone"
             return watch
         watch.last_state = state
         time.sleep(POLL_S)
@@ -258,16 +266,11 @@ def wait_first_steps(job_id: str, out: Path, ranks: int = 4,
     watch = Watch()
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
-        state, reason = queue_state(job_id)
-        now = time.time()
-        if state == "PENDING" and reason:
-            watch.reasons.add(reason)
-        if state == "RUNNING" and watch.running_at is None:
-            watch.running_at = now
+        state = watch.observe(job_id)
         stamps = rank_stamps(out, ranks)
         if len(stamps) == ranks:
             return watch, stamps
-        if state in ("", "COMPLETED", "FAILED", "CANCELLED", "TIMEOUT", "NODE_FAIL", "OUT_OF_MEMORY"):
+        if state in GONE_STATES:
             time.sleep(2)  # the last stamps may still be on their way through the shared filesystem
             stamps = rank_stamps(out, ranks)
             if len(stamps) == ranks:
