@@ -21,7 +21,7 @@ from torch import nn
 from torch.nn.parallel import DistributedDataParallel as DDP
 
 from ddpctl import runtime
-from ddpctl.worker import exit_now
+from ddpctl.node.worker import exit_now
 
 WORLD = 2
 
@@ -88,7 +88,7 @@ def worker(rank: int, port: int, args: argparse.Namespace) -> None:
     if ctx.is_main:
         report(times, by_slot, inside, stop, steps)
     ctx.close()
-    exit_now(0)  # past Gloo's occasional abort during interpreter teardown (see ddpctl.worker)
+    exit_now(0)  # past Gloo's occasional abort during interpreter teardown (see ddpctl.node.worker)
 
 
 def main() -> None:

@@ -7,9 +7,9 @@ from pathlib import Path
 from typing import Protocol
 
 from ddpctl.errors import SpecError
-from ddpctl.registry import JobRecord
+from ddpctl.run.registry import JobRecord
+from ddpctl.run.state import JobState
 from ddpctl.spec import JobSpec
-from ddpctl.state import JobState
 
 MODULES = {"sbatch": "ddpctl.backends.sbatch", "local": "ddpctl.backends.local",
            "submitit": "ddpctl.backends.submitit_backend"}
@@ -36,3 +36,8 @@ def get_backend(name: str) -> Backend:
         raise SpecError(f"backend: got {name!r}, expected one of {', '.join(sorted(MODULES))}")
     backend: Backend = importlib.import_module(MODULES[name]).BACKEND
     return backend
+
+
+def current_state(record: JobRecord) -> JobState:
+    """A job's state, whatever the backend: the one query `status`, `logs -f` and `--wait` use."""
+    return get_backend(record.backend).state(record)

@@ -16,14 +16,14 @@ import sys
 import time
 from pathlib import Path
 
+from ddpctl.backends.slurm_state import restarts_from_events, state_from_events
 from ddpctl.errors import CommandError
-from ddpctl.events import append_event, read_events
-from ddpctl.layout import RunLayout
-from ddpctl.registry import JobRecord, Registry
-from ddpctl.rundir import commit, staging
+from ddpctl.run.events import append_event, read_events
+from ddpctl.run.layout import RunLayout
+from ddpctl.run.registry import JobRecord, Registry
+from ddpctl.run.rundir import commit, staging
+from ddpctl.run.state import JobState
 from ddpctl.spec import JobSpec, load_spec
-from ddpctl.state import JobState
-from ddpctl.status_sources import restarts_from_events, state_from_events
 
 
 def next_job_number(home: Path) -> int:

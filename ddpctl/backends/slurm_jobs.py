@@ -7,13 +7,13 @@ import time
 from pathlib import Path
 
 from ddpctl import proc
+from ddpctl.backends.slurm_state import state_from_slurm
 from ddpctl.errors import CommandError
-from ddpctl.layout import RunLayout
-from ddpctl.registry import JobRecord
+from ddpctl.run.layout import RunLayout
+from ddpctl.run.registry import JobRecord
+from ddpctl.run.state import JobState
 from ddpctl.slurm import commands
 from ddpctl.spec import load_spec
-from ddpctl.state import JobState
-from ddpctl.status_sources import state_from_slurm
 
 
 class SlurmJobs:

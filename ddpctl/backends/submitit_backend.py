@@ -1,7 +1,7 @@
 """`--backend submitit`: submitit writes and submits the batch script; the rest is the sbatch backend's.
 
 Same run dir, registry record, events, launcher and requeue decision. submitit is imported inside functions
-only. One task per node runs `NodeTask()`, which calls `ddpctl.launch.launch` in-process. submitit's folder
+only. One task per node runs `NodeTask()`, which calls `ddpctl.node.launch.launch` in-process. submitit's folder
 is `<run dir>/submitit/`, which it creates under `<run_base>/<job id>/` itself: the job is submitted held,
 the folder moved into the staging dir, that renamed to the run dir, and then the job released.
 
@@ -37,14 +37,15 @@ import traceback
 from pathlib import Path
 from typing import Any
 
-from ddpctl import batch, exitcodes, proc
+from ddpctl import exitcodes, proc
 from ddpctl.backends.slurm_jobs import SlurmJobs
 from ddpctl.errors import BackendUnavailable, CommandError
-from ddpctl.events import append_event, read_events
-from ddpctl.layout import RunLayout
-from ddpctl.registry import JobRecord
-from ddpctl.requeue import Decision
-from ddpctl.rundir import commit, staging
+from ddpctl.node import batch
+from ddpctl.node.decide import Decision
+from ddpctl.run.events import append_event, read_events
+from ddpctl.run.layout import RunLayout
+from ddpctl.run.registry import JobRecord
+from ddpctl.run.rundir import commit, staging
 from ddpctl.slurm import commands
 from ddpctl.slurm.env import JOB_ID, PROCID
 from ddpctl.spec import JobSpec, time_to_seconds
@@ -56,7 +57,7 @@ POLL_S = 0.2
 
 def executor_parameters(spec: JobSpec, run_base: Path) -> dict[str, Any]:
     """SlurmExecutor.update_parameters() keywords for the spec (pure)."""
-    from ddpctl.render import shell_quote
+    from ddpctl.submit.render import shell_quote
 
     sig, lead = spec.requeue.signal, spec.requeue.lead_s
     extra: dict[str, Any] = {**dict(spec.sbatch), "hold": True, "open-mode": "append", "signal": f"{sig}@{lead}",
@@ -100,7 +101,7 @@ def make_executor(spec: JobSpec, run_base: Path, scripts: list[Path]) -> Any:
 
 def run_launcher(layout: RunLayout, env: dict[str, str]) -> int:
     """`ddpctl launch` in this process; an error becomes an exit status, as it would for a separate process."""
-    from ddpctl.launch import launch
+    from ddpctl.node.launch import launch
 
     try:
         return launch(layout.root, env)

@@ -22,14 +22,14 @@ def add(sub: Any) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from ddpctl.doctor import FAIL, evaluate, gather
     from ddpctl.spec import load_spec, resolve_paths
+    from ddpctl.submit.doctor import FAIL, evaluate, gather
 
     overrides = list(args.overrides) + ([f"backend={args.backend}"] if args.backend else [])
     spec = resolve_paths(load_spec(args.spec, overrides), Path.cwd())
     script = None
     if spec.backend == "sbatch":
-        from ddpctl.render import render_for
+        from ddpctl.submit.render import render_for
 
         script = render_for(spec)
     checks = evaluate(spec, gather(spec, script))

@@ -30,14 +30,15 @@ def add(sub: Any) -> None:
 
 
 def run_batch_start(args: argparse.Namespace) -> int:
-    from ddpctl import batch
+    from ddpctl.node import batch
 
     batch.batch_start(batch.run_dir_arg(args.run_dir), dict(os.environ))
     return 0
 
 
 def run_on_signal(args: argparse.Namespace) -> int:
-    from ddpctl import batch, proc
+    from ddpctl import proc
+    from ddpctl.node import batch
     from ddpctl.slurm import commands
 
     env = dict(os.environ)
@@ -58,7 +59,7 @@ def run_on_signal(args: argparse.Namespace) -> int:
 
 
 def run_decide(args: argparse.Namespace) -> int:
-    from ddpctl import batch
+    from ddpctl.node import batch
 
     decision = batch.decide_run(batch.run_dir_arg(args.run_dir), dict(os.environ), args.exit_code)
     print(decision.action)
@@ -67,6 +68,6 @@ def run_decide(args: argparse.Namespace) -> int:
 
 
 def run_local(args: argparse.Namespace) -> int:
-    from ddpctl.local_supervisor import supervise
+    from ddpctl.backends.local_supervisor import supervise
 
     return supervise(args.run_dir.resolve(), args.job_number)

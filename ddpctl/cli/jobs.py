@@ -20,8 +20,8 @@ def add(sub: Any) -> None:
 
 
 def run_list(args: argparse.Namespace) -> int:
-    from ddpctl.registry import Registry
-    from ddpctl.state import current_state
+    from ddpctl.backends import current_state
+    from ddpctl.run.registry import Registry
 
     records = Registry.from_env().records()
     states = {} if args.no_state else {r.job_id: current_state(r).state for r in records}
@@ -43,7 +43,7 @@ def run_list(args: argparse.Namespace) -> int:
 
 def run_cancel(args: argparse.Namespace) -> int:
     from ddpctl.backends import get_backend
-    from ddpctl.registry import Registry
+    from ddpctl.run.registry import Registry
 
     record = Registry.from_env().find(args.job)
     get_backend(record.backend).cancel(record)

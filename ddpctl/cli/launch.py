@@ -19,6 +19,6 @@ def add(sub: Any) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from ddpctl.launch import launch
+    from ddpctl.node.launch import launch
 
     return launch(args.run_dir.resolve(), dict(os.environ))

@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Any
 from ddpctl.exitcodes import OK
 
 if TYPE_CHECKING:
-    from ddpctl.logs import LogsRequest
+    from ddpctl.logs.show import LogsRequest
 
 DESCRIPTION = """\
 Show a job's worker logs (attempt-<n>/rank-<r>.log under its run dir), each line prefixed with
@@ -45,14 +45,14 @@ def add(sub: Any) -> None:
 def request_from_args(args: argparse.Namespace) -> LogsRequest:
     # Imported here, not at the top: `ddpctl --help` should not pay for the logs machinery.
     from ddpctl.errors import LogsError
-    from ddpctl.logs import LogsRequest
-    from ddpctl.logs_core import (
+    from ddpctl.logs.core import (
         LineFilter,
         compile_grep,
         parse_attempt,
         parse_nodes,
         parse_rank_spec,
     )
+    from ddpctl.logs.show import LogsRequest
 
     if args.errors and (args.follow or args.grep is not None):
         flag = "-f" if args.follow else "--grep"
@@ -67,11 +67,11 @@ def request_from_args(args: argparse.Namespace) -> LogsRequest:
 
 
 def run(args: argparse.Namespace) -> int:
-    from ddpctl.logs import job_state, show_logs
-    from ddpctl.logs_follow import FollowConfig
-    from ddpctl.logs_output import make_sink
-    from ddpctl.registry import JobRecord, Registry
-    from ddpctl.state import JobState
+    from ddpctl.logs.follow import FollowConfig
+    from ddpctl.logs.output import make_sink
+    from ddpctl.logs.show import job_state, show_logs
+    from ddpctl.run.registry import JobRecord, Registry
+    from ddpctl.run.state import JobState
 
     request = request_from_args(args)
     registry = Registry.from_env()

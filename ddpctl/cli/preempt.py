@@ -21,7 +21,7 @@ def add(sub: Any) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from ddpctl.backends import get_backend
-    from ddpctl.registry import Registry
+    from ddpctl.run.registry import Registry
 
     record = Registry.from_env().find(args.job)
     get_backend(record.backend).preempt(record, args.kind)

@@ -17,9 +17,9 @@ def add(sub: Any) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    from ddpctl.backends import current_state
     from ddpctl.errors import JobNotFound
-    from ddpctl.registry import Registry
-    from ddpctl.state import current_state
+    from ddpctl.run.registry import Registry
 
     registry = Registry.from_env()
     if args.job is None:
@@ -34,7 +34,7 @@ def run(args: argparse.Namespace) -> int:
         print(json.dumps({"job_id": record.job_id, "name": record.name, "backend": record.backend,
                           "run_dir": record.run_dir, **asdict(state)}))
         return 0
-    from ddpctl.waiting import describe
+    from ddpctl.cli.waiting import describe
 
     print(f"{record.job_id}  {record.name}  {describe(state)}")
     print(f"  backend {record.backend}, run dir {record.run_dir}")

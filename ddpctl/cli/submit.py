@@ -35,7 +35,7 @@ def load(args: argparse.Namespace) -> Any:
 
 def run(args: argparse.Namespace) -> int:
     from ddpctl.backends import get_backend
-    from ddpctl.registry import Registry
+    from ddpctl.run.registry import Registry
 
     spec = load(args)
     if args.dry_run:
@@ -49,18 +49,18 @@ def run(args: argparse.Namespace) -> int:
     print(f"logs:     ddpctl logs -f {record.job_id}")
     sys.stdout.flush()
     if args.wait:
-        from ddpctl.waiting import wait_for_job
+        from ddpctl.cli.waiting import wait_for_job
 
         return wait_for_job(record)
     return 0
 
 
 def dry_run(spec: Any) -> int:
-    from ddpctl.plan import plan_text
+    from ddpctl.submit.plan import plan_text
 
     script = None
     if spec.backend == "sbatch":
-        from ddpctl.render import render_for
+        from ddpctl.submit.render import render_for
 
         script = render_for(spec)
     sys.stdout.write(plan_text(spec, script))

@@ -11,7 +11,7 @@
         path = ckpt.save(step, runtime.capture(model, opt, progress))
         runtime.finish_for_requeue(ctx, step, path)        # marker + event, exit 0
 
-`ddpctl.runtime.stopflag` is torch-free; `ddpctl.worker` imports only that.
+`ddpctl.runtime.stopflag` is torch-free; `ddpctl.node.worker` imports only that.
 """
 
 from __future__ import annotations

@@ -24,9 +24,9 @@ from typing import Any
 import torch
 import torch.distributed as dist
 
-from ddpctl import envvars
-from ddpctl.events import append_event
-from ddpctl.layout import RunLayout
+from ddpctl.run import envvars
+from ddpctl.run.events import append_event
+from ddpctl.run.layout import RunLayout
 from ddpctl.runtime import ckptio
 from ddpctl.runtime.dist import DistContext, all_reduce_min, cpu_group
 from ddpctl.runtime.snapshot import SnapshotPool

@@ -11,7 +11,7 @@ import torch
 import torch.distributed as dist
 from torch._C._distributed_c10d import HashStore  # torch.distributed re-exports it without marking it public
 
-from ddpctl import envvars
+from ddpctl.run import envvars
 from ddpctl.runtime import stopflag
 
 DEFAULT_PG_TIMEOUT_S = 1800
@@ -53,7 +53,7 @@ def init(backend: str | None = None, env: Mapping[str, str] | None = None) -> Di
     `$DDPCTL_PG_TIMEOUT_S` (default 1800 s). On CUDA the device is pinned to LOCAL_RANK. Without torchrun's
     variables this is a single process: world size 1, a process group of one (so DDP works) and
     `distributed=False` (the runtime skips its collectives). Also arms the stop flag from the
-    launcher's variables if `ddpctl.worker` did not already (a script started by plain torchrun).
+    launcher's variables if `ddpctl.node.worker` did not already (a script started by plain torchrun).
     """
     env = os.environ if env is None else env
     stopflag.watch_from_env(env)

@@ -10,9 +10,10 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, NoReturn
 
-from ddpctl import envvars, exitcodes
-from ddpctl.events import append_event
-from ddpctl.layout import RunLayout
+from ddpctl import exitcodes
+from ddpctl.run import envvars
+from ddpctl.run.events import append_event
+from ddpctl.run.layout import RunLayout
 from ddpctl.runtime import ckptio, stopflag
 from ddpctl.runtime.dist import DistContext, all_reduce_min
 

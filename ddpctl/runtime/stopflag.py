@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from types import FrameType
 
-from ddpctl import envvars
+from ddpctl.run import envvars
 
 POLL_INTERVAL_S = 0.2
 
@@ -102,7 +102,7 @@ def start_file_watcher(path: Path, interval_s: float = POLL_INTERVAL_S) -> threa
 def watch_from_env(env: Mapping[str, str]) -> None:
     """Install the signal handler and the file watcher named by the launcher's variables, each at most once.
 
-    Called by `ddpctl.worker` before the script runs and again by `ddpctl.runtime.init`, so a script started
+    Called by `ddpctl.node.worker` before the script runs and again by `ddpctl.runtime.init`, so a script started
     without the wrapper still reacts. Absent variables mean "not under ddpctl launch": nothing is installed.
     """
     sig_name = env.get(envvars.STOP_SIGNAL, "")

@@ -1,7 +1,7 @@
 """Example DDP trainer for ddpctl: MiniResNet on synthetic data, preemption-safe with exact mid-epoch resume.
 
 Run it under `ddpctl launch` (see jobs/example.yaml) or directly with torchrun:
-    torchrun --nproc-per-node 2 -m ddpctl.worker jobs/example/train.py --epochs 2
+    torchrun --nproc-per-node 2 -m ddpctl.node.worker jobs/example/train.py --epochs 2
 At the end rank 0 prints `final-weights-sha256=<hex>`: the same on every run, interrupted and resumed or not.
 """
 

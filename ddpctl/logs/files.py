@@ -1,0 +1,205 @@
+"""File side of `ddpctl logs`: find attempts, rank logs and node names; read each log from where it left off.
+
+An idle file costs one `os.stat` per poll. A file is opened when it first grows and then kept open (pread on
+an open descriptor is ~15x cheaper than open/read/close, which matters at 100 polls/s), but only within a
+budget of half the descriptor limit: past it, files are opened and closed per read, so 1 024 ranks never run
+into a soft limit of 1 024.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import resource
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+
+from ddpctl.logs.core import LineFilter, LineSplitter, Source
+from ddpctl.run.layout import RunLayout, attempt_number, rank_of_log
+
+_UNSEEN = -1  # inode before the first stat
+_VANISHED = 0  # no file has inode 0: set when the file disappears, so its return reads from the start
+_REPLACED = -1
+CHUNK = 4 << 20  # most bytes read from one file per poll, so one chatty rank cannot starve the others
+
+
+class _FdBudget:
+    def __init__(self) -> None:
+        soft = resource.getrlimit(resource.RLIMIT_NOFILE)[0]
+        self.left = 4096 if soft == resource.RLIM_INFINITY else max(0, soft // 2 - 32)
+
+    def take(self) -> bool:
+        if self.left <= 0:
+            return False
+        self.left -= 1
+        return True
+
+    def give(self) -> None:
+        self.left += 1
+
+
+FDS = _FdBudget()
+
+
+def list_attempts(root: Path) -> list[int]:
+    try:
+        entries = list(os.scandir(root))
+    except (FileNotFoundError, NotADirectoryError):
+        return []
+    numbers = (attempt_number(e.name) for e in entries if e.is_dir())
+    return sorted(n for n in numbers if n is not None)
+
+
+def list_rank_logs(attempt_dir: Path) -> dict[int, Path]:
+    try:
+        entries = list(os.scandir(attempt_dir))
+    except (FileNotFoundError, NotADirectoryError):
+        return {}
+    found = {rank_of_log(e.name): Path(e.path) for e in entries}
+    return {rank: found[rank] for rank in sorted(r for r in found if r is not None)}
+
+
+def read_node_info(path: Path) -> tuple[str, list[int]] | None:
+    """(node name, global ranks) from a launcher's node-<k>.json or a worker's rank-<r>.json; None while it is
+    missing or half-written."""
+    try:
+        info = json.loads(path.read_text())
+        ranks = info["ranks"] if "ranks" in info else [info["rank"]]
+        return str(info["node"]), [int(r) for r in ranks]
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+
+
+def read_node_map(attempt_dir: Path, skip: frozenset[str] = frozenset()) -> dict[str, dict[int, str]]:
+    """Per info file name (except those in `skip`): global rank -> node name. Workers' rank-<r>.json come last
+    so they override a launcher's node-<k>.json (which can only guess ranks under c10d rendezvous)."""
+    found: dict[str, dict[int, str]] = {}
+    for path in [*sorted(attempt_dir.glob("node-*.json")), *sorted(attempt_dir.glob("rank-*.json"))]:
+        info = None if path.name in skip else read_node_info(path)
+        if info is not None:
+            found[path.name] = dict.fromkeys(info[1], info[0])
+    return found
+
+
+def world_size(rank_logs: dict[int, Path], nodes: dict[int, str]) -> int:
+    """One more than the highest rank any file names; 0 while nothing is known."""
+    return max([*rank_logs, *nodes], default=-1) + 1
+
+
+def mtime_of(path: Path) -> float:
+    try:
+        return path.stat().st_mtime
+    except FileNotFoundError:
+        return 0.0
+
+
+class FileTail:
+    """One log file read incrementally: `poll` returns its new complete lines, or None if it did not grow.
+
+    A file that shrank (truncated), was replaced (new inode) or came back after vanishing (the inode number may
+    be reused at once) is read again from the start, after flushing the old content's partial line.
+    """
+
+    def __init__(self, path: Path, source: Source) -> None:
+        self.path = str(path)
+        self.source = source
+        self.offset = 0
+        self._inode = _UNSEEN
+        self._splitter = LineSplitter()
+        self._fd: int | None = None
+
+    @property
+    def has_partial(self) -> bool:
+        return self._splitter.has_partial
+
+    def poll(self) -> list[str] | None:
+        try:
+            st = os.stat(self.path)  # noqa: PTH116 - a str path: no Path object per file per poll
+        except FileNotFoundError:
+            if self._inode != _UNSEEN:
+                self._inode = _VANISHED
+                self.close()
+            return None
+        restarted: list[str] = []
+        if st.st_size < self.offset or self._inode not in (st.st_ino, _UNSEEN):
+            restarted = self._splitter.flush()
+            self.offset = 0
+            self.close()
+        self._inode = st.st_ino
+        if st.st_size == self.offset:
+            return restarted or None
+        data = self._read(st.st_ino)
+        self.offset += len(data)
+        return restarted + self._splitter.feed(data)
+
+    def flush(self) -> list[str]:
+        return self._splitter.flush()
+
+    def close(self) -> None:
+        if self._fd is not None:
+            os.close(self._fd)
+            self._fd = None
+            FDS.give()
+
+    def _read(self, inode: int) -> bytes:
+        try:
+            fd = self._open(inode)
+            if fd == _REPLACED:
+                return b""
+            if fd is not None:
+                return os.pread(fd, CHUNK, self.offset)
+            with Path(self.path).open("rb") as f:  # over the descriptor budget
+                f.seek(self.offset)
+                return f.read(CHUNK)
+        except FileNotFoundError:
+            return b""
+
+    def _open(self, inode: int) -> int | None:
+        """The kept descriptor (opened now if the budget allows), None past the budget, or _REPLACED."""
+        if self._fd is None and FDS.take():
+            try:
+                self._fd = os.open(self.path, os.O_RDONLY | os.O_CLOEXEC)
+            except OSError:
+                FDS.give()
+                raise
+            if os.fstat(self._fd).st_ino != inode:  # replaced since the stat: the next poll starts over
+                self.close()
+                return _REPLACED
+        return self._fd
+
+
+@dataclass
+class AttemptFiles:
+    """The rank logs of one attempt that pass the rank/node filter, in rank order."""
+
+    layout: RunLayout
+    attempt: int
+    flt: LineFilter
+    tails: dict[int, FileTail] = field(default_factory=dict)
+    nodes: dict[int, str] = field(default_factory=dict)
+    _node_files: set[str] = field(default_factory=set)
+
+    @property
+    def path(self) -> Path:
+        return self.layout.attempt_dir(self.attempt)
+
+    def rescan(self) -> None:
+        """Pick up rank files and node infos that appeared since the last scan."""
+        for name, ranks in read_node_map(self.path, frozenset(self._node_files)).items():
+            self._node_files.add(name)
+            self.nodes.update(ranks)
+        added = False
+        for rank, path in list_rank_logs(self.path).items():
+            node = self.nodes.get(rank)
+            tail = self.tails.get(rank)
+            if tail is None and self.flt.wants(rank, node):
+                self.tails[rank] = FileTail(path, Source(self.attempt, node, rank))
+                added = True
+            elif tail is not None and tail.source.node is None and node is not None:
+                tail.source = replace(tail.source, node=node)
+        if added:
+            self.tails = dict(sorted(self.tails.items()))
+
+    def close(self) -> None:
+        for tail in self.tails.values():
+            tail.close()

@@ -1,0 +1,116 @@
+"""Where merged log lines go: plain text, coloured text (rich, imported only here) or JSON lines.
+
+Every sink buffers and writes once per `flush` (once per poll when following): one write call per batch keeps
+plain output fast, and since each batch holds only whole lines, concurrent ranks never interleave in a line.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from typing import Protocol, TextIO
+
+from ddpctl.logs.core import Source, render_json, render_plain
+from ddpctl.logs.failures import ErrorHit
+
+# Prefix colours cycle by rank: a rank has the same colour in every attempt and every run of the command.
+PALETTE = ("cyan", "green", "yellow", "magenta", "blue", "red",
+           "bright_cyan", "bright_green", "bright_yellow", "bright_magenta", "bright_blue", "bright_red")
+
+
+class Sink(Protocol):
+    def lines(self, source: Source, lines: list[str]) -> None: ...
+
+    def note(self, text: str) -> None: ...
+
+    def failure(self, source: Source, hit: ErrorHit) -> None: ...
+
+    def flush(self) -> None: ...
+
+
+class Buffered:
+    """Output collected per poll and written in one call: fewer syscalls when a thousand ranks are busy."""
+
+    def __init__(self, out: TextIO) -> None:
+        self.out = out
+        self._buf: list[str] = []
+
+    def flush(self) -> None:
+        if self._buf:
+            text = "".join(self._buf)
+            self._buf.clear()
+            self.out.write(text)
+            self.out.flush()
+
+
+class PlainSink(Buffered):
+    def prefix(self, source: Source) -> str:
+        return source.prefix
+
+    def lines(self, source: Source, lines: list[str]) -> None:
+        self._buf.append(render_plain(self.prefix(source), lines))
+
+    def note(self, text: str) -> None:
+        self._buf.append(text + "\n")
+
+    def failure(self, source: Source, hit: ErrorHit) -> None:
+        kind = "  (NCCL/Gloo collateral)" if hit.collateral else ""
+        self.lines(source, [f"line {hit.line_no}: {hit.text}{kind}"])
+
+
+
+class ColorSink(PlainSink):
+    """Plain output with each prefix in its rank's colour; styles are rendered to ANSI once per source."""
+
+    def __init__(self, out: TextIO, color_system: str) -> None:
+        from rich.console import COLOR_SYSTEMS
+        from rich.style import Style
+
+        super().__init__(out)
+        self._system = COLOR_SYSTEMS[color_system]
+        self._style = Style
+        self._prefixes: dict[Source, str] = {}
+
+    def prefix(self, source: Source) -> str:
+        cached = self._prefixes.get(source)
+        if cached is None:
+            style = self._style(color=PALETTE[source.rank % len(PALETTE)], bold=True)
+            cached = style.render(source.prefix.rstrip(), color_system=self._system) + " "
+            self._prefixes[source] = cached
+        return cached
+
+    def note(self, text: str) -> None:
+        super().note(self._style(dim=True).render(text, color_system=self._system))
+
+
+class JsonSink(Buffered):
+    """One object per line: {"attempt", "node", "rank", "text"}; banners go to `err`, stdout stays JSON."""
+
+    def __init__(self, out: TextIO, err: TextIO) -> None:
+        super().__init__(out)
+        self.err = err
+
+    def lines(self, source: Source, lines: list[str]) -> None:
+        self._buf.append(render_json(source, lines))
+
+    def note(self, text: str) -> None:
+        self.flush()
+        print(text, file=self.err, flush=True)
+
+    def failure(self, source: Source, hit: ErrorHit) -> None:
+        obj = {"attempt": source.attempt, "node": source.node, "rank": source.rank, "text": hit.text,
+               "line": hit.line_no, "collateral": hit.collateral}
+        self._buf.append(json.dumps(obj) + "\n")
+
+
+
+def make_sink(out: TextIO, err: TextIO, env: Mapping[str, str], *, json_lines: bool, no_color: bool) -> Sink:
+    """JSON, or colour when allowed (not --no-color, no NO_COLOR, a terminal or FORCE_COLOR), else plain."""
+    if json_lines:
+        return JsonSink(out, err)
+    if no_color or env.get("NO_COLOR") or not (env.get("FORCE_COLOR") or out.isatty()):
+        return PlainSink(out)
+    from rich.console import Console
+
+    system = Console(file=out).color_system
+    return ColorSink(out, system) if system else PlainSink(out)

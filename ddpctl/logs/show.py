@@ -1,0 +1,156 @@
+"""`ddpctl logs`: find, merge, filter and follow a job's per-rank logs.
+
+Pieces: logs_core (pure: flags, line splitting, prefixes, filters), logs_errors (pure: error detection),
+logs_files (reading files incrementally), logs_output (plain/colour/JSON sinks), logs_follow (the -f loop).
+
+Job state: a record whose `final_state` is a terminal state is taken at its word (no backend query); otherwise
+the injected `state_fn` (default `ddpctl.state.current_state`) is asked. The CLI's `state_fn` re-reads the
+registry each time and takes any `final_state` found there at its word (see `job_state`), so a final state
+recorded while -f runs ends it without a scheduler query. The state decides whether partial last lines may be
+printed (only once the job is terminal: until then the writer may still finish the line) and when -f stops.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from ddpctl.backends import current_state
+from ddpctl.logs.core import ALL, LineFilter, attempt_banner, check_nodes, check_ranks, select_attempts
+from ddpctl.logs.failures import ErrorScanner, RankFailure, order_failures, root_cause_note
+from ddpctl.logs.files import (
+    AttemptFiles,
+    FileTail,
+    list_attempts,
+    list_rank_logs,
+    mtime_of,
+    read_node_map,
+    world_size,
+)
+from ddpctl.logs.follow import FollowConfig, Follower
+from ddpctl.logs.output import Sink
+from ddpctl.run.layout import RunLayout
+from ddpctl.run.registry import JobRecord
+from ddpctl.run.state import TERMINAL, JobState
+
+StateFn = Callable[[JobRecord], JobState]
+
+
+@dataclass(frozen=True)
+class LogsRequest:
+    follow: bool = False
+    attempt: int | str | None = None  # None: the latest; "all"; or one attempt number
+    flt: LineFilter = field(default_factory=LineFilter)
+    errors: bool = False
+
+
+def job_state(record: JobRecord, state_fn: StateFn = current_state) -> JobState:
+    """The record's `final_state` if set (no backend query), else what `state_fn` says."""
+    if record.final_state:
+        return JobState(record.final_state)
+    return state_fn(record)
+
+
+def show_logs(record: JobRecord, request: LogsRequest, sink: Sink, state_fn: StateFn = current_state,
+              config: FollowConfig | None = None) -> JobState | None:
+    """Print the job's logs as requested; with `follow`, returns the terminal state the job reached."""
+    layout = RunLayout(Path(record.run_dir))
+    available = list_attempts(layout.root)
+    selected = select_attempts(request.attempt, available)
+    check_filters(layout, selected, request.flt)
+    if not selected and not request.follow:
+        sink.note(f"-- job {record.job_id}: no attempt has started yet (no attempt-N in {layout.root}) --")
+        sink.flush()
+        return None
+    if request.errors:
+        show_errors(layout, selected, request.flt, sink)
+        return None
+
+    def query() -> JobState:
+        # A terminal state never changes, so even this snapshot of the record is still right.
+        return JobState(str(record.final_state)) if record.final_state in TERMINAL else state_fn(record)
+
+    if not request.follow:
+        dump(layout, selected, request, sink, lambda: query().terminal)
+        return None
+    if request.attempt == ALL and selected:
+        dump(layout, selected[:-1], request, sink, lambda: True)
+        sink.note(attempt_banner(selected[-1]))
+    follower = Follower(layout, record.job_id, request.flt, sink, query,
+                        attempt=selected[-1] if selected else None, pinned=isinstance(request.attempt, int),
+                        config=config)
+    return follower.run()
+
+
+def check_filters(layout: RunLayout, attempts: list[int], flt: LineFilter) -> None:
+    """--rank and --node must name ranks and nodes the job has (as far as its files tell so far)."""
+    world, names = 0, set[str]()
+    for attempt in attempts:
+        path = layout.attempt_dir(attempt)
+        nodes = {rank: name for found in read_node_map(path).values() for rank, name in found.items()}
+        world = max(world, world_size(list_rank_logs(path), nodes))
+        names.update(nodes.values())
+    check_ranks(flt.ranks, world)
+    check_nodes(flt.nodes, names)
+
+
+def dump(layout: RunLayout, attempts: list[int], request: LogsRequest, sink: Sink,
+         terminal: Callable[[], bool]) -> None:
+    """All written so far; a partial last line only where its writer is gone (older attempt, job ended).
+
+    The job state is asked for only if some file of the newest attempt ends without a newline.
+    """
+    newest = max(list_attempts(layout.root), default=-1)
+    for attempt in attempts:
+        if request.attempt == ALL:
+            sink.note(attempt_banner(attempt))
+        files = AttemptFiles(layout, attempt, request.flt)
+        files.rescan()
+        final = Once(terminal) if attempt == newest else Once(lambda: True)
+        for tail in files.tails.values():
+            while (lines := tail.poll()) is not None:
+                sink.lines(tail.source, request.flt.select(lines))
+                sink.flush()
+            tail.close()
+            if tail.has_partial and final():
+                sink.lines(tail.source, request.flt.select(tail.flush()))
+    sink.flush()
+
+
+class Once:
+    """A boolean query asked at most once."""
+
+    def __init__(self, query: Callable[[], bool]) -> None:
+        self._query = query
+        self._answer: bool | None = None
+
+    def __call__(self) -> bool:
+        if self._answer is None:
+            self._answer = self._query()
+        return self._answer
+
+
+def show_errors(layout: RunLayout, attempts: list[int], flt: LineFilter, sink: Sink) -> None:
+    """Per attempt: each rank's first error, most likely root cause first, then a line naming it."""
+    for attempt in attempts:
+        files = AttemptFiles(layout, attempt, flt)
+        files.rescan()
+        failures = [f for f in map(first_failure, files.tails.values()) if f is not None]
+        for failure in order_failures(failures):
+            sink.failure(failure.source, failure.hit)
+        sink.note(root_cause_note(failures, attempt, len(files.tails)))
+        sink.flush()
+
+
+def first_failure(tail: FileTail) -> RankFailure | None:
+    scanner = ErrorScanner()
+    while (lines := tail.poll()) is not None:
+        if any(scanner.feed(line) for line in lines):
+            break
+    else:
+        for line in tail.flush():
+            scanner.feed(line)
+    tail.close()
+    hit = scanner.finish()
+    return RankFailure(tail.source, hit, mtime_of(Path(tail.path))) if hit else None

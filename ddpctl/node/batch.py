@@ -1,0 +1,112 @@
+"""What the batch shell asks ddpctl: record the start, fan the stop signal out, decide about requeueing.
+
+`scontrol requeue` itself stays in the shell: containers often lack scontrol inside, and the shell is the
+one process Slurm guarantees to be around when the run ends.
+"""
+
+from __future__ import annotations
+
+import json
+import socket
+import time
+from collections.abc import Callable, Mapping
+from pathlib import Path
+from typing import Any
+
+from ddpctl.node.decide import Decision, Kind, RunOutcome, classify_signal, count_requeues, decide, root_exit
+from ddpctl.run.events import append_event, read_events
+from ddpctl.run.layout import RunLayout
+from ddpctl.spec import JobSpec, load_spec, time_to_seconds
+
+FanOut = Callable[[str], None]  # delivers the stop signal (by name) to every node's launcher
+
+
+def attempt_of(env: Mapping[str, str]) -> int:
+    return int(env.get("SLURM_RESTART_COUNT") or 0)
+
+
+def load_run_spec(layout: RunLayout) -> JobSpec:
+    return load_spec(layout.spec_file, check_paths=False)
+
+
+def batch_start(layout: RunLayout, env: Mapping[str, str]) -> None:
+    attempt = attempt_of(env)
+    layout.attempt_dir(attempt).mkdir(parents=True, exist_ok=True)
+    append_event(layout.events, "attempt-start", attempt=attempt, job_id=env.get("SLURM_JOB_ID"),
+                 nodes=env.get("SLURM_JOB_NODELIST"), batch_host=socket.gethostname())
+
+
+# A rehearsal's signal arrives within a second of its request; an older request is stale and must not relabel
+# a real signal (it is consumed either way).
+REQUEST_MAX_AGE_S = 60.0
+
+
+def requested_kind(layout: RunLayout, now: float | None = None) -> Kind | None:
+    """`ddpctl preempt --as KIND` leaves the kind it rehearses here, just before it signals."""
+    try:
+        data = json.loads(layout.preempt_request.read_text())
+        layout.preempt_request.unlink()
+    except (OSError, ValueError):
+        return None
+    if not isinstance(data, dict) or not isinstance(data.get("t"), (int, float)):
+        return None
+    if (now if now is not None else time.time()) - data["t"] > REQUEST_MAX_AGE_S:
+        return None
+    kind = data.get("kind")
+    return kind if kind in ("timeout", "preemption") else None
+
+
+def parse_time_left(text: str) -> int | None:
+    try:
+        return time_to_seconds(text.strip())
+    except Exception:
+        return None
+
+
+def on_signal(layout: RunLayout, env: Mapping[str, str], signal_name: str,
+              time_left: Callable[[], int | None], fan_out: FanOut) -> dict[str, Any]:
+    spec = load_run_spec(layout)
+    attempt = attempt_of(env)
+    left = time_left()
+    kind = requested_kind(layout) or classify_signal(left, spec.requeue.lead_s)
+    event = append_event(layout.events, "signal", attempt=attempt, signal=signal_name, kind=kind,
+                         time_left_s=left)
+    # Two routes to every node: the stop files on the shared run dir, and the signal itself to each node's
+    # launcher (which catches it; torchrun and the workers ignore it).
+    for node_rank in range(spec.nodes):
+        stop = layout.stop_file(attempt, node_rank)
+        stop.parent.mkdir(parents=True, exist_ok=True)
+        stop.touch()
+    fan_out(signal_name)
+    return event
+
+
+def run_outcome(layout: RunLayout, attempt: int, exit_code: int) -> RunOutcome:
+    events = [e for e in read_events(layout.events) if e.get("attempt") == attempt]
+    kinds = [e.get("kind") for e in events if e.get("event") == "signal"]
+    kind = kinds[-1] if kinds and kinds[-1] in ("timeout", "preemption") else None
+    node_exits = [e["exit"] for e in events if e.get("event") == "node-exit" and isinstance(e.get("exit"), int)]
+    return RunOutcome(exit_code=root_exit(exit_code, node_exits), stopped=layout.stopped_marker(attempt).exists(),
+                      signal_kind=kind)
+
+
+def decide_run(layout: RunLayout, env: Mapping[str, str], exit_code: int) -> Decision:
+    spec = load_run_spec(layout)
+    attempt = attempt_of(env)
+    outcome = run_outcome(layout, attempt, exit_code)
+    used = count_requeues(read_events(layout.events), attempt)
+    decision = decide(outcome, spec.requeue, used)
+    append_event(layout.events, "decision", attempt=attempt, step_exit=exit_code, stopped=outcome.stopped,
+                 **decision.as_event())
+    return decision
+
+
+def stopped_step(layout: RunLayout, attempt: int) -> Any:
+    try:
+        return json.loads(layout.stopped_marker(attempt).read_text()).get("step")
+    except (OSError, ValueError, AttributeError):
+        return None
+
+
+def run_dir_arg(path: Path) -> RunLayout:
+    return RunLayout(path.resolve())

@@ -1,0 +1,144 @@
+"""`ddpctl launch RUN_DIR`: the node side. One per node (one srun task per node, or the local backend).
+
+Reads its environment once, derives DistEnv, spawns torchrun with the node plan, and relays its exit status.
+The stop signal (the spec's requeue.signal) is turned into the node's stop file, which every worker's
+watcher sees; torchrun and the workers inherit the signal as ignored, so neither dies of it (torchrun would
+otherwise, and then SIGKILL the workers mid-checkpoint).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Mapping
+from dataclasses import replace
+from pathlib import Path
+from types import FrameType
+
+from ddpctl.node.torchrun import NodePlan, node_plan
+from ddpctl.run.events import append_event
+from ddpctl.run.layout import RunLayout
+from ddpctl.slurm.env import DistEnv, derive
+from ddpctl.spec import JobSpec, load_spec
+
+LOCAL_ENV_FLAG = "DDPCTL_LOCAL"  # set by the local backend for its simulated nodes
+FORWARDED = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)
+
+
+def stop_signal_number(name: str) -> signal.Signals:
+    return signal.Signals[f"SIG{name}"]
+
+
+def local_address(node_name: str, ifname: str | None) -> str | None:
+    """The IPv4 address this node advertises to the others (never loopback)."""
+    from ddpctl.node import netif
+
+    if ifname:
+        address = netif.interface_ipv4(ifname)
+        if address:
+            return address
+    try:
+        address = socket.gethostbyname(node_name)
+    except OSError:
+        return None
+    return None if address.startswith("127.") else address
+
+
+def prepare(run_dir: Path, env: Mapping[str, str]) -> tuple[JobSpec, DistEnv, RunLayout, NodePlan]:
+    from ddpctl.node import netif
+
+    layout = RunLayout(run_dir)
+    spec = load_spec(layout.spec_file, check_paths=False)
+    dist = derive(env, spec.nproc_per_node)
+    ifname: str | None
+    local_addr: str | None
+    if env.get(LOCAL_ENV_FLAG):
+        # Local backend: the simulated nodes' names do not resolve; everything is on loopback.
+        dist = replace(dist, master_addr="127.0.0.1")
+        ifname, local_addr = "lo", "127.0.0.1"
+    else:
+        ifname = spec.nccl.socket_ifname or netif.pick_ifname(dist.node_name)
+        local_addr = local_address(dist.node_name, ifname)
+    python = spec.python or sys.executable
+    plan = node_plan(spec, dist, layout, python=python, ifname=ifname, local_addr=local_addr,
+                     inherited=dict(env))
+    return spec, dist, layout, plan
+
+
+def write_node_info(layout: RunLayout, dist: DistEnv, static: bool) -> None:
+    path = layout.node_info(dist.restart_count, dist.node_rank)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    # Only static rendezvous fixes which global ranks this node gets; under c10d each worker records its own
+    # placement (rank-<r>.json), and an empty list here says "not known by the launcher".
+    first = dist.node_rank * dist.nproc_per_node
+    ranks = list(range(first, first + dist.nproc_per_node)) if static else []
+    info = {"node": dist.node_name, "node_rank": dist.node_rank, "nproc_per_node": dist.nproc_per_node,
+            "ranks": ranks, "pid": os.getpid(), "started": time.time()}
+    path.write_text(json.dumps(info) + "\n")
+
+
+class Relay:
+    """Signal plumbing between Slurm and torchrun for one node."""
+
+    def __init__(self, layout: RunLayout, dist: DistEnv, stop_sig: signal.Signals) -> None:
+        self.layout, self.dist, self.stop_sig = layout, dist, stop_sig
+        self.child: subprocess.Popen[bytes] | None = None
+        self.stop_received = False
+
+    def install(self) -> None:
+        signal.signal(self.stop_sig, self.on_stop)
+        for sig in FORWARDED:
+            signal.signal(sig, self.on_forward)
+
+    def on_stop(self, signum: int, _frame: FrameType | None) -> None:
+        # Only a flag file and one event line here: the checkpoint itself happens in the workers at a step
+        # boundary, never inside a signal handler.
+        stop_file = self.layout.stop_file(self.dist.restart_count, self.dist.node_rank)
+        stop_file.parent.mkdir(parents=True, exist_ok=True)
+        stop_file.touch()
+        if not self.stop_received:
+            append_event(self.layout.events, "stop-signal", node=self.dist.node_name,
+                         attempt=self.dist.restart_count, signal=signal.Signals(signum).name)
+        self.stop_received = True
+
+    def on_forward(self, signum: int, _frame: FrameType | None) -> None:
+        if self.child and self.child.poll() is None:
+            self.child.send_signal(signum)
+
+    def ignore_stop_in_child(self) -> None:
+        signal.signal(self.stop_sig, signal.SIG_IGN)
+
+
+def run_torchrun(plan: NodePlan, relay: Relay, log_path: Path, env: Mapping[str, str]) -> int:
+    log_path.parent.mkdir(parents=True, exist_ok=True)
+    with log_path.open("ab") as log:
+        relay.child = subprocess.Popen(
+            list(plan.argv), env={**env, **plan.env_dict()}, stdout=log, stderr=subprocess.STDOUT,
+            preexec_fn=relay.ignore_stop_in_child,  # noqa: PLW1509 - single-threaded here; sets SIG_IGN only
+        )
+        code = relay.child.wait()
+    return code if code >= 0 else 128 - code
+
+
+def launch(run_dir: Path, env: Mapping[str, str]) -> int:
+    spec, dist, layout, plan = prepare(run_dir, env)
+    relay = Relay(layout, dist, stop_signal_number(spec.requeue.signal))
+    relay.install()
+    write_node_info(layout, dist, static=spec.rdzv == "static")
+    append_event(layout.events, "launch", node=dist.node_name, attempt=dist.restart_count, dist=dist.as_json(),
+                 argv=list(plan.argv))
+    code = run_torchrun(plan, relay, layout.node_log(dist.restart_count, dist.node_rank), env)
+    stopped = layout.stopped_marker(dist.restart_count).exists()
+    # A node stopped for requeue exits 0 like a finished one: srun --kill-on-bad-exit must not take down
+    # nodes still leaving cleanly. The stopped marker, not this status, tells the batch shell to requeue.
+    final = code
+    append_event(layout.events, "node-exit", node=dist.node_name, attempt=dist.restart_count,
+                 torchrun_exit=code, exit=final, stopped=stopped)
+    print(f"ddpctl launch [{dist.node_name}]: torchrun exited {code}; launch exits {final}"
+          f"{' (stopped for requeue)' if stopped else ''}", flush=True)
+    return final

@@ -1,0 +1,100 @@
+"""What one node runs: the torchrun argv and the environment its workers get (pure).
+
+Built in Python, never in bash, so the same function serves `ddpctl launch` on a node and the per-node
+preview of `ddpctl submit --dry-run`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+from ddpctl.run import envvars
+from ddpctl.run.layout import RunLayout
+from ddpctl.slurm.env import DistEnv
+from ddpctl.spec import JobSpec
+
+# torchrun SIGKILLs workers this long after forwarding SIGTERM (30 s by default); a checkpoint started on the
+# warning signal must be allowed to finish, so it gets the whole lead time.
+MIN_SHUTDOWN_TIMEOUT_S = 30
+
+
+@dataclass(frozen=True)
+class NodePlan:
+    argv: tuple[str, ...]
+    env: tuple[tuple[str, str], ...]  # added to the launcher's own environment
+
+    def env_dict(self) -> dict[str, str]:
+        return dict(self.env)
+
+
+def checkpoint_dir(spec: JobSpec, layout: RunLayout) -> Path:
+    return Path(spec.checkpoint.dir) if spec.checkpoint.dir else layout.default_checkpoints
+
+
+def rendezvous_args(spec: JobSpec, dist: DistEnv, local_addr: str | None) -> list[str]:
+    endpoint = f"{dist.master_addr}:{dist.master_port}"
+    if spec.rdzv == "static":
+        return [f"--master-addr={dist.master_addr}", f"--master-port={dist.master_port}",
+                f"--node-rank={dist.node_rank}", "--rdzv-backend=static"]
+    args = ["--rdzv-backend=c10d", f"--rdzv-endpoint={endpoint}", f"--rdzv-id={dist.rdzv_id}"]
+    if local_addr:
+        # The address this agent advertises; without it torchrun uses the FQDN, which on many clusters
+        # resolves to 127.0.1.1 and breaks the other nodes' connections.
+        args.append(f"--local-addr={local_addr}")
+    return args
+
+
+def torchrun_argv(spec: JobSpec, dist: DistEnv, python: str, local_addr: str | None = None) -> list[str]:
+    return [
+        python, "-m", "torch.distributed.run",
+        f"--nnodes={dist.nnodes}", f"--nproc-per-node={dist.nproc_per_node}",
+        f"--max-restarts={spec.max_restarts}",
+        *rendezvous_args(spec, dist, local_addr),
+        # ddpctl.node.worker redirects each rank's output to its stable rank-<N>.log and watches for the stop flag.
+        "--no-python", python, "-m", "ddpctl.node.worker", spec.script, *spec.args,
+    ]
+
+
+def network_env(spec: JobSpec, ifname: str | None) -> list[tuple[str, str]]:
+    nccl = spec.nccl
+    env: list[tuple[str, str]] = []
+    if ifname:
+        env += [("NCCL_SOCKET_IFNAME", ifname), ("GLOO_SOCKET_IFNAME", ifname)]
+    if nccl.ib_disable:
+        env.append(("NCCL_IB_DISABLE", "1"))
+    if nccl.debug:
+        env.append(("NCCL_DEBUG", nccl.debug))
+    flag = "1" if nccl.async_error_handling else "0"
+    env += [("TORCH_NCCL_ASYNC_ERROR_HANDLING", flag), (envvars.PG_TIMEOUT_S, str(nccl.timeout_s))]
+    return env
+
+
+def ddpctl_env(spec: JobSpec, dist: DistEnv, layout: RunLayout) -> list[tuple[str, str]]:
+    attempt = dist.restart_count
+    return [
+        (envvars.RUN_DIR, str(layout.root)),
+        (envvars.ATTEMPT, str(attempt)),
+        (envvars.CKPT_DIR, str(checkpoint_dir(spec, layout))),
+        (envvars.CKPT_KEEP, str(spec.checkpoint.keep)),
+        (envvars.STOP_FILE, str(layout.stop_file(attempt, dist.node_rank))),
+        (envvars.STOP_SIGNAL, spec.requeue.signal),
+        (envvars.NODE_NAME, dist.node_name),
+        (envvars.RANK_LOG, str(layout.attempt_dir(attempt) / "rank-{rank}.log")),
+    ]
+
+
+def omp_threads(spec: JobSpec) -> int:
+    return max(1, (spec.cpus_per_task or 1) // spec.nproc_per_node)
+
+
+def node_plan(
+    spec: JobSpec, dist: DistEnv, layout: RunLayout, *, python: str, ifname: str | None,
+    local_addr: str | None = None, inherited: dict[str, str] | None = None,
+) -> NodePlan:
+    env = [*spec.env, *network_env(spec, ifname), *ddpctl_env(spec, dist, layout)]
+    if "OMP_NUM_THREADS" not in (inherited or {}) and "OMP_NUM_THREADS" not in dict(spec.env):
+        env.append(("OMP_NUM_THREADS", str(omp_threads(spec))))
+    shutdown = max(MIN_SHUTDOWN_TIMEOUT_S, spec.requeue.lead_s)
+    env.append(("TORCH_ELASTIC_SHUTDOWN_TIMEOUT", str(shutdown)))
+    return NodePlan(tuple(torchrun_argv(spec, dist, python, local_addr)), tuple(env))

@@ -1,0 +1,125 @@
+"""`python -m ddpctl.node.worker SCRIPT [ARGS...]`: the per-rank entry point torchrun starts under `ddpctl launch`.
+
+It gives every rank a stable, appended log file (`$DDPCTL_RANK_LOG_PATTERN` with `{rank}` filled in), arms the
+stop flag (signal handler + stop-file watcher) before any user code runs, then runs SCRIPT exactly like
+`python SCRIPT ARGS...` would. Torch is not imported here: the script decides when to pay for it.
+Without the ddpctl variables it degrades to a plain `python SCRIPT` (no redirection, no watcher).
+"""
+
+from __future__ import annotations
+
+import atexit
+import json
+import os
+import runpy
+import sys
+import threading
+import traceback
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+
+from ddpctl import exitcodes
+from ddpctl.run import envvars
+from ddpctl.runtime import stopflag
+
+USAGE = "usage: python -m ddpctl.node.worker SCRIPT [ARGS...]"
+
+
+def redirect_output(env: Mapping[str, str]) -> Path | None:
+    """Point fds 1 and 2 at this rank's log, opened for append so a requeued attempt never truncates it."""
+    pattern = env.get(envvars.RANK_LOG, "")
+    if not pattern:
+        return None
+    path = Path(pattern.format(rank=env.get("RANK", "0")))
+    path.parent.mkdir(parents=True, exist_ok=True)
+    sys.stdout.flush()
+    sys.stderr.flush()
+    fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+    # dup2 rather than reassigning sys.stdout, so C/C++ output (gloo, NCCL, faulthandler) lands there too.
+    os.dup2(fd, 1)
+    os.dup2(fd, 2)
+    os.close(fd)
+    for stream in (sys.stdout, sys.stderr):
+        if hasattr(stream, "reconfigure"):
+            stream.reconfigure(line_buffering=True)
+    return path
+
+
+def record_placement(log: Path, env: Mapping[str, str]) -> None:
+    """rank-<R>.json beside the log: which node this rank runs on. Only the worker knows: with c10d rendezvous
+    torchrun orders nodes by address, not by SLURM_NODEID, so the launcher cannot tell which ranks it got."""
+    info = {"rank": int(env.get("RANK", "0")), "local_rank": int(env.get("LOCAL_RANK", "0")),
+            "group_rank": int(env.get("GROUP_RANK", "0")), "node": env.get(envvars.NODE_NAME, "?")}
+    target = log.with_suffix(".json")
+    tmp = target.with_name(f".{target.name}.{os.getpid()}")
+    tmp.write_text(json.dumps(info) + "\n")
+    tmp.replace(target)
+
+
+def run_script(script: str, args: Sequence[str]) -> int:
+    """Run SCRIPT as __main__ with `python SCRIPT` semantics; return its exit status."""
+    path = Path(script)
+    if not path.is_file():
+        print(f"ddpctl.worker: script not found: {script}", file=sys.stderr)
+        return exitcodes.USAGE
+    sys.argv = [script, *args]
+    # `python -m ddpctl.node.worker` put the cwd first on sys.path; `python script.py` puts the script's directory.
+    sys.path[0] = str(path.resolve().parent)
+    try:
+        runpy.run_path(script, run_name="__main__")
+    except SystemExit as exc:
+        return _exit_status(exc.code)
+    except BaseException:  # a worker reports every failure as a status (and a traceback), never hangs
+        traceback.print_exc()
+        return exitcodes.FAILURE
+    return exitcodes.OK
+
+
+def _exit_status(code: object) -> int:
+    # Mirror the interpreter: None -> 0, int -> itself, anything else is printed and means 1.
+    if code is None:
+        return exitcodes.OK
+    if isinstance(code, int):
+        return code
+    print(code, file=sys.stderr)
+    return exitcodes.FAILURE
+
+
+def main(argv: Sequence[str] | None = None, env: Mapping[str, str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    env = os.environ if env is None else env
+    if not argv or argv[0] in ("-h", "--help"):
+        print(USAGE, file=sys.stderr)
+        return exitcodes.USAGE if not argv else exitcodes.OK
+    log = redirect_output(env)
+    if log is not None:
+        record_placement(log, env)
+        print(
+            f"[ddpctl.worker] rank={env.get('RANK', '0')} attempt={env.get(envvars.ATTEMPT, '0')} "
+            f"node={env.get(envvars.NODE_NAME, '?')} pid={os.getpid()} script={argv[0]}",
+            flush=True,
+        )
+    stopflag.watch_from_env(env)
+    status = run_script(argv[0], argv[1:])
+    sys.stdout.flush()
+    sys.stderr.flush()
+    return status
+
+
+def exit_now(status: int) -> None:
+    """Finish like a normal exit (threads joined, atexit handlers run, output flushed), then leave with
+    os._exit: Gloo's worker threads can abort the process (SIGABRT, "terminate called without an active
+    exception") while the interpreter is torn down, even after destroy_process_group (pytorch#179291,
+    pytorch#190489). A clean stop must never be reported to torchrun as a crash.
+    """
+    for thread in threading.enumerate():
+        if thread is not threading.current_thread() and not thread.daemon:
+            thread.join()
+    atexit._run_exitfuncs()
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(status)
+
+
+if __name__ == "__main__":
+    exit_now(main())

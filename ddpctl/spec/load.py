@@ -1,0 +1,90 @@
+"""Loading a job spec: YAML + `--set` overrides → validated `JobSpec` (the dataclasses live in `ddpctl.spec.model`).
+
+Relative paths (`script`, `run_dir`, `checkpoint.dir`, a `template` path, a `python` path containing "/")
+resolve against the working directory at submit time, like sbatch and torchrun do (`resolve_paths`); `~` is
+expanded. `ddpctl submit` stores the resolved absolute paths in job.yaml (`spec_to_mapping`).
+
+Loading (`load_spec`, `spec_from_mapping`) validates every key; each failure is one `SpecError` line naming
+the file and line (or the `--set`), the dotted key, the bad value and what is allowed. Type rules are in
+`ddpctl.spec.fields`, the schema in `ddpctl.spec.schema`. Decisions worth knowing:
+- `null` for a section (`nccl:`), a list (`args:`) or a mapping (`env:`) means "the defaults"/empty;
+  `nproc_per_node` absent or null means gpus_per_node if > 0 else 1; it may not exceed gpus_per_node when > 0.
+- `args`, env values and sbatch values may contain anything but NUL (sbatch values: no newlines either); the
+  renderer quotes them. `setup` lines are the user's own shell, run as written (a block string is split
+  into lines).
+- sbatch `false` values are dropped at load; options ddpctl sets itself (nodes, time, signal, output, ...) are
+  refused with the spec key to use instead.
+- `time` 0 is refused (Slurm reads it as "no limit": write UNLIMITED); with requeue enabled, `requeue.lead_s`
+  must be shorter than the time limit.
+- `requeue.signal` is one of USR1, USR2, URG, ALRM, with or without "SIG", any case; stored as e.g. "USR2".
+- `name` must not be only dots: it is a directory under run_dir.
+- With `check_paths`, the script must be an existing file and the template a shipped name or an existing
+  .j2 file; both are checked relative to the current directory. Without it (e.g. reading a run dir's job.yaml
+  on a node) neither is looked at.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from ddpctl.spec.model import CheckpointSettings, JobSpec, NcclSettings, RequeuePolicy
+from ddpctl.spec.schema import apply_override, check_spec, is_template_path, validate
+from ddpctl.spec.yamldoc import At, Doc, read_doc
+
+
+def load_spec(path: str | Path, overrides: Sequence[str] = (), *, check_paths: bool = True) -> JobSpec:
+    """Read a YAML spec, apply `--set key.sub=value` overrides in order, validate; `source` is `path`."""
+    doc = read_doc(path)
+    for override in overrides:
+        apply_override(doc, override)
+    return _build(doc, check_paths=check_paths)
+
+
+def spec_from_mapping(data: Mapping[str, Any], source: str = "<spec>", *, check_paths: bool = True) -> JobSpec:
+    """Validate an already-parsed mapping (errors name `source`, without line numbers)."""
+    doc = Doc(source, {})
+    if not isinstance(data, Mapping):
+        raise At(doc).fail(data, "a mapping of spec keys (name: ..., script: ...)", typed=True)
+    doc.data = dict(data)
+    return _build(doc, check_paths=check_paths)
+
+
+def _build(doc: Doc, *, check_paths: bool) -> JobSpec:
+    kwargs = validate(doc)
+    sections = {"nccl": NcclSettings, "requeue": RequeuePolicy, "checkpoint": CheckpointSettings}
+    for name, cls in sections.items():
+        kwargs[name] = cls(**kwargs.get(name, {}))
+    spec = JobSpec(**kwargs, source=doc.source)
+    check_spec(spec, doc, check_paths=check_paths)
+    return spec
+
+
+def spec_to_mapping(spec: JobSpec) -> dict[str, Any]:
+    """Every field but `source` as plain YAML data; `spec_from_mapping` of it gives the spec back."""
+    data = dataclasses.asdict(spec)
+    del data["source"]
+    for key in ("args", "setup"):
+        data[key] = list(data[key])
+    for key in ("sbatch", "env"):
+        data[key] = dict(data[key])
+    return data
+
+
+def resolve_paths(spec: JobSpec, cwd: Path) -> JobSpec:
+    """The spec with `script`, `run_dir`, `checkpoint.dir`, a template path, a python path made absolute."""
+    base = Path(cwd).absolute()
+
+    def absolute(path: str) -> str:
+        return str(base / Path(path).expanduser())  # an absolute right-hand side replaces base
+
+    changes: dict[str, Any] = {"script": absolute(spec.script), "run_dir": absolute(spec.run_dir)}
+    if spec.checkpoint.dir is not None:
+        changes["checkpoint"] = dataclasses.replace(spec.checkpoint, dir=absolute(spec.checkpoint.dir))
+    if is_template_path(spec.template):
+        changes["template"] = absolute(spec.template)
+    if spec.python is not None and "/" in spec.python:
+        changes["python"] = absolute(spec.python)
+    return dataclasses.replace(spec, **changes)

@@ -1,0 +1,71 @@
+"""The job spec as frozen dataclasses: the contract every other part of ddpctl reads (no I/O, no validation here;
+`ddpctl.spec.load` builds them from YAML and checks every field)."""
+
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+
+
+@dataclass(frozen=True)
+class NcclSettings:
+    socket_ifname: str | None = None  # NCCL_SOCKET_IFNAME and GLOO_SOCKET_IFNAME; None = detect non-loopback
+    ib_disable: bool = False
+    debug: str | None = None  # NCCL_DEBUG: VERSION, WARN, INFO, TRACE
+    timeout_s: int = 1800  # process-group timeout
+    async_error_handling: bool = True
+
+
+@dataclass(frozen=True)
+class RequeuePolicy:
+    enabled: bool = True
+    signal: str = "USR2"  # USR1 is grabbed by some NCCL builds; USR2 is safe
+    lead_s: int = 120  # seconds before the time limit the warning signal is sent
+    max_preemptions: int = 10
+    max_timeouts: int = 3
+    max_failures: int = 0  # requeues after a crash (torchrun's own restarts come first, see max_restarts)
+
+
+@dataclass(frozen=True)
+class CheckpointSettings:
+    dir: str | None = None  # None = <run dir>/checkpoints
+    keep: int = 3
+
+
+@dataclass(frozen=True)
+class JobSpec:
+    name: str
+    script: str
+    args: tuple[str, ...] = ()
+    nodes: int = 1
+    gpus_per_node: int = 0
+    nproc_per_node: int = 1
+    cpus_per_task: int | None = None
+    mem: str | None = None
+    time: str | None = None
+    partition: str | None = None
+    account: str | None = None
+    qos: str | None = None
+    sbatch: tuple[tuple[str, str | bool | int], ...] = ()  # other sbatch long options, in spec order
+    setup: tuple[str, ...] = ()
+    env: tuple[tuple[str, str], ...] = ()
+    nccl: NcclSettings = field(default_factory=NcclSettings)
+    requeue: RequeuePolicy = field(default_factory=RequeuePolicy)
+    checkpoint: CheckpointSettings = field(default_factory=CheckpointSettings)
+    run_dir: str = "runs"
+    template: str = "ddp"
+    backend: str = "sbatch"
+    max_restarts: int = 0  # torchrun --max-restarts (in-job restarts of the worker group)
+    rdzv: str = "c10d"  # or "static"
+    python: str | None = None  # interpreter for workers; None = the one running ddpctl
+    source: str = "<spec>"  # the file the spec came from, for messages
+
+    @property
+    def world_size(self) -> int:
+        return self.nodes * self.nproc_per_node
+
+    @property
+    def run_base(self) -> Path:
+        """Directory that holds this job name's run directories (one per job id)."""
+        return Path(self.run_dir) / self.name

@@ -1,0 +1,229 @@
+"""The spec schema as tables, validation of a parsed Doc against it, and `--set` overrides.
+
+Validation returns plain keyword dicts (sections as nested dicts holding only the keys given, so the dataclass
+defaults apply); `ddpctl.spec` turns them into the frozen dataclasses.
+"""
+
+from __future__ import annotations
+
+import difflib
+import re
+from collections.abc import Mapping
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from ddpctl.errors import SpecError
+from ddpctl.spec.fields import (
+    IFNAME_RE,
+    MEM_RE,
+    SBATCH_OPTION_RE,
+    SIGNALS,
+    SLURM_NAMES_RE,
+    Conv,
+    as_text,
+    boolean,
+    choice,
+    env_vars,
+    integer,
+    job_name,
+    mapping_of,
+    slurm_time,
+    text,
+    text_list,
+    time_to_seconds,
+)
+from ddpctl.spec.templates import template_names, template_path
+from ddpctl.spec.yamldoc import At, Doc, Key, one_line, parse_yaml
+
+if TYPE_CHECKING:
+    from ddpctl.spec import JobSpec
+
+# sbatch options ddpctl writes itself: a second value would fight the template (or break signals/logs).
+RESERVED_SBATCH = {
+    "job-name": "use name", "nodes": "use nodes", "ntasks": "one task per node; use nodes",
+    "ntasks-per-node": "one task per node; use nproc_per_node", "gpus-per-node": "use gpus_per_node",
+    "cpus-per-task": "use cpus_per_task", "mem": "use mem", "time": "use time", "partition": "use partition",
+    "account": "use account", "qos": "use qos", "signal": "use requeue.signal and requeue.lead_s",
+    "requeue": "use requeue.enabled", "no-requeue": "use requeue.enabled",
+    "output": "logs go under run_dir", "error": "logs go under run_dir",
+    "open-mode": "output is appended across requeues", "wrap": "use script",
+}  # fmt: skip
+
+SECTIONS: dict[str, dict[str, Conv]] = {
+    "nccl": {
+        "socket_ifname": text(IFNAME_RE, nullable=True),
+        "ib_disable": boolean,
+        "debug": choice(("VERSION", "WARN", "INFO", "TRACE"), nullable=True),
+        "timeout_s": integer(1),
+        "async_error_handling": boolean,
+    },
+    "requeue": {
+        "enabled": boolean,
+        "signal": choice(SIGNALS, strip="SIG"),
+        "lead_s": integer(1, 65535),  # Slurm's --signal=SIG@T caps T at 65535 s
+        "max_preemptions": integer(0),
+        "max_timeouts": integer(0),
+        "max_failures": integer(0),
+    },
+    "checkpoint": {"dir": text(nullable=True), "keep": integer(1)},
+}
+FREE_MAPS = ("env", "sbatch")  # sub-keys are the user's names, checked by pattern
+
+
+def sbatch_options(value: Any, at: At) -> tuple[tuple[str, str | int | bool], ...]:
+    """`true` = a flag without value; `false` = left out (so a --set can switch a file's flag off)."""
+    out: list[tuple[str, str | int | bool]] = []
+    for key, item in mapping_of(at, value, "a mapping of sbatch long options to values").items():
+        name, where = str(key), at.child(str(key))
+        if not re.fullmatch(SBATCH_OPTION_RE, name):
+            raise where.fail(name, f"an sbatch long option name matching {SBATCH_OPTION_RE}")
+        if name in RESERVED_SBATCH:
+            raise where.error(f"ddpctl sets --{name} itself: {RESERVED_SBATCH[name]}")
+        if item is False:
+            continue
+        if item is True or (isinstance(item, int) and where.raw() in (None, str(item))):
+            out.append((name, item))
+            continue
+        option = as_text(item, where, "a string, an integer or true/false")
+        if "\n" in option or "\r" in option:
+            raise where.fail(option, "a single-line value")
+        out.append((name, option))
+    return tuple(out)
+
+
+def unknown_key(at: At, known: list[str]) -> Exception:
+    guess = difflib.get_close_matches(at.path[-1], known, n=1, cutoff=0.6)
+    hint = f"did you mean '{guess[0]}'?" if guess else "expected one of " + ", ".join(known)
+    return at.error(f"unknown key, {hint}")
+
+
+def convert(table: Mapping[str, Conv], value: Mapping[Any, Any], at: At) -> dict[str, Any]:
+    """Convert the keys present in `value` with `table`; keys not in the table are errors."""
+    out: dict[str, Any] = {}
+    for key, item in value.items():
+        where = at.child(str(key))
+        conv = table.get(str(key))
+        if conv is None:
+            raise unknown_key(where, list(table))
+        out[str(key)] = conv(item, where)
+    return out
+
+
+def section(table: Mapping[str, Conv]) -> Conv:
+    expected = "a mapping with keys " + ", ".join(table)
+
+    def conv(value: Any, at: At) -> dict[str, Any]:
+        return convert(table, mapping_of(at, value, expected), at)
+
+    return conv
+
+
+TOP: dict[str, Conv] = {
+    "name": job_name,
+    "script": text(what="a path to the training script"),
+    "args": text_list(),
+    "nodes": integer(1),
+    "gpus_per_node": integer(0),
+    "nproc_per_node": integer(1, nullable=True),  # null/absent: gpus_per_node if > 0 else 1
+    "cpus_per_task": integer(1, nullable=True),
+    "mem": text(MEM_RE, nullable=True),
+    "time": slurm_time,
+    "partition": text(SLURM_NAMES_RE, nullable=True),
+    "account": text(SLURM_NAMES_RE, nullable=True),
+    "qos": text(SLURM_NAMES_RE, nullable=True),
+    "sbatch": sbatch_options,
+    "setup": text_list(lines=True),
+    "env": env_vars,
+    "run_dir": text(what="a directory path"),
+    "template": text(what="a template name or a path to a .j2 file"),
+    "backend": choice(("sbatch", "submitit", "local")),
+    "max_restarts": integer(0),
+    "rdzv": choice(("c10d", "static")),
+    "python": text(nullable=True, what="an interpreter name or path"),
+    **{name: section(table) for name, table in SECTIONS.items()},
+}
+REQUIRED = ("name", "script")
+
+
+def validate(doc: Doc) -> dict[str, Any]:
+    root = At(doc)
+    if not isinstance(doc.data, Mapping):
+        raise root.fail(doc.data, "a mapping of spec keys (name: ..., script: ...)", typed=True)
+    out = convert(TOP, doc.data, root)
+    for name in REQUIRED:
+        if name not in out:
+            raise root.child(name).error(f"missing, expected {'a job name' if name == 'name' else 'a path'}")
+    if out.get("nproc_per_node") is None:
+        out["nproc_per_node"] = out.get("gpus_per_node", 0) or 1
+    return out
+
+
+def check_spec(spec: JobSpec, doc: Doc, *, check_paths: bool) -> None:
+    """Rules across fields, then (with `check_paths`) the files the spec names."""
+    root = At(doc)
+    if spec.gpus_per_node and spec.nproc_per_node > spec.gpus_per_node:
+        # NCCL refuses two ranks on one GPU ("Duplicate GPU detected").
+        expected = f"at most gpus_per_node ({spec.gpus_per_node}): one rank per GPU"
+        raise root.child("nproc_per_node").fail(spec.nproc_per_node, expected)
+    limit = time_to_seconds(spec.time) if spec.time else None
+    lead = spec.requeue.lead_s
+    if spec.requeue.enabled and limit is not None and lead >= limit:
+        if "lead_s" in (doc.data.get("requeue") or {}):
+            expected = f"less than the time limit (time {spec.time} = {limit} s)"
+            raise root.child("requeue").child("lead_s").fail(lead, expected)
+        expected = f"more than requeue.lead_s ({lead} s), or requeue.enabled: false"
+        raise root.child("time").fail(spec.time, expected)
+    if check_paths:
+        check_files(spec, root)
+
+
+def check_files(spec: JobSpec, root: At) -> None:
+    """Relative paths are checked against the current directory: they are resolved there at submit."""
+    script = Path(spec.script).expanduser()
+    if not script.is_file():
+        raise root.child("script").fail(spec.script, f"an existing file (looked for {script.absolute()})")
+    name = spec.template
+    if template_path(str(Path(name).expanduser())) is None:
+        if is_template_path(name):
+            raise root.child("template").fail(name, "an existing .j2 file")
+        names = ", ".join(template_names()) or "none installed"
+        raise root.child("template").fail(name, f"a shipped template ({names}) or a path to a .j2 file")
+
+
+def is_template_path(name: str) -> bool:
+    return "/" in name or name.endswith(".j2")  # the rule ddpctl.spec.templates.template_path uses
+
+
+def apply_override(doc: Doc, override: str) -> None:
+    """Apply one `--set key.sub=value`: a known dotted key, the value as YAML (`4`, `[a, b]`, `{x: 1}`)."""
+    flag = f"--set {one_line(override)}"
+    key, eq, value_text = override.partition("=")
+    path = tuple(part.strip() for part in key.split("."))
+    if not eq or not all(path):
+        raise SpecError(f"{flag}: expected KEY=VALUE with a dotted spec key, e.g. --set nodes=2")
+    check_override_key(Doc(flag, {}), path)
+    parent = doc.data
+    for depth, part in enumerate(path[:-1], start=1):
+        child = parent.get(part)
+        if child is None:
+            child = parent[part] = {}
+        if not isinstance(child, dict):
+            raise At(doc, path[:depth]).fail(child, f"a mapping (to apply {flag})", typed=True)
+        parent = child
+    doc.forget(path)
+    doc.origins[path] = flag
+    parent[path[-1]] = parse_yaml(value_text, doc, path, override=flag)
+
+
+def check_override_key(flag_doc: Doc, path: Key) -> None:
+    """A --set must name a spec key: a top-level key, a section's key, or a name under env/sbatch."""
+    at = At(flag_doc, path[:1])
+    if path[0] not in TOP:
+        raise unknown_key(at, list(TOP))
+    if len(path) == 1 or (path[0] in FREE_MAPS and len(path) == 2):
+        return
+    if path[0] in SECTIONS and len(path) == 2:
+        if path[1] not in SECTIONS[path[0]]:
+            raise unknown_key(At(flag_doc, path), list(SECTIONS[path[0]]))
+        return
+    raise At(flag_doc, path).error(f"unknown key, {path[0]} has no sub-key {'.'.join(path[1:])!r}")

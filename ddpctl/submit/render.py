@@ -1,0 +1,113 @@
+"""Render the batch script from a Jinja2 template (pure: text in, text out).
+
+Every value that becomes a shell word goes through `shell_quote`, the one quoting function; values on
+`#SBATCH` lines (parsed by sbatch itself, not by bash) go through `sbatch_value`.
+"""
+
+from __future__ import annotations
+
+import re
+import shlex
+import sys
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import jinja2
+
+from ddpctl.errors import SpecError
+from ddpctl.spec import JobSpec
+from ddpctl.spec.templates import template_path
+
+# sbatch's own #SBATCH parser understands double quotes but no escapes, so a value needing quotes must not
+# itself contain a double quote or a newline.
+_SBATCH_PLAIN = re.compile(r"^[A-Za-z0-9._:,=@%/+\-\[\]]*$")
+_SIGNALS = {"USR1": 10, "USR2": 12}
+
+
+def shell_quote(value: object) -> str:
+    return shlex.quote(str(value))
+
+
+def sbatch_value(value: object) -> str:
+    text = str(value)
+    if _SBATCH_PLAIN.match(text):
+        return text
+    if '"' in text or "\n" in text or "\0" in text:
+        raise SpecError(f"sbatch option value {text!r}: double quotes and newlines cannot be passed on an #SBATCH line")
+    return f'"{text}"'
+
+
+@dataclass(frozen=True)
+class RenderInputs:
+    """What the template needs besides the spec: where runs go and how nodes call ddpctl."""
+
+    run_base: Path  # absolute: <run_dir>/<name>; the job's run dir is <run_base>/<job id>
+    python: str  # interpreter that runs `-m ddpctl` on the nodes
+
+
+def sbatch_options(spec: JobSpec, run_base: Path) -> list[tuple[str, str | None]]:
+    """The #SBATCH options in order; a None value is a flag without a value."""
+    opts: list[tuple[str, str | None]] = [
+        ("job-name", spec.name), ("nodes", str(spec.nodes)), ("ntasks-per-node", "1"),
+    ]
+    optional = [("gpus-per-node", spec.gpus_per_node or None), ("cpus-per-task", spec.cpus_per_task),
+                ("mem", spec.mem), ("time", spec.time), ("partition", spec.partition),
+                ("account", spec.account), ("qos", spec.qos)]
+    opts += [(key, str(value)) for key, value in optional if value is not None]
+    for key, value in spec.sbatch:
+        if value is True:
+            opts.append((key, None))
+        elif value is not False:
+            opts.append((key, str(value)))
+    opts.append(("requeue" if spec.requeue.enabled else "no-requeue", None))
+    # Append: a requeued job keeps its id and Slurm would otherwise truncate the output on each restart.
+    opts += [("open-mode", "append"), ("output", str(run_base / "%j" / "slurm.out"))]
+    if spec.requeue.enabled:
+        # B: = the batch shell only; it fans the signal out to every node itself (see the template).
+        opts.append(("signal", f"B:{spec.requeue.signal}@{spec.requeue.lead_s}"))
+    return opts
+
+
+def template_context(spec: JobSpec, inputs: RenderInputs) -> dict[str, Any]:
+    return {
+        "spec": spec,
+        "sbatch_options": sbatch_options(spec, inputs.run_base),
+        "run_base": str(inputs.run_base),
+        "python": inputs.python,
+        "setup": list(spec.setup),
+        "env": list(spec.env),
+        "stop_signal": spec.requeue.signal,
+        "requeue_enabled": spec.requeue.enabled,
+    }
+
+
+def make_environment(search_dir: Path) -> jinja2.Environment:
+    env = jinja2.Environment(
+        loader=jinja2.FileSystemLoader(str(search_dir)),
+        undefined=jinja2.StrictUndefined,
+        keep_trailing_newline=True,
+        trim_blocks=True,
+        lstrip_blocks=True,
+        autoescape=False,  # noqa: S701 - shell text, not HTML; quoting is done by the q filter
+    )
+    env.filters["q"] = shell_quote
+    env.filters["sbatch_value"] = sbatch_value
+    return env
+
+
+def render_for(spec: JobSpec) -> str:
+    """The script `ddpctl submit` would submit: run dirs under the spec's run_dir, nodes use this Python."""
+    return render_script(spec, RenderInputs(run_base=spec.run_base.resolve(), python=spec.python or sys.executable))
+
+
+def render_script(spec: JobSpec, inputs: RenderInputs, extra: Mapping[str, Any] | None = None) -> str:
+    path = template_path(spec.template)
+    if path is None:
+        raise SpecError(f"{spec.source}: template: {spec.template!r} not found")
+    env = make_environment(path.parent)
+    try:
+        return env.get_template(path.name).render(**template_context(spec, inputs), **(extra or {}))
+    except jinja2.TemplateError as err:
+        raise SpecError(f"template {path}: {err}") from err

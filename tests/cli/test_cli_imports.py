@@ -1,0 +1,51 @@
+"""The CLI must not import torch, rich or submitit on paths that do not need them (start-up time)."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+HEAVY = ("torch", "rich", "submitit", "numpy")
+PROBE = """
+import json, sys
+from ddpctl.cli import main
+try:
+    main(sys.argv[1:])
+except SystemExit:
+    pass
+print(json.dumps(sorted({m.split('.')[0] for m in sys.modules} & set(HEAVY))), file=sys.stderr)
+""".replace("HEAVY", repr(HEAVY))
+
+
+def heavy_imports(*argv: str, env: dict[str, str] | None = None) -> list[str]:
+    done = subprocess.run([sys.executable, "-c", PROBE, *argv], cwd=ROOT, capture_output=True, text=True,
+                          timeout=60, env=env, check=False)
+    loaded: list[str] = json.loads(done.stderr.strip().splitlines()[-1])
+    return loaded
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [("--help",), ("render", "jobs/example.yaml"), ("submit", "jobs/example.yaml", "--dry-run"),
+     ("env", "--json"), ("render", "jobs/nonexistent.yaml")],
+)
+def test_light_paths_import_nothing_heavy(argv: tuple[str, ...]) -> None:
+    assert heavy_imports(*argv) == []
+
+
+def test_status_of_a_local_job_imports_nothing_heavy(tmp_path: Path) -> None:
+    from ddpctl.run.registry import JobRecord, Registry
+
+    Registry(tmp_path).add(JobRecord("local-1", "x", str(tmp_path / "run"), "local", 0.0))
+    assert heavy_imports("status", "x", "--json", env={**os.environ, "DDPCTL_HOME": str(tmp_path)}) == []
+
+
+def test_probe_detects_a_heavy_import(tmp_path: Path) -> None:
+    # `list` draws a rich table: the probe must see rich, or it could never catch a regression.
+    assert heavy_imports("list", "--no-state", env={**os.environ, "DDPCTL_HOME": str(tmp_path)}) == ["rich"]

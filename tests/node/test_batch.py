@@ -1,0 +1,57 @@
+"""Batch-shell decisions against a real run directory: preempt requests, signal fan-out, recorded outcomes."""
+
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+
+import yaml
+
+from ddpctl.node.batch import decide_run, on_signal, requested_kind
+from ddpctl.run.events import read_events
+from ddpctl.run.layout import RunLayout
+from ddpctl.spec import JobSpec, spec_to_mapping
+
+
+def run_dir(tmp_path: Path, **fields: object) -> RunLayout:
+    layout = RunLayout(tmp_path / "run")
+    layout.root.mkdir()
+    spec = JobSpec(name="x", script="t.py", nodes=3, **fields)  # type: ignore[arg-type]
+    layout.spec_file.write_text(yaml.safe_dump(spec_to_mapping(spec)))
+    return layout
+
+
+def test_fresh_request_names_the_kind_once(tmp_path: Path) -> None:
+    layout = run_dir(tmp_path)
+    layout.preempt_request.write_text(json.dumps({"kind": "timeout", "t": time.time()}))
+    assert requested_kind(layout) == "timeout"
+    assert requested_kind(layout) is None  # consumed
+
+
+def test_stale_or_garbled_request_is_ignored_and_consumed(tmp_path: Path) -> None:
+    layout = run_dir(tmp_path)
+    layout.preempt_request.write_text(json.dumps({"kind": "timeout", "t": 1000.0}))
+    assert requested_kind(layout, now=1000.0 + 61) is None
+    assert not layout.preempt_request.exists()
+    layout.preempt_request.write_text("{not json")
+    assert requested_kind(layout) is None
+
+
+def test_on_signal_touches_every_nodes_stop_file_and_fans_out(tmp_path: Path) -> None:
+    layout = run_dir(tmp_path)
+    sent: list[str] = []
+    event = on_signal(layout, {"SLURM_RESTART_COUNT": "2"}, "USR2", lambda: 100, sent.append)
+    assert sent == ["USR2"]
+    assert (event["kind"], event["attempt"], event["time_left_s"]) == ("timeout", 2, 100)
+    assert all(layout.stop_file(2, node).exists() for node in range(3))
+
+
+def test_decide_records_a_requeue_for_a_stopped_run(tmp_path: Path) -> None:
+    layout = run_dir(tmp_path)
+    on_signal(layout, {}, "USR2", lambda: None, lambda _name: None)
+    layout.stopped_marker(0).write_text(json.dumps({"step": 7}))
+    decision = decide_run(layout, {}, 0)
+    assert (decision.action, decision.kind) == ("requeue", "preemption")
+    recorded = [e for e in read_events(layout.events) if e["event"] == "decision"]
+    assert recorded[-1]["action"] == "requeue" and recorded[-1]["stopped"] is True

@@ -1,0 +1,153 @@
+"""Checkpointer in one process (world size 1): atomicity, keep-N, damaged checkpoints, background save."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+import torch
+
+from ddpctl.run.events import read_events
+from ddpctl.runtime import RANK_KEY, Checkpointer
+from ddpctl.runtime.dist import DistContext
+
+SOLO = DistContext(rank=0, local_rank=0, world_size=1, device=torch.device("cpu"), attempt=0, distributed=False)
+
+
+def state(step: int) -> dict[str, object]:
+    return {"w": torch.full((64,), float(step)), "step": step, RANK_KEY: {"rng": torch.tensor([step, 7])}}
+
+
+def make(tmp_path: Path, keep: int = 3) -> Checkpointer:
+    return Checkpointer(tmp_path / "ckpt", keep=keep, ctx=SOLO, env={"DDPCTL_RUN_DIR": str(tmp_path)})
+
+
+def steps_on_disk(tmp_path: Path) -> list[str]:
+    return sorted(p.name for p in (tmp_path / "ckpt").iterdir())
+
+
+def test_roundtrip_and_layout(tmp_path: Path) -> None:
+    ckpt = make(tmp_path)
+    path = ckpt.save(5, state(5))
+    assert sorted(p.name for p in path.iterdir()) == ["COMPLETE", "rank-0.json", "rank-0.pt", "shared.pt"]
+    marker = json.loads((path / "COMPLETE").read_text())
+    assert marker["step"] == 5
+    assert set(marker["files"]) == {"shared.pt", "rank-0.pt"}
+    found = ckpt.load_latest()
+    assert found is not None
+    step, loaded = found
+    assert step == 5
+    assert torch.equal(loaded["w"], torch.full((64,), 5.0))
+    assert torch.equal(loaded[RANK_KEY]["rng"], torch.tensor([5, 7]))
+    torch.load(path / "shared.pt", weights_only=True)  # plain tensors and ints only
+
+
+def test_empty_directory_has_no_checkpoint(tmp_path: Path) -> None:
+    assert make(tmp_path).load_latest() is None
+
+
+def test_keeps_only_the_newest_complete(tmp_path: Path) -> None:
+    ckpt = make(tmp_path, keep=2)
+    for step in (1, 2, 3, 4):
+        ckpt.save(step, state(step))
+    assert steps_on_disk(tmp_path) == ["step-000000003", "step-000000004"]
+    assert ckpt.latest_step() == 4
+
+
+def test_keep_zero_keeps_everything(tmp_path: Path) -> None:
+    ckpt = make(tmp_path, keep=0)
+    for step in (1, 2, 3):
+        ckpt.save(step, state(step))
+    assert len(steps_on_disk(tmp_path)) == 3
+
+
+def damage_truncate(path: Path) -> None:
+    data = path.read_bytes()
+    path.write_bytes(data[: len(data) // 2])
+
+
+def damage_garbage(path: Path) -> None:
+    size = path.stat().st_size
+    path.write_bytes(b"\x00garbage" * (size // 8) + b"x" * (size % 8))  # same size, wrong content
+
+
+def damage_no_marker(path: Path) -> None:
+    (path.parent / "COMPLETE").unlink()
+
+
+def damage_marker_garbage(path: Path) -> None:
+    (path.parent / "COMPLETE").write_text("{not json")
+
+
+@pytest.mark.parametrize("damage", [damage_truncate, damage_garbage, damage_no_marker, damage_marker_garbage])
+@pytest.mark.parametrize("victim", ["shared.pt", "rank-0.pt"])
+def test_damaged_latest_falls_back_with_warning(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], damage: object, victim: str
+) -> None:
+    ckpt = make(tmp_path)
+    ckpt.save(10, state(10))
+    latest = ckpt.save(20, state(20))
+    damage(latest / victim)  # type: ignore[operator]
+    found = ckpt.load_latest()
+    assert found is not None
+    assert found[0] == 10
+    assert torch.equal(found[1]["w"], torch.full((64,), 10.0))
+    assert "WARNING: skipping checkpoint" in capsys.readouterr().err
+    skipped = [e for e in read_events(tmp_path / "events.jsonl") if e["event"] == "checkpoint_skipped"]
+    assert [e["step"] for e in skipped] == [20]
+
+
+def test_all_damaged_means_none(tmp_path: Path) -> None:
+    ckpt = make(tmp_path)
+    damage_truncate(ckpt.save(1, state(1)) / "shared.pt")
+    assert ckpt.load_latest() is None
+
+
+def test_save_after_resuming_from_older_drops_the_abandoned_newer(tmp_path: Path) -> None:
+    ckpt = make(tmp_path, keep=1)
+    ckpt.save(10, state(10))
+    damage_truncate(ckpt.save(20, state(20)) / "shared.pt")
+    ckpt.load_latest()  # resumes from 10; the damaged 20 would otherwise count as "newest"
+    ckpt.save(12, state(12))
+    assert steps_on_disk(tmp_path) == ["step-000000012"]
+
+
+def test_incomplete_leftovers_are_removed_after_the_next_complete_save(tmp_path: Path) -> None:
+    ckpt = make(tmp_path)
+    leftover = tmp_path / "ckpt" / "step-000000003"
+    leftover.mkdir(parents=True)
+    (leftover / "shared.pt").write_bytes(b"partial")
+    ckpt.save(4, state(4))
+    assert steps_on_disk(tmp_path) == ["step-000000004"]
+
+
+def test_background_save_is_complete_after_wait(tmp_path: Path) -> None:
+    ckpt = make(tmp_path)
+    live = state(7)
+    path = ckpt.save(7, live, blocking=False)
+    live["w"].fill_(-1.0)  # type: ignore[union-attr]  # the snapshot must not see this
+    ckpt.wait()
+    assert (path / "COMPLETE").exists()
+    found = ckpt.load_latest()
+    assert found is not None
+    assert torch.equal(found[1]["w"], torch.full((64,), 7.0))
+
+
+def test_background_save_error_surfaces_in_wait(tmp_path: Path) -> None:
+    ckpt = make(tmp_path)
+    bad = state(1)
+    bad["fn"] = lambda: None  # not picklable: fails on the writer thread
+    path = ckpt.save(1, bad, blocking=False)
+    with pytest.raises(RuntimeError, match="background checkpoint save failed"):
+        ckpt.wait()
+    assert not (path / "COMPLETE").exists()
+    assert ckpt.load_latest() is None
+
+
+def test_defaults_come_from_the_environment(tmp_path: Path) -> None:
+    env = {"DDPCTL_CKPT_DIR": str(tmp_path / "c"), "DDPCTL_CKPT_KEEP": "5"}
+    ckpt = Checkpointer(ctx=SOLO, env=env)
+    assert (ckpt.dir, ckpt.keep) == (tmp_path / "c", 5)
+    fallback = Checkpointer(ctx=SOLO, env={"DDPCTL_RUN_DIR": str(tmp_path)})
+    assert (fallback.dir, fallback.keep) == (tmp_path / "checkpoints", 3)

@@ -1,0 +1,67 @@
+"""`ddpctl doctor`: each verdict from literal facts, sinfo parsing, and the real command on this machine."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from dataclasses import replace
+from pathlib import Path
+
+import pytest
+
+from ddpctl.spec import JobSpec
+from ddpctl.submit.doctor import FAIL, OK, WARN, Facts, evaluate, parse_sinfo
+
+ALL_TOOLS = dict.fromkeys(("sbatch", "srun", "squeue", "scontrol", "scancel"), True)
+GOOD = Facts(tools=ALL_TOOLS, partition=("debug", 4, 3600), torch_version="torch 2.13.0", submitit=True,
+             hostname="login1", host_address="10.0.0.5", ifname="eth0")
+SPEC = JobSpec(name="x", script="t.py", nodes=2, time="00:30:00", partition="debug")
+
+
+def verdicts(spec: JobSpec, facts: Facts) -> dict[str, str]:
+    return {check.name: check.status for check in evaluate(spec, facts)}
+
+
+def test_all_good() -> None:
+    assert set(verdicts(SPEC, GOOD).values()) == {OK}
+
+
+@pytest.mark.parametrize(
+    ("spec", "facts", "name", "status", "fragment"),
+    [
+        (SPEC, replace(GOOD, tools={**ALL_TOOLS, "sbatch": False}), "slurm tools", FAIL, "--backend local"),
+        (replace(SPEC, backend="local"), replace(GOOD, tools={}), "slurm tools", OK, "missing"),
+        (SPEC, replace(GOOD, partition=None), "partition", FAIL, "not found"),
+        (replace(SPEC, nodes=5), GOOD, "partition", FAIL, "has 4 nodes"),
+        (replace(SPEC, time="02:00:00"), GOOD, "partition", FAIL, "exceeds"),
+        (replace(SPEC, time="02:00:00"), replace(GOOD, partition=("debug", 4, None)), "partition", OK, "none"),
+        (SPEC, replace(GOOD, torch_version=None), "torch", FAIL, "not importable"),
+        (replace(SPEC, backend="submitit"), replace(GOOD, submitit=False), "backend", FAIL, "pip install"),
+        (SPEC, replace(GOOD, host_address="127.0.1.1"), "network", WARN, "will use eth0"),
+        (SPEC, replace(GOOD, host_address="127.0.1.1", ifname=None), "network", FAIL, "socket_ifname"),
+        (replace(SPEC, requeue=replace(SPEC.requeue, lead_s=20)), GOOD, "requeue", WARN, "30 s late"),
+        (replace(SPEC, requeue=replace(SPEC.requeue, enabled=False)), GOOD, "requeue", WARN, "disabled"),
+        (SPEC, replace(GOOD, script_syntax_error="line 3: syntax error"), "batch script", FAIL, "line 3"),
+        (SPEC, replace(GOOD, run_dir_writable=False), "run dir", FAIL, "not writable"),
+    ],
+)
+def test_verdicts(spec: JobSpec, facts: Facts, name: str, status: str, fragment: str) -> None:
+    found = {check.name: check for check in evaluate(spec, facts)}
+    assert found[name].status == status and fragment in found[name].detail
+
+
+@pytest.mark.parametrize(
+    ("text", "parsed"),
+    [("debug*|2|infinite\n", ("debug", 2, None)), ("gpu|3|1-00:00:00\ngpu|5|1-00:00:00\n", ("gpu", 8, 86400)),
+     ("", None), ("garbage\n", None)],
+)
+def test_parse_sinfo(text: str, parsed: tuple[str, int, int | None] | None) -> None:
+    assert parse_sinfo(text) == parsed
+
+
+def test_doctor_command_runs_for_the_local_backend(tmp_path: Path) -> None:
+    root = Path(__file__).resolve().parents[2]
+    done = subprocess.run([sys.executable, "-m", "ddpctl", "doctor", "jobs/example.yaml", "--backend", "local",
+                           "--set", f"run_dir={tmp_path}"], cwd=root, capture_output=True, text=True, check=False)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "[ok  ] torch: torch" in done.stdout and "[ok  ] backend: local" in done.stdout

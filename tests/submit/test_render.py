@@ -1,0 +1,125 @@
+"""Rendering: golden files for every spec in jobs/, `bash -n` on each, and an injection test that EXECUTES a
+rendered script with stub srun/scontrol/scancel on PATH and checks what arrives."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+
+from ddpctl.errors import SpecError
+from ddpctl.spec import load_spec, resolve_paths, spec_to_mapping
+from ddpctl.submit.render import RenderInputs, render_script, sbatch_value, shell_quote
+
+ROOT = Path(__file__).resolve().parents[2]
+GOLDEN = Path(__file__).parent / "golden"
+SPECS = sorted((ROOT / "jobs").glob("*.yaml"))
+PROJECT = Path("/project")  # a fixed pretend checkout, so golden files do not depend on where tests run
+
+
+def render_fixed(spec_path: Path) -> str:
+    spec = resolve_paths(load_spec(spec_path), PROJECT)
+    return render_script(spec, RenderInputs(run_base=PROJECT / "runs" / spec.name, python="/usr/bin/python3"))
+
+
+@pytest.mark.parametrize("spec_path", SPECS, ids=[p.stem for p in SPECS])
+def test_golden(spec_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.chdir(ROOT)
+    text = render_fixed(spec_path)
+    golden = GOLDEN / f"{spec_path.stem}.sbatch"
+    if os.environ.get("DDPCTL_UPDATE_GOLDEN"):
+        golden.write_text(text)
+    assert golden.exists(), f"no golden file for {spec_path.name}: run with DDPCTL_UPDATE_GOLDEN=1"
+    assert text == golden.read_text()
+
+
+@pytest.mark.parametrize("spec_path", SPECS, ids=[p.stem for p in SPECS])
+def test_bash_syntax(spec_path: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.chdir(ROOT)
+    script = tmp_path / "job.sbatch"
+    script.write_text(render_fixed(spec_path))
+    done = subprocess.run(["bash", "-n", str(script)], capture_output=True, text=True, check=False)
+    assert done.returncode == 0, done.stderr
+
+
+def test_every_spec_has_a_golden_file() -> None:
+    assert {p.stem for p in SPECS} == {p.stem for p in GOLDEN.glob("*.sbatch")}
+
+
+@pytest.mark.parametrize(
+    ("value", "quoted"),
+    [("plain", "plain"), ("a b", "'a b'"), ("$(id)", "'$(id)'"), ("it's", "'it'\"'\"'s'"), ("", "''")],
+)
+def test_shell_quote(value: str, quoted: str) -> None:
+    assert shell_quote(value) == quoted
+
+
+@pytest.mark.parametrize(("value", "out"), [("a100", "a100"), ("gpu:2", "gpu:2"), ("x y", '"x y"')])
+def test_sbatch_value(value: str, out: str) -> None:
+    assert sbatch_value(value) == out
+
+
+@pytest.mark.parametrize("value", ['say "hi"', "two\nlines"])
+def test_sbatch_value_rejects(value: str) -> None:
+    with pytest.raises(SpecError, match="#SBATCH"):
+        sbatch_value(value)
+
+
+NASTY = ["$(touch pwned)", "`touch pwned`", "a'b\"c", "x; touch pwned", "line1\nline2", "$HOME", "*", "\\"]
+
+STUB = """#!/bin/bash
+out="$STUB_OUT/$(basename "$0")"
+mkdir -p "$out"
+n=$(ls "$out" | wc -l)
+printf '%s\\0' "$@" > "$out/argv.$n"
+env -0 > "$out/env.$n"
+"""
+
+
+def test_rendered_script_executes_with_values_arriving_literally(tmp_path: Path) -> None:
+    stubs, out = tmp_path / "bin", tmp_path / "out"
+    stubs.mkdir()
+    for name in ("srun", "scontrol", "scancel", "squeue"):
+        (stubs / name).write_text(STUB)
+        (stubs / name).chmod(0o755)
+    (tmp_path / "train.py").write_text("")
+    env_values = {f"V{i}": value for i, value in enumerate(NASTY)}
+    spec_file = tmp_path / "spec.yaml"
+    spec_file.write_text(yaml.safe_dump({"name": "inj", "script": "train.py", "env": env_values,
+                                         "run_dir": "we ird $(dir)", "sbatch": {"comment": "a b"}}))
+    spec = resolve_paths(load_spec(spec_file, check_paths=False), tmp_path)
+    run_base = tmp_path / "we ird $(dir)" / "inj"
+    run_dir = run_base / "4242"
+    run_dir.mkdir(parents=True)
+    (run_dir / "job.yaml").write_text(yaml.safe_dump(spec_to_mapping(spec)))
+    script = tmp_path / "job.sbatch"
+    script.write_text(render_script(spec, RenderInputs(run_base=run_base, python=sys.executable)))
+    env = {**os.environ, "PATH": f"{stubs}:{os.environ['PATH']}", "STUB_OUT": str(out), "SLURM_JOB_ID": "4242"}
+    done = subprocess.run(["bash", str(script)], cwd=tmp_path, env=env, capture_output=True, text=True,
+                          timeout=60, check=False)
+    assert done.returncode == 0, done.stderr
+    assert not list(tmp_path.rglob("pwned")), "a value was executed by the shell"
+    argv = (out / "srun" / "argv.0").read_bytes().split(b"\0")[:-1]
+    assert argv[-1].decode() == str(run_dir) and argv[-2].decode() == "launch"
+    srun_env = dict(item.decode().split("=", 1) for item in (out / "srun" / "env.0").read_bytes().split(b"\0")[:-1])
+    assert {k: srun_env[k] for k in env_values} == env_values
+    # The run finished normally: no requeue, and the decision is on record.
+    assert not (out / "scontrol").exists()
+    assert '"action": "finish"' in (run_dir / "events.jsonl").read_text()
+
+
+def test_unknown_template_is_a_spec_error(tmp_path: Path) -> None:
+    (tmp_path / "t.py").write_text("")
+    spec_file = tmp_path / "s.yaml"
+    spec_file.write_text("name: x\nscript: t.py\n")
+    spec = load_spec(spec_file, check_paths=False)
+    from dataclasses import replace
+
+    with pytest.raises(SpecError, match="template"):
+        render_script(replace(spec, template="nope"), RenderInputs(Path("/r"), "python"))
+
+
