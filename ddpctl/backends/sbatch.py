@@ -13,7 +13,7 @@ from ddpctl.run.registry import JobRecord
 from ddpctl.run.rundir import commit, staging
 from ddpctl.slurm import commands
 from ddpctl.spec import JobSpec
-from ddpctl.submit.render import render_for
+from ddpctl.plan.render import render_for
 
 
 class SbatchBackend(SlurmJobs):

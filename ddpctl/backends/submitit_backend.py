@@ -57,7 +57,7 @@ POLL_S = 0.2
 
 def executor_parameters(spec: JobSpec, run_base: Path) -> dict[str, Any]:
     """SlurmExecutor.update_parameters() keywords for the spec (pure)."""
-    from ddpctl.submit.render import shell_quote
+    from ddpctl.plan.render import shell_quote
 
     sig, lead = spec.requeue.signal, spec.requeue.lead_s
     extra: dict[str, Any] = {**dict(spec.sbatch), "hold": True, "open-mode": "append", "signal": f"{sig}@{lead}",

@@ -23,13 +23,13 @@ def add(sub: Any) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from ddpctl.spec import load_spec, resolve_paths
-    from ddpctl.submit.doctor import FAIL, evaluate, gather
+    from ddpctl.plan.doctor import FAIL, evaluate, gather
 
     overrides = list(args.overrides) + ([f"backend={args.backend}"] if args.backend else [])
     spec = resolve_paths(load_spec(args.spec, overrides), Path.cwd())
     script = None
     if spec.backend == "sbatch":
-        from ddpctl.submit.render import render_for
+        from ddpctl.plan.render import render_for
 
         script = render_for(spec)
     checks = evaluate(spec, gather(spec, script))

@@ -56,11 +56,11 @@ def run(args: argparse.Namespace) -> int:
 
 
 def dry_run(spec: Any) -> int:
-    from ddpctl.submit.plan import plan_text
+    from ddpctl.plan.submission import plan_text
 
     script = None
     if spec.backend == "sbatch":
-        from ddpctl.submit.render import render_for
+        from ddpctl.plan.render import render_for
 
         script = render_for(spec)
     sys.stdout.write(plan_text(spec, script))
