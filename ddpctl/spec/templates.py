@@ -13,7 +13,7 @@ def templates_dir() -> Path:
     checkout = Path(__file__).resolve().parents[2] / "templates"  # ddpctl/spec/ -> the checkout
     if checkout.is_dir():
         return checkout
-    import ddpctl.templates  # type: ignore[import-not-found]  # only present in an installed wheel
+    import ddpctl.templates  # type: ignore[import-not-found,import-untyped,unused-ignore]  # wheel only
 
     return Path(ddpctl.templates.__file__).parent
 
