@@ -8,12 +8,12 @@ from pathlib import Path
 from ddpctl import proc
 from ddpctl.backends.slurm_jobs import SlurmJobs
 from ddpctl.errors import BackendUnavailable, CommandError
+from ddpctl.plan.render import render_for
 from ddpctl.run.events import append_event
 from ddpctl.run.registry import JobRecord
 from ddpctl.run.rundir import commit, staging
 from ddpctl.slurm import commands
 from ddpctl.spec import JobSpec
-from ddpctl.plan.render import render_for
 
 
 class SbatchBackend(SlurmJobs):

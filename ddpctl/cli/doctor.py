@@ -22,8 +22,8 @@ def add(sub: Any) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from ddpctl.spec import load_spec, resolve_paths
     from ddpctl.plan.doctor import FAIL, evaluate, gather
+    from ddpctl.spec import load_spec, resolve_paths
 
     overrides = list(args.overrides) + ([f"backend={args.backend}"] if args.backend else [])
     spec = resolve_paths(load_spec(args.spec, overrides), Path.cwd())

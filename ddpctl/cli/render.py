@@ -20,8 +20,8 @@ def add(sub: Any) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from ddpctl.spec import load_spec, resolve_paths
     from ddpctl.plan.render import render_for
+    from ddpctl.spec import load_spec, resolve_paths
 
     spec = resolve_paths(load_spec(args.spec, args.overrides), Path.cwd())
     text = render_for(spec)
