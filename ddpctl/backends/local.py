@@ -18,12 +18,13 @@ from pathlib import Path
 
 from ddpctl.backends.slurm_state import restarts_from_events, state_from_events
 from ddpctl.errors import CommandError
+from ddpctl.plan.submission import SubmissionPlan
 from ddpctl.run.events import append_event, read_events
 from ddpctl.run.layout import RunLayout
 from ddpctl.run.registry import JobRecord, Registry
 from ddpctl.run.rundir import commit, staging
 from ddpctl.run.state import JobState
-from ddpctl.spec import JobSpec, load_spec
+from ddpctl.spec import load_spec
 
 
 def next_job_number(home: Path) -> int:
@@ -55,7 +56,9 @@ class LocalBackend:
     def check_available(self) -> None:
         """Always available: it needs nothing but this machine."""
 
-    def submit(self, spec: JobSpec, spec_path: Path) -> JobRecord:
+    def submit(self, plan: SubmissionPlan, spec_path: Path) -> JobRecord:
+        """Commit the run dir and start the detached supervisor that runs the plan's nodes."""
+        spec = plan.spec
         number = next_job_number(Registry.from_env().path.parent)
         job_id = f"local-{number}"
         with staging(spec, None) as stage:

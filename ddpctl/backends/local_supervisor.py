@@ -16,23 +16,10 @@ from types import FrameType
 
 from ddpctl import exitcodes
 from ddpctl.node import batch
-from ddpctl.node.launch import LOCAL_ENV_FLAG
+from ddpctl.node.localenv import local_node_env
 from ddpctl.run.events import append_event
 from ddpctl.run.layout import RunLayout
 from ddpctl.spec import JobSpec
-
-
-def node_env(spec: JobSpec, job_number: int, attempt: int, node_rank: int) -> dict[str, str]:
-    hosts = [f"local{i + 1}" for i in range(spec.nodes)]
-    env = {
-        "SLURM_JOB_ID": str(job_number), "SLURM_JOB_NAME": spec.name, "SLURM_JOB_NODELIST": ",".join(hosts),
-        "SLURM_JOB_NUM_NODES": str(spec.nodes), "SLURM_NNODES": str(spec.nodes), "SLURM_NODEID": str(node_rank),
-        "SLURMD_NODENAME": hosts[node_rank], "SLURM_STEP_ID": "0", "SLURM_PROCID": str(node_rank),
-        "SLURM_NTASKS": str(spec.nodes), LOCAL_ENV_FLAG: "1",
-    }
-    if attempt > 0:  # like Slurm: absent on the first run
-        env["SLURM_RESTART_COUNT"] = str(attempt)
-    return env
 
 
 class Supervisor:
@@ -44,7 +31,7 @@ class Supervisor:
 
     def base_env(self) -> dict[str, str]:
         env = {k: v for k, v in os.environ.items() if not k.startswith("SLURM")}
-        return {**env, **dict(self.spec.env), **node_env(self.spec, self.job_number, self.attempt, 0)}
+        return {**env, **dict(self.spec.env), **local_node_env(self.spec, self.job_number, self.attempt, 0)}
 
     def on_stop_signal(self, signum: int, _frame: FrameType | None) -> None:
         name = signal.Signals(signum).name.removeprefix("SIG")
@@ -68,7 +55,7 @@ class Supervisor:
         base = self.base_env()
         self.launchers = [
             subprocess.Popen([sys.executable, "-m", "ddpctl", "launch", str(self.layout.root)],
-                             env={**base, **node_env(self.spec, self.job_number, self.attempt, rank)})
+                             env={**base, **local_node_env(self.spec, self.job_number, self.attempt, rank)})
             for rank in range(self.spec.nodes)
         ]
 

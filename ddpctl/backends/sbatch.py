@@ -8,12 +8,11 @@ from pathlib import Path
 from ddpctl import proc
 from ddpctl.backends.slurm_jobs import SlurmJobs
 from ddpctl.errors import BackendUnavailable, CommandError
-from ddpctl.plan.render import render_for
+from ddpctl.plan.submission import SubmissionPlan
 from ddpctl.run.events import append_event
 from ddpctl.run.registry import JobRecord
 from ddpctl.run.rundir import commit, staging
 from ddpctl.slurm import commands
-from ddpctl.spec import JobSpec
 
 
 class SbatchBackend(SlurmJobs):
@@ -26,9 +25,13 @@ class SbatchBackend(SlurmJobs):
                 "backend sbatch: the sbatch command is not on PATH (not a Slurm login node?); "
                 "run without Slurm with --backend local")
 
-    def submit(self, spec: JobSpec, spec_path: Path) -> JobRecord:
+    def submit(self, plan: SubmissionPlan, spec_path: Path) -> JobRecord:
+        """Submit `plan.script` as it is (held), commit the run dir, release the job."""
         self.check_available()
-        with staging(spec, render_for(spec)) as stage:
+        spec = plan.spec
+        if plan.script is None:
+            raise ValueError(f"backend sbatch: a {plan.backend} plan has no batch script")
+        with staging(spec, plan.script) as stage:
             # Held until the run dir carries the job id: the script's --output path lives inside it.
             job_id = commands.sbatch(str(stage.script_file), ["--hold"], self.runner)
             try:

@@ -20,13 +20,13 @@ from dataclasses import replace
 from pathlib import Path
 from types import FrameType
 
+from ddpctl.node.localenv import LOCAL_ENV_FLAG
 from ddpctl.node.torchrun import NodePlan, node_plan
 from ddpctl.run.events import append_event
 from ddpctl.run.layout import RunLayout
 from ddpctl.slurm.env import DistEnv, derive
 from ddpctl.spec import JobSpec, load_spec
 
-LOCAL_ENV_FLAG = "DDPCTL_LOCAL"  # set by the local backend for its simulated nodes
 FORWARDED = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)
 
 
@@ -49,6 +49,11 @@ def local_address(node_name: str, ifname: str | None) -> str | None:
     return None if address.startswith("127.") else address
 
 
+def local_network(dist: DistEnv) -> tuple[DistEnv, str, str]:
+    """Local backend: the simulated nodes' names do not resolve; everything is on loopback."""
+    return replace(dist, master_addr="127.0.0.1"), "lo", "127.0.0.1"
+
+
 def prepare(run_dir: Path, env: Mapping[str, str]) -> tuple[JobSpec, DistEnv, RunLayout, NodePlan]:
     from ddpctl.node import netif
 
@@ -58,9 +63,7 @@ def prepare(run_dir: Path, env: Mapping[str, str]) -> tuple[JobSpec, DistEnv, Ru
     ifname: str | None
     local_addr: str | None
     if env.get(LOCAL_ENV_FLAG):
-        # Local backend: the simulated nodes' names do not resolve; everything is on loopback.
-        dist = replace(dist, master_addr="127.0.0.1")
-        ifname, local_addr = "lo", "127.0.0.1"
+        dist, ifname, local_addr = local_network(dist)
     else:
         ifname = spec.nccl.socket_ifname or netif.pick_ifname(dist.node_name)
         local_addr = local_address(dist.node_name, ifname)
