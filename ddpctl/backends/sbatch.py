@@ -4,15 +4,18 @@ from __future__ import annotations
 
 import time
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from ddpctl import proc
 from ddpctl.backends.slurm_jobs import SlurmJobs
 from ddpctl.errors import BackendUnavailable, CommandError
-from ddpctl.plan.submission import SubmissionPlan
 from ddpctl.run.events import append_event
 from ddpctl.run.registry import JobRecord
 from ddpctl.run.rundir import commit, staging
 from ddpctl.slurm import commands
+
+if TYPE_CHECKING:  # `status` and `cancel` need no plan
+    from ddpctl.plan.submission import SubmissionPlan
 
 
 class SbatchBackend(SlurmJobs):
@@ -38,7 +41,7 @@ class SbatchBackend(SlurmJobs):
                 layout = commit(stage, spec, job_id)
                 commands.release(job_id, self.runner)
             except (OSError, CommandError):
-                self.runner(["scancel", job_id])
+                commands.scancel_unchecked(job_id, self.runner)
                 raise
         record = JobRecord(job_id=job_id, name=spec.name, run_dir=str(layout.root), backend=self.name,
                            submitted_at=time.time(), spec_path=str(spec_path))

@@ -34,23 +34,24 @@ import threading
 import time
 import traceback
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ddpctl import exitcodes, proc
 from ddpctl.backends.slurm_jobs import SlurmJobs
 from ddpctl.errors import BackendUnavailable, CommandError
 from ddpctl.node import batch
 from ddpctl.node.decide import Decision
-from ddpctl.plan.submission import SubmissionPlan
 from ddpctl.run.events import append_event, read_events
 from ddpctl.run.layout import RunLayout
 from ddpctl.run.registry import JobRecord
-from ddpctl.run.rundir import commit, staging
+from ddpctl.run.rundir import commit, run_spec, staging
 from ddpctl.slurm import commands
 from ddpctl.slurm.env import JOB_ID, PROCID
 from ddpctl.spec import JobSpec
 
-SUBMITIT_DIR = "submitit"
+if TYPE_CHECKING:  # `status` and `cancel` need no plan
+    from ddpctl.plan.submission import SubmissionPlan
+
 NODE_EXIT_WAIT_S = 30.0  # other nodes' launchers normally leave within a second of rank 0's stopped marker
 POLL_S = 0.2
 
@@ -72,7 +73,7 @@ def make_executor(spec: JobSpec, run_base: Path, scripts: list[Path], parameters
 
     budgets = spec.requeue.max_preemptions + spec.requeue.max_timeouts + spec.requeue.max_failures
     # Tasks run submitit and ddpctl with this interpreter (it has both); the workers use spec.python.
-    executor = Executor(folder=run_base / "%j" / SUBMITIT_DIR, max_num_timeout=budgets + 1)
+    executor = Executor(folder=RunLayout(run_base / "%j").submitit_dir, max_num_timeout=budgets + 1)
     executor.update_parameters(**parameters)
     return executor
 
@@ -90,8 +91,7 @@ def run_launcher(layout: RunLayout, env: dict[str, str]) -> int:
 
 def squeue_time_left(job_id: str) -> int | None:
     with contextlib.suppress(CommandError):  # squeue missing: the time left is unknown
-        done = proc.run(["squeue", "-h", "-j", job_id, "-o", "%L"], timeout=10)
-        return batch.parse_time_left(done.stdout) if done.returncode == 0 else None
+        return batch.parse_time_left(commands.time_left(job_id))
     return None
 
 
@@ -110,9 +110,9 @@ class Lead:
 
     def __init__(self, layout: RunLayout, env: dict[str, str]) -> None:
         self.layout, self.env = layout, env
-        self.spec = batch.load_run_spec(layout)
+        self.spec = run_spec(layout)
         self.attempt = batch.attempt_of(env)
-        self.signum = signal.Signals[f"SIG{self.spec.requeue.signal}"]
+        self.signum = proc.signal_named(self.spec.requeue.signal)
         self.exit_code: int | None = None  # this node's launcher status, once it returned
         self._lock, self._recorded = threading.Lock(), False
 
@@ -228,12 +228,12 @@ class SubmititBackend(SlurmJobs):
         with staging(spec, None) as stage:
             job_id = submit_held(plan, run_base, stage.root.name)
             try:  # submitit made <run_base>/<job id>/submitit/ itself: into the staging dir with it first
-                (run_base / job_id / SUBMITIT_DIR).rename(stage.root / SUBMITIT_DIR)
+                RunLayout(run_base / job_id).submitit_dir.rename(stage.submitit_dir)
                 (run_base / job_id).rmdir()
                 layout = commit(stage, spec, job_id)
                 commands.release(job_id, self.runner)
             except (OSError, CommandError):
-                self.runner(["scancel", job_id])
+                commands.scancel_unchecked(job_id, self.runner)
                 raise
         append_event(layout.events, "submit", job_id=job_id, backend=self.name, spec=str(spec_path))
         return JobRecord(job_id=job_id, name=spec.name, run_dir=str(layout.root), backend=self.name,

@@ -12,7 +12,6 @@ import json
 import os
 import signal
 import socket
-import subprocess
 import sys
 import time
 from collections.abc import Mapping
@@ -20,18 +19,16 @@ from dataclasses import replace
 from pathlib import Path
 from types import FrameType
 
+from ddpctl import proc
 from ddpctl.node.localenv import LOCAL_ENV_FLAG
 from ddpctl.node.torchrun import NodePlan, node_plan
 from ddpctl.run.events import append_event
 from ddpctl.run.layout import RunLayout
+from ddpctl.run.rundir import run_spec
 from ddpctl.slurm.env import DistEnv, derive
-from ddpctl.spec import JobSpec, load_spec
+from ddpctl.spec import JobSpec
 
 FORWARDED = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)
-
-
-def stop_signal_number(name: str) -> signal.Signals:
-    return signal.Signals[f"SIG{name}"]
 
 
 def local_address(node_name: str, ifname: str | None) -> str | None:
@@ -58,7 +55,7 @@ def prepare(run_dir: Path, env: Mapping[str, str]) -> tuple[JobSpec, DistEnv, Ru
     from ddpctl.node import netif
 
     layout = RunLayout(run_dir)
-    spec = load_spec(layout.spec_file, check_paths=False)
+    spec = run_spec(layout)
     dist = derive(env, spec.nproc_per_node)
     ifname: str | None
     local_addr: str | None
@@ -90,7 +87,7 @@ class Relay:
 
     def __init__(self, layout: RunLayout, dist: DistEnv, stop_sig: signal.Signals) -> None:
         self.layout, self.dist, self.stop_sig = layout, dist, stop_sig
-        self.child: subprocess.Popen[bytes] | None = None
+        self.child: proc.Popen | None = None
         self.stop_received = False
 
     def install(self) -> None:
@@ -120,17 +117,15 @@ class Relay:
 def run_torchrun(plan: NodePlan, relay: Relay, log_path: Path, env: Mapping[str, str]) -> int:
     log_path.parent.mkdir(parents=True, exist_ok=True)
     with log_path.open("ab") as log:
-        relay.child = subprocess.Popen(
-            list(plan.argv), env={**env, **plan.env_dict()}, stdout=log, stderr=subprocess.STDOUT,
-            preexec_fn=relay.ignore_stop_in_child,  # noqa: PLW1509 - single-threaded here; sets SIG_IGN only
-        )
+        relay.child = proc.spawn(plan.argv, env={**env, **plan.env_dict()}, stdout=log, stderr=proc.STDOUT,
+                                 preexec_fn=relay.ignore_stop_in_child)  # single-threaded here; sets SIG_IGN only
         code = relay.child.wait()
     return code if code >= 0 else 128 - code
 
 
 def launch(run_dir: Path, env: Mapping[str, str]) -> int:
     spec, dist, layout, plan = prepare(run_dir, env)
-    relay = Relay(layout, dist, stop_signal_number(spec.requeue.signal))
+    relay = Relay(layout, dist, proc.signal_named(spec.requeue.signal))
     relay.install()
     write_node_info(layout, dist, static=spec.rdzv == "static")
     append_event(layout.events, "launch", node=dist.node_name, attempt=dist.restart_count, dist=dist.as_json(),
