@@ -86,5 +86,11 @@ def time_left(job_id: str, runner: Runner = _quick) -> str | None:
     return done.stdout if done.returncode == 0 else None
 
 
+def sinfo_partition(partition: str | None, runner: Runner = run) -> str:
+    """`sinfo` rows `PARTITION|NODES|TIMELIMIT` for one partition (None: all); parsed by the doctor."""
+    argv = ["sinfo", "-h", "-o", "%R|%D|%l"] + (["-p", partition] if partition else [])
+    return runner(argv).stdout
+
+
 def release(job_id: str, runner: Runner = run) -> None:
     check(["scontrol", "release", job_id], runner)

@@ -36,7 +36,7 @@ from ddpctl.spec.templates import template_names, template_path
 from ddpctl.spec.yamldoc import At, Doc, Key, one_line, parse_yaml
 
 if TYPE_CHECKING:
-    from ddpctl.spec import JobSpec
+    from ddpctl.spec.model import JobSpec
 
 # sbatch options ddpctl writes itself: a second value would fight the template (or break signals/logs).
 RESERVED_SBATCH = {
