@@ -20,11 +20,11 @@ def add(sub: Any) -> None:
 
 
 def run_list(args: argparse.Namespace) -> int:
-    from ddpctl.backends import current_state
-    from ddpctl.run.registry import Registry
+    from ddpctl import api
 
-    records = Registry.from_env().records()
-    states = {} if args.no_state else {r.job_id: current_state(r).state for r in records}
+    jobs = api.jobs()
+    records = [job.record for job in jobs]
+    states = {} if args.no_state else {job.job_id: job.status().state for job in jobs}
     if args.json:
         for record in records:
             print(json.dumps({**asdict(record), "state": states.get(record.job_id)}))
@@ -42,10 +42,9 @@ def run_list(args: argparse.Namespace) -> int:
 
 
 def run_cancel(args: argparse.Namespace) -> int:
-    from ddpctl.backends import get_backend
-    from ddpctl.run.registry import Registry
+    from ddpctl import api
 
-    record = Registry.from_env().find(args.job)
-    get_backend(record.backend).cancel(record)
-    print(f"cancelled job {record.job_id} ({record.name})")
+    job = api.job(args.job)
+    job.cancel()
+    print(f"cancelled job {job.job_id} ({job.name})")
     return 0

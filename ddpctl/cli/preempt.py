@@ -20,11 +20,10 @@ def add(sub: Any) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from ddpctl.backends import get_backend
-    from ddpctl.run.registry import Registry
+    from ddpctl import api
 
-    record = Registry.from_env().find(args.job)
-    get_backend(record.backend).preempt(record, args.kind)
-    print(f"sent the {args.kind} warning to job {record.job_id} ({record.name}); follow with "
-          f"`ddpctl logs -f {record.job_id}`")
+    job = api.job(args.job)
+    job.preempt(args.kind)
+    print(f"sent the {args.kind} warning to job {job.job_id} ({job.name}); follow with "
+          f"`ddpctl logs -f {job.job_id}`")
     return 0

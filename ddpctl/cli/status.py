@@ -17,19 +17,10 @@ def add(sub: Any) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from ddpctl.backends import current_state
-    from ddpctl.errors import JobNotFound
-    from ddpctl.run.registry import Registry
+    from ddpctl import api
 
-    registry = Registry.from_env()
-    if args.job is None:
-        records = registry.records()
-        if not records:
-            raise JobNotFound(f"no jobs in the registry {registry.path} yet: submit one with `ddpctl submit`")
-        record = records[-1]
-    else:
-        record = registry.find(args.job)
-    state = current_state(record)
+    job = api.job(args.job)
+    record, state = job.record, job.status()
     if args.json:
         print(json.dumps({"job_id": record.job_id, "name": record.name, "backend": record.backend,
                           "run_dir": record.run_dir, **asdict(state)}))

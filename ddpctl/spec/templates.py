@@ -13,9 +13,10 @@ def templates_dir() -> Path:
     checkout = Path(__file__).resolve().parents[2] / "templates"  # ddpctl/spec/ -> the checkout
     if checkout.is_dir():
         return checkout
-    import ddpctl.templates  # type: ignore[import-not-found,import-untyped,unused-ignore]  # wheel only
+    import importlib
 
-    return Path(ddpctl.templates.__file__).parent
+    shipped = importlib.import_module("ddpctl.templates")  # only present in an installed wheel
+    return Path(str(shipped.__file__)).parent
 
 
 def template_names() -> list[str]:
