@@ -8,6 +8,8 @@ import time
 from dataclasses import asdict
 from typing import Any
 
+from ddpctl.cli.common import add_job_arg
+
 
 def add(sub: Any) -> None:
     lister = sub.add_parser("list", help="jobs in the local registry")
@@ -15,7 +17,7 @@ def add(sub: Any) -> None:
     lister.add_argument("--no-state", action="store_true", help="do not query each job's current state")
     lister.set_defaults(func=run_list)
     cancel = sub.add_parser("cancel", help="cancel a job")
-    cancel.add_argument("job", help="job id or name")
+    add_job_arg(cancel)
     cancel.set_defaults(func=run_cancel)
 
 

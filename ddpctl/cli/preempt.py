@@ -5,6 +5,8 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
+from ddpctl.cli.common import add_job_arg
+
 
 def add(sub: Any) -> None:
     parser = sub.add_parser(
@@ -13,7 +15,7 @@ def add(sub: Any) -> None:
         "time limit or on preemption (sbatch: to the batch shell; submitit: to every task; local: to the "
         "supervisor): all ranks stop at an agreed step, checkpoint, and the job requeues itself.",
     )
-    parser.add_argument("job", help="job id or name")
+    add_job_arg(parser)
     parser.add_argument("--as", dest="kind", choices=["preemption", "timeout"], default="preemption",
                         help="which budget the requeue is charged to (default: preemption)")
     parser.set_defaults(func=run)

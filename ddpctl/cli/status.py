@@ -7,11 +7,13 @@ import json
 from dataclasses import asdict
 from typing import Any
 
+from ddpctl.cli.common import add_job_arg
+
 
 def add(sub: Any) -> None:
     parser = sub.add_parser("status", help="state of a job: PENDING/RUNNING/REQUEUED/..., restarts, nodes",
                             description="Works without accounting (squeue, scontrol, the run's events).")
-    parser.add_argument("job", nargs="?", help="job id or name (default: the most recently submitted job)")
+    add_job_arg(parser, "job id or name (default: the most recently submitted job)", nargs="?")
     parser.add_argument("--json", action="store_true", help="one JSON object")
     parser.set_defaults(func=run)
 
