@@ -24,7 +24,6 @@ from ddpctl.spec.templates import template_path
 # sbatch's own #SBATCH parser understands double quotes but no escapes, so a value needing quotes must not
 # itself contain a double quote or a newline.
 _SBATCH_PLAIN = re.compile(r"^[A-Za-z0-9._:,=@%/+\-\[\]]*$")
-_SIGNALS = {"USR1": 10, "USR2": 12}
 
 
 def shell_quote(value: object) -> str:
