@@ -27,7 +27,7 @@ def test_the_api_is_reachable_from_the_package() -> None:
     assert ddpctl.submit is api.submit and ddpctl.job is api.job and ddpctl.Job is api.Job
     assert ddpctl.SpecError is SpecError
     with pytest.raises(AttributeError, match="no attribute 'nope'"):
-        _ = ddpctl.nope  # type: ignore[attr-defined]
+        _ = ddpctl.nope
 
 
 def test_load_spec_applies_overrides_and_resolves_paths(tmp_path: Path) -> None:
