@@ -1,4 +1,13 @@
-"""Backends: how a planned job reaches compute. All share the run-dir layout, registry and launcher."""
+"""Backends: how a planned job reaches compute, and what becomes of it. All share the run-dir layout, the
+registry, the launcher and the requeue decision.
+
+    SubmissionPlan ──submit──▶ sbatch     (our batch script; Slurm runs it; slurm_jobs: state/cancel/preempt)
+                            ─▶ submitit   (submitit's executor with the plan's parameters; the same launcher)
+                            ─▶ local      (a detached supervisor, local_supervisor, plays the batch shell)
+    JobRecord ──state/cancel/preempt──▶ the same backend (`current_state` is the one state query)
+
+`slurm_state` reads a job's state from squeue, scontrol and the run's events (no accounting needed).
+"""
 
 from __future__ import annotations
 

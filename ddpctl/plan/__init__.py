@@ -1,2 +1,9 @@
-"""From a checked spec to what gets submitted (pure): `render` the batch script from its sandboxed template,
-`plan` each node's argv and env for `--dry-run`, and `doctor`'s preflight verdicts over gathered facts."""
+"""From a checked spec to what gets submitted (pure): the frozen `SubmissionPlan`.
+
+    JobSpec ──submission.build──▶ SubmissionPlan ──▶ backends/ submit it as it is; `submit --dry-run` prints it
+                 ├─ render:    the batch script, from its template          (sbatch backend)
+                 ├─ executor:  submitit's executor parameters               (submitit backend)
+                 └─ node.torchrun.node_plan: each node's torchrun argv and env (every backend)
+
+`doctor` gives preflight verdicts over facts it gathers about this machine and cluster.
+"""
