@@ -43,39 +43,40 @@ NET_ETH0 = [("NCCL_SOCKET_IFNAME", "eth0"), ("GLOO_SOCKET_IFNAME", "eth0"), ("TO
             ("DDPCTL_PG_TIMEOUT_S", "1800")]
 
 
-@pytest.mark.parametrize(("job", "where", "ifname", "local_addr", "inherited", "argv", "env"), [
+@pytest.mark.parametrize(("job", "where", "seen", "argv", "env"), [  # seen: ifname, local addr, inherited env
     # c10d (default), an interface and an advertised address; OMP from cpus_per_task // nproc (1 by default)
-    (spec(), dist(), "eth0", "10.0.0.2", {},
+    (spec(), dist(), ("eth0", "10.0.0.2", {}),
      [*HEAD, *C10D, "--local-addr=10.0.0.2", *TAIL],
      [*NET_ETH0, *ddpctl_env(), ("OMP_NUM_THREADS", "1"), ("TORCH_ELASTIC_SHUTDOWN_TIMEOUT", "120")]),
     # static rendezvous: node rank fixed by Slurm, no endpoint, no --local-addr
-    (spec(rdzv="static", max_restarts=2), dist(), "eth0", "10.0.0.2", {},
+    (spec(rdzv="static", max_restarts=2), dist(), ("eth0", "10.0.0.2", {}),
      ["/py", "-m", "torch.distributed.run", "--nnodes=2", "--nproc-per-node=2", "--max-restarts=2",
       "--master-addr=n1", "--master-port=23456", "--node-rank=1", "--rdzv-backend=static", *TAIL],
      [*NET_ETH0, *ddpctl_env(), ("OMP_NUM_THREADS", "1"), ("TORCH_ELASTIC_SHUTDOWN_TIMEOUT", "120")]),
     # the spec's env first (it may set OMP itself), no interface known, NCCL settings, a requeued attempt
     (spec(env=(("OMP_NUM_THREADS", "4"), ("A", "x y")), cpus_per_task=8,
           nccl=NcclSettings(ib_disable=True, debug="WARN", async_error_handling=False, timeout_s=60)),
-     dist(node_rank=0, restart=2), None, None, {},
+     dist(node_rank=0, restart=2), (None, None, {}),
      [*HEAD, "--rdzv-backend=c10d", "--rdzv-endpoint=n1:23456", "--rdzv-id=77.2", *TAIL],
      [("OMP_NUM_THREADS", "4"), ("A", "x y"), ("NCCL_IB_DISABLE", "1"), ("NCCL_DEBUG", "WARN"),
       ("TORCH_NCCL_ASYNC_ERROR_HANDLING", "0"), ("DDPCTL_PG_TIMEOUT_S", "60"), *ddpctl_env(node=0, attempt=2),
       ("TORCH_ELASTIC_SHUTDOWN_TIMEOUT", "120")]),
     # OMP inherited from the step's environment is left alone; cpus split per process otherwise
-    (spec(cpus_per_task=8), dist(), "eth0", None, {"OMP_NUM_THREADS": "2"},
+    (spec(cpus_per_task=8), dist(), ("eth0", None, {"OMP_NUM_THREADS": "2"}),
      [*HEAD, *C10D, *TAIL],
      [*NET_ETH0, *ddpctl_env(), ("TORCH_ELASTIC_SHUTDOWN_TIMEOUT", "120")]),
-    (spec(cpus_per_task=8), dist(), "eth0", None, {},
+    (spec(cpus_per_task=8), dist(), ("eth0", None, {}),
      [*HEAD, *C10D, *TAIL],
      [*NET_ETH0, *ddpctl_env(), ("OMP_NUM_THREADS", "4"), ("TORCH_ELASTIC_SHUTDOWN_TIMEOUT", "120")]),
     # checkpoint dir/keep and the stop signal from the spec; a short lead time still gets torchrun's 30 s
     (spec(checkpoint=CheckpointSettings(dir="/ck", keep=5), requeue=RequeuePolicy(signal="USR1", lead_s=10)),
-     dist(), "eth0", None, {},
+     dist(), ("eth0", None, {}),
      [*HEAD, *C10D, *TAIL],
      [*NET_ETH0, *ddpctl_env(ckpt="/ck", keep="5", signal="USR1"), ("OMP_NUM_THREADS", "1"),
       ("TORCH_ELASTIC_SHUTDOWN_TIMEOUT", "30")]),
 ])
-def test_node_plan(job: JobSpec, where: DistEnv, ifname: str | None, local_addr: str | None,
-                   inherited: dict[str, str], argv: list[str], env: list[tuple[str, str]]) -> None:
+def test_node_plan(job: JobSpec, where: DistEnv, seen: tuple[str | None, str | None, dict[str, str]],
+                   argv: list[str], env: list[tuple[str, str]]) -> None:
+    ifname, local_addr, inherited = seen
     plan = node_plan(job, where, LAYOUT, python="/py", ifname=ifname, local_addr=local_addr, inherited=inherited)
     assert plan == NodePlan(tuple(argv), tuple(env))
