@@ -45,7 +45,15 @@ def rendezvous_args(spec: JobSpec, dist: DistEnv, local_addr: str | None) -> lis
     return args
 
 
+def standin_argv(spec: JobSpec, dist: DistEnv, python: str) -> list[str]:
+    """Test/benchmark-only (envvars.STANDIN): the torch-free stand-in plays this node's ranks."""
+    return [python, "-m", "ddpctl.node.standin", f"--nnodes={dist.nnodes}",
+            f"--nproc-per-node={dist.nproc_per_node}", f"--node-rank={dist.node_rank}", *spec.args]
+
+
 def torchrun_argv(spec: JobSpec, dist: DistEnv, python: str, local_addr: str | None = None) -> list[str]:
+    if dict(spec.env).get(envvars.STANDIN) == "1":
+        return standin_argv(spec, dist, python)
     return [
         python, "-m", "torch.distributed.run",
         f"--nnodes={dist.nnodes}", f"--nproc-per-node={dist.nproc_per_node}",

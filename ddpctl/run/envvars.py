@@ -9,3 +9,6 @@ STOP_SIGNAL = "DDPCTL_STOP_SIGNAL"  # e.g. "USR2": workers treat it as "stop at 
 PG_TIMEOUT_S = "DDPCTL_PG_TIMEOUT_S"  # process-group timeout for init_process_group
 NODE_NAME = "DDPCTL_NODE"  # Slurm node name this rank runs on (for log prefixes)
 RANK_LOG = "DDPCTL_RANK_LOG_PATTERN"  # e.g. ".../attempt-0/rank-{rank}.log": the worker wrapper fills in RANK
+# Test/benchmark-only seam: set to "1" in a spec's env, `ddpctl launch` starts the torch-free stand-in
+# (ddpctl.node.standin, N simulated ranks per node) instead of torchrun. Never set it for real training.
+STANDIN = "DDPCTL_STANDIN"
