@@ -3,14 +3,16 @@
 # node in its own network + UTS namespace (hostname nodeN, IP 10.99.0.1N on bridge ddpctl-br0; the controller is
 # ddpctl-ctl at 10.99.0.1). Installs Debian's packages when missing. Idempotent: a healthy running cluster is
 # left alone; a changed configuration restarts the Slurm daemons.
-#   DDPCTL_TEST_NODES (default 2)   DDPCTL_TEST_CPUS (default 2, CPUs per node)
+#   DDPCTL_TEST_NODES (default 16; partition `scale` spans them all)
+#   DDPCTL_TEST_BASE_NODES (default 2: the nodes of partitions debug and urgent)   DDPCTL_TEST_CPUS (default 2, CPUs per node)
 #   DDPCTL_TEST_CRED_EXPIRE (default 5; the requeue hold is this + 1 s)
 #   DDPCTL_TEST_STATE_DIR (default /var/lib/ddpctl-test-cluster: pid files, logs, spool)
 set -euo pipefail
 # shellcheck source=tests/cluster/common.sh
 source "$(dirname "${BASH_SOURCE[0]}")/common.sh"
 
-NODES="${DDPCTL_TEST_NODES:-2}"
+NODES="${DDPCTL_TEST_NODES:-16}"
+BASE_NODES="${DDPCTL_TEST_BASE_NODES:-2}"
 CPUS="${DDPCTL_TEST_CPUS:-2}"
 CRED_EXPIRE="${DDPCTL_TEST_CRED_EXPIRE:-5}"
 READY_TIMEOUT="${DDPCTL_TEST_READY_TIMEOUT:-30}"
@@ -30,6 +32,8 @@ elapsed() { awk -v a="$T0" -v b="$(date +%s.%N)" 'BEGIN {printf "%.2f", b - a}';
 
 check_args() {
     [[ $NODES =~ ^[0-9]+$ ]] && ((NODES >= 1 && NODES <= 80)) || die "DDPCTL_TEST_NODES must be 1..80, got '$NODES'"
+    [[ $BASE_NODES =~ ^[0-9]+$ ]] && ((BASE_NODES >= 1 && BASE_NODES <= NODES)) ||
+        die "DDPCTL_TEST_BASE_NODES must be 1..DDPCTL_TEST_NODES ($NODES), got '$BASE_NODES'"
     [[ $CPUS =~ ^[0-9]+$ ]] && ((CPUS >= 1 && CPUS <= 256)) || die "DDPCTL_TEST_CPUS must be 1..256, got '$CPUS'"
     [[ $CRED_EXPIRE =~ ^[0-9]+$ ]] && ((CRED_EXPIRE >= 5)) || die "DDPCTL_TEST_CRED_EXPIRE must be >= 5, got '$CRED_EXPIRE'"
 }
@@ -97,14 +101,17 @@ ensure_munge() {
 }
 
 render_config() {
-    local i nodes=""
+    local i nodes="" base=""
+    for ((i = 1; i <= BASE_NODES; i++)); do
+        base+="${base:+,}$(node_name "$i")"
+    done
     for ((i = 1; i <= NODES; i++)); do
         nodes+="NodeName=$(node_name "$i") NodeAddr=$(node_addr "$i") NodeHostname=$(node_name "$i") CPUs=$CPUS"
         nodes+=" Sockets=1 CoresPerSocket=$CPUS ThreadsPerCore=1 RealMemory=4096 State=UNKNOWN"$'\n'
     done
     echo "$CONF_MARKER; regenerated on every start, local edits are lost."
     sed -e "s|@CTL_HOST@|$CTL_HOST|g" -e "s|@CTL_ADDR@|$CTL_ADDR|g" -e "s|@CRED_EXPIRE@|$CRED_EXPIRE|g" \
-        -e "s|@STATE_DIR@|$STATE_DIR|g" "$CLUSTER_DIR/slurm.conf.in" |
+        -e "s|@STATE_DIR@|$STATE_DIR|g" -e "s|@BASE_NODES@|$base|g" "$CLUSTER_DIR/slurm.conf.in" |
         awk -v nodes="${nodes%$'\n'}" '$0 == "@NODES@" {print nodes; next} {print}'
 }
 
@@ -235,7 +242,8 @@ main() {
     ensure_network
     start_daemons
     wait_ready
-    log "ready: $NODES nodes ($(sinfo -h -N -o '%N' | sort -u | paste -sd' ')), partitions debug (default), urgent;" \
+    log "ready: $NODES nodes ($(sinfo -h -N -o '%N' | sort -u | paste -sd' ')), partitions debug (default) and urgent on" \
+        "the first $BASE_NODES, scale on all;" \
         "took $(elapsed) s"
 }
 
