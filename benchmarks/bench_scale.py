@@ -7,8 +7,9 @@ Per size, one job (`ddpctl submit`, sbatch backend, partition `scale`) whose nod
 `ddpctl.node.standin` (spec env DDPCTL_STANDIN=1) playing RANKS ranks that log one stamped line per step
 (every 0.1 s). Measured, with every other part the real code:
 - launched:  `ddpctl submit` started -> the last node's `launch` event (includes Slurm's scheduling: bf_interval=1);
-- fan-out:   `ddpctl preempt` started -> the last node's stand-in saw the stop (its own flag: signal or stop file);
-             a node's stand-in marks all its ranks at once, so this is "every rank saw it";
+- fan-out:   `ddpctl preempt` started -> the last node's stand-in saw the stop (its own flag: signal or stop file,
+             or the other nodes' agreement file, counted as "via agreement"); a node's stand-in marks all its
+             ranks at once, so this is "every rank saw it"; also from the batch shell's `signal` event;
 - decision:  the last `node-exit` event -> the `decision` event (the batch shell's `internal decide`);
 - status:    `ddpctl status JOB` as a fresh process, median of 3;
 - logs -f:   `ddpctl logs -f JOB` and `tail -F -q` on every rank file, side by side for --follow-s seconds
@@ -130,17 +131,29 @@ def one_size(home: Path, nodes: int, ranks: int, follow_s: float) -> dict[str, f
         seen_dir = run_dir / "attempt-0" / "standin"
         wait_until("every node's stop", lambda: len(list(seen_dir.glob("seen-node-*.json"))) >= nodes, timeout=120)
         seen = [json.loads(p.read_text()) for p in seen_dir.glob("seen-node-*.json")]
+        signalled = wait_until("the signal event", lambda: last_of(run_dir, "signal", 1))
         exited = wait_until("every node's exit", lambda: last_of(run_dir, "node-exit", nodes), timeout=120)
         decided = wait_until("the decision", lambda: last_of(run_dir, "decision", 1), timeout=120)
         return {"launched": launched, "fanout": max(s["t"] for s in seen) - asked,
+                "shell_fanout": max(s["t"] for s in seen) - signalled,
                 "indirect": sum(s["source"] == "another node" for s in seen), "decision": decided - exited,
                 "stop_to_decision": decided - asked, "status": statistics.median(status),
                 "logs_rate": followed["ddpctl"][0], "tail_rate": followed["tail"][0],
                 "logs_p95": followed["ddpctl"][2], "tail_p95": followed["tail"][2]}
     finally:
+        cancel(job)
+
+
+def cancel(job: str) -> None:
+    """scancel until squeue no longer lists the job: a cancel that lands between the decision and the batch
+    shell's `scontrol requeue` is undone by the requeue."""
+    for _ in range(60):
         subprocess.run(["scancel", job], check=False)
-        wait_until("the job to leave squeue", lambda: not subprocess.run(
-            ["squeue", "-h", "-j", job], capture_output=True, text=True, check=False).stdout.strip(), timeout=120)
+        time.sleep(1.0)
+        listed = subprocess.run(["squeue", "-h", "-j", job], capture_output=True, text=True, check=False)
+        if not listed.stdout.strip():
+            return
+    print(f"bench_scale: job {job} still listed by squeue after 60 cancels", file=sys.stderr)
 
 
 def dry_run_s(home: Path, nodes: int, ranks: int) -> float:
@@ -153,6 +166,7 @@ def dry_run_s(home: Path, nodes: int, ranks: int) -> float:
 
 
 COLUMNS = [("launched", "submit->all launched s", "{:.2f}"), ("fanout", "stop->every rank saw s", "{:.2f}"),
+           ("shell_fanout", "shell signal->all saw s", "{:.2f}"),
            ("indirect", "nodes via agreement", "{:.0f}"), ("decision", "last exit->decision s", "{:.2f}"),
            ("stop_to_decision", "stop->decision s", "{:.2f}"), ("status", "status s", "{:.2f}"),
            ("logs_rate", "logs -f lines/s", "{:.0f}"), ("tail_rate", "tail -F lines/s", "{:.0f}"),

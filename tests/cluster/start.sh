@@ -4,7 +4,8 @@
 # ddpctl-ctl at 10.99.0.1). Installs Debian's packages when missing. Idempotent: a healthy running cluster is
 # left alone; a changed configuration restarts the Slurm daemons.
 #   DDPCTL_TEST_NODES (default 16; partition `scale` spans them all)
-#   DDPCTL_TEST_BASE_NODES (default 2: the nodes of partitions debug and urgent)   DDPCTL_TEST_CPUS (default 2, CPUs per node)
+#   DDPCTL_TEST_BASE_NODES (default 2: the nodes of partitions debug and urgent)
+#   DDPCTL_TEST_CPUS (default 2, CPUs per node)
 #   DDPCTL_TEST_CRED_EXPIRE (default 5; the requeue hold is this + 1 s)
 #   DDPCTL_TEST_STATE_DIR (default /var/lib/ddpctl-test-cluster: pid files, logs, spool)
 set -euo pipefail
