@@ -6,15 +6,24 @@ Node names are local1..localN; `LOCAL_ENV_FLAG` tells the launcher to put everyt
 
 from __future__ import annotations
 
+import functools
+
 from ddpctl.spec import JobSpec
 
 LOCAL_ENV_FLAG = "DDPCTL_LOCAL"  # set by the local backend for its simulated nodes
 
 
+@functools.lru_cache(maxsize=4)
+def local_hosts(nodes: int) -> tuple[tuple[str, ...], str]:
+    """The simulated nodes' names and their node list, built once per size (a dry run asks for every node)."""
+    hosts = tuple(f"local{i + 1}" for i in range(nodes))
+    return hosts, ",".join(hosts)
+
+
 def local_node_env(spec: JobSpec, job_number: int, attempt: int, node_rank: int) -> dict[str, str]:
-    hosts = [f"local{i + 1}" for i in range(spec.nodes)]
+    hosts, node_list = local_hosts(spec.nodes)
     env = {
-        "SLURM_JOB_ID": str(job_number), "SLURM_JOB_NAME": spec.name, "SLURM_JOB_NODELIST": ",".join(hosts),
+        "SLURM_JOB_ID": str(job_number), "SLURM_JOB_NAME": spec.name, "SLURM_JOB_NODELIST": node_list,
         "SLURM_JOB_NUM_NODES": str(spec.nodes), "SLURM_NNODES": str(spec.nodes), "SLURM_NODEID": str(node_rank),
         "SLURMD_NODENAME": hosts[node_rank], "SLURM_STEP_ID": "0", "SLURM_PROCID": str(node_rank),
         "SLURM_NTASKS": str(spec.nodes), LOCAL_ENV_FLAG: "1",

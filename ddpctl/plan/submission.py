@@ -13,6 +13,7 @@ host names and job id (the local backend's node names and loopback network are t
 
 from __future__ import annotations
 
+import functools
 import json
 import shlex
 import sys
@@ -81,14 +82,17 @@ def node_text(node: NodePreview) -> str:
     return "\n".join(lines)
 
 
-def placeholder_hosts(nodes: int) -> list[str]:
-    return [f"host{i + 1}" for i in range(nodes)]
+@functools.lru_cache(maxsize=4)
+def placeholder_hosts(nodes: int) -> tuple[tuple[str, ...], str]:
+    """Names and node list, built once per size: the dry run asks for every node (N lists of N would be N²)."""
+    hosts = tuple(f"host{i + 1}" for i in range(nodes))
+    return hosts, ",".join(hosts)
 
 
 def placeholder_env(spec: JobSpec, node_rank: int) -> dict[str, str]:
-    hosts = placeholder_hosts(spec.nodes)
+    hosts, node_list = placeholder_hosts(spec.nodes)
     return {
-        "SLURM_JOB_ID": PLACEHOLDER_JOB_NUMBER, "SLURM_JOB_NODELIST": ",".join(hosts),
+        "SLURM_JOB_ID": PLACEHOLDER_JOB_NUMBER, "SLURM_JOB_NODELIST": node_list,
         "SLURM_JOB_NUM_NODES": str(spec.nodes), "SLURM_NODEID": str(node_rank),
         "SLURMD_NODENAME": hosts[node_rank], "SLURM_STEP_ID": "0", "SLURM_PROCID": str(node_rank),
     }

@@ -5,6 +5,7 @@ Every SLURM_* name ddpctl reads is in the table below; other modules import the 
 
 from __future__ import annotations
 
+import functools
 import hashlib
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
@@ -175,9 +176,15 @@ class DistEnv:
         return [f"{key}={value}" for key, value in fields.items()]
 
 
+@functools.lru_cache(maxsize=4)
+def _expand_once(node_list: str) -> tuple[str, ...]:
+    # A dry run derives every node's DistEnv from the same node list: expanding it once keeps that linear.
+    return tuple(expand(node_list))
+
+
 def _hosts(ctx: SlurmContext) -> tuple[str, ...]:
     try:
-        hosts = tuple(expand(ctx.node_list))
+        hosts = _expand_once(ctx.node_list)
     except HostlistError as err:
         raise SlurmEnvError(f"{JOB_NODELIST}: {err}") from err
     if len(hosts) != ctx.num_nodes:

@@ -133,3 +133,14 @@ def test_submitit_executor_gets_the_plans_parameters(tmp_path: Path, monkeypatch
     changed = dataclasses.replace(plan, executor_json=json.dumps(params))
     executor = make_executor(changed.spec, tmp_path / "base", [], changed.executor_parameters())
     assert "#SBATCH --job-name=only-in-the-plan" in executor._make_submission_file_text("CMD", "uid").splitlines()
+
+
+@pytest.mark.parametrize("backend", ["sbatch", "local"])
+def test_preview_expands_the_node_list_once_for_all_nodes(backend: str) -> None:
+    # Every node's preview used to build and expand its own copy of the N-host list: N² work, 67 s at
+    # 10,000 nodes (benchmarks/bench_scale.py --dry-run-only). One shared tuple means it was built once.
+    spec = dataclasses.replace(load_spec(ROOT / "jobs" / "example.yaml"), nodes=5)
+    plan = build(spec, backend)
+    hosts = [node.dist.hosts for node in plan.nodes]
+    assert len(hosts) == 5 and len(hosts[0]) == 5
+    assert all(h is hosts[0] for h in hosts)
