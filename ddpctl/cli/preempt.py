@@ -27,4 +27,23 @@ def run(args: argparse.Namespace) -> int:
     get_backend(record.backend).preempt(record, args.kind)
     print(f"sent the {args.kind} warning to job {record.job_id} ({record.name}); follow with "
           f"`ddpctl logs -f {record.job_id}`")
+    warn_if_unheard(record)
     return 0
+
+
+def warn_if_unheard(record: Any) -> None:
+    import sys
+    from pathlib import Path
+
+    from ddpctl.run.layout import RunLayout
+    from ddpctl.run.stoptruth import listening_now
+    from ddpctl.spec import load_spec
+
+    layout = RunLayout(Path(record.run_dir))
+    try:
+        script_signal = load_spec(layout.spec_file, check_paths=False).requeue.script_signal
+    except Exception:
+        script_signal = None
+    unheard = listening_now(layout, script_signal)
+    if unheard:
+        print(f"ddpctl: WARNING: {unheard}", file=sys.stderr)

@@ -7,6 +7,7 @@ one process Slurm guarantees to be around when the run ends.
 from __future__ import annotations
 
 import json
+import os
 import socket
 import time
 from collections.abc import Callable, Mapping
@@ -14,8 +15,10 @@ from pathlib import Path
 from typing import Any
 
 from ddpctl.node.decide import Decision, Kind, RunOutcome, classify_signal, count_requeues, decide, root_exit
+from ddpctl.node.torchrun import checkpoint_dir
 from ddpctl.run.events import append_event, read_events
 from ddpctl.run.layout import RunLayout
+from ddpctl.run.stoptruth import read_listeners
 from ddpctl.spec import JobSpec, load_spec, time_to_seconds
 
 FanOut = Callable[[str], None]  # delivers the stop signal (by name) to every node's launcher
@@ -32,8 +35,34 @@ def load_run_spec(layout: RunLayout) -> JobSpec:
 def batch_start(layout: RunLayout, env: Mapping[str, str]) -> None:
     attempt = attempt_of(env)
     layout.attempt_dir(attempt).mkdir(parents=True, exist_ok=True)
+    if attempt > 0:
+        record_unacknowledged(layout, attempt - 1)
     append_event(layout.events, "attempt-start", attempt=attempt, job_id=env.get("SLURM_JOB_ID"),
-                 nodes=env.get("SLURM_JOB_NODELIST"), batch_host=socket.gethostname())
+                 nodes=env.get("SLURM_JOB_NODELIST"), batch_host=socket.gethostname(),
+                 checkpoints_present=checkpoints_present(layout))
+
+
+def checkpoints_present(layout: RunLayout) -> bool | None:
+    """Whether the checkpoint directory holds anything as the attempt starts (None: cannot tell): an empty
+    one means a restart from scratch, whatever the script does."""
+    try:
+        directory = checkpoint_dir(load_run_spec(layout), layout)
+        with os.scandir(directory) as entries:
+            return any(not e.name.startswith(".") for e in entries)
+    except FileNotFoundError:
+        return False
+    except Exception:
+        return None
+
+
+def record_unacknowledged(layout: RunLayout, attempt: int) -> None:
+    """The previous attempt was signalled but nobody stopped and nothing was recorded (Slurm killed the job,
+    launchers included, before the lead time ran out): say so now, once."""
+    events = [e for e in read_events(layout.events) if e.get("attempt") == attempt]
+    names = {e.get("event") for e in events}
+    if "signal" in names and "stop-unacknowledged" not in names and not layout.stopped_marker(attempt).exists():
+        append_event(layout.events, "stop-unacknowledged", attempt=attempt, waited_s=None,
+                     listeners=list(read_listeners(layout, attempt)), killed=True)
 
 
 # A rehearsal's signal arrives within a second of its request; an older request is stale and must not relabel

@@ -17,6 +17,7 @@ from ddpctl.spec.fields import (
     IFNAME_RE,
     MEM_RE,
     SBATCH_OPTION_RE,
+    SCRIPT_SIGNALS,
     SIGNALS,
     SLURM_NAMES_RE,
     Conv,
@@ -64,6 +65,7 @@ SECTIONS: dict[str, dict[str, Conv]] = {
         "max_preemptions": integer(0),
         "max_timeouts": integer(0),
         "max_failures": integer(0),
+        "script_signal": choice(SCRIPT_SIGNALS, strip="SIG", nullable=True),
     },
     "checkpoint": {"dir": text(nullable=True), "keep": integer(1)},
 }
