@@ -42,6 +42,10 @@ def run(args: argparse.Namespace) -> int:
         return dry_run(spec)
     backend = get_backend(spec.backend)
     backend.check_available()
+    from ddpctl.submit.stopscan import check_script
+
+    if (warning := check_script(spec)) is not None:
+        print(f"ddpctl: warning: {warning}", file=sys.stderr)
     record = backend.submit(spec, Path(args.spec).resolve())
     Registry.from_env().add(record)
     print(f"submitted {record.name}: job {record.job_id} ({record.backend})")

@@ -6,7 +6,8 @@ the stop signal as ignored (so torchrun survives it), so the chosen signal is de
 rank's stop flag is set (stop file or stop signal), the wrapper sends the signal to its own main thread, where the
 script's handler runs, or the signal's default action when the script set none (as under plain Slurm).
 
-After the script returns with status 0 following a stop request, rank 0 writes the same stopped marker the runtime
+A script may instead poll `$DDPCTL_STOP_FILE` (no signal needed): once it exists, save, delete it (that is the
+acknowledgement), exit 0. After the script returns with status 0 following an acknowledged stop, rank 0 writes the same stopped marker the runtime
 writes after an agreed stop, naming the newest file of the checkpoint directory: the batch shell then requeues.
 Torch-free.
 """
@@ -29,6 +30,9 @@ from ddpctl.run.layout import RunLayout
 from ddpctl.runtime import stopflag
 
 POLL_S = 0.05
+# Set just before the signal goes to a handler the script installed: only then is a clean exit the script's own
+# stop (a script that merely finished its training during the stop's lead time has completed, not stopped).
+_DELIVERED = {"to_handler": False}
 MAX_LISTED = 10_000  # bounded work on a checkpoint directory of any size
 
 
@@ -68,6 +72,7 @@ def _forward(sig: signal.Signals, main: int | None, env: Mapping[str, str]) -> N
     how = "its own handler" if callable(handler) else "no handler (the default action applies)"
     if callable(handler):
         stopflag.announce_listener(f"script handler for {sig.name}", env)
+        _DELIVERED["to_handler"] = True
     print(f"[ddpctl.worker] stop requested: sending {sig.name} to the script ({how})", flush=True)
     if main is not None:
         # To the main thread, where Python runs handlers; a process-wide kill could land on this thread.
@@ -101,9 +106,17 @@ def newest_checkpoint(directory: Path) -> dict[str, Any] | None:
     return None if best is None else {"path": str(best[1]), "mtime": round(best[0], 3)}
 
 
+def file_acknowledged(env: Mapping[str, str]) -> bool:
+    """A script that polls $DDPCTL_STOP_FILE acknowledges a stop by deleting that file once it has saved."""
+    stop_file = env.get(envvars.STOP_FILE, "")
+    source = stopflag.stop_source() or ""
+    return bool(stop_file) and source == f"file:{stop_file}" and not Path(stop_file).exists()
+
+
 def after_script(status: int, env: Mapping[str, str]) -> dict[str, Any] | None:
-    """Rank 0: a clean exit after a stop request, in script_signal mode, is the script's own stop for requeue."""
-    if status != 0 or script_signal(env) is None or not stopflag.stop_requested():
+    """Rank 0: a clean exit after the script's own handler got the signal, or after it deleted the stop file it
+    polls, is its stop for requeue."""
+    if status != 0 or not (_DELIVERED["to_handler"] or file_acknowledged(env)):
         return None
     run_dir = env.get(envvars.RUN_DIR, "")
     if not run_dir or env.get("RANK", "0") != "0":

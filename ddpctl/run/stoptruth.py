@@ -67,7 +67,7 @@ def report(facts: AttemptFacts, lead_s: int, now: float) -> StopReport | None:
         return StopReport(facts.attempt, kind, "waiting", f"{head} {wait}{unheard}", facts.listeners)
     who = ("no rank listens for stops (the script does not handle them)" if not facts.listeners
            else f"{len(facts.listeners)} rank(s) listen but none stopped in time")
-    text = (f"{head} NOT ACKNOWLEDGED by any rank within its lead time ({lead_s} s): {who}. The script kept "
+    text = (f"{head} NOT ACKNOWLEDGED by any rank (lead time {lead_s} s): {who}. The script kept "
             f"training until it ended or was killed: work since its own last checkpoint is lost; {HOW_TO}")
     return StopReport(facts.attempt, kind, "unacknowledged", text, facts.listeners)
 

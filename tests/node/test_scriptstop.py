@@ -41,7 +41,7 @@ def run_worker(tmp_path: Path, body: str, **extra: str) -> tuple[subprocess.Comp
     env = {k: v for k, v in os.environ.items() if not k.startswith("DDPCTL_")}
     env.update(DDPCTL_RUN_DIR=str(run_dir), DDPCTL_ATTEMPT="0", DDPCTL_RESTART_COUNT="0", RANK="0",
                DDPCTL_CKPT_DIR=str(run_dir / "ckpt"), DDPCTL_STOP_FILE=str(run_dir / "attempt-0" / "stop-node-0"),
-               DDPCTL_STOP_SIGNAL="USR2", DDPCTL_STOP_LEAD_S="4", **extra)
+               DDPCTL_STOP_SIGNAL="USR2", DDPCTL_STOP_LEAD_S="8", **extra)
     done = subprocess.run([sys.executable, "-m", "ddpctl.node.worker", str(script)], capture_output=True,
                           text=True, env=env, cwd=REPO, timeout=60, check=False)
     return done, run_dir
@@ -90,3 +90,36 @@ def test_newest_checkpoint_is_the_most_recently_written_visible_entry(tmp_path: 
         (tmp_path / name).write_text("x")
         os.utime(tmp_path / name, (mtime, mtime))
     assert newest_checkpoint(tmp_path) == {"path": str(tmp_path / "b.pt"), "mtime": 300.0}
+
+
+def test_a_script_that_finishes_before_its_handler_exists_has_completed_not_stopped(tmp_path: Path) -> None:
+    # The stop arrives, the script never installs a handler and simply ends its training within the grace:
+    # that is a completed run, and must not be requeued (which would restart a plain script from scratch).
+    body = """
+        import os, time
+        from pathlib import Path
+        Path(os.environ["DDPCTL_STOP_FILE"]).touch()
+        time.sleep(0.5)
+        print("done", flush=True)
+    """
+    done, run_dir = run_worker(tmp_path, body, DDPCTL_SCRIPT_SIGNAL="USR1")
+    assert done.returncode == 0 and "done" in done.stdout, (done.stdout, done.stderr)
+    assert not (run_dir / "attempt-0" / "stopped.json").exists()
+
+
+def test_a_polling_script_acknowledges_by_deleting_the_stop_file(tmp_path: Path) -> None:
+    body = """
+        import os, time
+        from pathlib import Path
+        stop = Path(os.environ["DDPCTL_STOP_FILE"])
+        stop.touch()  # plays the launcher
+        while stop.exists():
+            time.sleep(1.0)  # the worker's watcher sees it first (0.2 s polls), then the script does
+            if stop.exists():
+                Path(os.environ["DDPCTL_CKPT_DIR"], "latest.pt").write_text("saved")
+                stop.unlink(missing_ok=True)
+    """
+    done, run_dir = run_worker(tmp_path, body)
+    assert done.returncode == 0, done.stderr
+    marker = json.loads((run_dir / "attempt-0" / "stopped.json").read_text())
+    assert marker["source"] == "script" and marker["checkpoint"].endswith("latest.pt"), marker
