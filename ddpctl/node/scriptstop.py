@@ -7,8 +7,9 @@ rank's stop flag is set (stop file or stop signal), the wrapper sends the signal
 script's handler runs, or the signal's default action when the script set none (as under plain Slurm).
 
 A script may instead poll `$DDPCTL_STOP_FILE` (no signal needed): once it exists, save, delete it (that is the
-acknowledgement), exit 0. After the script returns with status 0 following an acknowledged stop, rank 0 writes the same stopped marker the runtime
-writes after an agreed stop, naming the newest file of the checkpoint directory: the batch shell then requeues.
+acknowledgement), exit 0. After the script returns with status 0 following an acknowledged stop, rank 0 writes the
+same stopped marker the runtime writes after an agreed stop, naming the newest file of the checkpoint directory:
+the batch shell then requeues.
 Torch-free.
 """
 

@@ -14,8 +14,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from ddpctl import proc
-from ddpctl.submit import stopscan
 from ddpctl.spec import JobSpec, time_to_seconds
+from ddpctl.submit import stopscan
 
 OK, WARN, FAIL = "ok", "warn", "fail"
 SLURM_TOOLS = ("sbatch", "srun", "squeue", "scontrol", "scancel")
