@@ -43,9 +43,10 @@ def run_list(args: argparse.Namespace) -> int:
 
 def run_cancel(args: argparse.Namespace) -> int:
     from ddpctl.backends import get_backend
+    from ddpctl.backends.control import control, label
     from ddpctl.run.registry import Registry
 
     record = Registry.from_env().find(args.job)
-    get_backend(record.backend).cancel(record)
-    print(f"cancelled job {record.job_id} ({record.name})")
+    control(record, "cancel", lambda: get_backend(record.backend).cancel(record))
+    print(f"cancelled {label(record)}")
     return 0
