@@ -44,9 +44,10 @@ def run_list(args: argparse.Namespace) -> int:
 def run_cancel(args: argparse.Namespace) -> int:
     from ddpctl.backends import get_backend
     from ddpctl.backends.control import control, label
+    from ddpctl.backends.names import resolve
     from ddpctl.run.registry import Registry
 
-    record = Registry.from_env().find(args.job)
+    record = resolve(Registry.from_env(), args.job)
     control(record, "cancel", lambda: get_backend(record.backend).cancel(record))
     print(f"cancelled {label(record)}")
     return 0

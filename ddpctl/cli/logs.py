@@ -67,6 +67,7 @@ def request_from_args(args: argparse.Namespace) -> LogsRequest:
 
 
 def run(args: argparse.Namespace) -> int:
+    from ddpctl.backends.names import resolve
     from ddpctl.logs.follow import FollowConfig
     from ddpctl.logs.output import make_sink
     from ddpctl.logs.show import job_state, show_logs
@@ -75,7 +76,7 @@ def run(args: argparse.Namespace) -> int:
 
     request = request_from_args(args)
     registry = Registry.from_env()
-    record = registry.find(args.job)
+    record = resolve(registry, args.job)
 
     def state_fn(rec: JobRecord) -> JobState:
         # Re-read the registry: a final_state recorded while we follow ends the follow without a query.

@@ -22,9 +22,10 @@ def add(sub: Any) -> None:
 def run(args: argparse.Namespace) -> int:
     from ddpctl.backends import get_backend
     from ddpctl.backends.control import control
+    from ddpctl.backends.names import resolve
     from ddpctl.run.registry import Registry
 
-    record = Registry.from_env().find(args.job)
+    record = resolve(Registry.from_env(), args.job)
     control(record, "preempt", lambda: get_backend(record.backend).preempt(record, args.kind))
     print(f"sent the {args.kind} warning to job {record.job_id} ({record.name}); follow with "
           f"`ddpctl logs -f {record.job_id}`")

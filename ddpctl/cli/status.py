@@ -18,6 +18,7 @@ def add(sub: Any) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from ddpctl.backends import current_state
+    from ddpctl.backends.names import resolve
     from ddpctl.errors import JobNotFound
     from ddpctl.run.registry import Registry
 
@@ -28,7 +29,7 @@ def run(args: argparse.Namespace) -> int:
             raise JobNotFound(f"no jobs in the registry {registry.path} yet: submit one with `ddpctl submit`")
         record = records[-1]
     else:
-        record = registry.find(args.job)
+        record = resolve(registry, args.job)
     import time
     from pathlib import Path
 

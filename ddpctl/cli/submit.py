@@ -21,6 +21,8 @@ def add(sub: Any) -> None:
                         help="override the spec's backend (default: the spec's, else sbatch)")
     parser.add_argument("--dry-run", action="store_true",
                         help="print the batch script and each node's torchrun command and environment; submit nothing")
+    parser.add_argument("--allow-duplicate", action="store_true",
+                        help="submit even if a job of the same name is still queued or running")
     parser.add_argument("--wait", action="store_true",
                         help="follow the job's state until it ends; exit with the job's exit status")
     parser.set_defaults(func=run)
@@ -42,6 +44,10 @@ def run(args: argparse.Namespace) -> int:
         return dry_run(spec)
     backend = get_backend(spec.backend)
     backend.check_available()
+    if not args.allow_duplicate:
+        from ddpctl.backends.names import check_duplicate
+
+        check_duplicate(Registry.from_env(), spec.name)
     from ddpctl.submit.stopscan import check_script
 
     if (warning := check_script(spec)) is not None:
