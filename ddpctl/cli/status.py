@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import argparse
 import json
-from dataclasses import asdict
 from typing import Any
 
 
@@ -30,23 +29,11 @@ def run(args: argparse.Namespace) -> int:
         record = records[-1]
     else:
         record = resolve(registry, args.job)
-    import time
-    from pathlib import Path
-
-    from ddpctl.run.layout import RunLayout
-    from ddpctl.run.stoptruth import run_summary
+    from ddpctl.cli.jobreport import lines, payload
 
     state = current_state(record)
-    stops, restarts = run_summary(RunLayout(Path(record.run_dir)), time.time())
     if args.json:
-        print(json.dumps({"job_id": record.job_id, "name": record.name, "backend": record.backend,
-                          "run_dir": record.run_dir, **asdict(state), "stops": [s.as_json() for s in stops],
-                          "restart_notes": restarts}))
-        return 0
-    from ddpctl.cli.waiting import describe
-
-    print(f"{record.job_id}  {record.name}  {describe(state)}")
-    print(f"  backend {record.backend}, run dir {record.run_dir}")
-    for line in [*(s.text for s in stops), *restarts][-8:]:  # bounded: the newest matter most
-        print(f"  {line}")
+        print(json.dumps(payload(record, state)))
+    else:
+        print("\n".join(lines(record, state)))
     return 0

@@ -12,6 +12,7 @@ from ddpctl.run.registry import JobRecord
 from ddpctl.run.state import JobState
 
 POLL_S = 1.0
+PROGRESS_EVERY_S = 15.0
 
 
 def describe(state: JobState, *, elapsed: bool = True) -> str:
@@ -35,16 +36,35 @@ def exit_status(state: JobState) -> int:
     return exitcodes.FAILURE
 
 
+def progress(record: JobRecord, state: JobState) -> str:
+    """", step N" once rank 0 of a running job logged a step (read from the run's files)."""
+    if state.state != "RUNNING":
+        return ""
+    from pathlib import Path
+
+    from ddpctl.run.layout import RunLayout
+    from ddpctl.run.summary import summarize
+
+    step = summarize(RunLayout(Path(record.run_dir))).last_step
+    return "" if step is None else f", step {step}"
+
+
 def poll_until_terminal(record: JobRecord, show: Callable[[str], None], *, live: bool,
-                        query: Callable[[JobRecord], JobState] = current_state) -> JobState:
-    """Show each change of state; a live status line also shows the ticking elapsed time."""
-    last = ""
+                        query: Callable[[JobRecord], JobState] = current_state,
+                        clock: Callable[[], float] = time.monotonic) -> JobState:
+    """A live status line is refreshed every poll (state, elapsed, step). Without a terminal, a line is printed
+    on each change of state, and every PROGRESS_EVERY_S while the job runs (with its step and elapsed time)."""
+    last, shown_at = "", clock()
     while True:
         state = query(record)
         text = describe(state, elapsed=live)
-        if text != last:
-            show(text)
-            last = text
+        due = state.state == "RUNNING" and clock() - shown_at >= PROGRESS_EVERY_S
+        if live or text != last or due:
+            line = text + progress(record, state)
+            if not live and state.state == "RUNNING" and state.elapsed:
+                line += f", elapsed {state.elapsed}"
+            show(line)
+            last, shown_at = text, clock()
         if state.terminal:
             return state
         time.sleep(POLL_S)
@@ -61,4 +81,7 @@ def wait_for_job(record: JobRecord) -> int:
         console.print(f"{label}: {describe(state)}")
     else:
         state = poll_until_terminal(record, lambda text: print(f"{label}: {text}", flush=True), live=False)
+    from ddpctl.cli.jobreport import lines
+
+    print("\n".join(lines(record, state)[1:]), flush=True)  # elapsed, restarts, last step, logs, checkpoints
     return exit_status(state)

@@ -37,7 +37,9 @@ def batch_start(layout: RunLayout, env: Mapping[str, str]) -> None:
     layout.attempt_dir(attempt).mkdir(parents=True, exist_ok=True)
     if attempt > 0:
         record_unacknowledged(layout, attempt - 1)
-    append_event(layout.events, "attempt-start", attempt=attempt, job_id=env.get("SLURM_JOB_ID"),
+    # The run directory is named after the job id every command uses (the local backend's "local-7", not the
+    # simulated SLURM_JOB_ID 7): the events name the job with that one id.
+    append_event(layout.events, "attempt-start", attempt=attempt, job_id=layout.root.name,
                  nodes=env.get("SLURM_JOB_NODELIST"), batch_host=socket.gethostname(),
                  checkpoints_present=checkpoints_present(layout))
 

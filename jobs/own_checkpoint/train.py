@@ -30,6 +30,26 @@ def on_signal(_signum: int, _frame: FrameType | None) -> None:
     STOP["requested"] = True  # only a flag: the save happens in the loop, at a step every rank agrees on
 
 
+def resume(path: Path, model: DDP, opt: torch.optim.Optimizer, rank: int) -> int:
+    if not path.exists():
+        return 0
+    state = torch.load(path, map_location="cpu", weights_only=True)
+    model.module.load_state_dict(state["model"])
+    opt.load_state_dict(state["opt"])
+    if rank == 0:
+        print(f"resumed from step {state['step']} (restart {os.environ.get('DDPCTL_RESTART_COUNT', '0')})",
+              flush=True)
+    return int(state["step"])
+
+
+def save(path: Path, model: DDP, opt: torch.optim.Optimizer, step: int) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(".checkpoint.pt.tmp")  # written whole, then renamed: never a torn checkpoint.pt
+    torch.save({"model": model.module.state_dict(), "opt": opt.state_dict(), "step": step}, tmp)
+    tmp.replace(path)
+    print(f"saved step {step}", flush=True)
+
+
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--steps", type=int, default=40)
@@ -45,14 +65,7 @@ def main() -> None:
     torch.manual_seed(0)
     model = DDP(torch.nn.Linear(8, 1))
     opt = torch.optim.SGD(model.parameters(), lr=0.01)
-    start = 0
-    if path.exists():
-        state = torch.load(path, map_location="cpu", weights_only=True)
-        model.module.load_state_dict(state["model"])
-        opt.load_state_dict(state["opt"])
-        start = int(state["step"])
-        if rank == 0:
-            print(f"resumed from step {start} (restart {os.environ.get('DDPCTL_RESTART_COUNT', '0')})", flush=True)
+    start = resume(path, model, opt, rank)
     for step in range(start + 1, args.steps + 1):
         x = torch.randn(16, 8)
         loss = model(x).pow(2).mean()
@@ -67,11 +80,7 @@ def main() -> None:
         stop = bool(flag.item()) and step < args.steps
         if (args.save_every and step % args.save_every == 0) or stop:
             if rank == 0:
-                path.parent.mkdir(parents=True, exist_ok=True)
-                tmp = path.with_name(".checkpoint.pt.tmp")
-                torch.save({"model": model.module.state_dict(), "opt": opt.state_dict(), "step": step}, tmp)
-                tmp.replace(path)
-                print(f"saved step {step}", flush=True)
+                save(path, model, opt, step)
             dist.barrier()
         if stop:
             if rank == 0:
