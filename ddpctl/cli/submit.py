@@ -44,6 +44,9 @@ def run(args: argparse.Namespace) -> int:
         return dry_run(spec)
     backend = get_backend(spec.backend)
     backend.check_available()
+    from ddpctl.submit.preflight import check_partition
+
+    check_partition(spec)
     if not args.allow_duplicate:
         from ddpctl.backends.names import check_duplicate
 

@@ -59,21 +59,16 @@ def test_finished_status_has_no_empty_fields_and_tells_the_story(tmp_path: Path)
     assert summarize(RunLayout(Path(record.run_dir))).last_step == 4
 
 
-def test_wait_shows_state_then_step_and_elapsed(tmp_path: Path) -> None:
+def test_wait_shows_state_then_step_and_elapsed(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     record = finished_run(tmp_path)
     seq = iter([JobState("PENDING", reason="Resources"), JobState("RUNNING", elapsed="0:05"),
                 JobState("RUNNING", elapsed="0:20"), JobState("RUNNING", elapsed="0:21"),
                 JobState("COMPLETED", 1, "training completed")])
     clock = iter([0.0, 0.0, 1.0, 2.0, 20.0, 20.0, 21.0, 22.0, 23.0])
     shown: list[str] = []
-    import ddpctl.cli.waiting as waiting
-
-    waiting.POLL_S, saved = 0.0, waiting.POLL_S
-    try:
-        final = poll_until_terminal(record, shown.append, live=False, query=lambda _r: next(seq),
-                                    clock=lambda: next(clock))
-    finally:
-        waiting.POLL_S = saved
+    monkeypatch.setattr("ddpctl.cli.waiting.POLL_S", 0.0)
+    final = poll_until_terminal(record, shown.append, live=False, query=lambda _r: next(seq),
+                                clock=lambda: next(clock))
     assert final.state == "COMPLETED"
     assert shown == ["PENDING (Resources)", "RUNNING, step 4, elapsed 0:05", "RUNNING, step 4, elapsed 0:20",
                      "COMPLETED (training completed) restart 1"], shown
