@@ -7,6 +7,7 @@ ranks: a pending or requeued job is told to wait. A failure of the command itsel
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable
 
 from ddpctl import exitcodes
@@ -49,3 +50,19 @@ def control(record: JobRecord, action: str, do: Callable[[], None], state_fn: St
             raise ended(record, after, action) from None
         raise CommandError(f"{action} {label(record)}: {err}") from None
     return state
+
+
+def wait_until_running(record: JobRecord, timeout_s: float, say: Callable[[str], None], *,
+                       state_fn: StateFn = current_state, poll_s: float = 1.0,
+                       clock: Callable[[], float] = time.monotonic) -> JobState:
+    """For `preempt` right after `submit`: wait (bounded) while the job is queued, saying why once per reason."""
+    deadline, said = clock() + timeout_s, ""
+    while True:
+        state = state_fn(record)
+        if state.terminal or state.state == "RUNNING" or clock() >= deadline:
+            return state
+        text = f"waiting for {label(record)} to run: {state.state}" + (f" ({state.reason})" if state.reason else "")
+        if text != said:
+            say(text)
+            said = text
+        time.sleep(poll_s)

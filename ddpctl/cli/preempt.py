@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import argparse
+import sys
+from collections.abc import Callable
 from typing import Any
 
 
@@ -14,27 +16,42 @@ def add(sub: Any) -> None:
         "supervisor): all ranks stop at an agreed step, checkpoint, and the job requeues itself.",
     )
     parser.add_argument("job", help="job id or name")
+    parser.add_argument("--wait", type=float, default=600.0, metavar="SECONDS",
+                        help="wait this long for a queued job to start running first (default 600; 0: no wait)")
     parser.add_argument("--as", dest="kind", choices=["preemption", "timeout"], default="preemption",
                         help="which budget the requeue is charged to (default: preemption)")
     parser.set_defaults(func=run)
 
 
+LISTENER_WAIT_S = 60.0  # a just-started job's ranks need a moment (torch import, rendezvous) before they listen
+
+
 def run(args: argparse.Namespace) -> int:
     from ddpctl.backends import get_backend
-    from ddpctl.backends.control import control
+    from ddpctl.backends.control import control, wait_until_running
     from ddpctl.backends.names import resolve
     from ddpctl.run.registry import Registry
 
     record = resolve(Registry.from_env(), args.job)
+    state = wait_until_running(record, args.wait, say)
+    if state.state == "RUNNING":
+        unheard_after_wait(record, min(args.wait, LISTENER_WAIT_S), say)
     control(record, "preempt", lambda: get_backend(record.backend).preempt(record, args.kind))
     print(f"sent the {args.kind} warning to job {record.job_id} ({record.name}); follow with "
           f"`ddpctl logs -f {record.job_id}`")
-    warn_if_unheard(record)
+    unheard = unheard_after_wait(record, 0, say)
+    if unheard:
+        say(f"ddpctl: WARNING: {unheard}")
     return 0
 
 
-def warn_if_unheard(record: Any) -> None:
-    import sys
+def say(text: str) -> None:
+    print(text, file=sys.stderr, flush=True)
+
+
+def unheard_after_wait(record: Any, timeout_s: float, say: Callable[[str], None]) -> str | None:
+    """Wait (bounded) until some rank listens for stops; the plain statement if none does."""
+    import time
     from pathlib import Path
 
     from ddpctl.run.layout import RunLayout
@@ -46,6 +63,11 @@ def warn_if_unheard(record: Any) -> None:
         script_signal = load_spec(layout.spec_file, check_paths=False).requeue.script_signal
     except Exception:
         script_signal = None
+    deadline = time.monotonic() + timeout_s
     unheard = listening_now(layout, script_signal)
-    if unheard:
-        print(f"ddpctl: WARNING: {unheard}", file=sys.stderr)
+    if unheard and timeout_s > 0:
+        say(f"waiting up to {timeout_s:.0f} s for a rank of job {record.job_id} to listen for stops")
+        while unheard and time.monotonic() < deadline:
+            time.sleep(0.5)
+            unheard = listening_now(layout, script_signal)
+    return unheard

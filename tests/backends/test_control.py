@@ -48,3 +48,17 @@ def test_a_job_that_ends_during_the_command_is_reported_as_ended() -> None:
         control(RECORD, "preempt", fail, states(JobState("RUNNING"), JobState("COMPLETED")))
     with pytest.raises(CommandError, match=r"^preempt job 29 \(ex\): scancel: error"):
         control(RECORD, "preempt", fail, states(JobState("RUNNING"), JobState("RUNNING")))
+
+
+def test_preempt_waits_for_a_queued_job_to_run_saying_why_once() -> None:
+    from ddpctl.backends.control import wait_until_running
+
+    said: list[str] = []
+    seq = states(JobState("PENDING", reason="Resources"), JobState("PENDING", reason="Resources"),
+                 JobState("RUNNING"))
+    got = wait_until_running(RECORD, 60, said.append, state_fn=seq, poll_s=0.0)
+    assert got.state == "RUNNING" and said == ["waiting for job 29 (ex) to run: PENDING (Resources)"]
+    clock = iter([0.0, 0.0, 5.0])
+    got = wait_until_running(RECORD, 1, said.append, state_fn=lambda _r: JobState("PENDING"), poll_s=0.0,
+                             clock=lambda: next(clock))
+    assert got.state == "PENDING"  # gave up: control() then says it is not running
