@@ -8,6 +8,7 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
+from ddpctl import exitcodes
 from ddpctl.run.layout import RunLayout
 from ddpctl.run.registry import JobRecord
 from ddpctl.run.state import JobState
@@ -18,13 +19,32 @@ from ddpctl.spec import load_spec
 MAX_NOTES = 8  # bounded: the newest stops and restarts matter most
 
 
+def describe(state: JobState, *, elapsed: bool = True) -> str:
+    parts = [state.state]
+    if state.reason:
+        parts.append(f"({state.reason})")
+    if state.nodes and state.state == "RUNNING":
+        parts.append(f"on {state.nodes}")
+    if state.restarts:
+        parts.append(f"restart {state.restarts}")
+    if elapsed and state.elapsed:
+        parts.append(state.elapsed)
+    return " ".join(parts)
+
+
+def exit_status(state: JobState) -> int:
+    if state.state == "COMPLETED":
+        return exitcodes.OK
+    if state.exit_code not in (None, exitcodes.OK):
+        return int(state.exit_code)
+    return exitcodes.FAILURE
+
+
 def completed(record: JobRecord, state: JobState, summary: RunSummary) -> JobState:
     """A finished job's state with what Slurm no longer says filled in from the run's own files."""
     if not state.terminal:
         return state
     from dataclasses import replace
-
-    from ddpctl.cli.waiting import exit_status
 
     return replace(state, reason=state.reason or state.state.lower(), nodes=state.nodes or summary.nodes or "?",
                    elapsed=state.elapsed or format_elapsed(summary.elapsed_s),
@@ -51,8 +71,6 @@ def payload(record: JobRecord, state: JobState) -> dict[str, Any]:
 
 
 def lines(record: JobRecord, state: JobState) -> list[str]:
-    from ddpctl.cli.waiting import describe
-
     layout = RunLayout(Path(record.run_dir))
     summary = summarize(layout)
     shown = completed(record, state, summary)

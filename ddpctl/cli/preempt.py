@@ -7,6 +7,8 @@ import sys
 from collections.abc import Callable
 from typing import Any
 
+from ddpctl.cli.common import add_job_arg
+
 
 def add(sub: Any) -> None:
     parser = sub.add_parser(
@@ -15,7 +17,7 @@ def add(sub: Any) -> None:
         "time limit or on preemption (sbatch: to the batch shell; submitit: to every task; local: to the "
         "supervisor): all ranks stop at an agreed step, checkpoint, and the job requeues itself.",
     )
-    parser.add_argument("job", help="job id or name")
+    add_job_arg(parser)
     parser.add_argument("--wait", type=float, default=600.0, metavar="SECONDS",
                         help="wait this long for a queued job to start running first (default 600; 0: no wait)")
     parser.add_argument("--as", dest="kind", choices=["preemption", "timeout"], default="preemption",
@@ -27,16 +29,15 @@ LISTENER_WAIT_S = 60.0  # a just-started job's ranks need a moment (torch import
 
 
 def run(args: argparse.Namespace) -> int:
-    from ddpctl.backends import get_backend
-    from ddpctl.backends.control import control, wait_until_running
-    from ddpctl.backends.names import resolve
-    from ddpctl.run.registry import Registry
+    from ddpctl import api
+    from ddpctl.backends.control import wait_until_running
 
-    record = resolve(Registry.from_env(), args.job)
+    job = api.job(args.job)
+    record = job.record
     state = wait_until_running(record, args.wait, say)
     if state.state == "RUNNING":
         unheard_after_wait(record, min(args.wait, LISTENER_WAIT_S), say)
-    control(record, "preempt", lambda: get_backend(record.backend).preempt(record, args.kind))
+    job.preempt(args.kind)
     print(f"sent the {args.kind} warning to job {record.job_id} ({record.name}); follow with "
           f"`ddpctl logs -f {record.job_id}`")
     unheard = unheard_after_wait(record, 0, say)

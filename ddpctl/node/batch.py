@@ -18,18 +18,15 @@ from ddpctl.node.decide import Decision, Kind, RunOutcome, classify_signal, coun
 from ddpctl.node.torchrun import checkpoint_dir
 from ddpctl.run.events import append_event, read_events
 from ddpctl.run.layout import RunLayout
+from ddpctl.run.rundir import run_spec
 from ddpctl.run.stoptruth import read_listeners
-from ddpctl.spec import JobSpec, load_spec, time_to_seconds
+from ddpctl.spec import time_to_seconds
 
 FanOut = Callable[[str], None]  # delivers the stop signal (by name) to every node's launcher
 
 
 def attempt_of(env: Mapping[str, str]) -> int:
     return int(env.get("SLURM_RESTART_COUNT") or 0)
-
-
-def load_run_spec(layout: RunLayout) -> JobSpec:
-    return load_spec(layout.spec_file, check_paths=False)
 
 
 def batch_start(layout: RunLayout, env: Mapping[str, str]) -> None:
@@ -48,7 +45,7 @@ def checkpoints_present(layout: RunLayout) -> bool | None:
     """Whether the checkpoint directory holds anything as the attempt starts (None: cannot tell): an empty
     one means a restart from scratch, whatever the script does."""
     try:
-        directory = checkpoint_dir(load_run_spec(layout), layout)
+        directory = checkpoint_dir(run_spec(layout), layout)
         with os.scandir(directory) as entries:
             return any(not e.name.startswith(".") for e in entries)
     except FileNotFoundError:
@@ -72,6 +69,11 @@ def record_unacknowledged(layout: RunLayout, attempt: int) -> None:
 REQUEST_MAX_AGE_S = 60.0
 
 
+def request_kind(layout: RunLayout, kind: str) -> None:
+    """Leave the kind `ddpctl preempt --as KIND` rehearses for the decision (`requested_kind` reads it)."""
+    layout.preempt_request.write_text(json.dumps({"kind": kind, "t": time.time()}))
+
+
 def requested_kind(layout: RunLayout, now: float | None = None) -> Kind | None:
     """`ddpctl preempt --as KIND` leaves the kind it rehearses here, just before it signals."""
     try:
@@ -87,7 +89,9 @@ def requested_kind(layout: RunLayout, now: float | None = None) -> Kind | None:
     return kind if kind in ("timeout", "preemption") else None
 
 
-def parse_time_left(text: str) -> int | None:
+def parse_time_left(text: str | None) -> int | None:
+    if text is None:
+        return None
     try:
         return time_to_seconds(text.strip())
     except Exception:
@@ -96,7 +100,7 @@ def parse_time_left(text: str) -> int | None:
 
 def on_signal(layout: RunLayout, env: Mapping[str, str], signal_name: str,
               time_left: Callable[[], int | None], fan_out: FanOut) -> dict[str, Any]:
-    spec = load_run_spec(layout)
+    spec = run_spec(layout)
     attempt = attempt_of(env)
     left = time_left()
     kind = requested_kind(layout) or classify_signal(left, spec.requeue.lead_s)
@@ -112,8 +116,9 @@ def on_signal(layout: RunLayout, env: Mapping[str, str], signal_name: str,
     return event
 
 
-def run_outcome(layout: RunLayout, attempt: int, exit_code: int) -> RunOutcome:
-    events = [e for e in read_events(layout.events) if e.get("attempt") == attempt]
+def run_outcome(layout: RunLayout, events: list[dict[str, Any]], attempt: int, exit_code: int) -> RunOutcome:
+    """The outcome of `attempt` from the run's `events` (read once by the caller) and its stopped marker."""
+    events = [e for e in events if e.get("attempt") == attempt]
     kinds = [e.get("kind") for e in events if e.get("event") == "signal"]
     kind = kinds[-1] if kinds and kinds[-1] in ("timeout", "preemption") else None
     node_exits = [e["exit"] for e in events if e.get("event") == "node-exit" and isinstance(e.get("exit"), int)]
@@ -122,21 +127,15 @@ def run_outcome(layout: RunLayout, attempt: int, exit_code: int) -> RunOutcome:
 
 
 def decide_run(layout: RunLayout, env: Mapping[str, str], exit_code: int) -> Decision:
-    spec = load_run_spec(layout)
+    spec = run_spec(layout)
     attempt = attempt_of(env)
-    outcome = run_outcome(layout, attempt, exit_code)
-    used = count_requeues(read_events(layout.events), attempt)
+    events = list(read_events(layout.events))
+    outcome = run_outcome(layout, events, attempt, exit_code)
+    used = count_requeues(events, attempt)
     decision = decide(outcome, spec.requeue, used)
     append_event(layout.events, "decision", attempt=attempt, step_exit=exit_code, stopped=outcome.stopped,
                  **decision.as_event())
     return decision
-
-
-def stopped_step(layout: RunLayout, attempt: int) -> Any:
-    try:
-        return json.loads(layout.stopped_marker(attempt).read_text()).get("step")
-    except (OSError, ValueError, AttributeError):
-        return None
 
 
 def run_dir_arg(path: Path) -> RunLayout:

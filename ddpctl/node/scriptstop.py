@@ -25,6 +25,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from ddpctl.proc import signal_named
 from ddpctl.run import envvars
 from ddpctl.run.events import append_event
 from ddpctl.run.layout import RunLayout
@@ -42,7 +43,7 @@ def script_signal(env: Mapping[str, str]) -> signal.Signals | None:
     if not name:
         return None
     try:
-        return stopflag.parse_signal(name)
+        return signal_named(name)
     except (KeyError, ValueError):
         print(f"ddpctl: WARNING: {envvars.SCRIPT_SIGNAL}={name!r} is not a signal; not forwarded", file=sys.stderr)
         return None

@@ -84,7 +84,7 @@ def ddpctl_env(spec: JobSpec, dist: DistEnv, layout: RunLayout) -> list[tuple[st
         *script_signal,
         (envvars.STOP_LEAD_S, str(spec.requeue.lead_s)),
         (envvars.NODE_NAME, dist.node_name),
-        (envvars.RANK_LOG, str(layout.attempt_dir(attempt) / "rank-{rank}.log")),
+        (envvars.RANK_LOG, layout.rank_log_pattern(attempt)),
     ]
 
 

@@ -76,8 +76,9 @@ def test_wait_shows_state_then_step_and_elapsed(tmp_path: Path, monkeypatch: pyt
 
 def cli(home: Path, *args: str, **kw: object) -> subprocess.CompletedProcess[str]:
     env = {**os.environ, "DDPCTL_HOME": str(home), "PYTHONPATH": str(REPO), "COLUMNS": "80"}
-    return subprocess.run([sys.executable, "-m", "ddpctl", *args], text=True, env=env, timeout=60, check=False,
-                          **kw)  # type: ignore[call-overload]
+    done: subprocess.CompletedProcess[str] = subprocess.run(  # type: ignore[call-overload]
+        [sys.executable, "-m", "ddpctl", *args], text=True, env=env, timeout=60, check=False, **kw)
+    return done
 
 
 def test_list_fits_80_columns(tmp_path: Path) -> None:

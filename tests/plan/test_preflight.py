@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
+from ddpctl.plan.preflight import Partition, parse_partitions, problem
 from ddpctl.spec import JobSpec
-from ddpctl.submit.preflight import Partition, parse_partitions, problem
 
 SINFO = "debug*|1|infinite\ndebug*|1|infinite\ngpu|4|1-00:00:00\nshort|2|30:00\n"
 SPEC = JobSpec(name="x", script="t.py", nodes=2, time="00:10:00", source="jobs/x.yaml")

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from ddpctl.submit.stopscan import stop_handling_problem
+from ddpctl.plan.stopscan import stop_handling_problem
 
 REPO = Path(__file__).resolve().parents[2]
 

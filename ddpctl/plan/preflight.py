@@ -65,9 +65,11 @@ def check_partition(spec: JobSpec, runner: proc.Runner = proc.run) -> None:
     """Raise SpecError (exit 2) when the cluster cannot ever run this spec."""
     if spec.backend == "local" or not proc.available("sinfo"):
         return
-    done = runner(["sinfo", "-h", "-o", "%P|%D|%l"])
-    if done.returncode != 0:
+    from ddpctl.slurm import commands
+
+    text = commands.sinfo_partitions(runner)
+    if text is None:
         return
-    refusal = problem(spec, parse_partitions(done.stdout))
+    refusal = problem(spec, parse_partitions(text))
     if refusal:
         raise SpecError(refusal)
