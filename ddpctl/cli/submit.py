@@ -46,6 +46,7 @@ def run(args: argparse.Namespace) -> int:
     Registry.from_env().add(record)
     print(f"submitted {record.name}: job {record.job_id} ({record.backend})")
     print(f"run dir:  {record.run_dir}")
+    print(code_line(record.run_dir))
     print(f"logs:     ddpctl logs -f {record.job_id}")
     sys.stdout.flush()
     if args.wait:
@@ -53,6 +54,13 @@ def run(args: argparse.Namespace) -> int:
 
         return wait_for_job(record)
     return 0
+
+
+def code_line(run_dir: str) -> str:
+    from ddpctl.run.layout import RunLayout
+    from ddpctl.snapshot import read_info, summary
+
+    return summary(read_info(RunLayout(Path(run_dir)).snapshot_file))
 
 
 def dry_run(spec: Any) -> int:

@@ -51,9 +51,11 @@ def local_address(node_name: str, ifname: str | None) -> str | None:
 
 def prepare(run_dir: Path, env: Mapping[str, str]) -> tuple[JobSpec, DistEnv, RunLayout, NodePlan]:
     from ddpctl.node import netif
+    from ddpctl.snapshot import pin
 
     layout = RunLayout(run_dir)
-    spec = load_spec(layout.spec_file, check_paths=False)
+    # Every attempt runs the code as it was at submit (the run's snapshot), not what the path holds now.
+    spec = pin(load_spec(layout.spec_file, check_paths=False), layout.snapshot_file)
     dist = derive(env, spec.nproc_per_node)
     ifname: str | None
     local_addr: str | None

@@ -3,6 +3,7 @@
     <run_dir>/<name>/<job_id>/
         job.yaml            resolved spec as submitted
         job.sbatch          rendered batch script (sbatch backend)
+        snapshot.json       the code snapshot every attempt runs (ddpctl.snapshot; absent with snapshot: off)
         slurm.out           batch-shell output, appended across requeues (--open-mode=append)
         events.jsonl        one JSON object per line: submit, start, signal, stop, checkpoint, decision, exit
         checkpoints/        default checkpoint directory (spec checkpoint.dir overrides)
@@ -35,6 +36,10 @@ class RunLayout:
     @property
     def script_file(self) -> Path:
         return self.root / "job.sbatch"
+
+    @property
+    def snapshot_file(self) -> Path:
+        return self.root / "snapshot.json"
 
     @property
     def batch_log(self) -> Path:

@@ -59,6 +59,7 @@ class JobSpec:
     max_restarts: int = 0  # torchrun --max-restarts (in-job restarts of the worker group)
     rdzv: str = "c10d"  # or "static"
     python: str | None = None  # interpreter for workers; None = the one running ddpctl
+    snapshot: str = "auto"  # code snapshot at submit: auto, git, dir or off (ddpctl.snapshot)
     source: str = "<spec>"  # the file the spec came from, for messages
 
     @property

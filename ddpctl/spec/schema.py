@@ -140,6 +140,7 @@ TOP: dict[str, Conv] = {
     "max_restarts": integer(0),
     "rdzv": choice(("c10d", "static")),
     "python": text(nullable=True, what="an interpreter name or path"),
+    "snapshot": choice(("auto", "git", "dir", "off")),
     **{name: section(table) for name, table in SECTIONS.items()},
 }
 REQUIRED = ("name", "script")
