@@ -32,7 +32,20 @@ def run(args: argparse.Namespace) -> int:
         from ddpctl.submit.render import render_for
 
         script = render_for(spec)
-    checks = evaluate(spec, gather(spec, script))
+    checks = [*evaluate(spec, gather(spec, script)), requeue_mode_check(spec)]
     for check in checks:
         print(f"[{MARKS[check.status]}] {check.name}: {check.detail}")
     return 1 if any(c.status == FAIL for c in checks) else 0
+
+
+def requeue_mode_check(spec: Any) -> Any:
+    """What requeue.mode auto picks here, and why (a FAIL where the backend cannot do what the cluster needs)."""
+    from ddpctl.errors import SpecError
+    from ddpctl.submit.doctor import FAIL, OK, Check
+    from ddpctl.submit.requeue_mode import resolve
+
+    try:
+        resolved, why = resolve(spec)
+    except SpecError as err:
+        return Check(FAIL, "requeue mode", str(err))
+    return Check(OK, "requeue mode", f"{resolved.requeue.mode} ({why})")

@@ -36,16 +36,19 @@ def load(args: argparse.Namespace) -> Any:
 def run(args: argparse.Namespace) -> int:
     from ddpctl.backends import get_backend
     from ddpctl.run.registry import Registry
+    from ddpctl.submit.requeue_mode import resolve
 
-    spec = load(args)
+    spec, why = resolve(load(args))  # requeue.mode auto -> requeue or chain, from the cluster's facts
     if args.dry_run:
         return dry_run(spec)
     backend = get_backend(spec.backend)
     backend.check_available()
     record = backend.submit(spec, Path(args.spec).resolve())
     Registry.from_env().add(record)
+    record_mode(record.run_dir, spec.requeue.mode, why)
     print(f"submitted {record.name}: job {record.job_id} ({record.backend})")
     print(f"run dir:  {record.run_dir}")
+    print(f"requeue:  {spec.requeue.mode} ({why})" if spec.requeue.enabled else "requeue:  disabled in the spec")
     print(code_line(record.run_dir))
     print(f"logs:     ddpctl logs -f {record.job_id}")
     sys.stdout.flush()
@@ -54,6 +57,13 @@ def run(args: argparse.Namespace) -> int:
 
         return wait_for_job(record)
     return 0
+
+
+def record_mode(run_dir: str, mode: str, why: str) -> None:
+    from ddpctl.run.events import append_event
+    from ddpctl.run.layout import RunLayout
+
+    append_event(RunLayout(Path(run_dir)).events, "requeue-mode", mode=mode, why=why)
 
 
 def code_line(run_dir: str) -> str:

@@ -16,13 +16,14 @@ from typing import Any
 from ddpctl.node.decide import Decision, Kind, RunOutcome, classify_signal, count_requeues, decide, root_exit
 from ddpctl.run.events import append_event, read_events
 from ddpctl.run.layout import RunLayout
+from ddpctl.slurm.env import attempt_number
 from ddpctl.spec import JobSpec, load_spec, time_to_seconds
 
 FanOut = Callable[[str], None]  # delivers the stop signal (by name) to every node's launcher
 
 
 def attempt_of(env: Mapping[str, str]) -> int:
-    return int(env.get("SLURM_RESTART_COUNT") or 0)
+    return attempt_number(env)
 
 
 def load_run_spec(layout: RunLayout) -> JobSpec:

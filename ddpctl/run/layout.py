@@ -58,6 +58,11 @@ class RunLayout:
         """Written by `ddpctl preempt --as KIND` just before it signals, so the decision knows the kind."""
         return self.root / "preempt-request.json"
 
+    @property
+    def cancel_request(self) -> Path:
+        """Written by `ddpctl cancel` before it cancels a chained run's jobs: no successor may start after it."""
+        return self.root / "cancel-request.json"
+
     def attempt_dir(self, restart: int) -> Path:
         return self.root / f"attempt-{restart}"
 

@@ -49,8 +49,8 @@ def parse_scontrol_job(text: str) -> dict[str, str]:
     return fields
 
 
-def sbatch(script: str, extra: Sequence[str] = (), runner: Runner = run) -> str:
-    return parse_job_id(check(["sbatch", "--parsable", *extra, script], runner).stdout)
+def sbatch(script: str, extra: Sequence[str] = (), runner: Runner = run, args: Sequence[str] = ()) -> str:
+    return parse_job_id(check(["sbatch", "--parsable", *extra, script, *args], runner).stdout)
 
 
 def squeue(job_id: str, runner: Runner = run) -> QueueRow | None:
