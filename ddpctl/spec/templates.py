@@ -10,7 +10,7 @@ TEMPLATE_SUFFIX = ".sbatch.j2"
 def templates_dir() -> Path:
     # In a checkout (and an editable install) the top-level templates/ sits next to the package;
     # a wheel carries the same files as the ddpctl.templates package.
-    checkout = Path(__file__).resolve().parent.parent / "templates"
+    checkout = Path(__file__).resolve().parents[2] / "templates"  # ddpctl/spec/templates.py -> checkout root
     if checkout.is_dir():
         return checkout
     import ddpctl.templates  # type: ignore[import-not-found]  # only present in an installed wheel

@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import test_preemption
 import yaml
 from clitools import Cli, final_hash
 from slurmtools import sbatch_text
@@ -27,10 +28,9 @@ from test_preemption import (
     squeue_row,
     submit,
 )
-from test_preemption import cli as _cli  # noqa: F401 - fixtures, registered under their own names
-from test_preemption import reference as _reference  # noqa: F401
 
 pytestmark = pytest.mark.slurm
+cli, reference = test_preemption.cli, test_preemption.reference  # the same fixtures (one reference per module)
 
 LOWPRIO = ("partition=lowprio",)
 
