@@ -20,12 +20,12 @@ class NcclSettings:
 @dataclass(frozen=True)
 class RequeuePolicy:
     enabled: bool = True
-    mode: str = "auto"  # requeue (the job requeues itself), chain (a successor job continues the run) or auto
     signal: str = "USR2"  # USR1 is grabbed by some NCCL builds; USR2 is safe
     lead_s: int = 120  # seconds before the time limit the warning signal is sent
     max_preemptions: int = 10
     max_timeouts: int = 3
     max_failures: int = 0  # requeues after a crash (torchrun's own restarts come first, see max_restarts)
+    mode: str = "auto"  # requeue (the job requeues itself), chain (a successor job continues the run) or auto
 
 
 @dataclass(frozen=True)

@@ -59,12 +59,12 @@ SECTIONS: dict[str, dict[str, Conv]] = {
     },
     "requeue": {
         "enabled": boolean,
-        "mode": choice(("auto", "requeue", "chain")),
         "signal": choice(SIGNALS, strip="SIG"),
         "lead_s": integer(1, 65535),  # Slurm's --signal=SIG@T caps T at 65535 s
         "max_preemptions": integer(0),
         "max_timeouts": integer(0),
         "max_failures": integer(0),
+        "mode": choice(("auto", "requeue", "chain")),
     },
     "checkpoint": {"dir": text(nullable=True), "keep": integer(1)},
 }
