@@ -6,6 +6,7 @@ The registry's job id is the run's id: its first job. Successors are in the run'
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import json
 import time
@@ -53,7 +54,8 @@ def cancel_run(record: JobRecord, runner: Runner) -> list[str]:
     """Cancel every job of the run, a pending successor included; returns the jobs cancelled."""
     layout = RunLayout(Path(record.run_dir))
     # First: a successor submitted from now on is cancelled by its submitter (ddpctl.node.chain).
-    layout.cancel_request.write_text(json.dumps({"t": time.time()}) + "\n")
+    with contextlib.suppress(OSError):  # a run dir removed by hand: its jobs are still cancelled below
+        layout.cancel_request.write_text(json.dumps({"t": time.time()}) + "\n")
     cancelled: list[str] = []
     errors: list[CommandError] = []
     for _ in range(2):  # again after the first pass: a successor recorded just before the request is seen now

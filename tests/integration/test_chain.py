@@ -83,25 +83,26 @@ def assert_one_job_at_a_time(job: Job) -> None:
 
 
 # --- twice preempted (cancelled) on lowprio, once run into its time limit -------------------------------------------
+# A 3-minute limit: a preemption must come with more than lead_s + 45 s left, or it counts as the time limit.
 def test_chain_survives_two_cancelling_preemptions_and_a_time_limit(
     cli: Cli, tmp_path: Path, cleanup_jobs: Callable[[str], str], reference: Reference
 ) -> None:
-    job = submit(cli, tmp_path / "runs", cleanup_jobs, "--ckpt-every", "4", "--sleep-per-step", "0.5",
-                 sets=(*LOWPRIO, "time=00:02:00", "requeue.lead_s=60"))
+    job = submit(cli, tmp_path / "runs", cleanup_jobs, "--ckpt-every", "4", "--sleep-per-step", "2",
+                 sets=(*LOWPRIO, "time=00:03:00", "requeue.lead_s=60"))
     register = lambda: [cleanup_jobs(j) for j in chain_ids(job)]  # noqa: E731
     mode = job.events("requeue-mode")
     assert [e["mode"] for e in mode] == ["chain"] and "lowprio has PreemptMode=CANCEL" in mode[0]["why"], mode
     follower = LogFollower(cli, job.job_id)
     try:
-        stops = [preempt_by_urgent(job, cleanup_jobs, 0, 1)]
+        stops = [preempt_by_urgent(job, cleanup_jobs, 0, 0)]
         register()
         job.wait(attempt_started(job, 1), "attempt 1 in the successor job", 120)
         # Attempt 2 must meet the time limit: slow it down while the urgent job holds the nodes.
-        stops.append(preempt_by_urgent(job, cleanup_jobs, 1, stops[0], hold_s=10))
-        set_sleep(job, 11.0)
+        stops.append(preempt_by_urgent(job, cleanup_jobs, 1, stops[0], hold_s=15))
+        set_sleep(job, 25.0)  # the warning comes 90-120 s in: the 8 or so steps left must not be done by then
         register()
         job.wait(attempt_started(job, 2), "attempt 2 in the next successor job", 120)
-        job.wait(lambda: any(e["attempt"] == 2 for e in job.events("signal")), "the time-limit warning", 150)
+        job.wait(lambda: any(e["attempt"] == 2 for e in job.events("signal")), "the time-limit warning", 180)
         set_sleep(job, None)  # attempt 3 trains at full speed
         register()
         status = job.wait_terminal(timeout=300)
