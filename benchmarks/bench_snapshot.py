@@ -87,7 +87,8 @@ def main() -> int:
         spec = JobSpec(name="bench", script=str(repo / "train.py"), run_dir=str(runs))
         first, copied = timed(spec, scratch / "first.json")
         print(f"first submit (empty store):     {first * 1000:8.1f} ms, {copied / 2**20:.1f} MB copied")
-        ours, theirs = [], []
+        ours: list[float] = []
+        theirs: list[float] = []
         for index in range(args.rounds):
             pair = [("ours", lambda i=index: timed(spec, scratch / f"again-{i}.json")),
                     ("theirs", lambda i=index: (naive_copy(repo, scratch / f"copy-{i}"), -1))]

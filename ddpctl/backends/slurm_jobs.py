@@ -2,18 +2,17 @@
 
 from __future__ import annotations
 
-import json
-import time
 from pathlib import Path
 
 from ddpctl import proc
 from ddpctl.backends.slurm_chain import cancel_run, chain_state, current_job
 from ddpctl.errors import CommandError
+from ddpctl.node import batch
 from ddpctl.run.layout import RunLayout
 from ddpctl.run.registry import JobRecord
+from ddpctl.run.rundir import run_spec
 from ddpctl.run.state import JobState
 from ddpctl.slurm import commands
-from ddpctl.spec import load_spec
 
 
 class SlurmJobs:
@@ -32,8 +31,8 @@ class SlurmJobs:
 
     def preempt(self, record: JobRecord, kind: str) -> None:
         layout = RunLayout(Path(record.run_dir))
-        spec = load_spec(layout.spec_file, check_paths=False)
-        layout.preempt_request.write_text(json.dumps({"kind": kind, "t": time.time()}))
+        spec = run_spec(layout)
+        batch.request_kind(layout, kind)
         try:
             job = current_job(record, self.runner)  # of a chained run: the job running it now
             commands.scancel(job, *self.preempt_delivery, f"--signal={spec.requeue.signal}", runner=self.runner)

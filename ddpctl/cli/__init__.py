@@ -1,3 +1,4 @@
+# PYTHON_ARGCOMPLETE_OK  (argcomplete: this entry point answers completion requests)
 """`ddpctl` command line: one module per subcommand, each with add(subparsers) and a handler.
 
 Only this function catches DdpctlError: a user mistake prints one line and exits with its code; anything else
@@ -12,6 +13,7 @@ import sys
 from collections.abc import Sequence
 
 from ddpctl import __version__
+from ddpctl.cli.completion import autocomplete
 from ddpctl.errors import DdpctlError
 
 # Order is the order shown in --help.
@@ -34,6 +36,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
+    autocomplete(parser)  # a shell asking for completions gets them here, and the process ends
     args = parser.parse_args(argv)
     if not getattr(args, "func", None):
         parser.print_help()

@@ -44,7 +44,6 @@ def run_batch_start(args: argparse.Namespace) -> int:
 
 
 def run_on_signal(args: argparse.Namespace) -> int:
-    from ddpctl import proc
     from ddpctl.node import batch
     from ddpctl.slurm import commands
 
@@ -52,8 +51,7 @@ def run_on_signal(args: argparse.Namespace) -> int:
     job_id = env.get("SLURM_JOB_ID", "")
 
     def time_left() -> int | None:
-        done = proc.run(["squeue", "-h", "-j", job_id, "-o", "%L"], timeout=10)
-        return batch.parse_time_left(done.stdout) if done.returncode == 0 else None
+        return batch.parse_time_left(commands.time_left(job_id))
 
     def fan_out(signal_name: str) -> None:
         # Without --batch/--full this reaches every step task on every node, not the batch shell itself.
@@ -63,7 +61,9 @@ def run_on_signal(args: argparse.Namespace) -> int:
     event = batch.on_signal(layout, env, args.signal, time_left, fan_out)
     print(f"ddpctl: {args.signal} received ({event['kind']}, {event['time_left_s']} s left): "
           "stopping all ranks at an agreed step", flush=True)
-    if batch.load_run_spec(layout).requeue.mode == "chain":
+    from ddpctl.run.rundir import run_spec
+
+    if run_spec(layout).requeue.mode == "chain":
         from ddpctl.node import chain
 
         # Now, not after the checkpoint: a preempted job may be cancelled at the end of its grace time.

@@ -1,10 +1,10 @@
 """`ddpctl logs`: find, merge, filter and follow a job's per-rank logs.
 
-Pieces: logs_core (pure: flags, line splitting, prefixes, filters), logs_errors (pure: error detection),
-logs_files (reading files incrementally), logs_output (plain/colour/JSON sinks), logs_follow (the -f loop).
+Pieces: `core` (pure: flags, line splitting, prefixes, filters), `failures` (pure: error detection),
+`files` (reading files incrementally), `output` (plain/colour/JSON sinks), `follow` (the -f loop).
 
 Job state: a record whose `final_state` is a terminal state is taken at its word (no backend query); otherwise
-the injected `state_fn` (default `ddpctl.state.current_state`) is asked. The CLI's `state_fn` re-reads the
+the injected `state_fn` (default `ddpctl.backends.current_state`) is asked. The CLI's `state_fn` re-reads the
 registry each time and takes any `final_state` found there at its word (see `job_state`), so a final state
 recorded while -f runs ends it without a scheduler query. The state decides whether partial last lines may be
 printed (only once the job is terminal: until then the writer may still finish the line) and when -f stops.

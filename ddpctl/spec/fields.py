@@ -89,6 +89,9 @@ def boolean(value: Any, at: At) -> bool:
     return value
 
 
+setattr(boolean, "choices", ("true", "false"))  # noqa: B010 - read by shell completion (schema.key_choices)
+
+
 def text(pattern: str | None = None, *, nullable: bool = False, what: str = "a non-empty string") -> Conv:
     expected = f"a string matching {pattern}" if pattern else what
     expected += " or null" if nullable else ""
@@ -119,6 +122,7 @@ def choice(options: Sequence[str], *, nullable: bool = False, strip: str = "") -
             raise at.fail(result, expected)
         return key
 
+    setattr(conv, "choices", tuple(options))  # noqa: B010 - read by shell completion (schema.key_choices)
     return conv
 
 

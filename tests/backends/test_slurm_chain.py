@@ -17,7 +17,7 @@ class Slurm:
     """squeue answers from `queue` (job id -> state); scancel is recorded and removes the job."""
 
     def __init__(self, queue: dict[str, str]) -> None:
-        self.queue, self.cancelled = dict(queue), []
+        self.queue, self.cancelled = dict(queue), list[str]()
 
     def __call__(self, argv: Sequence[str]) -> Completed:
         if argv[0] == "squeue":

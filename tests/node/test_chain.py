@@ -1,5 +1,5 @@
 """ddpctl.node.chain (pure parts with literal event tables; submit/drop through a recording Runner at our seam)
-and ddpctl.submit.requeue_mode (the auto choice from literal cluster facts)."""
+and ddpctl.plan.requeue_mode (the auto choice from literal cluster facts)."""
 
 from __future__ import annotations
 
@@ -10,11 +10,11 @@ import pytest
 
 from ddpctl.errors import SpecError
 from ddpctl.node import chain
+from ddpctl.plan.requeue_mode import ClusterFacts, parse_config, parse_partitions, pick
 from ddpctl.proc import Completed
 from ddpctl.run.events import append_event, read_events
 from ddpctl.run.layout import RunLayout
 from ddpctl.spec import JobSpec, RequeuePolicy
-from ddpctl.submit.requeue_mode import ClusterFacts, parse_config, parse_partitions, pick
 
 EVENTS = [
     {"event": "chain-submit", "attempt": 0, "job_id": "11"},

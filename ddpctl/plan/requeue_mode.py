@@ -15,9 +15,14 @@ from dataclasses import dataclass
 
 from ddpctl.errors import CommandError, SpecError
 from ddpctl.proc import Runner, run
+from ddpctl.slurm import commands
 from ddpctl.spec import JobSpec
 
 FALLBACK = "a failed scontrol requeue falls back to a chained job"
+
+
+class RequeueModeError(SpecError):
+    """The backend cannot resume the way this spec or cluster needs (submitit has no chain)."""
 
 
 @dataclass(frozen=True)
@@ -45,8 +50,7 @@ def parse_partitions(text: str, wanted: str | None) -> tuple[str | None, str | N
 def gather(spec: JobSpec, runner: Runner = run) -> ClusterFacts:
     """The cluster's facts; whatever cannot be asked (no Slurm here) stays None."""
     try:
-        config = runner(["scontrol", "show", "config"])
-        parts = runner(["scontrol", "show", "partition", "-o"])
+        config, parts = commands.show_config(runner), commands.show_partitions(runner)
     except CommandError:
         return ClusterFacts(partition=spec.partition)
     job_requeue = parse_config(config.stdout) if config.returncode == 0 else None
@@ -73,7 +77,7 @@ def pick(spec: JobSpec, facts: ClusterFacts) -> tuple[str, str]:
     reason = needs_chain(facts)
     if backend == "submitit" and spec.requeue.enabled and (mode == "chain" or (mode == "auto" and reason)):
         why = "requeue.mode: chain in the spec" if mode == "chain" else reason
-        raise SpecError(f"{spec.source}: requeue.mode: {mode}: {why}, but the submitit backend can only requeue "
+        raise RequeueModeError(f"{spec.source}: requeue.mode: {mode}: {why}, but the submitit backend can only requeue "
                         "(submitit resubmits through scontrol requeue); expected backend: sbatch, or "
                         "requeue.mode: requeue")
     if mode != "auto":

@@ -89,7 +89,11 @@ def test_chain_survives_two_cancelling_preemptions_and_a_time_limit(
 ) -> None:
     job = submit(cli, tmp_path / "runs", cleanup_jobs, "--ckpt-every", "4", "--sleep-per-step", "2",
                  sets=(*LOWPRIO, "time=00:03:00", "requeue.lead_s=60"))
-    register = lambda: [cleanup_jobs(j) for j in chain_ids(job)]  # noqa: E731
+
+    def register() -> None:
+        for job_id in chain_ids(job):
+            cleanup_jobs(job_id)
+
     mode = job.events("requeue-mode")
     assert [e["mode"] for e in mode] == ["chain"] and "lowprio has PreemptMode=CANCEL" in mode[0]["why"], mode
     follower = LogFollower(cli, job.job_id)
