@@ -132,14 +132,16 @@ def inside(path: Path, dirs: list[Path]) -> bool:
 
 
 def dir_manifest(root: Path, exclude: Iterable[Path], max_files: int, max_bytes: int) -> Manifest:
-    """Every file under `root` (caches, .git and `exclude` left out); links are kept as links. Stops reading
-    once past a limit (the caller reports it): nothing is hashed beyond it."""
+    """Every file under `root` but hidden directories (.git, .cache, .venv, ...), __pycache__ and `exclude`;
+    links are kept as links. Stops reading once past a limit (the caller reports it): nothing is hashed beyond
+    it, so a script left in a large directory (a home directory) costs a bounded walk and one clear error."""
     excluded = [p.resolve() for p in exclude]
     manifest = Manifest(root)
     total = 0
     for current, dirs, files in os.walk(root):
         here = Path(current)
-        dirs[:] = sorted(d for d in dirs if d not in SKIP_DIRS and not inside((here / d).resolve(), excluded))
+        dirs[:] = sorted(d for d in dirs if d not in SKIP_DIRS and not d.startswith(".")
+                         and not inside((here / d).resolve(), excluded))
         for name in sorted(files):
             total += (here / name).lstat().st_size
             if len(manifest.entries) >= max_files or total > max_bytes:

@@ -100,6 +100,8 @@ def test_dir_mode_and_auto_outside_git(tmp_path: Path) -> None:
     (code / "train.py").write_text("print(1)\n")
     (code / "pkg" / "m.py").write_text("M = 1\n")
     (code / "pkg" / "__pycache__" / "m.pyc").write_bytes(b"\0")
+    (code / ".venv").mkdir()
+    (code / ".venv" / "big").write_bytes(b"\0")
     for mode in ("auto", "dir"):
         info = take(spec_for(code / "train.py", tmp_path / "runs", mode), tmp_path / f"{mode}.json")
         assert info is not None and (info.mode, info.commit, info.dirty) == ("dir", None, False)
