@@ -54,6 +54,7 @@ def test_resumed_attempt_runs_the_submitted_code(tmp_path: Path) -> None:
                                                   snapshot="off"))
     submitted = cli.run("submit", str(spec(tmp_path, "pinned", script, "--sleep-per-step", "0.5"))).stdout
     assert f"code: git {commit[:12]} on exp, clean; snapshot " in submitted, submitted
+    assert "requeue:  requeue (local backend: its supervisor starts every attempt itself" in submitted, submitted
     job_id = submitted.split("job ", 1)[1].split()[0]
     run_dir = Path(submitted.split("run dir:", 1)[1].split()[0])
     rank0 = run_dir / "attempt-0" / "rank-0.log"
