@@ -23,8 +23,27 @@ def run(args: argparse.Namespace) -> int:
 
     job = api.job(args.job)
     record, state = job.record, job.status()
+    code = code_info(record.run_dir)
     if args.json:
-        print(json.dumps(payload(record, state)))
-    else:
-        print("\n".join(lines(record, state)))
+        print(json.dumps({**payload(record, state), "code": code}))
+        return 0
+    from ddpctl.cli.submit import code_line
+
+    text = lines(record, state)
+    at = next(i for i, line in enumerate(text) if line.startswith("  backend ")) + 1
+    print("\n".join([*text[:at], f"  {code_line(record.run_dir)}", *text[at:]]))
     return 0
+
+
+def code_info(run_dir: str) -> dict[str, Any] | None:
+    """The run's code snapshot for --json: mode, commit, branch, dirty, tree (None: not snapshotted)."""
+    from pathlib import Path
+
+    from ddpctl.run.layout import RunLayout
+    from ddpctl.snapshot import read_info
+
+    info = read_info(RunLayout(Path(run_dir)).snapshot_file)
+    if info is None:
+        return None
+    return {"mode": info.mode, "commit": info.commit, "branch": info.branch, "dirty": info.dirty,
+            "tree": info.tree, "path": info.path}

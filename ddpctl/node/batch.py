@@ -20,13 +20,14 @@ from ddpctl.run.events import append_event, read_events
 from ddpctl.run.layout import RunLayout
 from ddpctl.run.rundir import run_spec
 from ddpctl.run.stoptruth import read_listeners
+from ddpctl.slurm.env import attempt_number
 from ddpctl.spec import time_to_seconds
 
 FanOut = Callable[[str], None]  # delivers the stop signal (by name) to every node's launcher
 
 
 def attempt_of(env: Mapping[str, str]) -> int:
-    return int(env.get("SLURM_RESTART_COUNT") or 0)
+    return attempt_number(env)
 
 
 def batch_start(layout: RunLayout, env: Mapping[str, str]) -> None:
@@ -36,9 +37,12 @@ def batch_start(layout: RunLayout, env: Mapping[str, str]) -> None:
         record_unacknowledged(layout, attempt - 1)
     # The run directory is named after the job id every command uses (the local backend's "local-7", not the
     # simulated SLURM_JOB_ID 7): the events name the job with that one id.
+    # A chained successor runs under its own Slurm id: kept beside the job's id, never instead of it.
+    slurm_id = env.get("SLURM_JOB_ID")
+    other = {"slurm_job_id": slurm_id} if slurm_id and slurm_id != layout.root.name else {}
     append_event(layout.events, "attempt-start", attempt=attempt, job_id=layout.root.name,
                  nodes=env.get("SLURM_JOB_NODELIST"), batch_host=socket.gethostname(),
-                 checkpoints_present=checkpoints_present(layout))
+                 checkpoints_present=checkpoints_present(layout), **other)
 
 
 def checkpoints_present(layout: RunLayout) -> bool | None:
