@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from ddpctl.node.decide import Decision, Kind, RunOutcome, classify_signal, count_requeues, decide, root_exit
+from ddpctl.node.localenv import LOCAL_ENV_FLAG
 from ddpctl.node.torchrun import checkpoint_dir
 from ddpctl.run.events import append_event, read_events
 from ddpctl.run.layout import RunLayout
@@ -35,14 +36,13 @@ def batch_start(layout: RunLayout, env: Mapping[str, str]) -> None:
     layout.attempt_dir(attempt).mkdir(parents=True, exist_ok=True)
     if attempt > 0:
         record_unacknowledged(layout, attempt - 1)
-    # The run directory is named after the job id every command uses (the local backend's "local-7", not the
-    # simulated SLURM_JOB_ID 7): the events name the job with that one id.
-    # A chained successor runs under its own Slurm id: kept beside the job's id, never instead of it.
-    slurm_id = env.get("SLURM_JOB_ID")
-    other = {"slurm_job_id": slurm_id} if slurm_id and slurm_id != layout.root.name else {}
-    append_event(layout.events, "attempt-start", attempt=attempt, job_id=layout.root.name,
+    # The local backend's job is "local-7" everywhere else (its run directory's name), not the simulated
+    # SLURM_JOB_ID 7: the events name it with that one id. On Slurm it is the id of the job running this attempt
+    # (a chained successor has its own).
+    job_id = layout.root.name if env.get(LOCAL_ENV_FLAG) else env.get("SLURM_JOB_ID")
+    append_event(layout.events, "attempt-start", attempt=attempt, job_id=job_id,
                  nodes=env.get("SLURM_JOB_NODELIST"), batch_host=socket.gethostname(),
-                 checkpoints_present=checkpoints_present(layout), **other)
+                 checkpoints_present=checkpoints_present(layout))
 
 
 def checkpoints_present(layout: RunLayout) -> bool | None:
