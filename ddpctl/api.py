@@ -60,10 +60,18 @@ def _spec_of(spec_or_path: SpecLike, overrides: Sequence[str], backend: str | No
 
 
 def plan(spec_or_path: SpecLike, *, backend: str | None = None, overrides: Sequence[str] = ()) -> SubmissionPlan:
-    """The frozen submission plan: what `submit` would submit, and what `ddpctl submit --dry-run` prints."""
+    """The frozen submission plan: what `submit` would submit, and what `ddpctl submit --dry-run` prints.
+
+    `requeue.mode: auto` is decided here, from the cluster's facts (`plan.requeue_why` says why); raises
+    `RequeueModeError` (a `SpecError`) where the backend cannot resume the way the spec or cluster needs.
+    """
+    import dataclasses
+
+    from ddpctl.plan.requeue_mode import resolve
     from ddpctl.plan.submission import build
 
-    return build(_spec_of(spec_or_path, overrides, backend))
+    spec, why = resolve(_spec_of(spec_or_path, overrides, backend))
+    return dataclasses.replace(build(spec), requeue_why=why)
 
 
 def submit(spec_or_path: SpecLike, *, backend: str | None = None, overrides: Sequence[str] = ()) -> Job:
@@ -82,6 +90,11 @@ def submit_plan(submission: SubmissionPlan) -> Job:
     source = Path(submission.spec.source)  # "<spec>" for a spec built in Python: recorded as it is
     record = backend.submit(submission, source.resolve() if source.is_file() else source)
     Registry.from_env().add(record)
+    from ddpctl.run.events import append_event
+    from ddpctl.run.layout import RunLayout
+
+    append_event(RunLayout(Path(record.run_dir)).events, "requeue-mode", mode=submission.spec.requeue.mode,
+                 why=submission.requeue_why)
     return Job(record)
 
 
@@ -92,7 +105,9 @@ def job(name_or_id: str | None = None) -> Job:
     """
     registry = Registry.from_env()
     if name_or_id is not None:
-        return Job(registry.find(name_or_id))
+        from ddpctl.backends.names import resolve
+
+        return Job(resolve(registry, name_or_id))  # an ambiguous name: the running job, said on stderr
     records = registry.records()
     if not records:
         raise JobNotFound(f"no jobs in the registry {registry.path} yet: submit one with `ddpctl submit`")
@@ -163,8 +178,10 @@ class Job:
             time.sleep(pause)
 
     def cancel(self) -> None:
-        """Cancel the job (`CommandError` when it is not running any more)."""
-        get_backend(self.backend).cancel(self.record)
+        """Cancel the job (`JobNotActive` when it already ended; the same on every backend)."""
+        from ddpctl.backends.control import control
+
+        control(self.record, "cancel", lambda: get_backend(self.backend).cancel(self.record), self._state_fn)
 
     def preempt(self, kind: str = "preemption") -> None:
         """Rehearse: deliver the warning signal as Slurm would; the requeue is charged to `kind`
@@ -173,7 +190,10 @@ class Job:
             from ddpctl.errors import DdpctlError
 
             raise DdpctlError(f"preempt kind: got {kind!r}, expected preemption or timeout")
-        get_backend(self.backend).preempt(self.record, kind)
+        from ddpctl.backends.control import control
+
+        control(self.record, "preempt", lambda: get_backend(self.backend).preempt(self.record, kind),
+                self._state_fn)
 
     def logs(self, *, follow: bool = False, rank: int | Sequence[int] | str | None = None,
              node: str | None = None, attempt: int | str | None = None, grep: str | None = None) -> Iterator[LogLine]:

@@ -3,6 +3,7 @@
     <run_dir>/<name>/<job_id>/
         job.yaml            resolved spec as submitted
         job.sbatch          rendered batch script (sbatch backend)
+        snapshot.json       the code snapshot every attempt runs (ddpctl.snapshot; absent with snapshot: off)
         slurm.out           batch-shell output, appended across requeues (--open-mode=append)
         events.jsonl        one JSON object per line: submit, start, signal, stop, checkpoint, decision, exit
         checkpoints/        default checkpoint directory (spec checkpoint.dir overrides)
@@ -15,7 +16,8 @@
             node-<node rank>.log      launcher (torchrun agent) output for that node
             node-<node rank>.json     written by that node's launcher: node name, node rank, global ranks
             stop-node-<node rank>     exists once that node's launcher received the stop signal
-            stopped.json              written by rank 0 after the agreed stop checkpoint
+            stopped.json              written by rank 0 after the agreed stop checkpoint (or the script's own stop)
+            listen-rank-<rank>.json   a rank announced that it listens for stops (and how)
 """
 
 from __future__ import annotations
@@ -44,6 +46,10 @@ class RunLayout:
         return self.root / "job.sbatch"
 
     @property
+    def snapshot_file(self) -> Path:
+        return self.root / "snapshot.json"
+
+    @property
     def batch_log(self) -> Path:
         return self.root / "slurm.out"
 
@@ -59,6 +65,11 @@ class RunLayout:
     def preempt_request(self) -> Path:
         """Written by `ddpctl preempt --as KIND` just before it signals, so the decision knows the kind."""
         return self.root / "preempt-request.json"
+
+    @property
+    def cancel_request(self) -> Path:
+        """Written by `ddpctl cancel` before it cancels a chained run's jobs: no successor may start after it."""
+        return self.root / "cancel-request.json"
 
     @property
     def supervisor_pid(self) -> Path:
@@ -92,6 +103,9 @@ class RunLayout:
 
     def stopped_marker(self, restart: int) -> Path:
         return self.attempt_dir(restart) / "stopped.json"
+
+    def listen_marker(self, restart: int, rank: int) -> Path:
+        return self.attempt_dir(restart) / f"listen-rank-{rank}.json"
 
 
 def attempt_number(dirname: str) -> int | None:

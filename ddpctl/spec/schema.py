@@ -17,6 +17,7 @@ from ddpctl.spec.fields import (
     IFNAME_RE,
     MEM_RE,
     SBATCH_OPTION_RE,
+    SCRIPT_SIGNALS,
     SIGNALS,
     SLURM_NAMES_RE,
     Conv,
@@ -64,6 +65,8 @@ SECTIONS: dict[str, dict[str, Conv]] = {
         "max_preemptions": integer(0),
         "max_timeouts": integer(0),
         "max_failures": integer(0),
+        "script_signal": choice(SCRIPT_SIGNALS, strip="SIG", nullable=True),
+        "mode": choice(("auto", "requeue", "chain")),
     },
     "checkpoint": {"dir": text(nullable=True), "keep": integer(1)},
 }
@@ -140,6 +143,7 @@ TOP: dict[str, Conv] = {
     "max_restarts": integer(0),
     "rdzv": choice(("c10d", "static")),
     "python": text(nullable=True, what="an interpreter name or path"),
+    "snapshot": choice(("auto", "git", "dir", "off")),
     **{name: section(table) for name, table in SECTIONS.items()},
 }
 REQUIRED = ("name", "script")

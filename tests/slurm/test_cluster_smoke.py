@@ -26,18 +26,18 @@ def _srun(*args: str) -> list[str]:
 
 def test_cluster_has_expected_nodes_and_partitions(slurm_cluster: ClusterInfo) -> None:
     assert slurm_cluster.nodes[:2] == ("node1", "node2")
-    assert set(slurm_cluster.partitions) == {"debug", "urgent", "scale"}
+    assert set(slurm_cluster.partitions) == {"debug", "lowprio", "urgent", "scale"}
     assert slurm_cluster.default_partition == "debug"
 
 
-def test_debug_and_urgent_keep_two_nodes_while_scale_spans_sixteen() -> None:
+def test_base_partitions_keep_two_nodes_while_scale_spans_sixteen() -> None:
     # The scale test's 16 nodes must not change where the other tests' jobs run (tests/cluster/README.md).
     res = subprocess.run(["sinfo", "-h", "-o", "%P %D"], capture_output=True, text=True, timeout=30, check=True)
     sizes: dict[str, int] = {}
     for line in res.stdout.splitlines():
         name, count = line.split()
         sizes[name.rstrip("*")] = sizes.get(name.rstrip("*"), 0) + int(count)
-    assert sizes == {"debug": 2, "urgent": 2, "scale": 16}
+    assert sizes == {"debug": 2, "lowprio": 2, "urgent": 2, "scale": 16}
 
 
 def test_srun_runs_one_task_per_node_with_its_hostname() -> None:
