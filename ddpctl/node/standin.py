@@ -5,8 +5,8 @@
 stop fan-out, events and the requeue decision — is the real code. One process plays a node's N ranks, so this
 machine can host 64 nodes x 8 ranks where it could never import torch 512 times. As far as ddpctl can tell it
 is N ranks:
-- rank-<r>.log (appended, a header line like the real worker's, `--lines` lines per rank per step) and
-  rank-<r>.json placement beside it;
+- rank-<r>.log (appended, a header line like the real worker's, `--lines` lines per rank per step),
+  rank-<r>.json placement beside it and the listen marker (`stopflag.announce_listener`, as StopAgreement);
 - the stop signal and the node's stop file arm `ddpctl.runtime.stopflag`, exactly as in a real worker;
 - agreed stop: the nodes agree through files in the shared attempt dir (`standin/`): the first node to see the
   request announces it, every node proposes its current step, all run to the largest proposal (what the
@@ -80,6 +80,8 @@ class Node:
             self.logs.append(os.fdopen(fd, "a", buffering=1))
             atomic_json(rank_info_of(path), {"rank": rank, "local_rank": local, "group_rank": args.node_rank,
                                              "node": self.node})
+            # As a rank using StopAgreement does: `ddpctl preempt` waits for a rank that listens for stops.
+            stopflag.announce_listener("ddpctl.node.standin (agreed stop)", {**env, "RANK": str(rank)})
         self.say(f"[ddpctl.worker] rank={{rank}} attempt={self.attempt} node={self.node} pid={os.getpid()} "
                  "script=ddpctl.node.standin")
         self.seen_recorded = False
