@@ -29,13 +29,20 @@ def run(args: argparse.Namespace) -> int:
         record = records[-1]
     else:
         record = registry.find(args.job)
+    from pathlib import Path
+
+    from ddpctl.health.report import collect, text_lines
+
     state = current_state(record)
+    health = collect(Path(record.run_dir), running=state.state == "RUNNING")
     if args.json:
         print(json.dumps({"job_id": record.job_id, "name": record.name, "backend": record.backend,
-                          "run_dir": record.run_dir, **asdict(state)}))
+                          "run_dir": record.run_dir, **asdict(state), **health}))
         return 0
     from ddpctl.cli.waiting import describe
 
     print(f"{record.job_id}  {record.name}  {describe(state)}")
     print(f"  backend {record.backend}, run dir {record.run_dir}")
+    for line in text_lines(health):
+        print(line)
     return 0
