@@ -5,7 +5,10 @@ from __future__ import annotations
 import argparse
 import json
 from dataclasses import asdict
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from ddpctl.run.registry import JobRecord
 
 
 def add(sub: Any) -> None:
@@ -16,23 +19,27 @@ def add(sub: Any) -> None:
     parser.set_defaults(func=run)
 
 
-def run(args: argparse.Namespace) -> int:
-    from ddpctl.backends import current_state
+def find_record(job: str | None) -> JobRecord:
+    """The named job, or the most recently submitted one."""
     from ddpctl.errors import JobNotFound
     from ddpctl.run.registry import Registry
 
     registry = Registry.from_env()
-    if args.job is None:
+    if job is None:
         records = registry.records()
         if not records:
             raise JobNotFound(f"no jobs in the registry {registry.path} yet: submit one with `ddpctl submit`")
-        record = records[-1]
-    else:
-        record = registry.find(args.job)
+        return records[-1]
+    return registry.find(job)
+
+
+def run(args: argparse.Namespace) -> int:
     from pathlib import Path
 
+    from ddpctl.backends import current_state
     from ddpctl.health.report import collect, text_lines
 
+    record = find_record(args.job)
     state = current_state(record)
     health = collect(Path(record.run_dir), running=state.state == "RUNNING")
     if args.json:
