@@ -74,3 +74,20 @@ def test_a_slow_rank_is_flagged_as_straggler_and_the_job_finishes(cli: Cli, tmp_
     assert stragglers[0]["factor"] > 2.0
     assert "straggler in attempt 0: rank 3" in cli.run("status", job_id).stdout
     assert "straggler in attempt 0: rank 3" in cli.run("logs", job_id, "--errors", "--no-color").stdout
+
+
+def test_scale_at_1_and_2_nodes_writes_the_table_and_files(cli: Cli, tmp_path: Path) -> None:
+    path = write_spec(tmp_path / "ex.yaml", name="ex", script=str(REPO / "jobs/example/train.py"),
+                      args=["--epochs", "2", "--samples", "4096"], nodes=1, nproc_per_node=1,
+                      run_dir=str(tmp_path / "runs"), env={"OMP_NUM_THREADS": "1"}, backend="local")
+    out = tmp_path / "scaling"
+    done = cli.run("scale", str(path), "--nodes", "1,2", "--steps", "20", "--out", str(out), timeout=600)
+    print(done.stdout)
+    lines = done.stdout.splitlines()
+    header = next(i for i, line in enumerate(lines) if line.split()[:2] == ["nodes", "ranks"])
+    rows = [line.split() for line in lines[header + 1: header + 3]]
+    assert [row[:2] for row in rows] == [["1", "1"], ["2", "2"]] and rows[0][3:5] == ["1.00x", "100%"]
+    data = json.loads((out / "scaling.json").read_text())
+    assert [(s["nodes"], s["ranks"]) for s in data["sizes"]] == [(1, 1), (2, 2)]
+    assert all(s["samples_per_s"] > 0 and s["state"] == "CANCELLED" for s in data["sizes"])
+    assert (out / "scaling.png").read_bytes()[:4] == b"\x89PNG"
