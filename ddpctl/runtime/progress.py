@@ -9,7 +9,7 @@ one) only when `every_s` has passed since the last write, on a phase change, and
 `logs`, `top`, the hang watchdog and `scale` read these files from the shared run dir, never the nodes.
 
 With `model=` (a DistributedDataParallel module) hooks time how long this rank waited for the others inside
-DDP each step (the pre-forward sync and the gradient all-reduce). DDP makes every rank's step take the same
+DDP each step (the pre-forward sync, and from its last gradient to the step report). DDP makes every rank's step take the same
 wall time (the fast ones wait for the slow one inside DDP), so the step time alone cannot show a straggler;
 the time *not* spent waiting ("busy") can. Without a DDP model, busy time is the step time.
 """
@@ -63,7 +63,7 @@ class Heartbeat:
         now = time.perf_counter()
         interval, self._last = now - self._last, now
         self.step_times.append(interval)
-        self.busy_times.append(max(0.0, interval - self._comm.take()))
+        self.busy_times.append(max(0.0, interval - self._comm.take(now)))
         cur = self.current
         cur["step"], cur["epoch"], cur["samples"] = step, epoch, cur["samples"] + samples
         cur["t"] = time.time()
@@ -110,31 +110,24 @@ def mark(phase: str) -> None:
 
 
 class _CommTimer:
-    """Per step, the time this rank spent waiting for the others inside DDP: (1) DDP's pre-forward sync
-    (buffer broadcast, unused-parameter bookkeeping): from the DDP module's forward pre-hook to the wrapped
-    module's; (2) the gradient all-reduce: from the first bucket handed to it to the last one completed.
+    """Per step, the time this rank spent waiting for the others inside DDP, measured without replacing any of
+    DDP's own communication (a Python comm hook would add a copy of every gradient bucket to each step):
+    (1) DDP's pre-forward sync (buffer broadcast): from the DDP module's forward pre-hook to the wrapped module's;
+    (2) from the moment this rank's last gradient was ready (post-accumulate-grad hooks) to the step report:
+    the gradient all-reduce wait, plus the optimizer step, which costs every rank the same.
     """
 
-    # No lock: each is a single attribute store/load under the GIL, and take() runs after the step's backward
-    # waited for every bucket, so no callback of this step is still pending.
     def __init__(self) -> None:
         self._waited = 0.0
         self._entered: float | None = None
-        self._first: float | None = None
-        self._done: float | None = None
+        self._ready: float | None = None
 
     def attach(self, model: Any) -> None:
-        from torch.distributed.algorithms.ddp_comm_hooks import default_hooks
-
-        # No annotations: DDP compares them with dist.GradBucket at run time, and they are strings here.
-        def hook(state, bucket):  # type: ignore[no-untyped-def]
-            if self._first is None:
-                self._first = time.perf_counter()
-            return default_hooks.allreduce_hook(state, bucket).then(self._finished)
-
-        model.register_comm_hook(None, hook)
         model.register_forward_pre_hook(self._enter)
         model.module.register_forward_pre_hook(self._synced)
+        for param in model.parameters():
+            if param.requires_grad:
+                param.register_post_accumulate_grad_hook(self._grad_ready)
 
     def _enter(self, _module: Any, _args: Any) -> None:
         self._entered = time.perf_counter()
@@ -144,17 +137,13 @@ class _CommTimer:
             self._waited += time.perf_counter() - self._entered
             self._entered = None
 
-    def _finished(self, fut: Any) -> Any:
-        self._done = time.perf_counter()
-        return fut.value()
+    def _grad_ready(self, _param: Any) -> None:
+        self._ready = time.perf_counter()
 
-    def take(self) -> float:
-        first, done, waited = self._first, self._done, self._waited
-        self._first = self._done = None
-        self._waited = 0.0
-        if first is not None and done is not None and done > first:
-            waited += done - first
-        return waited
+    def take(self, now: float) -> float:
+        waited, ready = self._waited, self._ready
+        self._waited, self._ready = 0.0, None
+        return waited + (now - ready if ready is not None and now > ready else 0.0)
 
 
 def _median(values: deque[float]) -> float | None:
