@@ -9,9 +9,9 @@ one) only when `every_s` has passed since the last write, on a phase change, and
 `logs`, `top`, the hang watchdog and `scale` read these files from the shared run dir, never the nodes.
 
 With `model=` (a DistributedDataParallel module) hooks time how long this rank waited for the others inside
-DDP each step (the pre-forward sync, and from its last gradient to the step report). DDP makes every rank's step take the same
-wall time (the fast ones wait for the slow one inside DDP), so the step time alone cannot show a straggler;
-the time *not* spent waiting ("busy") can. Without a DDP model, busy time is the step time.
+DDP each step (the pre-forward sync, and from its last gradient to the step report). DDP makes every rank's
+step take the same wall time (the fast ones wait for the slow one inside DDP), so the step time alone cannot
+show a straggler; the time *not* spent waiting ("busy") can. Without a DDP model, busy time is the step time.
 """
 
 from __future__ import annotations
