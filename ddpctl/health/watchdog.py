@@ -21,7 +21,7 @@ from typing import Any
 
 from ddpctl.health import DUMP_SIGNAL
 from ddpctl.health.hang import HangVerdict, check_hang
-from ddpctl.health.records import placements, progress_records, read_bounded
+from ddpctl.health.records import placements, progress_records, read_bounded, read_json
 from ddpctl.health.stacks import DUMP_MARK, RankState, culprits, main_frames, parse_dump, where
 from ddpctl.health.straggler import find_stragglers
 from ddpctl.run.events import append_event
@@ -31,6 +31,7 @@ from ddpctl.spec import HealthSettings
 POLL_S = 1.0
 DUMP_WAIT_S = 3.0  # for every node's workers to write their dumps to the shared filesystem
 DUMP_TAIL_BYTES = 256 * 1024
+RECORD_WAIT_S = 15.0  # how long the other nodes wait for the recording node before ending their torchrun
 
 
 class Watchdog:
@@ -86,6 +87,13 @@ class Watchdog:
         if first and verdict is not None:
             time.sleep(POLL_S)  # the other nodes notice hang.json up to a poll later
             self._record(verdict, records)
+            self._mark_recorded()
+        else:
+            # The first node to end its torchrun makes srun (--kill-on-bad-exit) or the local supervisor stop the
+            # others, SIGKILL following after KillWait: let the recording node finish first.
+            deadline = time.monotonic() + RECORD_WAIT_S
+            while time.monotonic() < deadline and not self._recorded():
+                time.sleep(0.2)
         self.end_attempt()
 
     def _claim(self, verdict: HangVerdict) -> bool:
@@ -97,6 +105,16 @@ class Watchdog:
         with os.fdopen(fd, "w") as out:
             json.dump({"t": time.time(), "node": self.node, "idle_s": verdict.idle_s}, out)
         return True
+
+    def _recorded(self) -> bool:
+        found = read_json(self.layout.hang_marker(self.attempt))
+        return bool(found and found.get("recorded"))
+
+    def _mark_recorded(self) -> None:
+        marker = self.layout.hang_marker(self.attempt)
+        tmp = marker.with_name(f".{marker.name}.tmp")
+        tmp.write_text(json.dumps({**(read_json(marker) or {}), "recorded": time.time()}))
+        tmp.replace(marker)
 
     def _record(self, verdict: HangVerdict, records: dict[int, dict[str, Any]]) -> None:
         placed = placements(self.layout, self.attempt)
