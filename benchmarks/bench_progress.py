@@ -37,7 +37,7 @@ def build(width: int) -> tuple[nn.Module, torch.optim.Optimizer]:
 def step_fn(model: nn.Module, opt: torch.optim.Optimizer, x: torch.Tensor, y: torch.Tensor) -> float:
     loss = nn.functional.mse_loss(model(x), y)
     opt.zero_grad(set_to_none=True)
-    loss.backward()
+    loss.backward()  # type: ignore[no-untyped-call]
     opt.step()
     return float(loss.detach())
 

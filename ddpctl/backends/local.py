@@ -8,22 +8,25 @@ same requeue decision as on Slurm, and starts the next attempt itself.
 from __future__ import annotations
 
 import fcntl
-import json
 import os
 import signal
-import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import TYPE_CHECKING
 
+from ddpctl import proc
 from ddpctl.backends.slurm_state import restarts_from_events, state_from_events
 from ddpctl.errors import CommandError
+from ddpctl.node import batch
 from ddpctl.run.events import append_event, read_events
 from ddpctl.run.layout import RunLayout
 from ddpctl.run.registry import JobRecord, Registry
-from ddpctl.run.rundir import commit, staging
+from ddpctl.run.rundir import commit, run_spec, staging
 from ddpctl.run.state import JobState
-from ddpctl.spec import JobSpec, load_spec
+
+if TYPE_CHECKING:  # `status` and `cancel` need no plan
+    from ddpctl.plan.submission import SubmissionPlan
 
 
 def next_job_number(home: Path) -> int:
@@ -55,20 +58,22 @@ class LocalBackend:
     def check_available(self) -> None:
         """Always available: it needs nothing but this machine."""
 
-    def submit(self, spec: JobSpec, spec_path: Path) -> JobRecord:
+    def submit(self, plan: SubmissionPlan, spec_path: Path) -> JobRecord:
+        """Commit the run dir and start the detached supervisor that runs the plan's nodes."""
+        spec = plan.spec
         number = next_job_number(Registry.from_env().path.parent)
         job_id = f"local-{number}"
         with staging(spec, None) as stage:
             layout = commit(stage, spec, job_id)
         append_event(layout.events, "submit", job_id=job_id, backend=self.name, spec=str(spec_path))
         with layout.batch_log.open("ab") as out:
-            proc = subprocess.Popen(
+            supervisor = proc.spawn(
                 [sys.executable, "-m", "ddpctl", "internal", "local-run", str(layout.root),
                  "--job-number", str(number)],
-                stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=True,
+                stdout=out, stderr=proc.STDOUT, stdin=proc.DEVNULL, new_session=True,
             )
         return JobRecord(job_id=job_id, name=spec.name, run_dir=str(layout.root), backend=self.name,
-                         submitted_at=time.time(), spec_path=str(spec_path), pid=proc.pid)
+                         submitted_at=time.time(), spec_path=str(spec_path), pid=supervisor.pid)
 
     def state(self, record: JobRecord) -> JobState:
         run_dir = Path(record.run_dir)
@@ -87,16 +92,16 @@ class LocalBackend:
 
     def preempt(self, record: JobRecord, kind: str) -> None:
         layout = RunLayout(Path(record.run_dir))
-        spec = load_spec(layout.spec_file, check_paths=False)
+        spec = run_spec(layout)
         pid = supervisor_pid(record)
         if not process_alive(pid):
             raise CommandError(f"job {record.job_id} is not running")
-        layout.preempt_request.write_text(json.dumps({"kind": kind, "t": time.time()}))
-        os.kill(pid, signal.Signals[f"SIG{spec.requeue.signal}"])  # type: ignore[arg-type]
+        batch.request_kind(layout, kind)
+        os.kill(pid, proc.signal_named(spec.requeue.signal))  # type: ignore[arg-type]
 
 
 def supervisor_pid(record: JobRecord) -> int | None:
-    pid_file = Path(record.run_dir) / "supervisor.pid"
+    pid_file = RunLayout(Path(record.run_dir)).supervisor_pid
     try:
         return int(pid_file.read_text().strip())
     except (OSError, ValueError):
@@ -105,7 +110,7 @@ def supervisor_pid(record: JobRecord) -> int | None:
 
 def nodes_of(run_dir: Path) -> str:
     try:
-        spec = load_spec(RunLayout(run_dir).spec_file, check_paths=False)
+        spec = run_spec(RunLayout(run_dir))
     except Exception:
         return ""
     return ",".join(f"local{i + 1}" for i in range(spec.nodes))

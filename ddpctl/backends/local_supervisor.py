@@ -8,67 +8,54 @@ from __future__ import annotations
 
 import os
 import signal
-import subprocess
 import sys
 import time
 from pathlib import Path
 from types import FrameType
 
-from ddpctl import exitcodes
+from ddpctl import exitcodes, proc
 from ddpctl.node import batch
-from ddpctl.node.launch import LOCAL_ENV_FLAG
+from ddpctl.node.localenv import local_node_env
 from ddpctl.run.events import append_event
 from ddpctl.run.layout import RunLayout
+from ddpctl.run.rundir import run_spec
 from ddpctl.spec import JobSpec
-
-
-def node_env(spec: JobSpec, job_number: int, attempt: int, node_rank: int) -> dict[str, str]:
-    hosts = [f"local{i + 1}" for i in range(spec.nodes)]
-    env = {
-        "SLURM_JOB_ID": str(job_number), "SLURM_JOB_NAME": spec.name, "SLURM_JOB_NODELIST": ",".join(hosts),
-        "SLURM_JOB_NUM_NODES": str(spec.nodes), "SLURM_NNODES": str(spec.nodes), "SLURM_NODEID": str(node_rank),
-        "SLURMD_NODENAME": hosts[node_rank], "SLURM_STEP_ID": "0", "SLURM_PROCID": str(node_rank),
-        "SLURM_NTASKS": str(spec.nodes), LOCAL_ENV_FLAG: "1",
-    }
-    if attempt > 0:  # like Slurm: absent on the first run
-        env["SLURM_RESTART_COUNT"] = str(attempt)
-    return env
 
 
 class Supervisor:
     def __init__(self, layout: RunLayout, spec: JobSpec, job_number: int) -> None:
         self.layout, self.spec, self.job_number = layout, spec, job_number
         self.attempt = 0
-        self.launchers: list[subprocess.Popen[bytes]] = []
+        self.launchers: list[proc.Popen] = []
         self.cancelled = False
 
     def base_env(self) -> dict[str, str]:
         env = {k: v for k, v in os.environ.items() if not k.startswith("SLURM")}
-        return {**env, **dict(self.spec.env), **node_env(self.spec, self.job_number, self.attempt, 0)}
+        return {**env, **dict(self.spec.env), **local_node_env(self.spec, self.job_number, self.attempt, 0)}
 
     def on_stop_signal(self, signum: int, _frame: FrameType | None) -> None:
         name = signal.Signals(signum).name.removeprefix("SIG")
         batch.on_signal(self.layout, self.base_env(), name, lambda: None, self.fan_out)
 
     def fan_out(self, signal_name: str) -> None:
-        for proc in self.launchers:
-            if proc.poll() is None:
-                proc.send_signal(signal.Signals[f"SIG{signal_name}"])
+        for launcher in self.launchers:
+            if launcher.poll() is None:
+                launcher.send_signal(proc.signal_named(signal_name))
 
     def on_cancel(self, _signum: int, _frame: FrameType | None) -> None:
         self.cancelled = True
         self.terminate_nodes()
 
     def terminate_nodes(self) -> None:
-        for proc in self.launchers:
-            if proc.poll() is None:
-                proc.send_signal(signal.SIGTERM)
+        for launcher in self.launchers:
+            if launcher.poll() is None:
+                launcher.send_signal(signal.SIGTERM)
 
     def start_nodes(self) -> None:
         base = self.base_env()
         self.launchers = [
-            subprocess.Popen([sys.executable, "-m", "ddpctl", "launch", str(self.layout.root)],
-                             env={**base, **node_env(self.spec, self.job_number, self.attempt, rank)})
+            proc.spawn([sys.executable, "-m", "ddpctl", "launch", str(self.layout.root)],
+                       env={**base, **local_node_env(self.spec, self.job_number, self.attempt, rank)})
             for rank in range(self.spec.nodes)
         ]
 
@@ -76,8 +63,8 @@ class Supervisor:
         """Like srun --kill-on-bad-exit: the first failing node takes the others down."""
         codes: dict[int, int] = {}
         while len(codes) < len(self.launchers):
-            for index, proc in enumerate(self.launchers):
-                code = proc.poll()
+            for index, launcher in enumerate(self.launchers):
+                code = launcher.poll()
                 if code is not None and index not in codes:
                     codes[index] = code if code >= 0 else 128 - code
                     if codes[index] not in (exitcodes.OK,):
@@ -86,7 +73,7 @@ class Supervisor:
         return max(codes.values(), key=lambda c: (c not in (0,), c))
 
     def run(self) -> int:
-        signal.signal(signal.Signals[f"SIG{self.spec.requeue.signal}"], self.on_stop_signal)
+        signal.signal(proc.signal_named(self.spec.requeue.signal), self.on_stop_signal)
         signal.signal(signal.SIGTERM, self.on_cancel)
         signal.signal(signal.SIGINT, self.on_cancel)
         while True:
@@ -107,5 +94,5 @@ class Supervisor:
 
 def supervise(run_dir: Path, job_number: int) -> int:
     layout = RunLayout(run_dir)
-    (layout.root / "supervisor.pid").write_text(f"{os.getpid()}\n")
-    return Supervisor(layout, batch.load_run_spec(layout), job_number).run()
+    layout.supervisor_pid.write_text(f"{os.getpid()}\n")
+    return Supervisor(layout, run_spec(layout), job_number).run()

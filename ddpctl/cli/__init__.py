@@ -1,3 +1,4 @@
+# PYTHON_ARGCOMPLETE_OK  (argcomplete: this entry point answers completion requests)
 """`ddpctl` command line: one module per subcommand, each with add(subparsers) and a handler.
 
 Only this function catches DdpctlError: a user mistake prints one line and exits with its code; anything else
@@ -8,10 +9,12 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import os
 import sys
 from collections.abc import Sequence
 
 from ddpctl import __version__
+from ddpctl.cli.completion import autocomplete
 from ddpctl.errors import DdpctlError
 
 # Order is the order shown in --help.
@@ -34,12 +37,19 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
+    autocomplete(parser)  # a shell asking for completions gets them here, and the process ends
     args = parser.parse_args(argv)
     if not getattr(args, "func", None):
         parser.print_help()
         return 2
     try:
-        return int(args.func(args))
+        code = int(args.func(args))
+        sys.stdout.flush()  # here, so a closed pipe surfaces below rather than at interpreter exit
+        return code
+    except BrokenPipeError:
+        # The reader went away (`ddpctl status | head -1`): stop quietly, like other Unix tools.
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 0
     except DdpctlError as err:
         print(f"ddpctl: error: {err}", file=sys.stderr)
         return err.exit_code

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-from pathlib import Path
 from typing import Any
 
 from ddpctl.cli.common import add_spec_args
@@ -22,17 +21,17 @@ def add(sub: Any) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from ddpctl.spec import load_spec, resolve_paths
-    from ddpctl.submit.doctor import FAIL, evaluate, gather
+    from ddpctl import api
+    from ddpctl.plan.doctor import FAIL, OK, Check, evaluate, gather
+    from ddpctl.plan.requeue_mode import RequeueModeError
 
-    overrides = list(args.overrides) + ([f"backend={args.backend}"] if args.backend else [])
-    spec = resolve_paths(load_spec(args.spec, overrides), Path.cwd())
-    script = None
-    if spec.backend == "sbatch":
-        from ddpctl.submit.render import render_for
-
-        script = render_for(spec)
-    checks = evaluate(spec, gather(spec, script))
+    try:
+        plan = api.plan(args.spec, backend=args.backend, overrides=args.overrides)  # what submit would submit
+        mode = Check(OK, "requeue mode", f"{plan.spec.requeue.mode} ({plan.requeue_why})")
+    except RequeueModeError as err:  # the rest is still worth checking, as the backend's only mode
+        plan = api.plan(args.spec, backend=args.backend, overrides=[*args.overrides, "requeue.mode=requeue"])
+        mode = Check(FAIL, "requeue mode", str(err))
+    checks = [*evaluate(plan.spec, gather(plan.spec, plan.script)), mode]
     for check in checks:
         print(f"[{MARKS[check.status]}] {check.name}: {check.detail}")
     return 1 if any(c.status == FAIL for c in checks) else 0

@@ -34,7 +34,9 @@ def add(sub: Any) -> None:
     parser.add_argument("--steps", type=int, metavar="N",
                         help="cancel each run once every rank passed step N (default: let it finish)")
     parser.add_argument("--warmup", type=int, default=5, metavar="N", help="steps excluded as warm-up (default 5)")
-    parser.add_argument("--backend", choices=["sbatch", "submitit", "local"], help="override the spec's backend")
+    from ddpctl.backends import MODULES  # the backend names, spelled in one place
+
+    parser.add_argument("--backend", choices=sorted(MODULES), help="override the spec's backend")
     parser.add_argument("--out", type=Path, help="where scaling.json/png go (default <run_dir>/<name>-scale)")
     parser.set_defaults(func=run)
 
@@ -56,17 +58,16 @@ def size_spec(spec: Any, nodes: int, nproc: int | None) -> Any:
                                checkpoint=dataclasses.replace(spec.checkpoint, dir=None))
 
 
-def measure(spec: Any, spec_path: Path, steps: int | None, warmup: int) -> Any:
-    from ddpctl.backends import current_state, get_backend
+def measure(spec: Any, steps: int | None, warmup: int) -> Any:
+    from ddpctl import api
+    from ddpctl.backends import current_state
     from ddpctl.health.rates import steady_samples_per_s
     from ddpctl.health.records import latest_attempt, progress_records
     from ddpctl.health.scaling import SizeResult
     from ddpctl.run.layout import RunLayout
-    from ddpctl.run.registry import Registry
 
-    backend = get_backend(spec.backend)
-    record = backend.submit(spec, spec_path)
-    Registry.from_env().add(record)
+    job = api.submit(spec)  # recorded in the registry: `ddpctl logs/status` work on each size's run
+    record = job.record
     print(f"  {spec.nodes} node(s) x {spec.nproc_per_node}: job {record.job_id}, run dir {record.run_dir}", flush=True)
     layout = RunLayout(Path(record.run_dir))
     cancelled = False
@@ -77,7 +78,7 @@ def measure(spec: Any, spec_path: Path, steps: int | None, warmup: int) -> Any:
                                                           for r in records.values())
         if steps is not None and reached and not cancelled:
             time.sleep(1.5)  # one more record write, so the history holds step N
-            backend.cancel(record)
+            job.cancel()
             cancelled = True
         time.sleep(POLL_S)
     attempt = latest_attempt(layout)
@@ -87,16 +88,15 @@ def measure(spec: Any, spec_path: Path, steps: int | None, warmup: int) -> Any:
 
 
 def run(args: argparse.Namespace) -> int:
-    from ddpctl.cli.submit import load
+    from ddpctl import api
     from ddpctl.health.scaling import table, with_speedups, write_json, write_png
 
     check(args)
-    spec = load(args)
+    spec = api.plan(args.spec, backend=args.backend, overrides=args.overrides).spec
     out = args.out or Path(spec.run_dir) / f"{spec.name}-scale"
     results = []
     for nodes in args.nodes:
-        results.append(measure(size_spec(spec, nodes, args.nproc), Path(args.spec).resolve(), args.steps,
-                               args.warmup))
+        results.append(measure(size_spec(spec, nodes, args.nproc), args.steps, args.warmup))
     results = with_speedups(results)
     print(table(results))
     out.mkdir(parents=True, exist_ok=True)

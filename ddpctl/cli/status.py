@@ -4,52 +4,50 @@ from __future__ import annotations
 
 import argparse
 import json
-from dataclasses import asdict
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-if TYPE_CHECKING:
-    from ddpctl.run.registry import JobRecord
+from ddpctl.cli.common import add_job_arg
 
 
 def add(sub: Any) -> None:
     parser = sub.add_parser("status", help="state of a job: PENDING/RUNNING/REQUEUED/..., restarts, nodes",
                             description="Works without accounting (squeue, scontrol, the run's events).")
-    parser.add_argument("job", nargs="?", help="job id or name (default: the most recently submitted job)")
+    add_job_arg(parser, "job id or name (default: the most recently submitted job)", nargs="?")
     parser.add_argument("--json", action="store_true", help="one JSON object")
     parser.set_defaults(func=run)
-
-
-def find_record(job: str | None) -> JobRecord:
-    """The named job, or the most recently submitted one."""
-    from ddpctl.errors import JobNotFound
-    from ddpctl.run.registry import Registry
-
-    registry = Registry.from_env()
-    if job is None:
-        records = registry.records()
-        if not records:
-            raise JobNotFound(f"no jobs in the registry {registry.path} yet: submit one with `ddpctl submit`")
-        return records[-1]
-    return registry.find(job)
 
 
 def run(args: argparse.Namespace) -> int:
     from pathlib import Path
 
-    from ddpctl.backends import current_state
+    from ddpctl import api
+    from ddpctl.cli.jobreport import lines, payload
     from ddpctl.health.report import collect, text_lines
 
-    record = find_record(args.job)
-    state = current_state(record)
+    job = api.job(args.job)
+    record, state = job.record, job.status()
+    code = code_info(record.run_dir)
     health = collect(Path(record.run_dir), running=state.state == "RUNNING")
     if args.json:
-        print(json.dumps({"job_id": record.job_id, "name": record.name, "backend": record.backend,
-                          "run_dir": record.run_dir, **asdict(state), **health}))
+        print(json.dumps({**payload(record, state), "code": code, **health}))
         return 0
-    from ddpctl.cli.waiting import describe
+    from ddpctl.cli.submit import code_line
 
-    print(f"{record.job_id}  {record.name}  {describe(state)}")
-    print(f"  backend {record.backend}, run dir {record.run_dir}")
-    for line in text_lines(health):
-        print(line)
+    text = lines(record, state)
+    at = next(i for i, line in enumerate(text) if line.startswith("  backend ")) + 1
+    print("\n".join([*text[:at], f"  {code_line(record.run_dir)}", *text[at:], *text_lines(health)]))
     return 0
+
+
+def code_info(run_dir: str) -> dict[str, Any] | None:
+    """The run's code snapshot for --json: mode, commit, branch, dirty, tree (None: not snapshotted)."""
+    from pathlib import Path
+
+    from ddpctl.run.layout import RunLayout
+    from ddpctl.snapshot import read_info
+
+    info = read_info(RunLayout(Path(run_dir)).snapshot_file)
+    if info is None:
+        return None
+    return {"mode": info.mode, "commit": info.commit, "branch": info.branch, "dirty": info.dirty,
+            "tree": info.tree, "path": info.path}

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import argparse
 import sys
-from pathlib import Path
 from typing import Any
 
 from ddpctl.cli.common import add_spec_args
@@ -21,47 +20,51 @@ def add(sub: Any) -> None:
                         help="override the spec's backend (default: the spec's, else sbatch)")
     parser.add_argument("--dry-run", action="store_true",
                         help="print the batch script and each node's torchrun command and environment; submit nothing")
+    parser.add_argument("--allow-duplicate", action="store_true",
+                        help="submit even if a job of the same name is still queued or running")
     parser.add_argument("--wait", action="store_true",
                         help="follow the job's state until it ends; exit with the job's exit status")
     parser.set_defaults(func=run)
 
 
-def load(args: argparse.Namespace) -> Any:
-    from ddpctl.spec import load_spec, resolve_paths
-
-    overrides = list(args.overrides) + ([f"backend={args.backend}"] if args.backend else [])
-    return resolve_paths(load_spec(args.spec, overrides), Path.cwd())
-
-
 def run(args: argparse.Namespace) -> int:
-    from ddpctl.backends import get_backend
+    from ddpctl import api
+
+    # One plan, built once: the dry run prints it, the submission submits it.
+    plan = api.plan(args.spec, backend=args.backend, overrides=args.overrides)
+    if args.dry_run:
+        sys.stdout.write(plan.text())
+        return 0
+    from ddpctl.plan.preflight import check_partition
+    from ddpctl.plan.stopscan import check_script
     from ddpctl.run.registry import Registry
 
-    spec = load(args)
-    if args.dry_run:
-        return dry_run(spec)
-    backend = get_backend(spec.backend)
-    backend.check_available()
-    record = backend.submit(spec, Path(args.spec).resolve())
-    Registry.from_env().add(record)
-    print(f"submitted {record.name}: job {record.job_id} ({record.backend})")
-    print(f"run dir:  {record.run_dir}")
-    print(f"logs:     ddpctl logs -f {record.job_id}")
+    check_partition(plan.spec)
+    if not args.allow_duplicate:
+        from ddpctl.backends.names import check_duplicate
+
+        check_duplicate(Registry.from_env(), plan.spec.name)
+    if (warning := check_script(plan.spec)) is not None:
+        print(f"ddpctl: warning: {warning}", file=sys.stderr)
+    job = api.submit_plan(plan)
+    print(f"submitted {job.name}: job {job.job_id} ({job.backend})")
+    print(f"run dir:  {job.run_dir}")
+    requeue = plan.spec.requeue
+    print(f"requeue:  {requeue.mode} ({plan.requeue_why})" if requeue.enabled else "requeue:  disabled in the spec")
+    print(code_line(str(job.run_dir)))
+    print(f"logs:     ddpctl logs -f {job.job_id}")
     sys.stdout.flush()
     if args.wait:
         from ddpctl.cli.waiting import wait_for_job
 
-        return wait_for_job(record)
+        return wait_for_job(job.record)
     return 0
 
 
-def dry_run(spec: Any) -> int:
-    from ddpctl.submit.plan import plan_text
+def code_line(run_dir: str) -> str:
+    from pathlib import Path
 
-    script = None
-    if spec.backend == "sbatch":
-        from ddpctl.submit.render import render_for
+    from ddpctl.run.layout import RunLayout
+    from ddpctl.snapshot import read_info, summary
 
-        script = render_for(spec)
-    sys.stdout.write(plan_text(spec, script))
-    return 0
+    return summary(read_info(RunLayout(Path(run_dir)).snapshot_file))

@@ -52,11 +52,11 @@ def run(args: argparse.Namespace) -> int:
     from rich.console import Console
     from rich.live import Live
 
+    from ddpctl import api
     from ddpctl.backends import current_state
-    from ddpctl.cli.status import find_record
     from ddpctl.cli.top_render import frame
 
-    record = find_record(args.job)
+    record = api.job(args.job).record
     console = Console()
     state, asked = current_state(record), time.monotonic()
     if args.once or state.terminal:

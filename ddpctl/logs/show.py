@@ -1,10 +1,10 @@
 """`ddpctl logs`: find, merge, filter and follow a job's per-rank logs.
 
-Pieces: logs_core (pure: flags, line splitting, prefixes, filters), logs_errors (pure: error detection),
-logs_files (reading files incrementally), logs_output (plain/colour/JSON sinks), logs_follow (the -f loop).
+Pieces: `core` (pure: flags, line splitting, prefixes, filters), `failures` (pure: error detection),
+`files` (reading files incrementally), `output` (plain/colour/JSON sinks), `follow` (the -f loop).
 
 Job state: a record whose `final_state` is a terminal state is taken at its word (no backend query); otherwise
-the injected `state_fn` (default `ddpctl.state.current_state`) is asked. The CLI's `state_fn` re-reads the
+the injected `state_fn` (default `ddpctl.backends.current_state`) is asked. The CLI's `state_fn` re-reads the
 registry each time and takes any `final_state` found there at its word (see `job_state`), so a final state
 recorded while -f runs ends it without a scheduler query. The state decides whether partial last lines may be
 printed (only once the job is terminal: until then the writer may still finish the line) and when -f stops.
@@ -12,6 +12,7 @@ printed (only once the job is terminal: until then the writer may still finish t
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -34,6 +35,7 @@ from ddpctl.logs.output import Sink
 from ddpctl.run.layout import RunLayout
 from ddpctl.run.registry import JobRecord
 from ddpctl.run.state import TERMINAL, JobState
+from ddpctl.run.stoptruth import run_summary
 
 StateFn = Callable[[JobRecord], JobState]
 
@@ -145,6 +147,12 @@ def show_errors(layout: RunLayout, attempts: list[int], flt: LineFilter, sink: S
                 sink.note(f"-- {describe_hang(event) if event['event'] == 'hang' else describe_straggler(event)} --")
         sink.note(root_cause_note(failures, attempt, len(files.tails)))
         sink.flush()
+    # A stop nobody acted on is the likeliest reason for lost work, and no rank's log says so.
+    stops, _ = run_summary(layout, time.time())
+    for stop in stops:
+        if stop.state == "unacknowledged" and stop.attempt in attempts:
+            sink.note(stop.text)
+    sink.flush()
 
 
 def first_failure(tail: FileTail) -> RankFailure | None:

@@ -7,6 +7,7 @@ one process Slurm guarantees to be around when the run ends.
 from __future__ import annotations
 
 import json
+import os
 import socket
 import time
 from collections.abc import Callable, Mapping
@@ -14,31 +15,67 @@ from pathlib import Path
 from typing import Any
 
 from ddpctl.node.decide import Decision, Kind, RunOutcome, classify_signal, count_requeues, decide, root_exit
+from ddpctl.node.localenv import LOCAL_ENV_FLAG
+from ddpctl.node.torchrun import checkpoint_dir
 from ddpctl.run.events import append_event, read_events
 from ddpctl.run.layout import RunLayout
-from ddpctl.spec import JobSpec, load_spec, time_to_seconds
+from ddpctl.run.rundir import run_spec
+from ddpctl.run.stoptruth import read_listeners
+from ddpctl.slurm.env import attempt_number
+from ddpctl.spec import time_to_seconds
 
 FanOut = Callable[[str], None]  # delivers the stop signal (by name) to every node's launcher
 
 
 def attempt_of(env: Mapping[str, str]) -> int:
-    return int(env.get("SLURM_RESTART_COUNT") or 0)
-
-
-def load_run_spec(layout: RunLayout) -> JobSpec:
-    return load_spec(layout.spec_file, check_paths=False)
+    return attempt_number(env)
 
 
 def batch_start(layout: RunLayout, env: Mapping[str, str]) -> None:
     attempt = attempt_of(env)
     layout.attempt_dir(attempt).mkdir(parents=True, exist_ok=True)
-    append_event(layout.events, "attempt-start", attempt=attempt, job_id=env.get("SLURM_JOB_ID"),
-                 nodes=env.get("SLURM_JOB_NODELIST"), batch_host=socket.gethostname())
+    if attempt > 0:
+        record_unacknowledged(layout, attempt - 1)
+    # The local backend's job is "local-7" everywhere else (its run directory's name), not the simulated
+    # SLURM_JOB_ID 7: the events name it with that one id. On Slurm it is the id of the job running this attempt
+    # (a chained successor has its own).
+    job_id = layout.root.name if env.get(LOCAL_ENV_FLAG) else env.get("SLURM_JOB_ID")
+    append_event(layout.events, "attempt-start", attempt=attempt, job_id=job_id,
+                 nodes=env.get("SLURM_JOB_NODELIST"), batch_host=socket.gethostname(),
+                 checkpoints_present=checkpoints_present(layout))
+
+
+def checkpoints_present(layout: RunLayout) -> bool | None:
+    """Whether the checkpoint directory holds anything as the attempt starts (None: cannot tell): an empty
+    one means a restart from scratch, whatever the script does."""
+    try:
+        directory = checkpoint_dir(run_spec(layout), layout)
+        with os.scandir(directory) as entries:
+            return any(not e.name.startswith(".") for e in entries)
+    except FileNotFoundError:
+        return False
+    except Exception:
+        return None
+
+
+def record_unacknowledged(layout: RunLayout, attempt: int) -> None:
+    """The previous attempt was signalled but nobody stopped and nothing was recorded (Slurm killed the job,
+    launchers included, before the lead time ran out): say so now, once."""
+    events = [e for e in read_events(layout.events) if e.get("attempt") == attempt]
+    names = {e.get("event") for e in events}
+    if "signal" in names and "stop-unacknowledged" not in names and not layout.stopped_marker(attempt).exists():
+        append_event(layout.events, "stop-unacknowledged", attempt=attempt, waited_s=None,
+                     listeners=list(read_listeners(layout, attempt)), killed=True)
 
 
 # A rehearsal's signal arrives within a second of its request; an older request is stale and must not relabel
 # a real signal (it is consumed either way).
 REQUEST_MAX_AGE_S = 60.0
+
+
+def request_kind(layout: RunLayout, kind: str) -> None:
+    """Leave the kind `ddpctl preempt --as KIND` rehearses for the decision (`requested_kind` reads it)."""
+    layout.preempt_request.write_text(json.dumps({"kind": kind, "t": time.time()}))
 
 
 def requested_kind(layout: RunLayout, now: float | None = None) -> Kind | None:
@@ -56,7 +93,9 @@ def requested_kind(layout: RunLayout, now: float | None = None) -> Kind | None:
     return kind if kind in ("timeout", "preemption") else None
 
 
-def parse_time_left(text: str) -> int | None:
+def parse_time_left(text: str | None) -> int | None:
+    if text is None:
+        return None
     try:
         return time_to_seconds(text.strip())
     except Exception:
@@ -65,7 +104,7 @@ def parse_time_left(text: str) -> int | None:
 
 def on_signal(layout: RunLayout, env: Mapping[str, str], signal_name: str,
               time_left: Callable[[], int | None], fan_out: FanOut) -> dict[str, Any]:
-    spec = load_run_spec(layout)
+    spec = run_spec(layout)
     attempt = attempt_of(env)
     left = time_left()
     kind = requested_kind(layout) or classify_signal(left, spec.requeue.lead_s)
@@ -81,8 +120,9 @@ def on_signal(layout: RunLayout, env: Mapping[str, str], signal_name: str,
     return event
 
 
-def run_outcome(layout: RunLayout, attempt: int, exit_code: int) -> RunOutcome:
-    events = [e for e in read_events(layout.events) if e.get("attempt") == attempt]
+def run_outcome(layout: RunLayout, events: list[dict[str, Any]], attempt: int, exit_code: int) -> RunOutcome:
+    """The outcome of `attempt` from the run's `events` (read once by the caller) and its stopped marker."""
+    events = [e for e in events if e.get("attempt") == attempt]
     kinds = [e.get("kind") for e in events if e.get("event") == "signal"]
     kind = kinds[-1] if kinds and kinds[-1] in ("timeout", "preemption") else None
     node_exits = [e["exit"] for e in events if e.get("event") == "node-exit" and isinstance(e.get("exit"), int)]
@@ -91,21 +131,15 @@ def run_outcome(layout: RunLayout, attempt: int, exit_code: int) -> RunOutcome:
 
 
 def decide_run(layout: RunLayout, env: Mapping[str, str], exit_code: int) -> Decision:
-    spec = load_run_spec(layout)
+    spec = run_spec(layout)
     attempt = attempt_of(env)
-    outcome = run_outcome(layout, attempt, exit_code)
-    used = count_requeues(read_events(layout.events), attempt)
+    events = list(read_events(layout.events))
+    outcome = run_outcome(layout, events, attempt, exit_code)
+    used = count_requeues(events, attempt)
     decision = decide(outcome, spec.requeue, used)
     append_event(layout.events, "decision", attempt=attempt, step_exit=exit_code, stopped=outcome.stopped,
                  **decision.as_event())
     return decision
-
-
-def stopped_step(layout: RunLayout, attempt: int) -> Any:
-    try:
-        return json.loads(layout.stopped_marker(attempt).read_text()).get("step")
-    except (OSError, ValueError, AttributeError):
-        return None
 
 
 def run_dir_arg(path: Path) -> RunLayout:

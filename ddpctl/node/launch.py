@@ -12,7 +12,6 @@ import json
 import os
 import signal
 import socket
-import subprocess
 import sys
 import time
 from collections.abc import Mapping
@@ -20,20 +19,18 @@ from dataclasses import replace
 from pathlib import Path
 from types import FrameType
 
-from ddpctl import exitcodes
+from ddpctl import exitcodes, proc
 from ddpctl.health.watchdog import Watchdog
+from ddpctl.node.ackwatch import AckWatch
+from ddpctl.node.localenv import LOCAL_ENV_FLAG
 from ddpctl.node.torchrun import NodePlan, node_plan
 from ddpctl.run.events import append_event
 from ddpctl.run.layout import RunLayout
+from ddpctl.run.rundir import run_spec
 from ddpctl.slurm.env import DistEnv, derive
-from ddpctl.spec import JobSpec, load_spec
+from ddpctl.spec import JobSpec
 
-LOCAL_ENV_FLAG = "DDPCTL_LOCAL"  # set by the local backend for its simulated nodes
 FORWARDED = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)
-
-
-def stop_signal_number(name: str) -> signal.Signals:
-    return signal.Signals[f"SIG{name}"]
 
 
 def local_address(node_name: str, ifname: str | None) -> str | None:
@@ -51,18 +48,23 @@ def local_address(node_name: str, ifname: str | None) -> str | None:
     return None if address.startswith("127.") else address
 
 
+def local_network(dist: DistEnv) -> tuple[DistEnv, str, str]:
+    """Local backend: the simulated nodes' names do not resolve; everything is on loopback."""
+    return replace(dist, master_addr="127.0.0.1"), "lo", "127.0.0.1"
+
+
 def prepare(run_dir: Path, env: Mapping[str, str]) -> tuple[JobSpec, DistEnv, RunLayout, NodePlan]:
     from ddpctl.node import netif
+    from ddpctl.snapshot import pin
 
     layout = RunLayout(run_dir)
-    spec = load_spec(layout.spec_file, check_paths=False)
+    # Every attempt runs the code as it was at submit (the run's snapshot), not what the path holds now.
+    spec = pin(run_spec(layout), layout.snapshot_file)
     dist = derive(env, spec.nproc_per_node)
     ifname: str | None
     local_addr: str | None
     if env.get(LOCAL_ENV_FLAG):
-        # Local backend: the simulated nodes' names do not resolve; everything is on loopback.
-        dist = replace(dist, master_addr="127.0.0.1")
-        ifname, local_addr = "lo", "127.0.0.1"
+        dist, ifname, local_addr = local_network(dist)
     else:
         ifname = spec.nccl.socket_ifname or netif.pick_ifname(dist.node_name)
         local_addr = local_address(dist.node_name, ifname)
@@ -87,10 +89,11 @@ def write_node_info(layout: RunLayout, dist: DistEnv, static: bool) -> None:
 class Relay:
     """Signal plumbing between Slurm and torchrun for one node."""
 
-    def __init__(self, layout: RunLayout, dist: DistEnv, stop_sig: signal.Signals) -> None:
+    def __init__(self, layout: RunLayout, dist: DistEnv, stop_sig: signal.Signals, lead_s: int = 120) -> None:
         self.layout, self.dist, self.stop_sig = layout, dist, stop_sig
-        self.child: subprocess.Popen[bytes] | None = None
+        self.child: proc.Popen | None = None
         self.stop_received = False
+        self.ack = AckWatch(layout, dist.restart_count, dist.node_rank, lead_s)
 
     def install(self) -> None:
         signal.signal(self.stop_sig, self.on_stop)
@@ -107,6 +110,7 @@ class Relay:
             append_event(self.layout.events, "stop-signal", node=self.dist.node_name,
                          attempt=self.dist.restart_count, signal=signal.Signals(signum).name)
         self.stop_received = True
+        self.ack.stop_requested()
 
     def on_forward(self, signum: int, _frame: FrameType | None) -> None:
         if self.child and self.child.poll() is None:
@@ -124,17 +128,18 @@ class Relay:
 def run_torchrun(plan: NodePlan, relay: Relay, log_path: Path, env: Mapping[str, str]) -> int:
     log_path.parent.mkdir(parents=True, exist_ok=True)
     with log_path.open("ab") as log:
-        relay.child = subprocess.Popen(
-            list(plan.argv), env={**env, **plan.env_dict()}, stdout=log, stderr=subprocess.STDOUT,
-            preexec_fn=relay.ignore_stop_in_child,  # noqa: PLW1509 - single-threaded here; sets SIG_IGN only
-        )
-        code = relay.child.wait()
+        relay.child = proc.spawn(plan.argv, env={**env, **plan.env_dict()}, stdout=log, stderr=proc.STDOUT,
+                                 preexec_fn=relay.ignore_stop_in_child)  # single-threaded here; sets SIG_IGN only
+        # Polled, not a blocking wait: a stop that no rank acknowledges must be reported while it still matters.
+        while (code := relay.child.poll()) is None:
+            relay.ack.tick()
+            time.sleep(0.2)
     return code if code >= 0 else 128 - code
 
 
 def launch(run_dir: Path, env: Mapping[str, str]) -> int:
     spec, dist, layout, plan = prepare(run_dir, env)
-    relay = Relay(layout, dist, stop_signal_number(spec.requeue.signal))
+    relay = Relay(layout, dist, proc.signal_named(spec.requeue.signal), spec.requeue.lead_s)
     relay.install()
     write_node_info(layout, dist, static=spec.rdzv == "static")
     append_event(layout.events, "launch", node=dist.node_name, attempt=dist.restart_count, dist=dist.as_json(),

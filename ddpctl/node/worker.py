@@ -21,7 +21,9 @@ from pathlib import Path
 
 from ddpctl import exitcodes
 from ddpctl.health import DUMP_SIGNAL
+from ddpctl.node import scriptstop
 from ddpctl.run import envvars
+from ddpctl.run.layout import rank_info_of
 from ddpctl.runtime import stopflag
 
 USAGE = "usage: python -m ddpctl.node.worker SCRIPT [ARGS...]"
@@ -54,7 +56,7 @@ def record_placement(log: Path, env: Mapping[str, str]) -> None:
             "group_rank": int(env.get("GROUP_RANK", "0")), "node": env.get(envvars.NODE_NAME, "?"),
             # For the hang watchdog: whom to signal for a stack dump, and which thread in it is the main one.
             "pid": os.getpid(), "main_thread": threading.main_thread().ident}
-    target = log.with_suffix(".json")
+    target = rank_info_of(log)
     tmp = target.with_name(f".{target.name}.{os.getpid()}")
     tmp.write_text(json.dumps(info) + "\n")
     tmp.replace(target)
@@ -107,7 +109,9 @@ def main(argv: Sequence[str] | None = None, env: Mapping[str, str] | None = None
             flush=True,
         )
     stopflag.watch_from_env(env)
+    scriptstop.arm(env)  # requeue.script_signal: after the stop flag's handler, so the script's signal wins
     status = run_script(argv[0], argv[1:])
+    scriptstop.after_script(status, env)
     sys.stdout.flush()
     sys.stderr.flush()
     return status

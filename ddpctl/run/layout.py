@@ -3,17 +3,23 @@
     <run_dir>/<name>/<job_id>/
         job.yaml            resolved spec as submitted
         job.sbatch          rendered batch script (sbatch backend)
+        snapshot.json       the code snapshot every attempt runs (ddpctl.snapshot; absent with snapshot: off)
         slurm.out           batch-shell output, appended across requeues (--open-mode=append)
         events.jsonl        one JSON object per line: submit, start, signal, stop, checkpoint, decision, exit
         checkpoints/        default checkpoint directory (spec checkpoint.dir overrides)
+        preempt-request.json  left by `ddpctl preempt --as KIND` just before it signals; consumed by the decision
+        supervisor.pid      local backend: the supervisor playing the batch shell
+        submitit/           submitit backend: submitit's own folder (pickles, its logs)
         attempt-<restart>/  one per run of the job (SLURM_RESTART_COUNT, 0 on the first run)
             rank-<global rank>.log    worker stdout+stderr, appended
+            rank-<global rank>.json   written by that worker: which node it runs on (c10d decides placement)
             node-<node rank>.log      launcher (torchrun agent) output for that node
             node-<node rank>.json     written by that node's launcher: node name, node rank, global ranks
             stop-node-<node rank>     exists once that node's launcher received the stop signal
-            stopped.json              written by rank 0 after the agreed stop checkpoint
+            stopped.json              written by rank 0 after the agreed stop checkpoint (or the script's own stop)
             progress-<rank>.json      that rank's latest progress record (runtime.Heartbeat, rewritten <= 1/s)
             hang.json                 exists once a node's watchdog declared the attempt hung
+            listen-rank-<rank>.json   a rank announced that it listens for stops (and how)
 """
 
 from __future__ import annotations
@@ -24,6 +30,9 @@ from pathlib import Path
 
 ATTEMPT_RE = re.compile(r"^attempt-(\d+)$")
 RANK_LOG_RE = re.compile(r"^rank-(\d+)\.log$")
+NODE_INFO_GLOB = "node-*.json"
+RANK_INFO_GLOB = "rank-*.json"
+RANK_PLACEHOLDER = "{rank}"  # filled in by each worker (it learns its rank from torchrun)
 
 
 @dataclass(frozen=True)
@@ -37,6 +46,10 @@ class RunLayout:
     @property
     def script_file(self) -> Path:
         return self.root / "job.sbatch"
+
+    @property
+    def snapshot_file(self) -> Path:
+        return self.root / "snapshot.json"
 
     @property
     def batch_log(self) -> Path:
@@ -55,11 +68,31 @@ class RunLayout:
         """Written by `ddpctl preempt --as KIND` just before it signals, so the decision knows the kind."""
         return self.root / "preempt-request.json"
 
+    @property
+    def cancel_request(self) -> Path:
+        """Written by `ddpctl cancel` before it cancels a chained run's jobs: no successor may start after it."""
+        return self.root / "cancel-request.json"
+
+    @property
+    def supervisor_pid(self) -> Path:
+        return self.root / "supervisor.pid"
+
+    @property
+    def submitit_dir(self) -> Path:
+        return self.root / "submitit"
+
     def attempt_dir(self, restart: int) -> Path:
         return self.root / f"attempt-{restart}"
 
     def rank_log(self, restart: int, rank: int) -> Path:
         return self.attempt_dir(restart) / f"rank-{rank}.log"
+
+    def rank_log_pattern(self, restart: int) -> str:
+        """The rank log path with RANK_PLACEHOLDER for the rank: the launcher cannot know its workers' ranks."""
+        return str(self.attempt_dir(restart) / f"rank-{RANK_PLACEHOLDER}.log")
+
+    def rank_info(self, restart: int, rank: int) -> Path:
+        return rank_info_of(self.rank_log(restart, rank))
 
     def node_log(self, restart: int, node_rank: int) -> Path:
         return self.attempt_dir(restart) / f"node-{node_rank}.log"
@@ -79,10 +112,18 @@ class RunLayout:
     def hang_marker(self, restart: int) -> Path:
         return self.attempt_dir(restart) / "hang.json"
 
+    def listen_marker(self, restart: int, rank: int) -> Path:
+        return self.attempt_dir(restart) / f"listen-rank-{rank}.json"
+
 
 def attempt_number(dirname: str) -> int | None:
     match = ATTEMPT_RE.match(dirname)
     return int(match.group(1)) if match else None
+
+
+def rank_info_of(rank_log: Path) -> Path:
+    """A worker's placement file, beside its log (the worker knows only its log's path)."""
+    return rank_log.with_suffix(".json")
 
 
 def rank_of_log(filename: str) -> int | None:

@@ -6,12 +6,12 @@ submits safe; a later line for the same job id updates the earlier one (e.g. the
 
 from __future__ import annotations
 
+import difflib
 import json
 import os
 from collections.abc import Mapping
-from dataclasses import asdict, dataclass, replace
+from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Any
 
 from ddpctl.errors import JobNotFound
 
@@ -26,9 +26,6 @@ class JobRecord:
     spec_path: str = ""
     pid: int | None = None  # local backend: the supervisor's pid
     final_state: str | None = None  # set once a terminal state is known
-
-    def with_updates(self, **changes: Any) -> JobRecord:
-        return replace(self, **changes)
 
 
 def registry_home(env: Mapping[str, str]) -> Path:
@@ -81,5 +78,10 @@ class Registry:
         named = [r for r in records if r.name == ref]
         if named:
             return named[-1]
-        known = ", ".join(sorted({r.name for r in records})[:8]) or "none yet"
+        names = sorted({r.name for r in records})
+        guess = difflib.get_close_matches(ref, names, n=1, cutoff=0.6)
+        if guess:
+            raise JobNotFound(f"job {ref!r}: no such job id or name in the registry {self.path}; "
+                              f"did you mean {guess[0]!r}?")
+        known = ", ".join(names[:8]) or "none yet"
         raise JobNotFound(f"job {ref!r}: no such job id or name in the registry {self.path} (names: {known})")

@@ -8,6 +8,8 @@ corrupts (Lightning#21406), so the training loop agrees on a step with `StopAgre
 
 from __future__ import annotations
 
+import json
+import os
 import signal
 import sys
 import threading
@@ -17,6 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from types import FrameType
 
+from ddpctl.proc import signal_named
 from ddpctl.run import envvars
 
 POLL_INTERVAL_S = 0.2
@@ -64,14 +67,6 @@ def reset() -> None:
     _FLAG.requested, _FLAG.source, _FLAG.time = False, None, None
 
 
-def parse_signal(name: str) -> signal.Signals:
-    """Accept "USR2", "SIGUSR2" or "12" the way Slurm's `--signal` does."""
-    text = name.strip().upper()
-    if text.isdigit():
-        return signal.Signals(int(text))
-    return signal.Signals[text if text.startswith("SIG") else "SIG" + text]
-
-
 def install_signal_handler(sig: signal.Signals) -> None:
     """Make `sig` set the flag. Must run in the main thread (a Python rule for signal handlers)."""
 
@@ -108,10 +103,32 @@ def watch_from_env(env: Mapping[str, str]) -> None:
     sig_name = env.get(envvars.STOP_SIGNAL, "")
     if sig_name and not _FLAG.signal_installed and threading.current_thread() is threading.main_thread():
         try:
-            install_signal_handler(parse_signal(sig_name))
+            install_signal_handler(signal_named(sig_name))
         except (KeyError, ValueError):
             # Training must not die on a typo here: the stop file still works, so warn and carry on.
             print(f"ddpctl: WARNING: {envvars.STOP_SIGNAL}={sig_name!r} is not a signal; ignored", file=sys.stderr)
     stop_file = env.get(envvars.STOP_FILE, "")
     if stop_file and _FLAG.watcher is None:
         start_file_watcher(Path(stop_file))
+
+
+def announce_listener(how: str, env: Mapping[str, str] | None = None) -> Path | None:
+    """Record that this rank listens for stops (attempt-<n>/listen-rank-<r>.json), so ddpctl can tell a stop
+    that nobody will act on from one in progress. Without the launcher's variables nothing is written."""
+    env = os.environ if env is None else env
+    run_dir = env.get(envvars.RUN_DIR, "")
+    if not run_dir:
+        return None
+    from ddpctl.run.layout import RunLayout
+
+    rank = int(env.get("RANK", "0") or 0)
+    target = RunLayout(Path(run_dir)).listen_marker(int(env.get(envvars.ATTEMPT, "0") or 0), rank)
+    try:
+        target.parent.mkdir(parents=True, exist_ok=True)
+        tmp = target.with_name(f".{target.name}.{os.getpid()}")
+        tmp.write_text(json.dumps({"rank": rank, "how": how, "time": time.time()}) + "\n")
+        tmp.replace(target)
+    except OSError as exc:  # an announcement must never stop training
+        print(f"ddpctl: WARNING: cannot record that rank {rank} listens for stops: {exc}", file=sys.stderr)
+        return None
+    return target

@@ -31,6 +31,8 @@ IFNAME_RE = r"[=^]?[A-Za-z0-9_.:@-]+(,[A-Za-z0-9_.:@-]+)*"  # NCCL_SOCKET_IFNAME
 # USR1 is the classic, USR2 what submitit moved to (NCCL builds grabbed USR1); URG and ALRM are spare signals
 # a trainer does not get by accident. TERM/INT/HUP are refused: Slurm and terminals send those to mean "stop".
 SIGNALS = ("USR1", "USR2", "URG", "ALRM")
+# What a script may ask to receive (requeue.script_signal): what Lightning/submitit-style handlers expect.
+SCRIPT_SIGNALS = ("USR1", "USR2", "TERM", "INT", "HUP", "URG", "ALRM")
 TIME_FORMATS = "a Slurm time (M, M:S, H:M:S, D-H, D-H:M, D-H:M:S) or UNLIMITED"
 _DIGITS = re.compile(r"[0-9]+")
 _SCALARS = (str, int, float, date)  # bool is an int
@@ -103,6 +105,9 @@ def boolean(value: Any, at: At) -> bool:
     return value
 
 
+setattr(boolean, "choices", ("true", "false"))  # noqa: B010 - read by shell completion (schema.key_choices)
+
+
 def text(pattern: str | None = None, *, nullable: bool = False, what: str = "a non-empty string") -> Conv:
     expected = f"a string matching {pattern}" if pattern else what
     expected += " or null" if nullable else ""
@@ -133,6 +138,7 @@ def choice(options: Sequence[str], *, nullable: bool = False, strip: str = "") -
             raise at.fail(result, expected)
         return key
 
+    setattr(conv, "choices", tuple(options))  # noqa: B010 - read by shell completion (schema.key_choices)
     return conv
 
 

@@ -25,6 +25,10 @@ class RequeuePolicy:
     max_preemptions: int = 10
     max_timeouts: int = 3
     max_failures: int = 0  # requeues after a crash (torchrun's own restarts come first, see max_restarts)
+    # A script that checkpoints itself gets this signal on every rank when a stop is requested (None: not sent);
+    # its exit with status 0 after the request then counts as "stopped for requeue".
+    script_signal: str | None = None
+    mode: str = "auto"  # requeue (the job requeues itself), chain (a successor job continues the run) or auto
 
 
 @dataclass(frozen=True)
@@ -70,6 +74,7 @@ class JobSpec:
     max_restarts: int = 0  # torchrun --max-restarts (in-job restarts of the worker group)
     rdzv: str = "c10d"  # or "static"
     python: str | None = None  # interpreter for workers; None = the one running ddpctl
+    snapshot: str = "auto"  # code snapshot at submit: auto, git, dir or off (ddpctl.snapshot)
     source: str = "<spec>"  # the file the spec came from, for messages
 
     @property

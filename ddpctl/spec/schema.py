@@ -17,6 +17,7 @@ from ddpctl.spec.fields import (
     IFNAME_RE,
     MEM_RE,
     SBATCH_OPTION_RE,
+    SCRIPT_SIGNALS,
     SIGNALS,
     SLURM_NAMES_RE,
     Conv,
@@ -37,7 +38,7 @@ from ddpctl.spec.templates import template_names, template_path
 from ddpctl.spec.yamldoc import At, Doc, Key, one_line, parse_yaml
 
 if TYPE_CHECKING:
-    from ddpctl.spec import JobSpec
+    from ddpctl.spec.model import JobSpec
 
 # sbatch options ddpctl writes itself: a second value would fight the template (or break signals/logs).
 RESERVED_SBATCH = {
@@ -65,6 +66,8 @@ SECTIONS: dict[str, dict[str, Conv]] = {
         "max_preemptions": integer(0),
         "max_timeouts": integer(0),
         "max_failures": integer(0),
+        "script_signal": choice(SCRIPT_SIGNALS, strip="SIG", nullable=True),
+        "mode": choice(("auto", "requeue", "chain")),
     },
     "checkpoint": {"dir": text(nullable=True), "keep": integer(1)},
     "health": {
@@ -149,6 +152,7 @@ TOP: dict[str, Conv] = {
     "max_restarts": integer(0),
     "rdzv": choice(("c10d", "static")),
     "python": text(nullable=True, what="an interpreter name or path"),
+    "snapshot": choice(("auto", "git", "dir", "off")),
     **{name: section(table) for name, table in SECTIONS.items()},
 }
 REQUIRED = ("name", "script")
@@ -236,3 +240,18 @@ def check_override_key(flag_doc: Doc, path: Key) -> None:
             raise unknown_key(At(flag_doc, path), list(SECTIONS[path[0]]))
         return
     raise At(flag_doc, path).error(f"unknown key, {path[0]} has no sub-key {'.'.join(path[1:])!r}")
+
+
+def spec_keys() -> list[str]:
+    """Every key `--set` accepts, dotted, from the tables (`env.` and `sbatch.` take the user's own names)."""
+    keys = [name for name in TOP if name not in SECTIONS]
+    keys += [f"{name}.{key}" for name, table in SECTIONS.items() for key in table]
+    return sorted(keys)
+
+
+def key_choices(key: str) -> tuple[str, ...]:
+    """The allowed values of a key that has a fixed set of them (for completion); () for any other."""
+    head, _, sub = key.partition(".")
+    conv = SECTIONS.get(head, {}).get(sub) if sub else TOP.get(head)
+    choices: tuple[str, ...] = getattr(conv, "choices", ())
+    return choices

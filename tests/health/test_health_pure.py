@@ -45,7 +45,7 @@ def rec(step: int | None, t: float | None = None, **extra: object) -> dict[str, 
         (HealthSettings(hang_timeout_s=20), {0: rec(9, NOW - 60, phase="done"), 1: rec(8, NOW - 60)}, False, ""),
     ],
 )
-def test_hang_verdicts(policy: HealthSettings, records: dict, hung: bool, why: str) -> None:
+def test_hang_verdicts(policy: HealthSettings, records: dict[int, dict[str, object]], hung: bool, why: str) -> None:
     verdict = check_hang(NOW, NOW - 5000, records, policy)
     assert (verdict is not None) == hung
     if verdict is not None:
@@ -68,7 +68,7 @@ def busy(value: float, window: int = 20, phase: str = "train") -> dict[str, obje
         ({0: busy(0.5)}, 2.0, []),  # alone: nobody to compare with
     ],
 )
-def test_stragglers(records: dict, factor: float, expected: list[int]) -> None:
+def test_stragglers(records: dict[int, dict[str, object]], factor: float, expected: list[int]) -> None:
     assert [s.rank for s in find_stragglers(records, factor, 20)] == expected
 
 

@@ -8,9 +8,11 @@ from pathlib import Path
 
 import yaml
 
-from ddpctl.node.batch import decide_run, on_signal, requested_kind
+from ddpctl.node.batch import decide_run, on_signal, request_kind, requested_kind, run_outcome
+from ddpctl.node.decide import RunOutcome
 from ddpctl.run.events import read_events
 from ddpctl.run.layout import RunLayout
+from ddpctl.run.rundir import run_spec
 from ddpctl.spec import JobSpec, spec_to_mapping
 
 
@@ -55,3 +57,42 @@ def test_decide_records_a_requeue_for_a_stopped_run(tmp_path: Path) -> None:
     assert (decision.action, decision.kind) == ("requeue", "preemption")
     recorded = [e for e in read_events(layout.events) if e["event"] == "decision"]
     assert recorded[-1]["action"] == "requeue" and recorded[-1]["stopped"] is True
+
+
+def test_the_run_spec_is_parsed_once_per_process(tmp_path: Path) -> None:
+    layout = run_dir(tmp_path)
+    on_signal(layout, {}, "USR2", lambda: None, lambda _name: None)
+    layout.spec_file.unlink()  # the decision must not read job.yaml again
+    decision = decide_run(layout, {}, 0)
+    assert (decision.action, decision.reason) == ("finish", "training completed")
+    assert run_spec(layout) is run_spec(layout)
+
+
+def test_the_outcome_comes_from_the_events_the_caller_read(tmp_path: Path) -> None:
+    layout = run_dir(tmp_path)  # no events.jsonl at all: run_outcome must use the list it is given
+    events = [{"event": "signal", "attempt": 1, "kind": "timeout"}, {"event": "node-exit", "attempt": 1, "exit": 3},
+              {"event": "signal", "attempt": 0, "kind": "preemption"}]
+    assert run_outcome(layout, events, 1, 143) == RunOutcome(exit_code=3, stopped=False, signal_kind="timeout")
+
+
+def test_request_kind_is_what_requested_kind_reads(tmp_path: Path) -> None:
+    layout = run_dir(tmp_path)
+    request_kind(layout, "timeout")
+    assert requested_kind(layout) == "timeout"
+
+
+def test_attempt_start_names_the_job_by_its_run_dir_id_and_records_an_unheard_stop(tmp_path: Path) -> None:
+    from ddpctl.node.batch import batch_start
+
+    layout = RunLayout(tmp_path / "local-7")  # the local backend's job id; its SLURM_JOB_ID is 7
+    layout.root.mkdir()
+    layout.spec_file.write_text(yaml.safe_dump(spec_to_mapping(JobSpec(name="x", script="t.py"))))
+    batch_start(layout, {"SLURM_JOB_ID": "7", "DDPCTL_LOCAL": "1"})
+    on_signal(layout, {}, "USR2", lambda: None, lambda _name: None)
+    # Killed before anything was recorded; the next attempt says what became of the stop, once.
+    batch_start(layout, {"SLURM_JOB_ID": "7", "DDPCTL_LOCAL": "1", "SLURM_RESTART_COUNT": "1"})
+    events = list(read_events(layout.events))
+    starts = [(e["job_id"], e["checkpoints_present"]) for e in events if e["event"] == "attempt-start"]
+    assert starts == [("local-7", False), ("local-7", False)]
+    unheard = [(e["attempt"], e["killed"], e["listeners"]) for e in events if e["event"] == "stop-unacknowledged"]
+    assert unheard == [(0, True, [])]

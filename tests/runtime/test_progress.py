@@ -5,6 +5,9 @@ from __future__ import annotations
 import json
 import time
 from pathlib import Path
+from typing import Any
+
+import pytest
 
 from ddpctl.run import envvars
 from ddpctl.runtime import progress
@@ -15,8 +18,9 @@ def env_for(run_dir: Path, rank: int = 3) -> dict[str, str]:
     return {envvars.RUN_DIR: str(run_dir), envvars.ATTEMPT: "2", "RANK": str(rank), envvars.NODE_NAME: "n7"}
 
 
-def record(run_dir: Path, rank: int = 3) -> dict:
-    return json.loads((run_dir / "attempt-2" / f"progress-{rank}.json").read_text())
+def record(run_dir: Path, rank: int = 3) -> dict[str, Any]:
+    found: dict[str, Any] = json.loads((run_dir / "attempt-2" / f"progress-{rank}.json").read_text())
+    return found
 
 
 def test_record_is_written_at_start_then_at_most_once_per_interval(tmp_path: Path) -> None:
@@ -54,7 +58,7 @@ def test_mark_flags_the_checkpoint_phase_and_the_next_step_clears_it(tmp_path: P
     assert (record(tmp_path)["phase"], record(tmp_path)["step"]) == ("train", 2)
 
 
-def test_without_a_run_dir_nothing_is_written(tmp_path: Path, monkeypatch) -> None:
+def test_without_a_run_dir_nothing_is_written(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.chdir(tmp_path)
     beat = Heartbeat(env={})
     beat.step(1, samples=4)

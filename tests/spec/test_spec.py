@@ -261,3 +261,11 @@ def test_deep_nesting_is_refused() -> None:
     assert spec_error(HEAD + "args: " + "[" * 1000 + "]" * 1000 + "\n") == (
         "jobs/x.yaml: invalid YAML: nested too deeply for a job spec"
     )
+
+
+def test_shipped_templates_come_from_this_checkout() -> None:
+    # Regression: after the move into ddpctl/spec/ the checkout lookup went one level too shallow and silently
+    # fell back to whatever `ddpctl.templates` an installed copy provided.
+    from ddpctl.spec.templates import templates_dir
+
+    assert templates_dir() == Path(__file__).resolve().parents[2] / "templates"

@@ -14,6 +14,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from ddpctl import proc
+from ddpctl.plan import stopscan
+from ddpctl.slurm import commands
 from ddpctl.spec import JobSpec, time_to_seconds
 
 OK, WARN, FAIL = "ok", "warn", "fail"
@@ -38,6 +40,7 @@ class Facts:
     ifname: str | None = None
     run_dir_writable: bool = True
     script_syntax_error: str | None = None
+    stop_handling: str | None = None  # stopscan's warning about the training script, if any
     extra: dict[str, str] = field(default_factory=dict)
 
 
@@ -104,7 +107,16 @@ def check_files(spec: JobSpec, facts: Facts) -> Check:
     return Check(OK, "files", f"batch script parses (bash -n); {spec.run_dir} writable")
 
 
-CHECKS = (check_tools, check_partition, check_backend, check_torch, check_network, check_requeue, check_files)
+def check_stop_handling(spec: JobSpec, facts: Facts) -> Check:
+    if facts.stop_handling:
+        return Check(WARN, "stop handling", facts.stop_handling)
+    if not spec.requeue.enabled:
+        return Check(OK, "stop handling", "requeue disabled: stops are not asked for")
+    return Check(OK, "stop handling", "the script shows a sign of handling stops")
+
+
+CHECKS = (check_tools, check_partition, check_backend, check_torch, check_network, check_requeue,
+          check_stop_handling, check_files)
 
 
 def evaluate(spec: JobSpec, facts: Facts) -> list[Check]:
@@ -131,8 +143,7 @@ def gather(spec: JobSpec, script: str | None, runner: proc.Runner = proc.run) ->
     tools = {tool: proc.available(tool) for tool in SLURM_TOOLS}
     partition = None
     if tools["squeue"] and proc.available("sinfo"):
-        argv = ["sinfo", "-h", "-o", "%R|%D|%l"] + (["-p", spec.partition] if spec.partition else [])
-        partition = parse_sinfo(runner(argv).stdout)
+        partition = parse_sinfo(commands.sinfo_partition(spec.partition, runner))
     hostname = socket.gethostname()
     try:
         address: str | None = socket.gethostbyname(hostname)
@@ -141,7 +152,7 @@ def gather(spec: JobSpec, script: str | None, runner: proc.Runner = proc.run) ->
     return Facts(tools=tools, partition=partition, torch_version=torch_version(),
                  submitit=importlib.util.find_spec("submitit") is not None, hostname=hostname, host_address=address,
                  ifname=netif.pick_ifname(hostname), run_dir_writable=writable(Path(spec.run_dir)),
-                 script_syntax_error=bash_syntax_error(script))
+                 script_syntax_error=bash_syntax_error(script), stop_handling=stopscan.check_script(spec))
 
 
 def torch_version() -> str | None:

@@ -12,8 +12,8 @@ import pytest
 import yaml
 
 from ddpctl.errors import SpecError
+from ddpctl.plan.render import RenderInputs, render_script, sbatch_value, shell_quote
 from ddpctl.spec import load_spec, resolve_paths, spec_to_mapping
-from ddpctl.submit.render import RenderInputs, render_script, sbatch_value, shell_quote
 
 ROOT = Path(__file__).resolve().parents[2]
 GOLDEN = Path(__file__).parent / "golden"

@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
+from ddpctl.plan.doctor import FAIL, OK, WARN, Facts, evaluate, parse_sinfo
 from ddpctl.spec import JobSpec
-from ddpctl.submit.doctor import FAIL, OK, WARN, Facts, evaluate, parse_sinfo
 
 ALL_TOOLS = dict.fromkeys(("sbatch", "srun", "squeue", "scontrol", "scancel"), True)
 GOOD = Facts(tools=ALL_TOOLS, partition=("debug", 4, 3600), torch_version="torch 2.13.0", submitit=True,
@@ -43,6 +43,7 @@ def test_all_good() -> None:
         (replace(SPEC, requeue=replace(SPEC.requeue, enabled=False)), GOOD, "requeue", WARN, "disabled"),
         (SPEC, replace(GOOD, script_syntax_error="line 3: syntax error"), "batch script", FAIL, "line 3"),
         (SPEC, replace(GOOD, run_dir_writable=False), "run dir", FAIL, "not writable"),
+        (SPEC, replace(GOOD, stop_handling="t.py: shows no sign"), "stop handling", WARN, "no sign"),
     ],
 )
 def test_verdicts(spec: JobSpec, facts: Facts, name: str, status: str, fragment: str) -> None:

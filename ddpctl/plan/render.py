@@ -17,13 +17,13 @@ from typing import Any
 import jinja2
 
 from ddpctl.errors import SpecError
+from ddpctl.run.layout import RunLayout
 from ddpctl.spec import JobSpec
 from ddpctl.spec.templates import template_path
 
 # sbatch's own #SBATCH parser understands double quotes but no escapes, so a value needing quotes must not
 # itself contain a double quote or a newline.
 _SBATCH_PLAIN = re.compile(r"^[A-Za-z0-9._:,=@%/+\-\[\]]*$")
-_SIGNALS = {"USR1": 10, "USR2": 12}
 
 
 def shell_quote(value: object) -> str:
@@ -61,9 +61,11 @@ def sbatch_options(spec: JobSpec, run_base: Path) -> list[tuple[str, str | None]
             opts.append((key, None))
         elif value is not False:
             opts.append((key, str(value)))
-    opts.append(("requeue" if spec.requeue.enabled else "no-requeue", None))
+    # chain: Slurm must never requeue the job itself; a successor job continues the run (ddpctl.node.chain).
+    requeue = spec.requeue.enabled and spec.requeue.mode != "chain"
+    opts.append(("requeue" if requeue else "no-requeue", None))
     # Append: a requeued job keeps its id and Slurm would otherwise truncate the output on each restart.
-    opts += [("open-mode", "append"), ("output", str(run_base / "%j" / "slurm.out"))]
+    opts += [("open-mode", "append"), ("output", str(RunLayout(run_base / "%j").batch_log))]
     if spec.requeue.enabled:
         # B: = the batch shell only; it fans the signal out to every node itself (see the template).
         opts.append(("signal", f"B:{spec.requeue.signal}@{spec.requeue.lead_s}"))
@@ -80,6 +82,7 @@ def template_context(spec: JobSpec, inputs: RenderInputs) -> dict[str, Any]:
         "env": list(spec.env),
         "stop_signal": spec.requeue.signal,
         "requeue_enabled": spec.requeue.enabled,
+        "chain": spec.requeue.enabled and spec.requeue.mode == "chain",
     }
 
 
