@@ -8,7 +8,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from clitools import REPO, Cli, write_spec
+from clitools import REPO, TERMINAL, Cli, write_spec
 
 pexpect = pytest.importorskip("pexpect")
 pytestmark = pytest.mark.torchrun
@@ -32,6 +32,8 @@ def test_top_follows_a_requeue_and_exits_with_the_job(tmp_path: Path) -> None:
         top.expect(pexpect.EOF, timeout=30)
     finally:
         top.close(force=True)
+        if cli.status(job_id)["state"] not in TERMINAL:
+            cli.run("cancel", job_id, check=False)  # a failed expectation must not leave the job running
     assert top.exitstatus == 0
     screen = re.sub(r"\x1b\[[0-9;?]*[A-Za-z]", "", top.before or "")
     assert all(len(line) <= 80 for line in screen.splitlines())
