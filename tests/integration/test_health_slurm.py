@@ -31,7 +31,7 @@ def submit(cli: Cli, runs: Path, *train: str, sets: tuple[str, ...] = (),
 
 def test_hidden_stall_on_slurm_is_dumped_named_requeued_and_resumed(tmp_path: Path, cleanup_jobs) -> None:  # type: ignore[no-untyped-def]
     cli = Cli(tmp_path / "home")
-    ref_id, ref_dir = submit(cli, tmp_path / "ref", backend="local")
+    ref_id, ref_dir = submit(cli, tmp_path / "ref", sets=("name=reference",), backend="local")  # its own name
     job_id, run_dir = submit(cli, tmp_path / "runs", "--hang-at-step", "5", "--hang-rank", "2",
                              sets=(f"health.hang_timeout_s={HANG_TIMEOUT_S}", "requeue.max_failures=1"))
     cleanup_jobs(job_id)
