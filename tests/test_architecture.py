@@ -14,7 +14,7 @@ PKG = Path(__file__).resolve().parents[1] / "ddpctl"
 # Lower layers first; a module may import from its own package or from a strictly lower layer only.
 LAYERS: tuple[tuple[str, ...], ...] = (
     ("exitcodes", "templates"), ("errors",), ("proc",), ("spec", "slurm"), ("snapshot",), ("run",), ("runtime",),
-    ("node",),
+    ("health",), ("node",),
     ("plan",), ("backends",), ("logs",), ("api",), ("(init)",), ("cli",), ("__main__",),
 )
 LAYER = {name: index for index, names in enumerate(LAYERS) for name in names}

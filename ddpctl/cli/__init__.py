@@ -19,7 +19,7 @@ from ddpctl.errors import DdpctlError
 
 # Order is the order shown in --help.
 COMMAND_MODULES = (
-    "submit", "status", "jobs", "logs", "preempt", "doctor", "render", "env", "launch", "internal",
+    "submit", "status", "top", "scale", "jobs", "logs", "preempt", "doctor", "render", "env", "launch", "internal",
 )
 
 

@@ -18,20 +18,24 @@ def add(sub: Any) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    from pathlib import Path
+
     from ddpctl import api
     from ddpctl.cli.jobreport import lines, payload
+    from ddpctl.health.report import collect, text_lines
 
     job = api.job(args.job)
     record, state = job.record, job.status()
     code = code_info(record.run_dir)
+    health = collect(Path(record.run_dir), running=state.state == "RUNNING")
     if args.json:
-        print(json.dumps({**payload(record, state), "code": code}))
+        print(json.dumps({**payload(record, state), "code": code, **health}))
         return 0
     from ddpctl.cli.submit import code_line
 
     text = lines(record, state)
     at = next(i for i, line in enumerate(text) if line.startswith("  backend ")) + 1
-    print("\n".join([*text[:at], f"  {code_line(record.run_dir)}", *text[at:]]))
+    print("\n".join([*text[:at], f"  {code_line(record.run_dir)}", *text[at:], *text_lines(health)]))
     return 0
 
 

@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from ddpctl.backends import current_state
+from ddpctl.health.report import describe_hang, describe_straggler, health_events
 from ddpctl.logs.core import ALL, LineFilter, attempt_banner, check_nodes, check_ranks, select_attempts
 from ddpctl.logs.failures import ErrorScanner, RankFailure, order_failures, root_cause_note
 from ddpctl.logs.files import (
@@ -141,6 +142,9 @@ def show_errors(layout: RunLayout, attempts: list[int], flt: LineFilter, sink: S
         failures = [f for f in map(first_failure, files.tails.values()) if f is not None]
         for failure in order_failures(failures):
             sink.failure(failure.source, failure.hit)
+        for event in health_events(layout):  # the watchdog's findings: a hang explains a run with no error
+            if event.get("attempt") == attempt:
+                sink.note(f"-- {describe_hang(event) if event['event'] == 'hang' else describe_straggler(event)} --")
         sink.note(root_cause_note(failures, attempt, len(files.tails)))
         sink.flush()
     # A stop nobody acted on is the likeliest reason for lost work, and no rank's log says so.

@@ -19,7 +19,8 @@ from dataclasses import replace
 from pathlib import Path
 from types import FrameType
 
-from ddpctl import proc
+from ddpctl import exitcodes, proc
+from ddpctl.health.watchdog import Watchdog
 from ddpctl.node.ackwatch import AckWatch
 from ddpctl.node.localenv import LOCAL_ENV_FLAG
 from ddpctl.node.torchrun import NodePlan, node_plan
@@ -115,6 +116,11 @@ class Relay:
         if self.child and self.child.poll() is None:
             self.child.send_signal(signum)
 
+    def end_attempt(self) -> None:
+        """The hang watchdog's way out: torchrun forwards SIGTERM to the workers and exits non-zero."""
+        if self.child and self.child.poll() is None:
+            self.child.send_signal(signal.SIGTERM)
+
     def ignore_stop_in_child(self) -> None:
         signal.signal(self.stop_sig, signal.SIG_IGN)
 
@@ -138,13 +144,17 @@ def launch(run_dir: Path, env: Mapping[str, str]) -> int:
     write_node_info(layout, dist, static=spec.rdzv == "static")
     append_event(layout.events, "launch", node=dist.node_name, attempt=dist.restart_count, dist=dist.as_json(),
                  argv=list(plan.argv))
+    watchdog = Watchdog(layout, dist.restart_count, dist.node_name, dist.node_rank, spec.health,
+                        end_attempt=relay.end_attempt)
+    watchdog.start()
     code = run_torchrun(plan, relay, layout.node_log(dist.restart_count, dist.node_rank), env)
+    watchdog.stop()
     stopped = layout.stopped_marker(dist.restart_count).exists()
     # A node stopped for requeue exits 0 like a finished one: srun --kill-on-bad-exit must not take down
     # nodes still leaving cleanly. The stopped marker, not this status, tells the batch shell to requeue.
-    final = code
+    final = code or (exitcodes.FAILURE if watchdog.hung else 0)  # a hung attempt is a failure, never a success
     append_event(layout.events, "node-exit", node=dist.node_name, attempt=dist.restart_count,
-                 torchrun_exit=code, exit=final, stopped=stopped)
+                 torchrun_exit=code, exit=final, stopped=stopped, hang=watchdog.hung)
     print(f"ddpctl launch [{dist.node_name}]: torchrun exited {code}; launch exits {final}"
           f"{' (stopped for requeue)' if stopped else ''}", flush=True)
     return final

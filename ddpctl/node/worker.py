@@ -9,6 +9,7 @@ Without the ddpctl variables it degrades to a plain `python SCRIPT` (no redirect
 from __future__ import annotations
 
 import atexit
+import faulthandler
 import json
 import os
 import runpy
@@ -19,6 +20,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 from ddpctl import exitcodes
+from ddpctl.health import DUMP_SIGNAL
 from ddpctl.node import scriptstop
 from ddpctl.run import envvars
 from ddpctl.run.layout import rank_info_of
@@ -51,7 +53,9 @@ def record_placement(log: Path, env: Mapping[str, str]) -> None:
     """rank-<R>.json beside the log: which node this rank runs on. Only the worker knows: with c10d rendezvous
     torchrun orders nodes by address, not by SLURM_NODEID, so the launcher cannot tell which ranks it got."""
     info = {"rank": int(env.get("RANK", "0")), "local_rank": int(env.get("LOCAL_RANK", "0")),
-            "group_rank": int(env.get("GROUP_RANK", "0")), "node": env.get(envvars.NODE_NAME, "?")}
+            "group_rank": int(env.get("GROUP_RANK", "0")), "node": env.get(envvars.NODE_NAME, "?"),
+            # For the hang watchdog: whom to signal for a stack dump, and which thread in it is the main one.
+            "pid": os.getpid(), "main_thread": threading.main_thread().ident}
     target = rank_info_of(log)
     tmp = target.with_name(f".{target.name}.{os.getpid()}")
     tmp.write_text(json.dumps(info) + "\n")
@@ -95,6 +99,9 @@ def main(argv: Sequence[str] | None = None, env: Mapping[str, str] | None = None
         return exitcodes.USAGE if not argv else exitcodes.OK
     log = redirect_output(env)
     if log is not None:
+        # Before the placement file says whom to signal: the watchdog's dump signal must never find it unarmed
+        # (a real-time signal's default action kills). chain=False: nothing else should see it.
+        faulthandler.register(DUMP_SIGNAL, file=sys.stderr, all_threads=True, chain=False)
         record_placement(log, env)
         print(
             f"[ddpctl.worker] rank={env.get('RANK', '0')} attempt={env.get(envvars.ATTEMPT, '0')} "

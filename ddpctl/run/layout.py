@@ -17,6 +17,8 @@
             node-<node rank>.json     written by that node's launcher: node name, node rank, global ranks
             stop-node-<node rank>     exists once that node's launcher received the stop signal
             stopped.json              written by rank 0 after the agreed stop checkpoint (or the script's own stop)
+            progress-<rank>.json      that rank's latest progress record (runtime.Heartbeat, rewritten <= 1/s)
+            hang.json                 exists once a node's watchdog declared the attempt hung
             listen-rank-<rank>.json   a rank announced that it listens for stops (and how)
 """
 
@@ -103,6 +105,12 @@ class RunLayout:
 
     def stopped_marker(self, restart: int) -> Path:
         return self.attempt_dir(restart) / "stopped.json"
+
+    def progress_file(self, restart: int, rank: int) -> Path:
+        return self.attempt_dir(restart) / f"progress-{rank}.json"
+
+    def hang_marker(self, restart: int) -> Path:
+        return self.attempt_dir(restart) / "hang.json"
 
     def listen_marker(self, restart: int, rank: int) -> Path:
         return self.attempt_dir(restart) / f"listen-rank-{rank}.json"

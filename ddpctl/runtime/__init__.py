@@ -4,9 +4,11 @@
     ckpt = runtime.Checkpointer(ctx=ctx)                   # $DDPCTL_CKPT_DIR, keep $DDPCTL_CKPT_KEEP
     stop = runtime.StopAgreement(ctx)                      # one cheap agreed check per step
     progress = runtime.Progress(0, 0, 0)
+    beat = runtime.Heartbeat(total_steps=n, model=ddp_model)  # progress records for status/top/watchdog
     if (found := ckpt.load_latest()) is not None:          # newest complete checkpoint, same on all ranks
         progress = runtime.restore(found[1], model, opt, sampler)
     ...  # after each optimizer step:
+    beat.step(step, epoch=epoch, samples=batch_size, loss=loss)   # cheap: the record is written <= 1/s
     if stop.should_stop():                                 # True on the same step on every rank
         path = ckpt.save(step, runtime.capture(model, opt, progress))
         runtime.finish_for_requeue(ctx, step, path)        # marker + event, exit 0
@@ -23,6 +25,7 @@ if TYPE_CHECKING:
     from ddpctl.runtime.agreement import StopAgreement
     from ddpctl.runtime.checkpoint import RANK_KEY, Checkpointer
     from ddpctl.runtime.dist import DistContext, init
+    from ddpctl.runtime.progress import Heartbeat
     from ddpctl.runtime.requeue import finish_for_requeue, write_stopped_marker
     from ddpctl.runtime.resume import (
         Progress,
@@ -40,6 +43,7 @@ _EXPORTS = {
     "Checkpointer": "checkpoint",
     "DistContext": "dist",
     "init": "dist",
+    "Heartbeat": "progress",
     "finish_for_requeue": "requeue",
     "write_stopped_marker": "requeue",
     "Progress": "resume",
@@ -56,6 +60,7 @@ __all__ = [
     "RANK_KEY",
     "Checkpointer",
     "DistContext",
+    "Heartbeat",
     "Progress",
     "ResumableSampler",
     "StopAgreement",

@@ -27,7 +27,7 @@ import torch.distributed as dist
 from ddpctl.run import envvars
 from ddpctl.run.events import append_event
 from ddpctl.run.layout import RunLayout
-from ddpctl.runtime import ckptio
+from ddpctl.runtime import ckptio, progress
 from ddpctl.runtime.dist import DistContext, all_reduce_min, cpu_group
 from ddpctl.runtime.snapshot import SnapshotPool
 
@@ -77,6 +77,7 @@ class Checkpointer:
         With `blocking=False` the state is snapshotted (copied to CPU) and written on a background thread;
         call `wait()` before relying on it (the next `save`, `load_latest` and `wait` do).
         """
+        progress.mark("checkpoint")  # the hang watchdog allows health.checkpoint_s for a save
         self.wait()
         path = self.dir / step_dirname(step)
         path.mkdir(parents=True, exist_ok=True)

@@ -2,7 +2,7 @@
 
 Type rules:
 - integer fields take YAML integers only: a boolean is not an integer and a quoted "4" is a string, not 4.
-  There are no float fields.
+  Number fields (health.straggler_factor) take YAML integers or floats, never booleans or strings.
 - string fields take any scalar *as written*: `mem: 4000` is "4000", `time: 1:30:00` stays "1:30:00" (YAML 1.1
   would read it as 5400) and `partition: on` is "on". From a Python mapping, numbers use str() and booleans
   "true"/"false". `null` is only accepted where the field may be unset.
@@ -11,6 +11,7 @@ Type rules:
 
 from __future__ import annotations
 
+import math
 import re
 from collections.abc import Callable, Mapping, Sequence
 from datetime import date
@@ -81,6 +82,19 @@ def integer(low: int, high: int | None = None, *, nullable: bool = False) -> Con
         if value < low or (high is not None and value > high):
             raise at.fail(value, expected)
         return value
+
+    return conv
+
+
+def number(low: float, *, above: bool = False) -> Conv:
+    expected = f"a number {'>' if above else '>='} {low}"
+
+    def conv(value: Any, at: At) -> float:
+        if isinstance(value, bool) or not isinstance(value, (int, float)):
+            raise at.fail(value, expected, typed=True)
+        if math.isnan(value) or value < low or (above and value == low):
+            raise at.fail(value, expected)
+        return float(value)
 
     return conv
 

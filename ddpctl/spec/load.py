@@ -30,7 +30,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from ddpctl.spec.model import CheckpointSettings, JobSpec, NcclSettings, RequeuePolicy
+from ddpctl.spec.model import CheckpointSettings, HealthSettings, JobSpec, NcclSettings, RequeuePolicy
 from ddpctl.spec.schema import apply_override, check_spec, is_template_path, validate
 from ddpctl.spec.yamldoc import At, Doc, read_doc
 
@@ -57,7 +57,8 @@ def spec_from_mapping(data: Mapping[str, Any], source: str = "<spec>", *, check_
 
 def _build(doc: Doc, *, check_paths: bool) -> JobSpec:
     kwargs = validate(doc)
-    sections = {"nccl": NcclSettings, "requeue": RequeuePolicy, "checkpoint": CheckpointSettings}
+    sections = {"nccl": NcclSettings, "requeue": RequeuePolicy, "checkpoint": CheckpointSettings,
+                "health": HealthSettings}
     for name, cls in sections.items():
         kwargs[name] = cls(**kwargs.get(name, {}))
     spec = JobSpec(**kwargs, source=doc.source)

@@ -38,6 +38,16 @@ class CheckpointSettings:
 
 
 @dataclass(frozen=True)
+class HealthSettings:
+    hang_timeout_s: int | None = None  # None: derived from observed step times (>= hang_floor_s); 0: off
+    hang_floor_s: int = 120  # the derived timeout is never shorter
+    startup_s: int = 900  # allowance before a rank's first progress record
+    checkpoint_s: int = 600  # extra allowance while a rank is saving a checkpoint
+    straggler_factor: float = 2.0  # busy time above this x the other ranks' median flags a straggler; 0: off
+    straggler_steps: int = 20  # ... over the rank's last this many steps
+
+
+@dataclass(frozen=True)
 class JobSpec:
     name: str
     script: str
@@ -57,6 +67,7 @@ class JobSpec:
     nccl: NcclSettings = field(default_factory=NcclSettings)
     requeue: RequeuePolicy = field(default_factory=RequeuePolicy)
     checkpoint: CheckpointSettings = field(default_factory=CheckpointSettings)
+    health: HealthSettings = field(default_factory=HealthSettings)
     run_dir: str = "runs"
     template: str = "ddp"
     backend: str = "sbatch"

@@ -28,6 +28,7 @@ from ddpctl.spec.fields import (
     integer,
     job_name,
     mapping_of,
+    number,
     slurm_time,
     text,
     text_list,
@@ -69,6 +70,14 @@ SECTIONS: dict[str, dict[str, Conv]] = {
         "mode": choice(("auto", "requeue", "chain")),
     },
     "checkpoint": {"dir": text(nullable=True), "keep": integer(1)},
+    "health": {
+        "hang_timeout_s": integer(0, nullable=True),
+        "hang_floor_s": integer(1),
+        "startup_s": integer(1),
+        "checkpoint_s": integer(0),
+        "straggler_factor": number(0),
+        "straggler_steps": integer(2),
+    },
 }
 FREE_MAPS = ("env", "sbatch")  # sub-keys are the user's names, checked by pattern
 

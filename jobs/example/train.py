@@ -41,6 +41,10 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--crash-at-step", type=int, default=0, help="raise after this optimizer step (tests)")
     p.add_argument("--crash-rank", type=int, default=0)
     p.add_argument("--crash-in-save", action="store_true", help="crash inside the checkpoint save instead")
+    p.add_argument("--hang-at-step", type=int, default=0, help="first attempt only: --hang-rank sleeps forever")
+    p.add_argument("--hang-rank", type=int, default=0)
+    p.add_argument("--slow-rank", type=int, default=-1, help="this rank sleeps --slow-s after every step")
+    p.add_argument("--slow-s", type=float, default=0.0)
     return p.parse_args(argv)
 
 
@@ -56,6 +60,7 @@ class Trainer:
     loader: DataLoader[Any]
     steps_per_epoch: int
     progress: runtime.Progress = field(default_factory=lambda: runtime.Progress(0, 0, 0))
+    beat: runtime.Heartbeat | None = None
     running: float = 0.0
 
     @property
@@ -140,11 +145,24 @@ def save(t: Trainer, ckpt: runtime.Checkpointer, blocking: bool) -> Any:
     return ckpt.save(t.progress.step, state, blocking=blocking)
 
 
+def inject_delays(t: Trainer, step: int) -> None:
+    """Test hooks for the health checks: a hidden stall (first attempt only) and a straggler."""
+    args, rank = t.args, t.ctx.rank
+    if step == args.hang_at_step and rank == args.hang_rank and t.ctx.attempt == 0:
+        print(f"[example] rank {rank} stalls at step {step}", flush=True)
+        time.sleep(10**9)  # the hidden stall: the watchdog must find this line in the stack dump
+    if rank == args.slow_rank and args.slow_s:
+        time.sleep(args.slow_s)
+
+
 def after_step(t: Trainer, ckpt: runtime.Checkpointer, stop: runtime.StopAgreement, loss: float) -> None:
     """Logging, crash injection, periodic checkpoint and the agreed stop, in that order."""
     step, args = t.progress.step, t.args
     t.running = loss if step == 1 else 0.9 * t.running + 0.1 * loss
+    if t.beat is not None:
+        t.beat.step(step, epoch=t.progress.epoch, samples=args.batch_size * args.accum, loss=loss)
     log(t, f"step {step}/{t.total_steps} epoch {t.progress.epoch} loss {loss:.4f} running {t.running:.4f}")
+    inject_delays(t, step)
     if step == args.crash_at_step and t.ctx.rank == args.crash_rank and not args.crash_in_save:
         raise RuntimeError(f"injected crash at step {step} on rank {t.ctx.rank}")
     saved = None
@@ -192,8 +210,10 @@ def main() -> None:
         t.progress = runtime.restore(state, t.model, t.opt, t.sampler, scheduler=t.sched, scaler=t.scaler)
         t.running = float(state.get("extra", {}).get("running_loss", 0.0))
         log(t, f"resumed from step {step} (epoch {t.progress.epoch}, batch {t.progress.batch_in_epoch})")
+    t.beat = runtime.Heartbeat(total_steps=t.total_steps, model=t.model)
     start = time.monotonic()
     train(t, ckpt, stop)
+    t.beat.close()
     stop.close()
     ckpt.wait()
     log(t, f"done: {t.progress.step} steps in {time.monotonic() - start:.1f}s")

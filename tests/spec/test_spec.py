@@ -95,6 +95,12 @@ def spec_error(text: str, overrides: tuple[str, ...] = (), *, check_paths: bool 
         ("requeue:\n  lead_s: 65536\n", "4: requeue.lead_s: got 65536, expected an integer in 1..65535"),
         ("requeue:\n  max_failures: -1\n", "4: requeue.max_failures: got -1, expected an integer >= 0"),
         ("checkpoint:\n  keep: 0\n", "4: checkpoint.keep: got 0, expected an integer >= 1"),
+        ("health:\n  straggler_factor: -1\n", "4: health.straggler_factor: got -1, expected a number >= 0"),
+        ("health:\n  straggler_factor: yes\n", "4: health.straggler_factor: got true (a boolean), expected a"),
+        ("health:\n  straggler_factor: .nan\n", "4: health.straggler_factor: got nan, expected a number >= 0"),
+        ("health:\n  hang_timeout_s: 1.5\n", "4: health.hang_timeout_s: got 1.5 (a float), expected an integer"),
+        ("health:\n  straggler_steps: 1\n", "4: health.straggler_steps: got 1, expected an integer >= 2"),
+        ("health:\n  hang_floor: 3\n", "4: health.hang_floor: unknown key, did you mean 'hang_floor_s'?"),
         ("env:\n  1BAD: x\n", "4: env.1BAD: got '1BAD', expected an environment variable name matching"),
         (
             "env:\n  A-B: x\n",

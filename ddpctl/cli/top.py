@@ -1,0 +1,78 @@
+"""`ddpctl top [JOB]`: live view of every rank (or node) of a running job, from its run dir; ends with the job."""
+
+from __future__ import annotations
+
+import argparse
+import time
+from pathlib import Path
+from typing import Any
+
+STATE_EVERY_S = 5.0  # the scheduler is asked about the job this often, the run dir is read every refresh
+
+
+def add(sub: Any) -> None:
+    parser = sub.add_parser("top", help="live view: step, step time, lag, silence, last log line per rank",
+                            description="Reads progress records and logs from the run dir (no node is touched). "
+                                        "Marks stalls and stragglers, follows requeues, exits when the job ends. "
+                                        "Ranks that do not fit the terminal are summarised per node.")
+    parser.add_argument("job", nargs="?", help="job id or name (default: the most recently submitted job)")
+    parser.add_argument("--interval", type=float, default=1.0, metavar="S", help="refresh period (default 1 s)")
+    parser.add_argument("--once", action="store_true", help="print one frame and exit (no live screen)")
+    parser.set_defaults(func=run)
+
+
+def snapshot(run_dir: Path, now: float) -> dict[str, Any]:
+    """Everything one frame shows, read from the run dir of the job's latest attempt."""
+    from ddpctl.health.rates import summarize
+    from ddpctl.health.records import last_line, latest_attempt, placements, progress_records
+    from ddpctl.health.report import health_events
+    from ddpctl.health.view import rank_rows
+    from ddpctl.logs.files import list_rank_logs
+    from ddpctl.run.layout import RunLayout
+    from ddpctl.spec import HealthSettings, load_spec
+
+    layout = RunLayout(run_dir)
+    attempt = latest_attempt(layout)
+    if attempt is None:
+        return {"attempt": None, "rows": [], "summary": None, "events": []}
+    try:
+        policy = load_spec(layout.spec_file, check_paths=False).health
+    except Exception:
+        policy = HealthSettings()
+    records = progress_records(layout, attempt)
+    logs = {rank: last_line(path) for rank, path in list_rank_logs(layout.attempt_dir(attempt)).items()}
+    nodes = {rank: str(info.get("node", "?")) for rank, info in placements(layout, attempt).items()}
+    events = [e for e in health_events(layout) if e.get("attempt") == attempt]
+    flagged = {e["rank"] for e in events if e["event"] == "straggler" and isinstance(e.get("rank"), int)}
+    return {"attempt": attempt, "rows": rank_rows(records, logs, nodes=nodes, flagged=flagged, policy=policy, now=now),
+            "summary": summarize(records, now) if records else None, "events": events}
+
+
+def run(args: argparse.Namespace) -> int:
+    from rich.console import Console
+    from rich.live import Live
+
+    from ddpctl import api
+    from ddpctl.backends import current_state
+    from ddpctl.cli.top_render import frame
+
+    record = api.job(args.job).record
+    console = Console()
+    state, asked = current_state(record), time.monotonic()
+    if args.once or state.terminal:
+        console.print(frame(record, state, snapshot(Path(record.run_dir), time.time()), console.size))
+        return 0
+    try:
+        with Live(console=console, auto_refresh=False, screen=False, transient=False) as live:
+            while True:
+                if time.monotonic() - asked >= STATE_EVERY_S:
+                    state, asked = current_state(record), time.monotonic()
+                live.update(frame(record, state, snapshot(Path(record.run_dir), time.time()), console.size),
+                            refresh=True)
+                if state.terminal:
+                    break
+                time.sleep(max(0.1, args.interval))
+    except KeyboardInterrupt:
+        return 130
+    console.print(f"job {record.job_id} ended: {state.state}" + (f" ({state.reason})" if state.reason else ""))
+    return 0

@@ -1,0 +1,62 @@
+"""Hang verdict (pure): has no rank progressed for longer than the allowance?
+
+The allowance is `health.hang_timeout_s` when set, else derived from the observed step times: HANG_STEP_FACTOR x
+the slowest rank's median step, never below `health.hang_floor_s`. Before any rank finished a step the
+allowance is `health.startup_s` (imports, data, rendezvous, compilation); while any rank is saving a
+checkpoint, `health.checkpoint_s` is added. A job whose ranks never report (no runtime.Heartbeat) is only
+judged when `hang_timeout_s` is set, from the attempt's start; otherwise the watchdog has nothing to go on.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from ddpctl.spec import HealthSettings
+
+HANG_STEP_FACTOR = 10
+Record = Mapping[str, Any]
+
+
+@dataclass(frozen=True)
+class HangVerdict:
+    idle_s: float  # since the newest progress of any rank
+    allowed_s: float
+    why: str  # which allowance applied
+
+
+def last_progress(record: Record) -> float | None:
+    """When the rank last progressed: its last step, or (before its first step) when its heartbeat started."""
+    value = record.get("t") if record.get("step") is not None else record.get("started")
+    return float(value) if isinstance(value, (int, float)) else None
+
+
+def derived_timeout(policy: HealthSettings, records: Mapping[int, Record]) -> float:
+    if policy.hang_timeout_s:
+        return float(policy.hang_timeout_s)
+    steps = [float(r["step_s"]) for r in records.values() if isinstance(r.get("step_s"), (int, float))]
+    return max(float(policy.hang_floor_s), HANG_STEP_FACTOR * max(steps, default=0.0))
+
+
+def check_hang(now: float, attempt_started: float, records: Mapping[int, Record],
+               policy: HealthSettings) -> HangVerdict | None:
+    if policy.hang_timeout_s == 0:
+        return None
+    if any(r.get("phase") == "done" for r in records.values()):
+        return None  # a rank finished: the job is ending, whatever the others do
+    times = [t for t in map(last_progress, records.values()) if t is not None]
+    if not times:
+        if policy.hang_timeout_s is None:
+            return None
+        idle, allowed, why = now - attempt_started, float(policy.startup_s), "health.startup_s, no rank reported"
+    elif all(r.get("step") is None for r in records.values()):
+        idle, allowed, why = now - max(times), float(policy.startup_s), "health.startup_s before the first step"
+    else:
+        idle, allowed = now - max(times), derived_timeout(policy, records)
+        why = "health.hang_timeout_s" if policy.hang_timeout_s else (
+            f"derived: max(health.hang_floor_s, {HANG_STEP_FACTOR} x the slowest median step)")
+    if any(r.get("phase") == "checkpoint" for r in records.values()):
+        allowed += policy.checkpoint_s
+        why += " + health.checkpoint_s (a checkpoint save)"
+    return HangVerdict(round(idle, 1), allowed, why) if idle > allowed else None

@@ -1,0 +1,75 @@
+"""What `status` adds from the run dir: progress figures, the last complete checkpoint, hangs and stragglers."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+from typing import Any
+
+from ddpctl.health.rates import duration, summarize
+from ddpctl.health.records import last_checkpoint, latest_attempt, progress_records
+from ddpctl.run.events import read_events
+from ddpctl.run.layout import RunLayout
+from ddpctl.spec import load_spec
+
+
+def checkpoint_dir(layout: RunLayout) -> Path:
+    try:
+        spec = load_spec(layout.spec_file, check_paths=False)
+    except Exception:  # an unreadable job.yaml: fall back to the default place
+        return layout.default_checkpoints
+    return Path(spec.checkpoint.dir) if spec.checkpoint.dir else layout.default_checkpoints
+
+
+def health_events(layout: RunLayout) -> list[dict[str, Any]]:
+    return [e for e in read_events(layout.events) if e.get("event") in ("hang", "straggler")]
+
+
+def collect(run_dir: Path, running: bool, now: float | None = None) -> dict[str, Any]:
+    """Progress (only while running: a finished job's last rate is no ETA), checkpoint, health events."""
+    now = time.time() if now is None else now
+    layout = RunLayout(run_dir)
+    out: dict[str, Any] = {}
+    attempt = latest_attempt(layout)
+    if running and attempt is not None:
+        records = progress_records(layout, attempt)
+        if records:
+            out["progress"] = {"attempt": attempt, "ranks": len(records), **summarize(records, now).as_json()}
+    found = last_checkpoint(checkpoint_dir(layout))
+    if found is not None:
+        out["checkpoint"] = {"step": found[0], "time": found[1], "age_s": round(now - found[1], 1)}
+    events = health_events(layout)
+    out["hangs"] = [e for e in events if e["event"] == "hang"]
+    out["stragglers"] = [e for e in events if e["event"] == "straggler"]
+    return out
+
+
+def describe_hang(event: dict[str, Any]) -> str:
+    culprits = event.get("culprits") or []
+    names = "; ".join(f"rank {c.get('rank')} on {c.get('node')} at step {c.get('step')}: {c.get('where')}"
+                      for c in culprits[:4] if isinstance(c, dict))
+    more = f" (+{len(culprits) - 4} more)" if len(culprits) > 4 else ""
+    return (f"hang in attempt {event.get('attempt')}: no progress for {event.get('idle_s')} s "
+            f"(allowed {event.get('timeout_s')} s); stopped first: {names or '?'}{more}")
+
+
+def describe_straggler(event: dict[str, Any]) -> str:
+    return (f"straggler in attempt {event.get('attempt')}: rank {event.get('rank')} on {event.get('node')} "
+            f"busy {event.get('busy_s')} s/step = {event.get('factor')}x the other ranks' median "
+            f"{event.get('median_s')} s (threshold {event.get('threshold')}x over {event.get('steps')} steps)")
+
+
+def text_lines(report: dict[str, Any]) -> list[str]:
+    lines = []
+    if progress := report.get("progress"):
+        total = f" of {progress['total_steps']}" if progress.get("total_steps") is not None else ""
+        rate = f"{progress['steps_per_s']:.2f} steps/s" if progress.get("steps_per_s") else "? steps/s"
+        samples = f", {progress['samples_per_s']:.1f} samples/s" if progress.get("samples_per_s") else ""
+        eta = f", ETA {duration(progress['eta_s'])}" if progress.get("eta_s") is not None else ""
+        lines.append(f"  step {progress.get('step')}{total} ({progress['ranks']} ranks reporting): {rate}{samples}"
+                     f"{eta}; last progress {duration(progress.get('last_progress_s'))} ago")
+    if ckpt := report.get("checkpoint"):
+        lines.append(f"  last complete checkpoint: step {ckpt['step']}, {duration(ckpt['age_s'])} ago")
+    lines += [f"  {describe_hang(e)}" for e in report.get("hangs", [])[-3:]]
+    lines += [f"  {describe_straggler(e)}" for e in report.get("stragglers", [])[-5:]]
+    return lines

@@ -1,0 +1,147 @@
+"""The per-node health thread of `ddpctl launch`: hang watchdog and straggler reports.
+
+Every node's launcher runs one and reads every rank's progress record from the shared run dir, so each comes to
+the same verdict from the same files within a poll or two. On a hang each node has its own workers dump their
+stacks (they are the only processes it may signal); the first node to create the attempt's hang.json then
+reads every rank's dump, records the `hang` event naming the ranks that stopped first and where, and every
+node ends its torchrun. The node's non-zero exit makes the run a failure: requeue.max_failures decides, and the
+next attempt resumes from the latest complete checkpoint. Stragglers are reported by node 0 only, once per
+rank per attempt, and are never fatal.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import threading
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from ddpctl.health import DUMP_SIGNAL
+from ddpctl.health.hang import HangVerdict, check_hang
+from ddpctl.health.records import placements, progress_records, read_bounded, read_json
+from ddpctl.health.stacks import DUMP_MARK, RankState, culprits, main_frames, parse_dump, where
+from ddpctl.health.straggler import find_stragglers
+from ddpctl.run.events import append_event
+from ddpctl.run.layout import RunLayout
+from ddpctl.spec import HealthSettings
+
+POLL_S = 1.0
+DUMP_WAIT_S = 3.0  # for every node's workers to write their dumps to the shared filesystem
+DUMP_TAIL_BYTES = 256 * 1024
+RECORD_WAIT_S = 15.0  # how long the other nodes wait for the recording node before ending their torchrun
+
+
+class Watchdog:
+    def __init__(self, layout: RunLayout, attempt: int, node: str, node_rank: int, policy: HealthSettings,
+                 *, end_attempt: Callable[[], None]) -> None:
+        self.layout, self.attempt, self.node, self.node_rank = layout, attempt, node, node_rank
+        self.policy, self.end_attempt = policy, end_attempt
+        self.started = time.time()
+        self.hung = False
+        self._stop = threading.Event()
+        self._flagged: set[int] = set()
+        self._thread = threading.Thread(target=self._run, name="ddpctl-watchdog", daemon=True)
+
+    def start(self) -> None:
+        self._thread.start()
+
+    def stop(self) -> None:
+        """Called once torchrun exited; waits for a hang being handled to finish recording it."""
+        self._stop.set()
+        if self.hung:
+            self._thread.join(timeout=30)
+
+    def _run(self) -> None:
+        while not self._stop.wait(POLL_S):
+            records = progress_records(self.layout, self.attempt)
+            verdict = check_hang(time.time(), self.started, records, self.policy)
+            marker = self.layout.hang_marker(self.attempt)
+            if verdict is not None or marker.exists():
+                self.hung = True
+                self.on_hang(verdict, records)
+                return
+            if self.node_rank == 0:
+                self.report_stragglers(records)
+
+    def report_stragglers(self, records: dict[int, dict[str, Any]]) -> None:
+        for found in find_stragglers(records, self.policy.straggler_factor, self.policy.straggler_steps):
+            if found.rank not in self._flagged:
+                self._flagged.add(found.rank)
+                append_event(self.layout.events, "straggler", attempt=self.attempt, rank=found.rank,
+                             node=found.node, busy_s=round(found.busy_s, 4), median_s=round(found.median_s, 4),
+                             factor=round(found.factor, 2), threshold=self.policy.straggler_factor,
+                             steps=self.policy.straggler_steps)
+
+    def on_hang(self, verdict: HangVerdict | None, records: dict[int, dict[str, Any]]) -> None:
+        first = verdict is not None and self._claim(verdict)
+        local = {rank: info for rank, info in placements(self.layout, self.attempt).items()
+                 if info.get("node") == self.node and isinstance(info.get("pid"), int)}
+        why = f"no rank progressed for {verdict.idle_s} s (allowed {verdict.allowed_s:g} s)" if verdict else \
+            "another node found the attempt hung"
+        for rank, info in sorted(local.items()):
+            dump_stacks(self.layout.rank_log(self.attempt, rank), int(info["pid"]), why)
+        time.sleep(DUMP_WAIT_S)
+        if first and verdict is not None:
+            time.sleep(POLL_S)  # the other nodes notice hang.json up to a poll later
+            self._record(verdict, records)
+            self._mark_recorded()
+        else:
+            # The first node to end its torchrun makes srun (--kill-on-bad-exit) or the local supervisor stop the
+            # others, SIGKILL following after KillWait: let the recording node finish first.
+            deadline = time.monotonic() + RECORD_WAIT_S
+            while time.monotonic() < deadline and not self._recorded():
+                time.sleep(0.2)
+        self.end_attempt()
+
+    def _claim(self, verdict: HangVerdict) -> bool:
+        """Only one node records the event: the one that creates hang.json."""
+        try:
+            fd = os.open(self.layout.hang_marker(self.attempt), os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
+        except OSError:
+            return False
+        with os.fdopen(fd, "w") as out:
+            json.dump({"t": time.time(), "node": self.node, "idle_s": verdict.idle_s}, out)
+        return True
+
+    def _recorded(self) -> bool:
+        found = read_json(self.layout.hang_marker(self.attempt))
+        return bool(found and found.get("recorded"))
+
+    def _mark_recorded(self) -> None:
+        marker = self.layout.hang_marker(self.attempt)
+        tmp = marker.with_name(f".{marker.name}.tmp")
+        tmp.write_text(json.dumps({**(read_json(marker) or {}), "recorded": time.time()}))
+        tmp.replace(marker)
+
+    def _record(self, verdict: HangVerdict, records: dict[int, dict[str, Any]]) -> None:
+        placed = placements(self.layout, self.attempt)
+        states = []
+        for rank in sorted(set(placed) | set(records)):
+            raw = read_bounded(self.layout.rank_log(self.attempt, rank), DUMP_TAIL_BYTES, tail=True) or b""
+            main = placed.get(rank, {}).get("main_thread")
+            frames = main_frames(parse_dump(raw.decode(errors="replace")), main if isinstance(main, int) else None)
+            node = str(placed.get(rank, {}).get("node") or records.get(rank, {}).get("node", "?"))
+            step = records.get(rank, {}).get("step")
+            states.append(RankState(rank, node, step if isinstance(step, int) else None, tuple(frames)))
+        first = culprits(states)
+        append_event(self.layout.events, "hang", attempt=self.attempt, idle_s=verdict.idle_s,
+                     timeout_s=verdict.allowed_s, allowance=verdict.why,
+                     culprits=[{"rank": s.rank, "node": s.node, "step": s.step, "where": where(list(s.frames))}
+                               for s in first],
+                     ranks={str(s.rank): {"step": s.step, "where": where(list(s.frames))} for s in states})
+
+
+def dump_stacks(log: Path, pid: int, why: str) -> None:
+    """Mark the rank log, then have the worker (faulthandler) append every thread's stack below the mark."""
+    try:
+        fd = os.open(log, os.O_WRONLY | os.O_APPEND | os.O_NOFOLLOW)
+        try:
+            os.write(fd, f"{DUMP_MARK} {why}; stacks of all threads follow\n".encode())
+        finally:
+            os.close(fd)
+        os.kill(pid, DUMP_SIGNAL)
+    except OSError:
+        pass  # the worker is gone already: nothing to dump

@@ -1,0 +1,95 @@
+"""Hang watchdog and straggler detection end to end on the real local backend (2 simulated nodes x 2 ranks).
+
+The same launcher, watchdog and requeue decision run on Slurm: the watchdog lives in `ddpctl launch`, one per
+node, and reads the progress records from the run dir.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from clitools import REPO, Cli, events, final_hash, write_spec
+
+from ddpctl.health.stacks import DUMP_MARK
+
+pytestmark = pytest.mark.torchrun
+
+ARGS = ["--epochs", "2", "--samples", "1024", "--ckpt-every", "2"]
+HANG_TIMEOUT_S = 20
+
+
+@pytest.fixture
+def cli(tmp_path: Path) -> Cli:
+    return Cli(tmp_path / "home", cwd=REPO)
+
+
+def spec(tmp_path: Path, name: str, *extra: str, **fields: object) -> Path:
+    return write_spec(tmp_path / f"{name}.yaml", name=name, script=str(REPO / "jobs/example/train.py"),
+                      args=[*ARGS, *extra], nodes=2, nproc_per_node=2, run_dir=str(tmp_path / "runs"),
+                      env={"OMP_NUM_THREADS": "1"}, backend="local", **fields)
+
+
+def test_hidden_stall_is_dumped_named_requeued_and_resumed_to_the_same_weights(cli: Cli, tmp_path: Path) -> None:
+    reference_id, reference_dir = cli.submit(spec(tmp_path, "reference"))
+    job_id, run_dir = cli.submit(spec(tmp_path, "stall", "--hang-at-step", "5", "--hang-rank", "2",
+                                      requeue={"max_failures": 1}, health={"hang_timeout_s": HANG_TIMEOUT_S}))
+    status = cli.wait_terminal(job_id, timeout=400)
+    assert (status["state"], status["restarts"]) == ("COMPLETED", 1), events(run_dir)
+    assert cli.wait_terminal(reference_id, timeout=300)["state"] == "COMPLETED"
+    assert final_hash(run_dir) is not None and final_hash(run_dir) == final_hash(reference_dir)
+
+    hangs = [e for e in events(run_dir) if e["event"] == "hang"]
+    assert len(hangs) == 1 and hangs[0]["attempt"] == 0
+    assert [(c["rank"], c["step"]) for c in hangs[0]["culprits"]] == [(2, 5)]
+    assert "train.py" in hangs[0]["culprits"][0]["where"] and "inject_delays" in hangs[0]["culprits"][0]["where"]
+    # Detected within the timeout + 10 s of the last progress any rank recorded.
+    last = max(json.loads(p.read_text())["t"] for p in (run_dir / "attempt-0").glob("progress-*.json"))
+    latency = hangs[0]["t"] - last
+    print(f"hang detected {latency:.1f} s after the last progress (timeout {HANG_TIMEOUT_S} s)")
+    assert HANG_TIMEOUT_S <= latency <= HANG_TIMEOUT_S + 10
+    for rank in range(4):
+        log = (run_dir / "attempt-0" / f"rank-{rank}.log").read_text()
+        assert DUMP_MARK in log and "(most recent call first)" in log.split(DUMP_MARK)[-1], f"rank {rank}"
+    culprit_dump = (run_dir / "attempt-0" / "rank-2.log").read_text().split(DUMP_MARK)[-1]
+    assert "in inject_delays" in culprit_dump
+    decisions = [(e["action"], e["kind"]) for e in events(run_dir) if e["event"] == "decision"]
+    assert decisions == [("requeue", "failure"), ("finish", None)]
+
+    # Under c10d torchrun places ranks on the simulated nodes by pid: the worker's record says where rank 2 ran.
+    node = json.loads((run_dir / "attempt-0" / "rank-2.json").read_text())["node"]
+    errors = cli.run("logs", job_id, "--errors", "--attempt", "0", "--no-color").stdout
+    assert "hang in attempt 0" in errors and f"rank 2 on {node} at step 5" in errors
+    text = cli.run("status", job_id).stdout
+    assert "hang in attempt 0" in text and f"rank 2 on {node}" in text
+    assert cli.status(job_id)["hangs"][0]["culprits"][0]["rank"] == 2
+
+
+def test_a_slow_rank_is_flagged_as_straggler_and_the_job_finishes(cli: Cli, tmp_path: Path) -> None:
+    job_id, run_dir = cli.submit(spec(tmp_path, "slow", "--samples", "2048", "--slow-rank", "3", "--slow-s", "1",
+                                      health={"straggler_factor": 2.0, "straggler_steps": 5}))
+    status = cli.wait_terminal(job_id, timeout=400)
+    assert (status["state"], status["restarts"]) == ("COMPLETED", 0), events(run_dir)
+    stragglers = [e for e in events(run_dir) if e["event"] == "straggler"]
+    assert [(e["rank"], e["attempt"]) for e in stragglers] == [(3, 0)], stragglers
+    assert stragglers[0]["factor"] > 2.0
+    assert "straggler in attempt 0: rank 3" in cli.run("status", job_id).stdout
+    assert "straggler in attempt 0: rank 3" in cli.run("logs", job_id, "--errors", "--no-color").stdout
+
+
+def test_scale_at_1_and_2_nodes_writes_the_table_and_files(cli: Cli, tmp_path: Path) -> None:
+    path = write_spec(tmp_path / "ex.yaml", name="ex", script=str(REPO / "jobs/example/train.py"),
+                      args=["--epochs", "2", "--samples", "4096"], nodes=1, nproc_per_node=1,
+                      run_dir=str(tmp_path / "runs"), env={"OMP_NUM_THREADS": "1"}, backend="local")
+    out = tmp_path / "scaling"
+    done = cli.run("scale", str(path), "--nodes", "1,2", "--steps", "20", "--out", str(out), timeout=600)
+    print(done.stdout)
+    lines = done.stdout.splitlines()
+    header = next(i for i, line in enumerate(lines) if line.split()[:2] == ["nodes", "ranks"])
+    rows = [line.split() for line in lines[header + 1: header + 3]]
+    assert [row[:2] for row in rows] == [["1", "1"], ["2", "2"]] and rows[0][3:5] == ["1.00x", "100%"]
+    data = json.loads((out / "scaling.json").read_text())
+    assert [(s["nodes"], s["ranks"]) for s in data["sizes"]] == [(1, 1), (2, 2)]
+    assert all(s["samples_per_s"] > 0 and s["state"] == "CANCELLED" for s in data["sizes"])
+    assert (out / "scaling.png").read_bytes()[:4] == b"\x89PNG"

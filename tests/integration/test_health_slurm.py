@@ -1,0 +1,66 @@
+"""Hang watchdog and straggler detection of the example job on the real local Slurm cluster (2 nodes x 2 ranks).
+
+The reference weights come from the uninterrupted run on the local backend (as in test_preemption: training is
+deterministic across backends).
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from clitools import REPO, Cli, events, final_hash
+
+from ddpctl.health.stacks import DUMP_MARK
+
+pytestmark = pytest.mark.slurm
+
+SPEC = REPO / "jobs" / "example.yaml"
+TRAIN = ["--epochs", "2", "--steps-per-epoch", "6", "--ckpt-every", "2"]
+HANG_TIMEOUT_S = 20
+
+
+def submit(cli: Cli, runs: Path, *train: str, sets: tuple[str, ...] = (),
+           backend: str | None = None) -> tuple[str, Path]:
+    options = ["--set", f"run_dir={runs}", "--set", f"args={json.dumps([*TRAIN, *train])}"]
+    for item in sets:
+        options += ["--set", item]
+    return cli.submit(SPEC, *options, *(["--backend", backend] if backend else []))
+
+
+def test_hidden_stall_on_slurm_is_dumped_named_requeued_and_resumed(tmp_path: Path, cleanup_jobs) -> None:  # type: ignore[no-untyped-def]
+    cli = Cli(tmp_path / "home")
+    ref_id, ref_dir = submit(cli, tmp_path / "ref", sets=("name=reference",), backend="local")  # its own name
+    job_id, run_dir = submit(cli, tmp_path / "runs", "--hang-at-step", "5", "--hang-rank", "2",
+                             sets=(f"health.hang_timeout_s={HANG_TIMEOUT_S}", "requeue.max_failures=1"))
+    cleanup_jobs(job_id)
+    status = cli.wait_terminal(job_id, timeout=480)
+    assert (status["state"], status["restarts"]) == ("COMPLETED", 1), events(run_dir)
+    assert cli.wait_terminal(ref_id, timeout=300)["state"] == "COMPLETED"
+    assert final_hash(run_dir) is not None and final_hash(run_dir) == final_hash(ref_dir)
+    hangs = [e for e in events(run_dir) if e["event"] == "hang"]
+    assert len(hangs) == 1 and [(c["rank"], c["step"]) for c in hangs[0]["culprits"]] == [(2, 5)], hangs
+    last = max(json.loads(p.read_text())["t"] for p in (run_dir / "attempt-0").glob("progress-*.json"))
+    latency = hangs[0]["t"] - last
+    print(f"slurm: hang detected {latency:.1f} s after the last progress (timeout {HANG_TIMEOUT_S} s)")
+    assert HANG_TIMEOUT_S <= latency <= HANG_TIMEOUT_S + 10
+    for rank in range(4):
+        log = (run_dir / "attempt-0" / f"rank-{rank}.log").read_text()
+        assert "(most recent call first)" in log.split(DUMP_MARK)[-1], f"rank {rank} has no stack dump"
+    assert "in inject_delays" in (run_dir / "attempt-0" / "rank-2.log").read_text().split(DUMP_MARK)[-1]
+    assert [(e["action"], e["kind"]) for e in events(run_dir) if e["event"] == "decision"] == [
+        ("requeue", "failure"), ("finish", None)]
+    assert "stopped first: rank 2 on node" in cli.run("logs", job_id, "--errors", "--attempt", "0").stdout
+
+
+def test_slowed_rank_on_slurm_is_named_a_straggler(tmp_path: Path, cleanup_jobs) -> None:  # type: ignore[no-untyped-def]
+    cli = Cli(tmp_path / "home")
+    job_id, run_dir = submit(cli, tmp_path / "runs", "--slow-rank", "3", "--slow-s", "1",
+                             sets=("health.straggler_steps=5",))
+    cleanup_jobs(job_id)
+    status = cli.wait_terminal(job_id, timeout=400)
+    assert (status["state"], status["restarts"]) == ("COMPLETED", 0), events(run_dir)
+    stragglers = [e for e in events(run_dir) if e["event"] == "straggler"]
+    assert [e["rank"] for e in stragglers] == [3], stragglers
+    assert "straggler in attempt 0: rank 3 on node" in cli.run("status", job_id).stdout
