@@ -2,6 +2,11 @@
 
 from __future__ import annotations
 
+import json
+import os
+import re
+import signal
+import subprocess
 from pathlib import Path
 
 import pytest
@@ -41,3 +46,54 @@ def test_item1_a_run_with_another_world_size_never_deletes_the_first_runs_checkp
     assert sorted(p.name for p in ck.iterdir()) == saved
     errors = cli.run("logs", second, "--errors", "--no-color", check=False).stdout
     assert "shared with another run" in errors
+
+
+def pids_of_run(run_dir: Path) -> list[int]:
+    """Launchers (node-N.json) and workers (their first log line) of every attempt."""
+    found = [json.loads(p.read_text())["pid"] for p in run_dir.glob("attempt-*/node-*.json")]
+    for log in run_dir.glob("attempt-*/rank-*.log"):
+        found += [int(m) for m in re.findall(r"^\[ddpctl\.worker\] .* pid=(\d+) ", log.read_text(), re.M)]
+    return found
+
+
+def alive(pid: int) -> bool:
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] not in ("Z", "X")
+    except OSError:
+        return False
+
+
+def test_item2_kill_9_of_the_supervisor_takes_its_nodes_down_and_status_tells_the_truth(
+    cli: Cli, tmp_path: Path
+) -> None:
+    job_id, run_dir = cli.submit(spec(tmp_path, "orphans", args=[*ARGS, "--sleep-per-step", "2"]))
+    rank0 = run_dir / "attempt-0" / "rank-0.log"
+    cli.wait_for(lambda: rank0.exists() and "step 1/" in rank0.read_text(), timeout=120, what="step 1")
+    workers = pids_of_run(run_dir)
+    assert len(workers) == 4 and all(alive(p) for p in workers)
+    os.kill(int((run_dir / "supervisor.pid").read_text().split()[0]), signal.SIGKILL)
+    status = cli.wait_terminal(job_id, timeout=90)
+    # Terminal only once nothing of the job runs any more: no orphan trains on with nobody to decide.
+    assert [p for p in workers if alive(p)] == []
+    assert status["state"] == "FAILED" and "supervisor" in status["reason"], status
+    done = cli.run("cancel", job_id, check=False)
+    assert done.returncode != 0 and "not running" in done.stderr
+
+
+def test_item3_a_stranger_with_the_supervisors_pid_is_neither_running_nor_cancelled(
+    cli: Cli, tmp_path: Path
+) -> None:
+    job_id, run_dir = cli.submit(spec(tmp_path, "stranger", args=["--epochs", "1", "--samples", "128"]), "--wait")
+    assert cli.status(job_id)["state"] == "COMPLETED"
+    stranger = subprocess.Popen(["sleep", "120"])
+    try:
+        started = Path(f"/proc/{stranger.pid}/stat").read_text().rsplit(")", 1)[1].split()[19]
+        for content in (f"{stranger.pid}\n", f"{stranger.pid} {started}\n"):  # old format; and even a matching one
+            (run_dir / "supervisor.pid").write_text(content)
+            assert cli.status(job_id)["state"] == "COMPLETED"
+            done = cli.run("cancel", job_id, check=False)
+            assert done.returncode != 0 and "not running" in done.stderr
+            assert stranger.poll() is None, "cancel signalled an unrelated process"
+    finally:
+        stranger.kill()
+        stranger.wait()
