@@ -119,6 +119,15 @@ class Checkpointer:
             self._error = exc
 
     def _write_parts(self, path: Path, state: dict[str, Any]) -> None:
+        try:
+            self._write_own_parts(path, state)
+        except BaseException:
+            # A failed save (disk full, ...) takes its partial files with it; the previous complete checkpoint
+            # is untouched and stays the one load_latest finds.
+            ckptio.remove_parts(path, self.ctx.rank, self.ctx.is_main, (SHARED, ckptowner.OWNER))
+            raise
+
+    def _write_own_parts(self, path: Path, state: dict[str, Any]) -> None:
         rank = self.ctx.rank
         files: dict[str, Any] = {}
         if self.ctx.is_main:

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -195,3 +197,30 @@ def test_another_world_size_in_the_directory_is_refused_loudly(tmp_path: Path) -
     with pytest.raises(SharedCheckpointDir, match=r"shared with another run .*saved by 4 ranks of another run"):
         other_run(tmp_path, "run-b").load_latest()
     assert steps_on_disk(tmp_path) == ["step-000000004"]
+
+
+FULL_DISK = """
+import resource, signal, sys, torch
+from pathlib import Path
+from ddpctl.runtime import Checkpointer
+from ddpctl.runtime.dist import DistContext
+solo = DistContext(rank=0, local_rank=0, world_size=1, device=torch.device("cpu"), attempt=0, distributed=False)
+here = Path(sys.argv[1])
+ckpt = Checkpointer(here / "ckpt", keep=3, ctx=solo, env={"DDPCTL_RUN_DIR": str(here)})
+ckpt.save(1, {"w": torch.zeros(10), "rank": {}})
+signal.signal(signal.SIGXFSZ, signal.SIG_IGN)  # writes past the limit fail with EFBIG, like a full disk
+resource.setrlimit(resource.RLIMIT_FSIZE, (200_000, resource.RLIM_INFINITY))
+ckpt.save(2, {"w": torch.zeros(1_000_000), "rank": {}})
+"""
+
+
+def test_a_failed_save_removes_its_partial_files_and_names_the_path(tmp_path: Path) -> None:
+    done = subprocess.run([sys.executable, "-c", FULL_DISK, str(tmp_path)], capture_output=True, text=True,
+                          timeout=120, check=False)
+    assert done.returncode == 1
+    last = done.stderr.strip().splitlines()[-1]
+    assert "CheckpointWriteError" in last and "step-000000002/shared.pt: File too large" in last, done.stderr
+    left = sorted(str(p.relative_to(tmp_path / "ckpt")) for p in (tmp_path / "ckpt").rglob("*"))
+    assert [p for p in left if "tmp" in p or p.startswith("step-000000002")] == [], left
+    found = make(tmp_path).load_latest()
+    assert found is not None and found[0] == 1
