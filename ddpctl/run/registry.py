@@ -7,7 +7,9 @@ submits safe; a later line for the same job id updates the earlier one (e.g. the
 from __future__ import annotations
 
 import json
+import math
 import os
+import sys
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
@@ -56,18 +58,22 @@ class Registry:
             os.close(fd)
 
     def records(self) -> list[JobRecord]:
-        """All jobs, newest submission last; later lines for a job id replace earlier ones."""
+        """All jobs, newest submission last; later lines for a job id replace earlier ones.
+
+        A damaged line (not UTF-8, not a JSON object, a field of the wrong type) is skipped with one warning
+        naming the file and line: one bad line must not take every command down with it.
+        """
         by_id: dict[str, JobRecord] = {}
         try:
-            lines = self.path.read_text().splitlines()
+            lines = self.path.read_bytes().splitlines()
         except FileNotFoundError:
             return []
-        fields = set(JobRecord.__dataclass_fields__)
-        for line in lines:
-            try:
-                data = json.loads(line)
-                record = JobRecord(**{k: v for k, v in data.items() if k in fields})
-            except (json.JSONDecodeError, TypeError):
+        for number, line in enumerate(lines, start=1):
+            if not line.strip():
+                continue
+            record, problem = parse_record(line)
+            if record is None:
+                print(f"ddpctl: warning: {self.path} line {number}: skipped, {problem}", file=sys.stderr)
                 continue
             by_id[record.job_id] = record
         return sorted(by_id.values(), key=lambda r: r.submitted_at)
@@ -83,3 +89,32 @@ class Registry:
             return named[-1]
         known = ", ".join(sorted({r.name for r in records})[:8]) or "none yet"
         raise JobNotFound(f"job {ref!r}: no such job id or name in the registry {self.path} (names: {known})")
+
+
+_FIELD_TYPES: dict[str, tuple[type, ...]] = {
+    "job_id": (str,), "name": (str,), "run_dir": (str,), "backend": (str,), "submitted_at": (int, float),
+    "spec_path": (str,), "pid": (int, type(None)), "final_state": (str, type(None)),
+}
+
+
+def parse_record(line: bytes) -> tuple[JobRecord | None, str]:
+    """One registry line as a record, or None and why not (pure: the caller warns)."""
+    try:
+        data = json.loads(line.decode("utf-8"))
+    except (UnicodeDecodeError, ValueError) as exc:
+        return None, f"not a JSON line ({exc})"
+    if not isinstance(data, dict):
+        return None, f"not a JSON object but {type(data).__name__}"
+    known = {k: v for k, v in data.items() if k in _FIELD_TYPES}
+    for key, allowed in _FIELD_TYPES.items():
+        if key not in known:
+            if key in ("job_id", "name", "run_dir", "backend", "submitted_at"):
+                return None, f"{key} is missing"
+            continue
+        value = known[key]
+        if isinstance(value, bool) or not isinstance(value, allowed):
+            return None, f"{key} is {value!r}, not {' or '.join(t.__name__ for t in allowed)}"
+    submitted = float(known["submitted_at"])
+    if not math.isfinite(submitted):
+        return None, f"submitted_at is {known['submitted_at']!r}, not a time"
+    return JobRecord(**known), ""
