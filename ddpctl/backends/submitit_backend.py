@@ -43,7 +43,7 @@ from ddpctl.errors import BackendUnavailable, CommandError
 from ddpctl.node import batch
 from ddpctl.node.decide import Decision
 from ddpctl.run.events import append_event, read_events
-from ddpctl.run.layout import RunLayout
+from ddpctl.run.layout import RunLayout, slurm_filename
 from ddpctl.run.registry import JobRecord
 from ddpctl.run.rundir import commit, staging
 from ddpctl.slurm import commands
@@ -61,7 +61,7 @@ def executor_parameters(spec: JobSpec, run_base: Path) -> dict[str, Any]:
 
     sig, lead = spec.requeue.signal, spec.requeue.lead_s
     extra: dict[str, Any] = {**dict(spec.sbatch), "hold": True, "open-mode": "append", "signal": f"{sig}@{lead}",
-                             "output": str(run_base / "%j" / "slurm.out"),
+                             "output": slurm_filename(run_base) + "/%j/slurm.out",
                              "requeue" if spec.requeue.enabled else "no-requeue": True}
     seconds = time_to_seconds(spec.time) if spec.time else None
     exports = [*spec.env, ("SUBMITIT_PREEMPT_SIGNAL", sig)]  # the signal submitit's handler listens to

@@ -20,6 +20,7 @@ from pathlib import Path
 
 from ddpctl import exitcodes
 from ddpctl.run import envvars
+from ddpctl.run.layout import fill_rank
 from ddpctl.runtime import stopflag
 
 USAGE = "usage: python -m ddpctl.node.worker SCRIPT [ARGS...]"
@@ -30,7 +31,7 @@ def redirect_output(env: Mapping[str, str]) -> Path | None:
     pattern = env.get(envvars.RANK_LOG, "")
     if not pattern:
         return None
-    path = Path(pattern.format(rank=env.get("RANK", "0")))
+    path = fill_rank(pattern, env.get("RANK", "0"))
     path.parent.mkdir(parents=True, exist_ok=True)
     sys.stdout.flush()
     sys.stderr.flush()

@@ -72,6 +72,24 @@ class RunLayout:
         return self.attempt_dir(restart) / "stopped.json"
 
 
+RANK_PLACEHOLDER = "{rank}"
+
+
+def fill_rank(pattern: str, rank: str) -> Path:
+    """The rank log path from `$DDPCTL_RANK_LOG_PATTERN`: `{rank}` is replaced in the file name only.
+
+    Paths are data, never format strings: the directory part (the user's run_dir) may hold `{x}`, `%` or even
+    `{rank}` and is used exactly as written.
+    """
+    path = Path(pattern)
+    return path.parent / path.name.replace(RANK_PLACEHOLDER, rank)
+
+
+def slurm_filename(path: Path) -> str:
+    """`path` as literal text inside a Slurm filename pattern (--output): `%` is Slurm's escape, so double it."""
+    return str(path).replace("%", "%%")
+
+
 def attempt_number(dirname: str) -> int | None:
     match = ATTEMPT_RE.match(dirname)
     return int(match.group(1)) if match else None

@@ -17,6 +17,7 @@ from typing import Any
 import jinja2
 
 from ddpctl.errors import SpecError
+from ddpctl.run.layout import slurm_filename
 from ddpctl.spec import JobSpec
 from ddpctl.spec.templates import template_path
 
@@ -63,7 +64,7 @@ def sbatch_options(spec: JobSpec, run_base: Path) -> list[tuple[str, str | None]
             opts.append((key, str(value)))
     opts.append(("requeue" if spec.requeue.enabled else "no-requeue", None))
     # Append: a requeued job keeps its id and Slurm would otherwise truncate the output on each restart.
-    opts += [("open-mode", "append"), ("output", str(run_base / "%j" / "slurm.out"))]
+    opts += [("open-mode", "append"), ("output", slurm_filename(run_base) + "/%j/slurm.out")]
     if spec.requeue.enabled:
         # B: = the batch shell only; it fans the signal out to every node itself (see the template).
         opts.append(("signal", f"B:{spec.requeue.signal}@{spec.requeue.lead_s}"))

@@ -97,3 +97,13 @@ def test_item3_a_stranger_with_the_supervisors_pid_is_neither_running_nor_cancel
     finally:
         stranger.kill()
         stranger.wait()
+
+
+def test_item6_a_run_dir_with_braces_and_percent_runs_and_logs(cli: Cli, tmp_path: Path) -> None:
+    runs = tmp_path / "r{x}{rank}{0}%j"
+    job_id, run_dir = cli.submit(spec(tmp_path, "braces", run_dir=str(runs), args=["--epochs", "1", "--samples",
+                                                                                    "128"]), "--wait")
+    assert cli.status(job_id)["state"] == "COMPLETED"
+    assert run_dir.parent.parent == runs
+    assert sorted(p.name for p in (run_dir / "attempt-0").glob("rank-*.log")) == ["rank-0.log", "rank-1.log"]
+    assert "[example] done" in cli.run("logs", job_id, "--no-color").stdout

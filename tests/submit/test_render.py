@@ -123,3 +123,11 @@ def test_unknown_template_is_a_spec_error(tmp_path: Path) -> None:
         render_script(replace(spec, template="nope"), RenderInputs(Path("/r"), "python"))
 
 
+
+
+def test_item6_run_dir_is_data_in_slurms_output_pattern(tmp_path: Path) -> None:
+    """`%` starts a Slurm filename pattern (%j, %x, ...): a run_dir with one must arrive literally."""
+    spec = resolve_paths(load_spec(ROOT / "jobs/example.yaml"), ROOT)
+    base = Path("/data/50%x/{x}{rank}") / spec.name
+    text = render_script(spec, RenderInputs(run_base=base, python="/usr/bin/python3"))
+    assert "#SBATCH --output=\"/data/50%%x/{x}{rank}/example/%j/slurm.out\"\n" in text
