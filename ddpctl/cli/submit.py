@@ -42,6 +42,7 @@ def run(args: argparse.Namespace) -> int:
         return dry_run(spec)
     backend = get_backend(spec.backend)
     backend.check_available()
+    Registry.from_env().check_writable()
     record = backend.submit(spec, Path(args.spec).resolve())
     Registry.from_env().add(record)
     print(f"submitted {record.name}: job {record.job_id} ({record.backend})")

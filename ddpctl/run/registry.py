@@ -15,7 +15,7 @@ from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Any
 
-from ddpctl.errors import JobNotFound
+from ddpctl.errors import DdpctlError, JobNotFound
 
 
 @dataclass(frozen=True)
@@ -56,6 +56,16 @@ class Registry:
             os.write(fd, line)
         finally:
             os.close(fd)
+
+    def check_writable(self) -> None:
+        """Fail before anything is submitted if the registry cannot be written (read-only DDPCTL_HOME, ...):
+        a job submitted but never recorded could not be found by status, logs or cancel."""
+        try:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            os.close(os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_CLOEXEC, 0o644))
+        except OSError as err:
+            raise DdpctlError(f"registry {self.path} is not writable ({err.strerror or err}): set DDPCTL_HOME "
+                              "to a writable directory") from err
 
     def records(self) -> list[JobRecord]:
         """All jobs, newest submission last; later lines for a job id replace earlier ones.

@@ -13,6 +13,7 @@ from contextlib import contextmanager
 
 import yaml
 
+from ddpctl.errors import SpecError
 from ddpctl.run.layout import RunLayout
 from ddpctl.spec import JobSpec, spec_to_mapping
 
@@ -21,12 +22,15 @@ from ddpctl.spec import JobSpec, spec_to_mapping
 def staging(spec: JobSpec, script_text: str | None) -> Iterator[RunLayout]:
     base = spec.run_base
     stage = RunLayout(base / f".staging-{uuid.uuid4().hex[:12]}")
-    stage.root.mkdir(parents=True)
+    try:
+        stage.root.mkdir(parents=True)
+    except OSError as err:  # read-only, a file in the way, no space: the user's run_dir, one line
+        raise SpecError(f"{spec.source}: run_dir: cannot create a run directory under {base}: "
+                        f"{err.strerror or err}") from err
     try:
         stage.spec_file.write_text(yaml.safe_dump(spec_to_mapping(spec), sort_keys=False))
         if script_text is not None:
-            stage.script_file.write_text(script_text)
-            stage.script_file.chmod(0o755)
+            stage.script_file.write_text(script_text)  # 0o666 minus the umask: sbatch reads it, no exec bit
         yield stage
     finally:
         if stage.root.exists():

@@ -38,6 +38,11 @@ from ddpctl.spec.yamldoc import At, Doc, Key, one_line, parse_yaml
 if TYPE_CHECKING:
     from ddpctl.spec import JobSpec
 
+# Input limits (README "Input limits"): far above any real cluster, low enough that everything ddpctl does per
+# node or per rank (dry run, hostlists, log merging) stays fast.
+MAX_NODES = 16_384
+MAX_PER_NODE = 4096
+
 # sbatch options ddpctl writes itself: a second value would fight the template (or break signals/logs).
 RESERVED_SBATCH = {
     "job-name": "use name", "nodes": "use nodes", "ntasks": "one task per node; use nodes",
@@ -65,7 +70,7 @@ SECTIONS: dict[str, dict[str, Conv]] = {
         "max_timeouts": integer(0),
         "max_failures": integer(0),
     },
-    "checkpoint": {"dir": text(nullable=True), "keep": integer(1)},
+    "checkpoint": {"dir": text(nullable=True, path=True), "keep": integer(1)},
 }
 FREE_MAPS = ("env", "sbatch")  # sub-keys are the user's names, checked by pattern
 
@@ -120,12 +125,12 @@ def section(table: Mapping[str, Conv]) -> Conv:
 
 TOP: dict[str, Conv] = {
     "name": job_name,
-    "script": text(what="a path to the training script"),
+    "script": text(what="a path to the training script", path=True),
     "args": text_list(),
-    "nodes": integer(1),
-    "gpus_per_node": integer(0),
-    "nproc_per_node": integer(1, nullable=True),  # null/absent: gpus_per_node if > 0 else 1
-    "cpus_per_task": integer(1, nullable=True),
+    "nodes": integer(1, MAX_NODES),
+    "gpus_per_node": integer(0, MAX_PER_NODE),
+    "nproc_per_node": integer(1, MAX_PER_NODE, nullable=True),  # null/absent: gpus_per_node if > 0 else 1
+    "cpus_per_task": integer(1, MAX_PER_NODE, nullable=True),
     "mem": text(MEM_RE, nullable=True),
     "time": slurm_time,
     "partition": text(SLURM_NAMES_RE, nullable=True),
@@ -134,12 +139,12 @@ TOP: dict[str, Conv] = {
     "sbatch": sbatch_options,
     "setup": text_list(lines=True),
     "env": env_vars,
-    "run_dir": text(what="a directory path"),
-    "template": text(what="a template name or a path to a .j2 file"),
+    "run_dir": text(what="a directory path", path=True),
+    "template": text(what="a template name or a path to a .j2 file", path=True),
     "backend": choice(("sbatch", "submitit", "local")),
     "max_restarts": integer(0),
     "rdzv": choice(("c10d", "static")),
-    "python": text(nullable=True, what="an interpreter name or path"),
+    "python": text(nullable=True, what="an interpreter name or path", path=True),
     **{name: section(table) for name, table in SECTIONS.items()},
 }
 REQUIRED = ("name", "script")
