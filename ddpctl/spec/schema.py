@@ -54,6 +54,22 @@ RESERVED_SBATCH = {
     "open-mode": "output is appended across requeues", "wrap": "use script",
 }  # fmt: skip
 
+# Real sbatch long options that are also prefixes of a reserved one: an exact name wins over a prefix in
+# getopt_long, so --gpus stays --gpus (not --gpus-per-node).
+EXACT_SBATCH_OPTIONS = frozenset({"gpus"})
+
+
+def reserved_options(name: str) -> list[str]:
+    """The reserved options `name` may mean to sbatch. sbatch (getopt_long) accepts any unambiguous prefix of a
+    long option, in #SBATCH lines too (`--job-n=x` is --job-name, Slurm 22.05): a prefix of a reserved option
+    is refused like the option itself."""
+    if name in RESERVED_SBATCH:
+        return [name]
+    if name in EXACT_SBATCH_OPTIONS:
+        return []
+    return sorted(option for option in RESERVED_SBATCH if option.startswith(name))
+
+
 SECTIONS: dict[str, dict[str, Conv]] = {
     "nccl": {
         "socket_ifname": text(IFNAME_RE, nullable=True),
@@ -82,8 +98,12 @@ def sbatch_options(value: Any, at: At) -> tuple[tuple[str, str | int | bool], ..
         name, where = str(key), at.child(str(key))
         if not re.fullmatch(SBATCH_OPTION_RE, name):
             raise where.fail(name, f"an sbatch long option name matching {SBATCH_OPTION_RE}")
-        if name in RESERVED_SBATCH:
-            raise where.error(f"ddpctl sets --{name} itself: {RESERVED_SBATCH[name]}")
+        if reserved := reserved_options(name):
+            if reserved == [name]:
+                raise where.error(f"ddpctl sets --{name} itself: {RESERVED_SBATCH[name]}")
+            means = " or ".join(f"--{r}" for r in reserved)
+            raise where.error(f"--{name} is an abbreviation sbatch reads as {means}, which ddpctl sets itself: "
+                              f"{RESERVED_SBATCH[reserved[0]]}")
         if item is False:
             continue
         if item is True or (isinstance(item, int) and where.raw() in (None, str(item))):

@@ -256,3 +256,20 @@ def test_deep_nesting_is_refused() -> None:
     assert spec_error(HEAD + "args: " + "[" * 1000 + "]" * 1000 + "\n") == (
         "jobs/x.yaml: invalid YAML: nested too deeply for a job spec"
     )
+
+
+@pytest.mark.parametrize(("option", "means"), [
+    ("ntasks-per-n", "--ntasks-per-node"), ("job-n", "--job-name"), ("outp", "--output"), ("op", "--open-mode"),
+    ("sig", "--signal"), ("part", "--partition"), ("q", "--qos"), ("wr", "--wrap"), ("no-req", "--no-requeue"),
+    ("gpus-per", "--gpus-per-node"), ("cpus-per-t", "--cpus-per-task"), ("ti", "--time"), ("acc", "--account"),
+    ("err", "--error"), ("no", "--no-requeue or --nodes"), ("ntasks-", "--ntasks-per-node"),
+])
+def test_item10_abbreviations_of_reserved_sbatch_options_are_refused(option: str, means: str) -> None:
+    message = spec_error(HEAD + f"sbatch:\n  {option}: x\n")
+    assert f"sbatch.{option}: --{option} is an abbreviation sbatch reads as {means}, which ddpctl sets" in message
+
+
+@pytest.mark.parametrize("option", ["gpus", "mem-per-cpu", "ntasks-per-gpu", "time-min", "nodelist", "constraint",
+                                    "exclusive", "gres", "oversubscribe"])
+def test_item10_other_options_are_kept(option: str) -> None:
+    assert dict(spec_from_mapping({**BASE, "sbatch": {option: "1"}}, check_paths=False).sbatch) == {option: "1"}
