@@ -20,6 +20,7 @@ from ddpctl.errors import SpecError
 from ddpctl.run.layout import slurm_filename
 from ddpctl.spec import JobSpec
 from ddpctl.spec.templates import template_path
+from ddpctl.submit.sandbox import make_sandbox, render_bounded
 
 # sbatch's own #SBATCH parser understands double quotes but no escapes, so a value needing quotes must not
 # itself contain a double quote or a newline.
@@ -85,14 +86,7 @@ def template_context(spec: JobSpec, inputs: RenderInputs) -> dict[str, Any]:
 
 
 def make_environment(search_dir: Path) -> jinja2.Environment:
-    env = jinja2.Environment(
-        loader=jinja2.FileSystemLoader(str(search_dir)),
-        undefined=jinja2.StrictUndefined,
-        keep_trailing_newline=True,
-        trim_blocks=True,
-        lstrip_blocks=True,
-        autoescape=False,  # noqa: S701 - shell text, not HTML; quoting is done by the q filter
-    )
+    env = make_sandbox(search_dir)  # a template is untrusted input: see ddpctl.submit.sandbox
     env.filters["q"] = shell_quote
     env.filters["sbatch_value"] = sbatch_value
     return env
@@ -109,6 +103,9 @@ def render_script(spec: JobSpec, inputs: RenderInputs, extra: Mapping[str, Any] 
         raise SpecError(f"{spec.source}: template: {spec.template!r} not found")
     env = make_environment(path.parent)
     try:
-        return env.get_template(path.name).render(**template_context(spec, inputs), **(extra or {}))
+        return render_bounded(env.get_template(path.name), {**template_context(spec, inputs), **(extra or {})})
     except jinja2.TemplateError as err:
-        raise SpecError(f"template {path}: {err}") from err
+        raise SpecError(f"template {path}: {' '.join(str(err).split())}") from err
+    except (ArithmeticError, LookupError, TypeError, ValueError, RecursionError, MemoryError) as err:
+        # The template's own expression failed ({{ 1/0 }}, a bad index): its author's mistake, one line.
+        raise SpecError(f"template {path}: {type(err).__name__}: {' '.join(str(err).split())}") from err
