@@ -19,6 +19,7 @@ from pathlib import Path
 from ddpctl.backends import local_proc
 from ddpctl.backends.slurm_state import restarts_from_events, state_from_events
 from ddpctl.errors import CommandError
+from ddpctl.run import safeio
 from ddpctl.run.events import append_event, read_events
 from ddpctl.run.layout import RunLayout
 from ddpctl.run.registry import JobRecord, Registry
@@ -53,7 +54,7 @@ class LocalBackend:
         append_event(layout.events, "submit", job_id=job_id, backend=self.name, spec=str(spec_path))
         lock = local_proc.take_lock(layout.root)  # held from now on: status never sees a gap before start-up
         try:
-            with layout.batch_log.open("ab") as out:
+            with safeio.open_append_file(layout.batch_log) as out:
                 proc = subprocess.Popen(
                     [sys.executable, "-m", "ddpctl", "internal", "local-run", str(layout.root),
                      "--job-number", str(number), "--lock-fd", str(lock)],
@@ -85,10 +86,10 @@ class LocalBackend:
 
     def preempt(self, record: JobRecord, kind: str) -> None:
         layout = RunLayout(Path(record.run_dir))
-        spec = load_spec(layout.spec_file, check_paths=False)
+        spec = load_spec(layout.spec_file, check_paths=False, nofollow=True)
         if local_proc.supervisor(layout.root) is None:
             raise CommandError(f"job {record.job_id} is not running{_stopping(record)}")
-        layout.preempt_request.write_text(json.dumps({"kind": kind, "t": time.time()}))
+        safeio.write_text_atomic(layout.preempt_request, json.dumps({"kind": kind, "t": time.time()}))
         if not local_proc.signal_supervisor(layout.root, signal.Signals[f"SIG{spec.requeue.signal}"]):
             raise CommandError(f"job {record.job_id} is not running{_stopping(record)}")
 
@@ -101,7 +102,7 @@ def _stopping(record: JobRecord) -> str:
 
 def nodes_of(run_dir: Path) -> str:
     try:
-        spec = load_spec(RunLayout(run_dir).spec_file, check_paths=False)
+        spec = load_spec(RunLayout(run_dir).spec_file, check_paths=False, nofollow=True)
     except Exception:
         return ""
     return ",".join(f"local{i + 1}" for i in range(spec.nodes))

@@ -19,6 +19,8 @@ import os
 import signal
 from pathlib import Path
 
+from ddpctl.run import safeio
+
 LOCK_NAME = "supervisor.lock"
 PID_NAME = "supervisor.pid"
 _PR_SET_PDEATHSIG = 1
@@ -61,15 +63,13 @@ def lock_held(run_dir: Path) -> bool:
 
 def write_pid(run_dir: Path, pid: int) -> None:
     started = start_time(pid)
-    tmp = run_dir / f".{PID_NAME}.{os.getpid()}"
-    tmp.write_text(f"{pid} {started}\n")
-    tmp.replace(run_dir / PID_NAME)
+    safeio.write_text_atomic(run_dir / PID_NAME, f"{pid} {started}\n")
 
 
 def supervisor(run_dir: Path) -> int | None:
     """The supervisor's pid if that very process (same pid, same start time) is alive and holds the lock."""
     try:
-        pid_text, started = (run_dir / PID_NAME).read_text().split()
+        pid_text, started = safeio.read_text(run_dir / PID_NAME).split()
         pid = int(pid_text)
     except (OSError, ValueError):
         return None

@@ -9,6 +9,7 @@ from pathlib import Path
 from ddpctl import proc
 from ddpctl.backends.slurm_state import state_from_slurm
 from ddpctl.errors import CommandError
+from ddpctl.run import safeio
 from ddpctl.run.layout import RunLayout
 from ddpctl.run.registry import JobRecord
 from ddpctl.run.state import JobState
@@ -32,8 +33,8 @@ class SlurmJobs:
 
     def preempt(self, record: JobRecord, kind: str) -> None:
         layout = RunLayout(Path(record.run_dir))
-        spec = load_spec(layout.spec_file, check_paths=False)
-        layout.preempt_request.write_text(json.dumps({"kind": kind, "t": time.time()}))
+        spec = load_spec(layout.spec_file, check_paths=False, nofollow=True)
+        safeio.write_text_atomic(layout.preempt_request, json.dumps({"kind": kind, "t": time.time()}))
         try:
             commands.scancel(record.job_id, *self.preempt_delivery, f"--signal={spec.requeue.signal}",
                              runner=self.runner)

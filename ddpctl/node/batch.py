@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from ddpctl.node.decide import Decision, Kind, RunOutcome, classify_signal, count_requeues, decide, root_exit
+from ddpctl.run import safeio
 from ddpctl.run.events import append_event, read_events
 from ddpctl.run.layout import RunLayout
 from ddpctl.spec import JobSpec, load_spec, time_to_seconds
@@ -26,7 +27,7 @@ def attempt_of(env: Mapping[str, str]) -> int:
 
 
 def load_run_spec(layout: RunLayout) -> JobSpec:
-    return load_spec(layout.spec_file, check_paths=False)
+    return load_spec(layout.spec_file, check_paths=False, nofollow=True)
 
 
 def batch_start(layout: RunLayout, env: Mapping[str, str]) -> None:
@@ -44,7 +45,7 @@ REQUEST_MAX_AGE_S = 60.0
 def requested_kind(layout: RunLayout, now: float | None = None) -> Kind | None:
     """`ddpctl preempt --as KIND` leaves the kind it rehearses here, just before it signals."""
     try:
-        data = json.loads(layout.preempt_request.read_text())
+        data = json.loads(safeio.read_text(layout.preempt_request))
         layout.preempt_request.unlink()
     except (OSError, ValueError):
         return None
@@ -76,7 +77,7 @@ def on_signal(layout: RunLayout, env: Mapping[str, str], signal_name: str,
     for node_rank in range(spec.nodes):
         stop = layout.stop_file(attempt, node_rank)
         stop.parent.mkdir(parents=True, exist_ok=True)
-        stop.touch()
+        safeio.touch(stop)
     fan_out(signal_name)
     return event
 
@@ -103,7 +104,7 @@ def decide_run(layout: RunLayout, env: Mapping[str, str], exit_code: int) -> Dec
 
 def stopped_step(layout: RunLayout, attempt: int) -> Any:
     try:
-        return json.loads(layout.stopped_marker(attempt).read_text()).get("step")
+        return json.loads(safeio.read_text(layout.stopped_marker(attempt))).get("step")
     except (OSError, ValueError, AttributeError):
         return None
 

@@ -21,6 +21,7 @@ from pathlib import Path
 from types import FrameType
 
 from ddpctl.node.torchrun import NodePlan, node_plan
+from ddpctl.run import safeio
 from ddpctl.run.events import append_event
 from ddpctl.run.layout import RunLayout
 from ddpctl.slurm.env import DistEnv, derive
@@ -53,7 +54,7 @@ def prepare(run_dir: Path, env: Mapping[str, str]) -> tuple[JobSpec, DistEnv, Ru
     from ddpctl.node import netif
 
     layout = RunLayout(run_dir)
-    spec = load_spec(layout.spec_file, check_paths=False)
+    spec = load_spec(layout.spec_file, check_paths=False, nofollow=True)
     dist = derive(env, spec.nproc_per_node)
     ifname: str | None
     local_addr: str | None
@@ -79,7 +80,7 @@ def write_node_info(layout: RunLayout, dist: DistEnv, static: bool) -> None:
     ranks = list(range(first, first + dist.nproc_per_node)) if static else []
     info = {"node": dist.node_name, "node_rank": dist.node_rank, "nproc_per_node": dist.nproc_per_node,
             "ranks": ranks, "pid": os.getpid(), "started": time.time()}
-    path.write_text(json.dumps(info) + "\n")
+    safeio.write_text_atomic(path, json.dumps(info) + "\n")
 
 
 class Relay:
@@ -100,7 +101,7 @@ class Relay:
         # boundary, never inside a signal handler.
         stop_file = self.layout.stop_file(self.dist.restart_count, self.dist.node_rank)
         stop_file.parent.mkdir(parents=True, exist_ok=True)
-        stop_file.touch()
+        safeio.touch(stop_file)
         if not self.stop_received:
             append_event(self.layout.events, "stop-signal", node=self.dist.node_name,
                          attempt=self.dist.restart_count, signal=signal.Signals(signum).name)
@@ -116,7 +117,7 @@ class Relay:
 
 def run_torchrun(plan: NodePlan, relay: Relay, log_path: Path, env: Mapping[str, str]) -> int:
     log_path.parent.mkdir(parents=True, exist_ok=True)
-    with log_path.open("ab") as log:
+    with safeio.open_append_file(log_path) as log:
         relay.child = subprocess.Popen(
             list(plan.argv), env={**env, **plan.env_dict()}, stdout=log, stderr=subprocess.STDOUT,
             preexec_fn=relay.ignore_stop_in_child,  # noqa: PLW1509 - single-threaded here; sets SIG_IGN only

@@ -19,7 +19,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 from ddpctl import exitcodes
-from ddpctl.run import envvars
+from ddpctl.run import envvars, safeio
 from ddpctl.run.layout import fill_rank
 from ddpctl.runtime import stopflag
 
@@ -35,7 +35,7 @@ def redirect_output(env: Mapping[str, str]) -> Path | None:
     path.parent.mkdir(parents=True, exist_ok=True)
     sys.stdout.flush()
     sys.stderr.flush()
-    fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+    fd = safeio.open_append(path)  # a symlinked rank log is refused (ELOOP), never appended through
     # dup2 rather than reassigning sys.stdout, so C/C++ output (gloo, NCCL, faulthandler) lands there too.
     os.dup2(fd, 1)
     os.dup2(fd, 2)
@@ -52,9 +52,7 @@ def record_placement(log: Path, env: Mapping[str, str]) -> None:
     info = {"rank": int(env.get("RANK", "0")), "local_rank": int(env.get("LOCAL_RANK", "0")),
             "group_rank": int(env.get("GROUP_RANK", "0")), "node": env.get(envvars.NODE_NAME, "?")}
     target = log.with_suffix(".json")
-    tmp = target.with_name(f".{target.name}.{os.getpid()}")
-    tmp.write_text(json.dumps(info) + "\n")
-    tmp.replace(target)
+    safeio.write_text_atomic(target, json.dumps(info) + "\n")
 
 
 def run_script(script: str, args: Sequence[str]) -> int:
@@ -92,7 +90,11 @@ def main(argv: Sequence[str] | None = None, env: Mapping[str, str] | None = None
     if not argv or argv[0] in ("-h", "--help"):
         print(USAGE, file=sys.stderr)
         return exitcodes.USAGE if not argv else exitcodes.OK
-    log = redirect_output(env)
+    try:
+        log = redirect_output(env)
+    except OSError as err:  # e.g. a symlink planted where this rank's log goes: refused, never followed
+        print(f"ddpctl.worker: cannot open this rank's log: {safeio.describe(err)}", file=sys.stderr, flush=True)
+        return exitcodes.USAGE
     if log is not None:
         record_placement(log, env)
         print(

@@ -15,6 +15,7 @@ from __future__ import annotations
 import errno
 import os
 from pathlib import Path
+from typing import BinaryIO
 
 NOFOLLOW = os.O_NOFOLLOW | os.O_CLOEXEC
 
@@ -44,6 +45,16 @@ def read_bytes(path: Path | str) -> bytes:
 
 def read_text(path: Path | str) -> str:
     return read_bytes(path).decode("utf-8", errors="replace")
+
+
+def touch(path: Path | str) -> None:
+    """Create `path` if missing (a flag file); a planted symlink is refused, not used to create its target."""
+    os.close(open_fd(path, os.O_WRONLY | os.O_CREAT))
+
+
+def open_append_file(path: Path | str) -> BinaryIO:
+    """A binary file object appending to `path` (for a child's stdout), opened without following a symlink."""
+    return os.fdopen(open_append(path), "ab")
 
 
 def describe(err: OSError) -> str:

@@ -11,6 +11,7 @@ messages (`jobs/x.yaml:7: nodes: got 0, expected an integer >= 1`).
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -101,10 +102,11 @@ def one_line(text: str) -> str:
     return text if text.isprintable() else repr(text)
 
 
-def read_doc(path: str | Path) -> Doc:
+def read_doc(path: str | Path, *, nofollow: bool = False) -> Doc:
     source = str(path)
     try:
-        with Path(path).open("rb") as handle:
+        flags = os.O_RDONLY | os.O_CLOEXEC | (os.O_NOFOLLOW if nofollow else 0)
+        with os.fdopen(os.open(path, flags), "rb") as handle:
             data = handle.read(MAX_SPEC_BYTES + 1)
         if len(data) > MAX_SPEC_BYTES:
             raise SpecError(f"{one_line(source)}: spec file larger than {MAX_SPEC_BYTES} bytes, expected a job spec")
