@@ -24,3 +24,34 @@ def test_fill_rank_touches_only_the_file_name(pattern: str, rank: str, path: str
 ])
 def test_slurm_filename_escapes_percent(path: str, text: str) -> None:
     assert slurm_filename(Path(path)) == text
+
+
+def test_item14_job_sbatch_and_render_output_follow_the_umask(tmp_path: Path) -> None:
+    """Both hold the spec's env values: under umask 077 nobody else may read them, and nothing needs +x."""
+    import dataclasses
+    import os
+    import subprocess
+    import sys
+
+    from clitools import REPO
+
+    from ddpctl.run.rundir import staging
+    from ddpctl.spec import load_spec, resolve_paths
+
+    spec = resolve_paths(load_spec(REPO / "jobs/example.yaml"), REPO)
+    spec = dataclasses.replace(spec, run_dir=str(tmp_path / "runs"))
+    old = os.umask(0o077)
+    try:
+        with staging(spec, "#!/bin/bash\ntrue\n") as stage:
+            assert stage.script_file.stat().st_mode & 0o777 == 0o600
+        done = subprocess.run(["sh", "-c", f'umask 077 && exec "{sys.executable}" -m ddpctl render '
+                               f'jobs/example.yaml -o "{tmp_path / "out.sh"}"'], cwd=REPO, check=False,
+                              capture_output=True, text=True, timeout=60)
+        assert done.returncode == 0, done.stderr
+        assert (tmp_path / "out.sh").stat().st_mode & 0o777 == 0o600
+    finally:
+        os.umask(old)
+    done = subprocess.run(["sh", "-c", f'umask 022 && exec "{sys.executable}" -m ddpctl render '
+                           f'jobs/example.yaml -o "{tmp_path / "out.sh"}"'], cwd=REPO, check=False,
+                          capture_output=True, text=True, timeout=60)
+    assert (tmp_path / "out.sh").stat().st_mode & 0o777 == 0o644
