@@ -61,8 +61,8 @@ class PlainSink(Buffered):
         self._buf.append((text if self.raw else visible(text)) + "\n")
 
     def failure(self, source: Source, hit: ErrorHit) -> None:
-        kind = "  (NCCL/Gloo collateral)" if hit.collateral else ""
-        self.lines(source, [f"line {hit.line_no}: {hit.text}{kind}"])
+        kind = ("  (collateral)" if hit.file else "  (NCCL/Gloo collateral)") if hit.collateral else ""
+        self.lines(source, [f"{hit.where}: {hit.text}{kind}"])
 
 
 
@@ -108,7 +108,7 @@ class JsonSink(Buffered):
 
     def failure(self, source: Source, hit: ErrorHit) -> None:
         obj = {"attempt": source.attempt, "node": source.node, "rank": source.rank, "text": hit.text,
-               "line": hit.line_no, "collateral": hit.collateral}
+               "line": hit.line_no, "collateral": hit.collateral, **({"file": hit.file} if hit.file else {})}
         self._buf.append(json.dumps(obj) + "\n")
 
 

@@ -13,12 +13,12 @@ printed (only once the job is terminal: until then the writer may still finish t
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from ddpctl.backends import current_state
-from ddpctl.logs.core import ALL, LineFilter, attempt_banner, check_nodes, check_ranks, select_attempts
-from ddpctl.logs.failures import ErrorScanner, RankFailure, order_failures, root_cause_note
+from ddpctl.logs.core import ALL, LineFilter, Source, attempt_banner, check_nodes, check_ranks, select_attempts
+from ddpctl.logs.failures import ErrorScanner, RankFailure, order_failures, root_cause_note, with_launcher_reports
 from ddpctl.logs.files import (
     AttemptFiles,
     FileTail,
@@ -29,12 +29,15 @@ from ddpctl.logs.files import (
     world_size,
 )
 from ddpctl.logs.follow import FollowConfig, Follower
+from ddpctl.logs.launcher import LauncherFailure, launcher_failures
 from ddpctl.logs.output import Sink
+from ddpctl.run import safeio
 from ddpctl.run.layout import RunLayout
 from ddpctl.run.registry import JobRecord
 from ddpctl.run.state import TERMINAL, JobState
 
 StateFn = Callable[[JobRecord], JobState]
+LAUNCHER_TAIL_BYTES = 1 << 20  # torchrun's failure report is at the end of a launcher log
 
 
 @dataclass(frozen=True)
@@ -136,11 +139,29 @@ def show_errors(layout: RunLayout, attempts: list[int], flt: LineFilter, sink: S
     for attempt in attempts:
         files = AttemptFiles(layout, attempt, flt)
         files.rescan()
-        failures = [f for f in map(first_failure, files.tails.values()) if f is not None]
+        own = {f.source.rank: f for f in map(first_failure, files.tails.values()) if f is not None}
+        failures = with_launcher_reports(own, launcher_reports(files, flt))
         for failure in order_failures(failures):
             sink.failure(failure.source, failure.hit)
         sink.note(root_cause_note(failures, attempt, len(files.tails)))
         sink.flush()
+
+
+def launcher_reports(files: AttemptFiles, flt: LineFilter) -> list[tuple[Source, LauncherFailure, str, float]]:
+    """What every node's launcher log of the attempt reports about failed ranks (within the filter)."""
+    out = []
+    for path in sorted(files.path.glob("node-*.log")):
+        try:
+            text, before = safeio.read_tail(path, LAUNCHER_TAIL_BYTES)
+        except OSError:  # vanished, or a symlink (never followed)
+            continue
+        name = path.name if before is not None else f"{path.name} (last MiB)"
+        for report in launcher_failures(text.splitlines()):
+            node = files.nodes.get(report.rank)
+            if flt.wants(report.rank, node):
+                placed = replace(report, line_no=report.line_no + (before or 0))
+                out.append((Source(files.attempt, node, report.rank), placed, name, mtime_of(path)))
+    return out
 
 
 def first_failure(tail: FileTail) -> RankFailure | None:

@@ -43,6 +43,28 @@ def read_bytes(path: Path | str) -> bytes:
         os.close(fd)
 
 
+def read_tail(path: Path | str, limit: int, count_limit: int = 1 << 28) -> tuple[str, int | None]:
+    """The last `limit` bytes of a file (from a line start), decoded leniently, and how many lines come before
+    them (None when that would mean counting more than `count_limit` bytes)."""
+    fd = open_read(path)
+    try:
+        size = os.fstat(fd).st_size
+        start = max(0, size - limit)
+        data = os.pread(fd, limit, start)
+        if start and b"\n" in data:
+            cut = data.index(b"\n") + 1
+            data, start = data[cut:], start + cut
+        before: int | None = 0
+        if start > count_limit:
+            before = None
+        else:
+            for offset in range(0, start, 1 << 22):
+                before = (before or 0) + os.pread(fd, min(1 << 22, start - offset), offset).count(b"\n")
+    finally:
+        os.close(fd)
+    return data.decode("utf-8", errors="replace"), before
+
+
 def read_text(path: Path | str) -> str:
     return read_bytes(path).decode("utf-8", errors="replace")
 

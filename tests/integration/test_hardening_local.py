@@ -107,3 +107,32 @@ def test_item6_a_run_dir_with_braces_and_percent_runs_and_logs(cli: Cli, tmp_pat
     assert run_dir.parent.parent == runs
     assert sorted(p.name for p in (run_dir / "attempt-0").glob("rank-*.log")) == ["rank-0.log", "rank-1.log"]
     assert "[example] done" in cli.run("logs", job_id, "--no-color").stdout
+
+
+KILL_ONE_RANK = """
+import os, signal, time, torch, torch.distributed as dist
+dist.init_process_group("gloo")
+t = torch.ones(1)
+dist.all_reduce(t)
+print("ready", flush=True)
+if dist.get_rank() == 1:
+    time.sleep(0.5)
+    os.kill(os.getpid(), signal.SIGKILL)  # like the OOM killer: no traceback, no last words
+for _ in range(400):
+    dist.all_reduce(t)
+    time.sleep(0.05)
+"""
+
+
+def test_item15_errors_names_the_sigkilled_rank_not_the_gloo_collateral(cli: Cli, tmp_path: Path) -> None:
+    script = tmp_path / "kill_one.py"
+    script.write_text(KILL_ONE_RANK)
+    done = cli.run("submit", str(spec(tmp_path, "killer", script=str(script), args=[], nproc_per_node=2)),
+                   "--wait", check=False)
+    job_id = done.stdout.split("job ", 1)[1].split()[0]
+    assert cli.status(job_id)["state"] == "FAILED"
+    out = cli.run("logs", job_id, "--errors", "--no-color").stdout.splitlines()
+    note = out[-1]
+    assert note.startswith("-- first failure in attempt 0: rank 1 on local"), out
+    assert "node-" in note and "killed by SIGKILL (exitcode -9)" in note, out
+    assert any("Connection closed by peer" in line for line in out[:-1]), out  # the collateral is still shown
