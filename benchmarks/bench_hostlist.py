@@ -11,7 +11,7 @@ import statistics
 import time
 from collections.abc import Callable
 
-import hostlist  # type: ignore[import-untyped]  # python-hostlist: the baseline
+import hostlist  # type: ignore[import-untyped,import-not-found,unused-ignore]  # python-hostlist: the baseline
 
 from ddpctl.slurm.hostlist import expand
 

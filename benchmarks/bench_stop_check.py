@@ -29,7 +29,7 @@ WORLD = 2
 def step_fn(model: nn.Module, opt: torch.optim.Optimizer, x: torch.Tensor, y: torch.Tensor) -> None:
     loss = nn.functional.mse_loss(model(x), y)
     opt.zero_grad(set_to_none=True)
-    loss.backward()
+    loss.backward()  # type: ignore[no-untyped-call]
     opt.step()
 
 
@@ -101,7 +101,7 @@ def main() -> None:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
         port = sock.getsockname()[1]
-    mp.spawn(worker, args=(port, args), nprocs=WORLD, join=True)
+    mp.spawn(worker, args=(port, args), nprocs=WORLD, join=True)  # type: ignore[attr-defined,no-untyped-call]
 
 
 if __name__ == "__main__":

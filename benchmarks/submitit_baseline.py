@@ -75,8 +75,8 @@ class Trainer(submitit.helpers.Checkpointable):
         sys.path.insert(0, str(EXAMPLE))
         import torch
         import torch.distributed as dist
-        from data import SyntheticImages
-        from model import MiniResNet
+        from data import SyntheticImages  # type: ignore[import-not-found]  # jobs/example, put on sys.path above
+        from model import MiniResNet  # type: ignore[import-not-found]
         from torch.nn.parallel import DistributedDataParallel as DDP
         from torch.utils.data import DataLoader, DistributedSampler
 
@@ -93,8 +93,8 @@ class Trainer(submitit.helpers.Checkpointable):
         net = MiniResNet()
         model = DDP(net, find_unused_parameters=True)
         dataset = SyntheticImages(self.samples, seed=self.seed)
-        sampler = DistributedSampler(dataset, num_replicas=env.world_size, rank=env.rank, seed=self.seed,
-                                     drop_last=True)
+        sampler: DistributedSampler[Any] = DistributedSampler(
+            dataset, num_replicas=env.world_size, rank=env.rank, seed=self.seed, drop_last=True)
         loader = DataLoader(dataset, self.batch_size, sampler=sampler, drop_last=True, num_workers=0,
                             generator=torch.Generator().manual_seed(self.seed))
         steps_per_epoch = len(sampler) // self.batch_size // self.accum
@@ -135,7 +135,7 @@ class Trainer(submitit.helpers.Checkpointable):
                     sync = micro == self.accum - 1
                     with contextlib.nullcontext() if sync else model.no_sync():
                         loss = nn.functional.cross_entropy(model(images), labels) / self.accum
-                        loss.backward()
+                        loss.backward()  # type: ignore[no-untyped-call]
                     losses.append(float(loss.item()) * self.accum)
                 opt.step()
                 opt.zero_grad(set_to_none=True)

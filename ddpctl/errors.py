@@ -42,3 +42,9 @@ class JobNotFound(DdpctlError):
 
 class LogsError(DdpctlError):
     """Bad `ddpctl logs` input (rank outside the world, bad regex, ...)."""
+
+
+class WaitTimeout(DdpctlError, TimeoutError):
+    """`Job.wait(timeout=...)` ran out of time; the job itself keeps running."""
+
+    exit_code = 1

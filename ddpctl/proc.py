@@ -1,14 +1,19 @@
-"""The only module that starts external commands (argv lists only, never a shell string).
+"""The only module that starts external commands (argv lists only, never a shell string), and the one place a
+signal name becomes a signal.
 
-Code that needs sbatch/squeue/scontrol takes a `Runner` so tests can inject their own at this seam.
+`run`/`check` wait for a command and capture its output; `spawn` starts a long-lived child (the local
+backend's supervisor and launchers, torchrun) that the caller waits on itself. Code that needs
+sbatch/squeue/scontrol takes a `Runner` so tests can inject their own at this seam.
 """
 
 from __future__ import annotations
 
 import shutil
+import signal
 import subprocess
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
+from typing import IO
 
 from ddpctl.errors import CommandError
 
@@ -52,3 +57,30 @@ def check(argv: Sequence[str], runner: Runner = run) -> Completed:
 
 def available(program: str) -> bool:
     return shutil.which(program) is not None
+
+
+def spawn(
+    argv: Sequence[str], *, env: Mapping[str, str] | None = None, stdout: IO[bytes] | None = None,
+    stderr: int | IO[bytes] | None = None, stdin: int | None = None, new_session: bool = False,
+    preexec_fn: Callable[[], object] | None = None, pass_fds: Sequence[int] = (),
+) -> subprocess.Popen[bytes]:
+    """Start argv without waiting for it (the caller waits, signals and reaps it). `pass_fds`: descriptors the
+    child inherits (the local backend's supervisor lock)."""
+    return subprocess.Popen(
+        list(argv), env=dict(env) if env is not None else None, stdout=stdout, stderr=stderr, stdin=stdin,
+        start_new_session=new_session, preexec_fn=preexec_fn,  # noqa: PLW1509 - callers are single-threaded
+        pass_fds=tuple(pass_fds),
+    )
+
+
+Popen = subprocess.Popen[bytes]
+STDOUT = subprocess.STDOUT
+DEVNULL = subprocess.DEVNULL
+
+
+def signal_named(name: str) -> signal.Signals:
+    """Accept "USR2", "SIGUSR2", "usr2" or "12", the way Slurm's `--signal` does."""
+    text = name.strip().upper()
+    if text.isdigit():
+        return signal.Signals(int(text))
+    return signal.Signals[text if text.startswith("SIG") else "SIG" + text]

@@ -1,19 +1,29 @@
-"""Backends: how a planned job reaches compute. All share the run-dir layout, registry and launcher."""
+"""Backends: how a planned job reaches compute, and what becomes of it. All share the run-dir layout, the
+registry, the launcher and the requeue decision.
+
+    SubmissionPlan ──submit──▶ sbatch     (our batch script; Slurm runs it; slurm_jobs: state/cancel/preempt)
+                            ─▶ submitit   (submitit's executor with the plan's parameters; the same launcher)
+                            ─▶ local      (a detached supervisor, local_supervisor, plays the batch shell)
+    JobRecord ──state/cancel/preempt──▶ the same backend (`current_state` is the one state query)
+
+`slurm_state` reads a job's state from squeue, scontrol and the run's events (no accounting needed).
+"""
 
 from __future__ import annotations
 
 import importlib
 from pathlib import Path
-from typing import Protocol
+from typing import TYPE_CHECKING, Protocol
 
 from ddpctl.errors import SpecError
 from ddpctl.run.registry import JobRecord
 from ddpctl.run.state import JobState
-from ddpctl.spec import JobSpec
+
+if TYPE_CHECKING:  # the plan (and the node code it previews) is not needed to ask a job's state
+    from ddpctl.plan.submission import SubmissionPlan
 
 MODULES = {"sbatch": "ddpctl.backends.sbatch", "local": "ddpctl.backends.local",
            "submitit": "ddpctl.backends.submitit_backend"}
-DEFAULT = "sbatch"
 
 
 class Backend(Protocol):
@@ -22,7 +32,8 @@ class Backend(Protocol):
     def check_available(self) -> None:
         """Raise BackendUnavailable with what to do when this backend cannot run here."""
 
-    def submit(self, spec: JobSpec, spec_path: Path) -> JobRecord: ...
+    def submit(self, plan: SubmissionPlan, spec_path: Path) -> JobRecord:
+        """Submit exactly `plan` (from `ddpctl.plan.submission.build`); record it in the run dir's events."""
 
     def state(self, record: JobRecord) -> JobState: ...
 

@@ -8,24 +8,27 @@ same requeue decision as on Slurm, and starts the next attempt itself.
 from __future__ import annotations
 
 import fcntl
-import json
 import os
 import signal
-import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import TYPE_CHECKING
 
+from ddpctl import proc
 from ddpctl.backends import local_proc
 from ddpctl.backends.slurm_state import restarts_from_events, state_from_events
 from ddpctl.errors import CommandError
+from ddpctl.node import batch
 from ddpctl.run import safeio
 from ddpctl.run.events import append_event, read_events
 from ddpctl.run.layout import RunLayout
 from ddpctl.run.registry import JobRecord, Registry
-from ddpctl.run.rundir import commit, staging
+from ddpctl.run.rundir import commit, run_spec, staging
 from ddpctl.run.state import JobState
-from ddpctl.spec import JobSpec, load_spec
+
+if TYPE_CHECKING:  # `status` and `cancel` need no plan
+    from ddpctl.plan.submission import SubmissionPlan
 
 
 def next_job_number(home: Path) -> int:
@@ -46,7 +49,9 @@ class LocalBackend:
     def check_available(self) -> None:
         """Always available: it needs nothing but this machine."""
 
-    def submit(self, spec: JobSpec, spec_path: Path) -> JobRecord:
+    def submit(self, plan: SubmissionPlan, spec_path: Path) -> JobRecord:
+        """Commit the run dir and start the detached supervisor that runs the plan's nodes."""
+        spec = plan.spec
         number = next_job_number(Registry.from_env().path.parent)
         job_id = f"local-{number}"
         with staging(spec, None) as stage:
@@ -55,17 +60,16 @@ class LocalBackend:
         lock = local_proc.take_lock(layout.root)  # held from now on: status never sees a gap before start-up
         try:
             with safeio.open_append_file(layout.batch_log) as out:
-                proc = subprocess.Popen(
+                supervisor = proc.spawn(
                     [sys.executable, "-m", "ddpctl", "internal", "local-run", str(layout.root),
                      "--job-number", str(number), "--lock-fd", str(lock)],
-                    stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=True,
-                    pass_fds=(lock,),
+                    stdout=out, stderr=proc.STDOUT, stdin=proc.DEVNULL, new_session=True, pass_fds=(lock,),
                 )
-            local_proc.write_pid(layout.root, proc.pid)
+            local_proc.write_pid(layout.root, supervisor.pid)
         finally:
             os.close(lock)
         return JobRecord(job_id=job_id, name=spec.name, run_dir=str(layout.root), backend=self.name,
-                         submitted_at=time.time(), spec_path=str(spec_path), pid=proc.pid)
+                         submitted_at=time.time(), spec_path=str(spec_path), pid=supervisor.pid)
 
     def state(self, record: JobRecord) -> JobState:
         run_dir = Path(record.run_dir)
@@ -86,11 +90,11 @@ class LocalBackend:
 
     def preempt(self, record: JobRecord, kind: str) -> None:
         layout = RunLayout(Path(record.run_dir))
-        spec = load_spec(layout.spec_file, check_paths=False, nofollow=True)
+        spec = run_spec(layout)
         if local_proc.supervisor(layout.root) is None:
             raise CommandError(f"job {record.job_id} is not running{_stopping(record)}")
-        safeio.write_text_atomic(layout.preempt_request, json.dumps({"kind": kind, "t": time.time()}))
-        if not local_proc.signal_supervisor(layout.root, signal.Signals[f"SIG{spec.requeue.signal}"]):
+        batch.request_kind(layout, kind)
+        if not local_proc.signal_supervisor(layout.root, proc.signal_named(spec.requeue.signal)):
             raise CommandError(f"job {record.job_id} is not running{_stopping(record)}")
 
 
@@ -102,7 +106,7 @@ def _stopping(record: JobRecord) -> str:
 
 def nodes_of(run_dir: Path) -> str:
     try:
-        spec = load_spec(RunLayout(run_dir).spec_file, check_paths=False, nofollow=True)
+        spec = run_spec(RunLayout(run_dir))
     except Exception:
         return ""
     return ",".join(f"local{i + 1}" for i in range(spec.nodes))

@@ -20,9 +20,8 @@ import signal
 from pathlib import Path
 
 from ddpctl.run import safeio
+from ddpctl.run.layout import RunLayout
 
-LOCK_NAME = "supervisor.lock"
-PID_NAME = "supervisor.pid"
 _PR_SET_PDEATHSIG = 1
 
 
@@ -40,7 +39,7 @@ def start_time(pid: int) -> int | None:
 
 def take_lock(run_dir: Path) -> int:
     """Create and lock the run's supervisor lock; return the fd to hand to the supervisor (inheritable)."""
-    fd = os.open(run_dir / LOCK_NAME, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW, 0o600)
+    fd = os.open(RunLayout(run_dir).supervisor_lock, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW, 0o600)
     fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
     os.set_inheritable(fd, True)
     return fd
@@ -49,7 +48,7 @@ def take_lock(run_dir: Path) -> int:
 def lock_held(run_dir: Path) -> bool:
     """True while the job's supervisor (or one of its launchers) is alive."""
     try:
-        fd = os.open(run_dir / LOCK_NAME, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
+        fd = os.open(RunLayout(run_dir).supervisor_lock, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
     except OSError:
         return False
     try:
@@ -63,13 +62,13 @@ def lock_held(run_dir: Path) -> bool:
 
 def write_pid(run_dir: Path, pid: int) -> None:
     started = start_time(pid)
-    safeio.write_text_atomic(run_dir / PID_NAME, f"{pid} {started}\n")
+    safeio.write_text_atomic(RunLayout(run_dir).supervisor_pid, f"{pid} {started}\n")
 
 
 def supervisor(run_dir: Path) -> int | None:
     """The supervisor's pid if that very process (same pid, same start time) is alive and holds the lock."""
     try:
-        pid_text, started = safeio.read_text(run_dir / PID_NAME).split()
+        pid_text, started = safeio.read_text(RunLayout(run_dir).supervisor_pid).split()
         pid = int(pid_text)
     except (OSError, ValueError):
         return None

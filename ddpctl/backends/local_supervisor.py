@@ -8,32 +8,19 @@ from __future__ import annotations
 
 import os
 import signal
-import subprocess
 import sys
 import time
 from pathlib import Path
 from types import FrameType
 
-from ddpctl import exitcodes
+from ddpctl import exitcodes, proc
 from ddpctl.backends import local_proc
 from ddpctl.node import batch
-from ddpctl.node.launch import LOCAL_ENV_FLAG
+from ddpctl.node.localenv import local_node_env
 from ddpctl.run.events import append_event
 from ddpctl.run.layout import RunLayout
+from ddpctl.run.rundir import run_spec
 from ddpctl.spec import JobSpec
-
-
-def node_env(spec: JobSpec, job_number: int, attempt: int, node_rank: int) -> dict[str, str]:
-    hosts = [f"local{i + 1}" for i in range(spec.nodes)]
-    env = {
-        "SLURM_JOB_ID": str(job_number), "SLURM_JOB_NAME": spec.name, "SLURM_JOB_NODELIST": ",".join(hosts),
-        "SLURM_JOB_NUM_NODES": str(spec.nodes), "SLURM_NNODES": str(spec.nodes), "SLURM_NODEID": str(node_rank),
-        "SLURMD_NODENAME": hosts[node_rank], "SLURM_STEP_ID": "0", "SLURM_PROCID": str(node_rank),
-        "SLURM_NTASKS": str(spec.nodes), LOCAL_ENV_FLAG: "1",
-    }
-    if attempt > 0:  # like Slurm: absent on the first run
-        env["SLURM_RESTART_COUNT"] = str(attempt)
-    return env
 
 
 class Supervisor:
@@ -41,39 +28,39 @@ class Supervisor:
         self.layout, self.spec, self.job_number = layout, spec, job_number
         self.lock_fds = () if lock_fd is None else (lock_fd,)
         self.attempt = 0
-        self.launchers: list[subprocess.Popen[bytes]] = []
+        self.launchers: list[proc.Popen] = []
         self.cancelled = False
 
     def base_env(self) -> dict[str, str]:
         env = {k: v for k, v in os.environ.items() if not k.startswith("SLURM")}
-        return {**env, **dict(self.spec.env), **node_env(self.spec, self.job_number, self.attempt, 0)}
+        return {**env, **dict(self.spec.env), **local_node_env(self.spec, self.job_number, self.attempt, 0)}
 
     def on_stop_signal(self, signum: int, _frame: FrameType | None) -> None:
         name = signal.Signals(signum).name.removeprefix("SIG")
         batch.on_signal(self.layout, self.base_env(), name, lambda: None, self.fan_out)
 
     def fan_out(self, signal_name: str) -> None:
-        for proc in self.launchers:
-            if proc.poll() is None:
-                proc.send_signal(signal.Signals[f"SIG{signal_name}"])
+        for launcher in self.launchers:
+            if launcher.poll() is None:
+                launcher.send_signal(proc.signal_named(signal_name))
 
     def on_cancel(self, _signum: int, _frame: FrameType | None) -> None:
         self.cancelled = True
         self.terminate_nodes()
 
     def terminate_nodes(self) -> None:
-        for proc in self.launchers:
-            if proc.poll() is None:
-                proc.send_signal(signal.SIGTERM)
+        for launcher in self.launchers:
+            if launcher.poll() is None:
+                launcher.send_signal(signal.SIGTERM)
 
     def start_nodes(self) -> None:
         base = self.base_env()
         self.launchers = [
             # Each launcher holds the job's lock too (it is "running" until the last node is down) and dies
             # with the supervisor: a kill -9 of the supervisor takes its nodes down instead of orphaning them.
-            subprocess.Popen([sys.executable, "-m", "ddpctl", "launch", str(self.layout.root)],
-                             env={**base, **node_env(self.spec, self.job_number, self.attempt, rank)},
-                             pass_fds=self.lock_fds, preexec_fn=local_proc.die_with_parent)  # noqa: PLW1509
+            proc.spawn([sys.executable, "-m", "ddpctl", "launch", str(self.layout.root)],
+                       env={**base, **local_node_env(self.spec, self.job_number, self.attempt, rank)},
+                       pass_fds=self.lock_fds, preexec_fn=local_proc.die_with_parent)
             for rank in range(self.spec.nodes)
         ]
 
@@ -81,8 +68,8 @@ class Supervisor:
         """Like srun --kill-on-bad-exit: the first failing node takes the others down."""
         codes: dict[int, int] = {}
         while len(codes) < len(self.launchers):
-            for index, proc in enumerate(self.launchers):
-                code = proc.poll()
+            for index, launcher in enumerate(self.launchers):
+                code = launcher.poll()
                 if code is not None and index not in codes:
                     codes[index] = code if code >= 0 else 128 - code
                     if codes[index] not in (exitcodes.OK,):
@@ -91,7 +78,7 @@ class Supervisor:
         return max(codes.values(), key=lambda c: (c not in (0,), c))
 
     def run(self) -> int:
-        signal.signal(signal.Signals[f"SIG{self.spec.requeue.signal}"], self.on_stop_signal)
+        signal.signal(proc.signal_named(self.spec.requeue.signal), self.on_stop_signal)
         signal.signal(signal.SIGTERM, self.on_cancel)
         signal.signal(signal.SIGINT, self.on_cancel)
         while True:
@@ -113,4 +100,4 @@ class Supervisor:
 def supervise(run_dir: Path, job_number: int, lock_fd: int | None = None) -> int:
     layout = RunLayout(run_dir)
     local_proc.write_pid(layout.root, os.getpid())
-    return Supervisor(layout, batch.load_run_spec(layout), job_number, lock_fd).run()
+    return Supervisor(layout, run_spec(layout), job_number, lock_fd).run()

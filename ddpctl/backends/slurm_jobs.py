@@ -2,19 +2,17 @@
 
 from __future__ import annotations
 
-import json
-import time
 from pathlib import Path
 
 from ddpctl import proc
 from ddpctl.backends.slurm_state import state_from_slurm
 from ddpctl.errors import CommandError
-from ddpctl.run import safeio
+from ddpctl.node import batch
 from ddpctl.run.layout import RunLayout
 from ddpctl.run.registry import JobRecord
+from ddpctl.run.rundir import run_spec
 from ddpctl.run.state import JobState
 from ddpctl.slurm import commands
-from ddpctl.spec import load_spec
 
 
 class SlurmJobs:
@@ -33,8 +31,8 @@ class SlurmJobs:
 
     def preempt(self, record: JobRecord, kind: str) -> None:
         layout = RunLayout(Path(record.run_dir))
-        spec = load_spec(layout.spec_file, check_paths=False, nofollow=True)
-        safeio.write_text_atomic(layout.preempt_request, json.dumps({"kind": kind, "t": time.time()}))
+        spec = run_spec(layout)
+        batch.request_kind(layout, kind)
         try:
             commands.scancel(record.job_id, *self.preempt_delivery, f"--signal={spec.requeue.signal}",
                              runner=self.runner)

@@ -16,9 +16,6 @@ from ddpctl.run.registry import JobRecord
 from ddpctl.run.state import JobState
 from ddpctl.slurm import commands
 
-# Slurm states in which a requeue is in progress rather than a failure.
-REQUEUE_STATES = frozenset({"REQUEUED", "REQUEUE_FED", "REQUEUE_HOLD", "PREEMPTED", "RESIZING"})
-
 
 def restarts_from_events(run_dir: Path) -> int:
     """Restarts so far: the newest attempt started, or one past an attempt whose decision was to requeue (the

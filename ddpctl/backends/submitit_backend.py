@@ -28,14 +28,13 @@ from __future__ import annotations
 
 import contextlib
 import io
-import math
 import os
 import signal
 import threading
 import time
 import traceback
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ddpctl import exitcodes, proc
 from ddpctl.backends.slurm_jobs import SlurmJobs
@@ -43,42 +42,22 @@ from ddpctl.errors import BackendUnavailable, CommandError
 from ddpctl.node import batch
 from ddpctl.node.decide import Decision
 from ddpctl.run.events import append_event, read_events
-from ddpctl.run.layout import RunLayout, slurm_filename
+from ddpctl.run.layout import RunLayout
 from ddpctl.run.registry import JobRecord
-from ddpctl.run.rundir import commit, staging
+from ddpctl.run.rundir import commit, run_spec, staging
 from ddpctl.slurm import commands
 from ddpctl.slurm.env import JOB_ID, PROCID
-from ddpctl.spec import JobSpec, time_to_seconds
+from ddpctl.spec import JobSpec
 
-SUBMITIT_DIR = "submitit"
+if TYPE_CHECKING:  # `status` and `cancel` need no plan
+    from ddpctl.plan.submission import SubmissionPlan
+
 NODE_EXIT_WAIT_S = 30.0  # other nodes' launchers normally leave within a second of rank 0's stopped marker
 POLL_S = 0.2
 
 
-def executor_parameters(spec: JobSpec, run_base: Path) -> dict[str, Any]:
-    """SlurmExecutor.update_parameters() keywords for the spec (pure)."""
-    from ddpctl.submit.render import shell_quote
-
-    sig, lead = spec.requeue.signal, spec.requeue.lead_s
-    extra: dict[str, Any] = {**dict(spec.sbatch), "hold": True, "open-mode": "append", "signal": f"{sig}@{lead}",
-                             "output": slurm_filename(run_base) + "/%j/slurm.out",
-                             "requeue" if spec.requeue.enabled else "no-requeue": True}
-    seconds = time_to_seconds(spec.time) if spec.time else None
-    exports = [*spec.env, ("SUBMITIT_PREEMPT_SIGNAL", sig)]  # the signal submitit's handler listens to
-    params: dict[str, Any] = {
-        "job_name": spec.name, "nodes": spec.nodes, "ntasks_per_node": 1, "signal_delay_s": lead,
-        "stderr_to_stdout": True, "additional_parameters": extra,
-        "setup": [*spec.setup, *(f"export {name}={shell_quote(value)}" for name, value in exports)],
-        # submitit always writes --time, in minutes (5 by default); 0 is Slurm's "no limit" (UNLIMITED).
-        "time": math.ceil(seconds / 60) if seconds else 0,
-    }
-    optional = {"cpus_per_task": spec.cpus_per_task, "mem": spec.mem, "partition": spec.partition,
-                "account": spec.account, "qos": spec.qos, "gpus_per_node": spec.gpus_per_node or None}
-    params.update({key: value for key, value in optional.items() if value is not None})
-    return params
-
-
-def make_executor(spec: JobSpec, run_base: Path, scripts: list[Path]) -> Any:
+def make_executor(spec: JobSpec, run_base: Path, scripts: list[Path], parameters: dict[str, Any]) -> Any:
+    """submitit's executor with exactly `parameters` (the plan's `executor_parameters()`)."""
     from submitit import SlurmExecutor
 
     class Executor(SlurmExecutor):
@@ -94,8 +73,8 @@ def make_executor(spec: JobSpec, run_base: Path, scripts: list[Path]) -> Any:
 
     budgets = spec.requeue.max_preemptions + spec.requeue.max_timeouts + spec.requeue.max_failures
     # Tasks run submitit and ddpctl with this interpreter (it has both); the workers use spec.python.
-    executor = Executor(folder=run_base / "%j" / SUBMITIT_DIR, max_num_timeout=budgets + 1)
-    executor.update_parameters(**executor_parameters(spec, run_base))
+    executor = Executor(folder=RunLayout(run_base / "%j").submitit_dir, max_num_timeout=budgets + 1)
+    executor.update_parameters(**parameters)
     return executor
 
 
@@ -112,8 +91,7 @@ def run_launcher(layout: RunLayout, env: dict[str, str]) -> int:
 
 def squeue_time_left(job_id: str) -> int | None:
     with contextlib.suppress(CommandError):  # squeue missing: the time left is unknown
-        done = proc.run(["squeue", "-h", "-j", job_id, "-o", "%L"], timeout=10)
-        return batch.parse_time_left(done.stdout) if done.returncode == 0 else None
+        return batch.parse_time_left(commands.time_left(job_id))
     return None
 
 
@@ -132,9 +110,9 @@ class Lead:
 
     def __init__(self, layout: RunLayout, env: dict[str, str]) -> None:
         self.layout, self.env = layout, env
-        self.spec = batch.load_run_spec(layout)
+        self.spec = run_spec(layout)
         self.attempt = batch.attempt_of(env)
-        self.signum = signal.Signals[f"SIG{self.spec.requeue.signal}"]
+        self.signum = proc.signal_named(self.spec.requeue.signal)
         self.exit_code: int | None = None  # this node's launcher status, once it returned
         self._lock, self._recorded = threading.Lock(), False
 
@@ -242,30 +220,33 @@ class SubmititBackend(SlurmJobs):
             raise BackendUnavailable("backend submitit: sbatch/srun are not on PATH (not a Slurm login node?); "
                                      "run without Slurm with --backend local")
 
-    def submit(self, spec: JobSpec, spec_path: Path) -> JobRecord:
+    def submit(self, plan: SubmissionPlan, spec_path: Path) -> JobRecord:
+        """Submit through submitit with exactly the plan's executor parameters (held), commit, release."""
         self.check_available()
+        spec = plan.spec
         run_base = spec.run_base.resolve()
         with staging(spec, None) as stage:
-            job_id = submit_held(spec, run_base, stage.root.name)
+            job_id = submit_held(plan, run_base, stage.root.name)
             try:  # submitit made <run_base>/<job id>/submitit/ itself: into the staging dir with it first
-                (run_base / job_id / SUBMITIT_DIR).rename(stage.root / SUBMITIT_DIR)
+                RunLayout(run_base / job_id).submitit_dir.rename(stage.submitit_dir)
                 (run_base / job_id).rmdir()
                 layout = commit(stage, spec, job_id)
                 commands.release(job_id, self.runner)
             except (OSError, CommandError):
-                self.runner(["scancel", job_id])
+                commands.scancel_unchecked(job_id, self.runner)
                 raise
         append_event(layout.events, "submit", job_id=job_id, backend=self.name, spec=str(spec_path))
         return JobRecord(job_id=job_id, name=spec.name, run_dir=str(layout.root), backend=self.name,
                          submitted_at=time.time(), spec_path=str(spec_path))
 
 
-def submit_held(spec: JobSpec, run_base: Path, token: str) -> str:
+def submit_held(plan: SubmissionPlan, run_base: Path, token: str) -> str:
     # submitit leaves its script next to the run dirs (a symlink once submitted), and its pickle on failure.
     scripts: list[Path] = []
     try:
         with contextlib.redirect_stderr(io.StringIO()):  # submitit echoes sbatch's errors; one line is ours
-            job = make_executor(spec, run_base, scripts).submit(__getattr__("NodeTask")(str(run_base), token))
+            executor = make_executor(plan.spec, run_base, scripts, plan.executor_parameters())
+            job = executor.submit(__getattr__("NodeTask")(str(run_base), token))
         return str(job.job_id)
     except (RuntimeError, ValueError, OSError) as err:  # submitit's FailedJobError is a RuntimeError
         for path in run_base.glob("*.pkl"):

@@ -1,3 +1,4 @@
+# PYTHON_ARGCOMPLETE_OK  (argcomplete: this entry point answers completion requests)
 """`ddpctl` command line: one module per subcommand, each with add(subparsers) and a handler.
 
 Only this function catches DdpctlError: a user mistake prints one line and exits with its code; so does an
@@ -13,6 +14,7 @@ import sys
 from collections.abc import Sequence
 
 from ddpctl import __version__
+from ddpctl.cli.completion import autocomplete
 from ddpctl.errors import DdpctlError
 from ddpctl.exitcodes import USAGE
 
@@ -36,6 +38,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
+    autocomplete(parser)  # a shell asking for completions gets them here, and the process ends
     args = parser.parse_args(argv)
     if not getattr(args, "func", None):
         parser.print_help()

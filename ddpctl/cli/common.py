@@ -4,12 +4,17 @@ from __future__ import annotations
 
 import argparse
 
-SubParsers = "argparse._SubParsersAction[argparse.ArgumentParser]"
+from ddpctl.cli.completion import complete_with, job_refs, spec_keys
 
 
 def add_spec_args(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("spec", help="job spec YAML file (e.g. jobs/example.yaml)")
-    parser.add_argument(
+    complete_with(parser.add_argument(
         "--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
         help="override a spec key, value parsed as YAML (repeatable): --set nodes=4 --set nccl.socket_ifname=ib0",
-    )
+    ), spec_keys)
+
+
+def add_job_arg(parser: argparse.ArgumentParser, help_text: str = "job id or name", **kwargs: object) -> None:
+    """The JOB argument of status, logs, cancel, preempt; completed from the registry."""
+    complete_with(parser.add_argument("job", help=help_text, **kwargs), job_refs)  # type: ignore[arg-type]

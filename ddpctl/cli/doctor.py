@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-from pathlib import Path
 from typing import Any
 
 from ddpctl.cli.common import add_spec_args
@@ -22,17 +21,11 @@ def add(sub: Any) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from ddpctl.spec import load_spec, resolve_paths
-    from ddpctl.submit.doctor import FAIL, evaluate, gather
+    from ddpctl import api
+    from ddpctl.plan.doctor import FAIL, evaluate, gather
 
-    overrides = list(args.overrides) + ([f"backend={args.backend}"] if args.backend else [])
-    spec = resolve_paths(load_spec(args.spec, overrides), Path.cwd())
-    script = None
-    if spec.backend == "sbatch":
-        from ddpctl.submit.render import render_for
-
-        script = render_for(spec)
-    checks = evaluate(spec, gather(spec, script))
+    plan = api.plan(args.spec, backend=args.backend, overrides=args.overrides)  # checks what submit would submit
+    checks = evaluate(plan.spec, gather(plan.spec, plan.script))
     for check in checks:
         print(f"[{MARKS[check.status]}] {check.name}: {check.detail}")
     return 1 if any(c.status == FAIL for c in checks) else 0

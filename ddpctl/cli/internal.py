@@ -38,7 +38,6 @@ def run_batch_start(args: argparse.Namespace) -> int:
 
 
 def run_on_signal(args: argparse.Namespace) -> int:
-    from ddpctl import proc
     from ddpctl.node import batch
     from ddpctl.slurm import commands
 
@@ -46,8 +45,7 @@ def run_on_signal(args: argparse.Namespace) -> int:
     job_id = env.get("SLURM_JOB_ID", "")
 
     def time_left() -> int | None:
-        done = proc.run(["squeue", "-h", "-j", job_id, "-o", "%L"], timeout=10)
-        return batch.parse_time_left(done.stdout) if done.returncode == 0 else None
+        return batch.parse_time_left(commands.time_left(job_id))
 
     def fan_out(signal_name: str) -> None:
         # Without --batch/--full this reaches every step task on every node, not the batch shell itself.

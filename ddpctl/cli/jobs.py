@@ -8,6 +8,8 @@ import time
 from dataclasses import asdict
 from typing import Any
 
+from ddpctl.cli.common import add_job_arg
+
 
 def add(sub: Any) -> None:
     lister = sub.add_parser("list", help="jobs in the local registry")
@@ -15,16 +17,16 @@ def add(sub: Any) -> None:
     lister.add_argument("--no-state", action="store_true", help="do not query each job's current state")
     lister.set_defaults(func=run_list)
     cancel = sub.add_parser("cancel", help="cancel a job")
-    cancel.add_argument("job", help="job id or name")
+    add_job_arg(cancel)
     cancel.set_defaults(func=run_cancel)
 
 
 def run_list(args: argparse.Namespace) -> int:
-    from ddpctl.backends import current_state
-    from ddpctl.run.registry import Registry
+    from ddpctl import api
 
-    records = Registry.from_env().records()
-    states = {} if args.no_state else {r.job_id: current_state(r).state for r in records}
+    jobs = api.jobs()
+    records = [job.record for job in jobs]
+    states = {} if args.no_state else {job.job_id: job.status().state for job in jobs}
     if args.json:
         for record in records:
             print(json.dumps({**asdict(record), "state": states.get(record.job_id)}))
@@ -42,10 +44,9 @@ def run_list(args: argparse.Namespace) -> int:
 
 
 def run_cancel(args: argparse.Namespace) -> int:
-    from ddpctl.backends import get_backend
-    from ddpctl.run.registry import Registry
+    from ddpctl import api
 
-    record = Registry.from_env().find(args.job)
-    get_backend(record.backend).cancel(record)
-    print(f"cancelled job {record.job_id} ({record.name})")
+    job = api.job(args.job)
+    job.cancel()
+    print(f"cancelled job {job.job_id} ({job.name})")
     return 0

@@ -7,6 +7,7 @@ import os
 import sys
 from typing import TYPE_CHECKING, Any
 
+from ddpctl.cli.common import add_job_arg
 from ddpctl.exitcodes import OK
 
 if TYPE_CHECKING:
@@ -32,7 +33,7 @@ def add(sub: Any) -> None:
     parser = sub.add_parser("logs", help="show or follow a job's per-rank logs, merged and prefixed",
                             description=DESCRIPTION, formatter_class=argparse.RawDescriptionHelpFormatter)
     arg = parser.add_argument
-    arg("job", metavar="JOB_ID|NAME", help="job id, or name (the newest job with that name)")
+    add_job_arg(parser, "job id, or name (the newest job with that name)", metavar="JOB_ID|NAME")
     arg("-f", "--follow", action="store_true", help="keep printing new lines until the job ends")
     arg("--rank", metavar="SPEC", help="only these global ranks: commas and ranges, e.g. 0,3-5")
     arg("--node", metavar="NAME[,NAME]", help="only ranks that ran on these nodes")
@@ -73,6 +74,7 @@ def request_from_args(args: argparse.Namespace) -> LogsRequest:
 
 
 def run(args: argparse.Namespace) -> int:
+    from ddpctl import api
     from ddpctl.logs.follow import FollowConfig
     from ddpctl.logs.output import make_sink
     from ddpctl.logs.show import job_state, show_logs
@@ -81,7 +83,7 @@ def run(args: argparse.Namespace) -> int:
 
     request = request_from_args(args)
     registry = Registry.from_env()
-    record = registry.find(args.job)
+    record = api.job(args.job).record
 
     def state_fn(rec: JobRecord) -> JobState:
         # Re-read the registry: a final_state recorded while we follow ends the follow without a query.

@@ -5,6 +5,8 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
+from ddpctl.cli.common import add_job_arg
+
 
 def add(sub: Any) -> None:
     parser = sub.add_parser(
@@ -13,18 +15,17 @@ def add(sub: Any) -> None:
         "time limit or on preemption (sbatch: to the batch shell; submitit: to every task; local: to the "
         "supervisor): all ranks stop at an agreed step, checkpoint, and the job requeues itself.",
     )
-    parser.add_argument("job", help="job id or name")
+    add_job_arg(parser)
     parser.add_argument("--as", dest="kind", choices=["preemption", "timeout"], default="preemption",
                         help="which budget the requeue is charged to (default: preemption)")
     parser.set_defaults(func=run)
 
 
 def run(args: argparse.Namespace) -> int:
-    from ddpctl.backends import get_backend
-    from ddpctl.run.registry import Registry
+    from ddpctl import api
 
-    record = Registry.from_env().find(args.job)
-    get_backend(record.backend).preempt(record, args.kind)
-    print(f"sent the {args.kind} warning to job {record.job_id} ({record.name}); follow with "
-          f"`ddpctl logs -f {record.job_id}`")
+    job = api.job(args.job)
+    job.preempt(args.kind)
+    print(f"sent the {args.kind} warning to job {job.job_id} ({job.name}); follow with "
+          f"`ddpctl logs -f {job.job_id}`")
     return 0

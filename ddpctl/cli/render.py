@@ -19,11 +19,10 @@ def add(sub: Any) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from ddpctl.spec import load_spec, resolve_paths
-    from ddpctl.submit.render import render_for
+    from ddpctl import api
+    from ddpctl.plan.render import render_for
 
-    spec = resolve_paths(load_spec(args.spec, args.overrides), Path.cwd())
-    text = render_for(spec)
+    text = render_for(api.load_spec(args.spec, args.overrides))
     if args.output is None:
         sys.stdout.write(text)
         return 0

@@ -7,29 +7,22 @@ import json
 from dataclasses import asdict
 from typing import Any
 
+from ddpctl.cli.common import add_job_arg
+
 
 def add(sub: Any) -> None:
     parser = sub.add_parser("status", help="state of a job: PENDING/RUNNING/REQUEUED/..., restarts, nodes",
                             description="Works without accounting (squeue, scontrol, the run's events).")
-    parser.add_argument("job", nargs="?", help="job id or name (default: the most recently submitted job)")
+    add_job_arg(parser, "job id or name (default: the most recently submitted job)", nargs="?")
     parser.add_argument("--json", action="store_true", help="one JSON object")
     parser.set_defaults(func=run)
 
 
 def run(args: argparse.Namespace) -> int:
-    from ddpctl.backends import current_state
-    from ddpctl.errors import JobNotFound
-    from ddpctl.run.registry import Registry
+    from ddpctl import api
 
-    registry = Registry.from_env()
-    if args.job is None:
-        records = registry.records()
-        if not records:
-            raise JobNotFound(f"no jobs in the registry {registry.path} yet: submit one with `ddpctl submit`")
-        record = records[-1]
-    else:
-        record = registry.find(args.job)
-    state = current_state(record)
+    job = api.job(args.job)
+    record, state = job.record, job.status()
     if args.json:
         print(json.dumps({"job_id": record.job_id, "name": record.name, "backend": record.backend,
                           "run_dir": record.run_dir, **asdict(state)}))

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import argparse
 import sys
-from pathlib import Path
 from typing import Any
 
 from ddpctl.cli.common import add_spec_args
@@ -26,43 +25,21 @@ def add(sub: Any) -> None:
     parser.set_defaults(func=run)
 
 
-def load(args: argparse.Namespace) -> Any:
-    from ddpctl.spec import load_spec, resolve_paths
-
-    overrides = list(args.overrides) + ([f"backend={args.backend}"] if args.backend else [])
-    return resolve_paths(load_spec(args.spec, overrides), Path.cwd())
-
-
 def run(args: argparse.Namespace) -> int:
-    from ddpctl.backends import get_backend
-    from ddpctl.run.registry import Registry
+    from ddpctl import api
 
-    spec = load(args)
+    # One plan, built once: the dry run prints it, the submission submits it.
+    plan = api.plan(args.spec, backend=args.backend, overrides=args.overrides)
     if args.dry_run:
-        return dry_run(spec)
-    backend = get_backend(spec.backend)
-    backend.check_available()
-    Registry.from_env().check_writable()
-    record = backend.submit(spec, Path(args.spec).resolve())
-    Registry.from_env().add(record)
-    print(f"submitted {record.name}: job {record.job_id} ({record.backend})")
-    print(f"run dir:  {record.run_dir}")
-    print(f"logs:     ddpctl logs -f {record.job_id}")
+        sys.stdout.write(plan.text())
+        return 0
+    job = api.submit_plan(plan)
+    print(f"submitted {job.name}: job {job.job_id} ({job.backend})")
+    print(f"run dir:  {job.run_dir}")
+    print(f"logs:     ddpctl logs -f {job.job_id}")
     sys.stdout.flush()
     if args.wait:
         from ddpctl.cli.waiting import wait_for_job
 
-        return wait_for_job(record)
-    return 0
-
-
-def dry_run(spec: Any) -> int:
-    from ddpctl.submit.plan import plan_text
-
-    script = None
-    if spec.backend == "sbatch":
-        from ddpctl.submit.render import render_for
-
-        script = render_for(spec)
-    sys.stdout.write(plan_text(spec, script))
+        return wait_for_job(job.record)
     return 0

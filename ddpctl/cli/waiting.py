@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import sys
-import time
 from collections.abc import Callable
 
 from ddpctl import exitcodes
@@ -38,16 +37,17 @@ def exit_status(state: JobState) -> int:
 def poll_until_terminal(record: JobRecord, show: Callable[[str], None], *, live: bool,
                         query: Callable[[JobRecord], JobState] = current_state) -> JobState:
     """Show each change of state; a live status line also shows the ticking elapsed time."""
-    last = ""
-    while True:
-        state = query(record)
+    from ddpctl.api import Job
+
+    shown = [""]
+
+    def on_state(state: JobState) -> None:
         text = describe(state, elapsed=live)
-        if text != last:
+        if text != shown[0]:
             show(text)
-            last = text
-        if state.terminal:
-            return state
-        time.sleep(POLL_S)
+            shown[0] = text
+
+    return Job(record, state_fn=query).wait(poll_s=POLL_S, on_state=on_state)
 
 
 def wait_for_job(record: JobRecord) -> int:

@@ -18,7 +18,7 @@ from pathlib import Path
 
 from ddpctl.logs.core import LineFilter, LineSplitter, Source
 from ddpctl.run import safeio
-from ddpctl.run.layout import RunLayout, attempt_number, rank_of_log
+from ddpctl.run.layout import NODE_INFO_GLOB, RANK_INFO_GLOB, RunLayout, attempt_number, rank_of_log
 
 _UNSEEN = -1  # inode before the first stat
 _VANISHED = 0  # no file has inode 0: set when the file disappears, so its return reads from the start
@@ -78,7 +78,7 @@ def read_node_map(attempt_dir: Path, skip: frozenset[str] = frozenset()) -> dict
     """Per info file name (except those in `skip`): global rank -> node name. Workers' rank-<r>.json come last
     so they override a launcher's node-<k>.json (which can only guess ranks under c10d rendezvous)."""
     found: dict[str, dict[int, str]] = {}
-    for path in [*sorted(attempt_dir.glob("node-*.json")), *sorted(attempt_dir.glob("rank-*.json"))]:
+    for path in [*sorted(attempt_dir.glob(NODE_INFO_GLOB)), *sorted(attempt_dir.glob(RANK_INFO_GLOB))]:
         info = None if path.name in skip else read_node_info(path)
         if info is not None:
             found[path.name] = dict.fromkeys(info[1], info[0])

@@ -1,10 +1,10 @@
 """`ddpctl logs`: find, merge, filter and follow a job's per-rank logs.
 
-Pieces: logs_core (pure: flags, line splitting, prefixes, filters), logs_errors (pure: error detection),
-logs_files (reading files incrementally), logs_output (plain/colour/JSON sinks), logs_follow (the -f loop).
+Pieces: `core` (pure: flags, line splitting, prefixes, filters), `failures` (pure: error detection),
+`files` (reading files incrementally), `output` (plain/colour/JSON sinks), `follow` (the -f loop).
 
 Job state: a record whose `final_state` is a terminal state is taken at its word (no backend query); otherwise
-the injected `state_fn` (default `ddpctl.state.current_state`) is asked. The CLI's `state_fn` re-reads the
+the injected `state_fn` (default `ddpctl.backends.current_state`) is asked. The CLI's `state_fn` re-reads the
 registry each time and takes any `final_state` found there at its word (see `job_state`), so a final state
 recorded while -f runs ends it without a scheduler query. The state decides whether partial last lines may be
 printed (only once the job is terminal: until then the writer may still finish the line) and when -f stops.
@@ -32,7 +32,7 @@ from ddpctl.logs.follow import FollowConfig, Follower
 from ddpctl.logs.launcher import LauncherFailure, launcher_failures
 from ddpctl.logs.output import Sink
 from ddpctl.run import safeio
-from ddpctl.run.layout import RunLayout
+from ddpctl.run.layout import NODE_LOG_GLOB, RunLayout
 from ddpctl.run.registry import JobRecord
 from ddpctl.run.state import TERMINAL, JobState
 
@@ -150,7 +150,7 @@ def show_errors(layout: RunLayout, attempts: list[int], flt: LineFilter, sink: S
 def launcher_reports(files: AttemptFiles, flt: LineFilter) -> list[tuple[Source, LauncherFailure, str, float]]:
     """What every node's launcher log of the attempt reports about failed ranks (within the filter)."""
     out = []
-    for path in sorted(files.path.glob("node-*.log")):
+    for path in sorted(files.path.glob(NODE_LOG_GLOB)):
         try:
             text, before = safeio.read_tail(path, LAUNCHER_TAIL_BYTES)
         except OSError:  # vanished, or a symlink (never followed)

@@ -17,17 +17,14 @@ from ddpctl.node.decide import Decision, Kind, RunOutcome, classify_signal, coun
 from ddpctl.run import safeio
 from ddpctl.run.events import append_event, read_events
 from ddpctl.run.layout import RunLayout
-from ddpctl.spec import JobSpec, load_spec, time_to_seconds
+from ddpctl.run.rundir import run_spec
+from ddpctl.spec import time_to_seconds
 
 FanOut = Callable[[str], None]  # delivers the stop signal (by name) to every node's launcher
 
 
 def attempt_of(env: Mapping[str, str]) -> int:
     return int(env.get("SLURM_RESTART_COUNT") or 0)
-
-
-def load_run_spec(layout: RunLayout) -> JobSpec:
-    return load_spec(layout.spec_file, check_paths=False, nofollow=True)
 
 
 def batch_start(layout: RunLayout, env: Mapping[str, str]) -> None:
@@ -40,6 +37,11 @@ def batch_start(layout: RunLayout, env: Mapping[str, str]) -> None:
 # A rehearsal's signal arrives within a second of its request; an older request is stale and must not relabel
 # a real signal (it is consumed either way).
 REQUEST_MAX_AGE_S = 60.0
+
+
+def request_kind(layout: RunLayout, kind: str) -> None:
+    """Leave the kind `ddpctl preempt --as KIND` rehearses for the decision (`requested_kind` reads it)."""
+    safeio.write_text_atomic(layout.preempt_request, json.dumps({"kind": kind, "t": time.time()}))
 
 
 def requested_kind(layout: RunLayout, now: float | None = None) -> Kind | None:
@@ -57,7 +59,9 @@ def requested_kind(layout: RunLayout, now: float | None = None) -> Kind | None:
     return kind if kind in ("timeout", "preemption") else None
 
 
-def parse_time_left(text: str) -> int | None:
+def parse_time_left(text: str | None) -> int | None:
+    if text is None:
+        return None
     try:
         return time_to_seconds(text.strip())
     except Exception:
@@ -66,7 +70,7 @@ def parse_time_left(text: str) -> int | None:
 
 def on_signal(layout: RunLayout, env: Mapping[str, str], signal_name: str,
               time_left: Callable[[], int | None], fan_out: FanOut) -> dict[str, Any]:
-    spec = load_run_spec(layout)
+    spec = run_spec(layout)
     attempt = attempt_of(env)
     left = time_left()
     kind = requested_kind(layout) or classify_signal(left, spec.requeue.lead_s)
@@ -82,8 +86,9 @@ def on_signal(layout: RunLayout, env: Mapping[str, str], signal_name: str,
     return event
 
 
-def run_outcome(layout: RunLayout, attempt: int, exit_code: int) -> RunOutcome:
-    events = [e for e in read_events(layout.events) if e.get("attempt") == attempt]
+def run_outcome(layout: RunLayout, events: list[dict[str, Any]], attempt: int, exit_code: int) -> RunOutcome:
+    """The outcome of `attempt` from the run's `events` (read once by the caller) and its stopped marker."""
+    events = [e for e in events if e.get("attempt") == attempt]
     kinds = [e.get("kind") for e in events if e.get("event") == "signal"]
     kind = kinds[-1] if kinds and kinds[-1] in ("timeout", "preemption") else None
     node_exits = [e["exit"] for e in events if e.get("event") == "node-exit" and isinstance(e.get("exit"), int)]
@@ -92,21 +97,15 @@ def run_outcome(layout: RunLayout, attempt: int, exit_code: int) -> RunOutcome:
 
 
 def decide_run(layout: RunLayout, env: Mapping[str, str], exit_code: int) -> Decision:
-    spec = load_run_spec(layout)
+    spec = run_spec(layout)
     attempt = attempt_of(env)
-    outcome = run_outcome(layout, attempt, exit_code)
-    used = count_requeues(read_events(layout.events), attempt)
+    events = list(read_events(layout.events))
+    outcome = run_outcome(layout, events, attempt, exit_code)
+    used = count_requeues(events, attempt)
     decision = decide(outcome, spec.requeue, used)
     append_event(layout.events, "decision", attempt=attempt, step_exit=exit_code, stopped=outcome.stopped,
                  **decision.as_event())
     return decision
-
-
-def stopped_step(layout: RunLayout, attempt: int) -> Any:
-    try:
-        return json.loads(safeio.read_text(layout.stopped_marker(attempt))).get("step")
-    except (OSError, ValueError, AttributeError):
-        return None
 
 
 def run_dir_arg(path: Path) -> RunLayout:

@@ -12,7 +12,6 @@ import json
 import os
 import signal
 import socket
-import subprocess
 import sys
 import time
 from collections.abc import Mapping
@@ -20,19 +19,17 @@ from dataclasses import replace
 from pathlib import Path
 from types import FrameType
 
+from ddpctl import proc
+from ddpctl.node.localenv import LOCAL_ENV_FLAG
 from ddpctl.node.torchrun import NodePlan, node_plan
 from ddpctl.run import safeio
 from ddpctl.run.events import append_event
 from ddpctl.run.layout import RunLayout
+from ddpctl.run.rundir import run_spec
 from ddpctl.slurm.env import DistEnv, derive
-from ddpctl.spec import JobSpec, load_spec
+from ddpctl.spec import JobSpec
 
-LOCAL_ENV_FLAG = "DDPCTL_LOCAL"  # set by the local backend for its simulated nodes
 FORWARDED = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)
-
-
-def stop_signal_number(name: str) -> signal.Signals:
-    return signal.Signals[f"SIG{name}"]
 
 
 def local_address(node_name: str, ifname: str | None) -> str | None:
@@ -50,18 +47,21 @@ def local_address(node_name: str, ifname: str | None) -> str | None:
     return None if address.startswith("127.") else address
 
 
+def local_network(dist: DistEnv) -> tuple[DistEnv, str, str]:
+    """Local backend: the simulated nodes' names do not resolve; everything is on loopback."""
+    return replace(dist, master_addr="127.0.0.1"), "lo", "127.0.0.1"
+
+
 def prepare(run_dir: Path, env: Mapping[str, str]) -> tuple[JobSpec, DistEnv, RunLayout, NodePlan]:
     from ddpctl.node import netif
 
     layout = RunLayout(run_dir)
-    spec = load_spec(layout.spec_file, check_paths=False, nofollow=True)
+    spec = run_spec(layout)
     dist = derive(env, spec.nproc_per_node)
     ifname: str | None
     local_addr: str | None
     if env.get(LOCAL_ENV_FLAG):
-        # Local backend: the simulated nodes' names do not resolve; everything is on loopback.
-        dist = replace(dist, master_addr="127.0.0.1")
-        ifname, local_addr = "lo", "127.0.0.1"
+        dist, ifname, local_addr = local_network(dist)
     else:
         ifname = spec.nccl.socket_ifname or netif.pick_ifname(dist.node_name)
         local_addr = local_address(dist.node_name, ifname)
@@ -88,7 +88,7 @@ class Relay:
 
     def __init__(self, layout: RunLayout, dist: DistEnv, stop_sig: signal.Signals) -> None:
         self.layout, self.dist, self.stop_sig = layout, dist, stop_sig
-        self.child: subprocess.Popen[bytes] | None = None
+        self.child: proc.Popen | None = None
         self.stop_received = False
 
     def install(self) -> None:
@@ -118,17 +118,15 @@ class Relay:
 def run_torchrun(plan: NodePlan, relay: Relay, log_path: Path, env: Mapping[str, str]) -> int:
     log_path.parent.mkdir(parents=True, exist_ok=True)
     with safeio.open_append_file(log_path) as log:
-        relay.child = subprocess.Popen(
-            list(plan.argv), env={**env, **plan.env_dict()}, stdout=log, stderr=subprocess.STDOUT,
-            preexec_fn=relay.ignore_stop_in_child,  # noqa: PLW1509 - single-threaded here; sets SIG_IGN only
-        )
+        relay.child = proc.spawn(plan.argv, env={**env, **plan.env_dict()}, stdout=log, stderr=proc.STDOUT,
+                                 preexec_fn=relay.ignore_stop_in_child)  # single-threaded here; sets SIG_IGN only
         code = relay.child.wait()
     return code if code >= 0 else 128 - code
 
 
 def launch(run_dir: Path, env: Mapping[str, str]) -> int:
     spec, dist, layout, plan = prepare(run_dir, env)
-    relay = Relay(layout, dist, stop_signal_number(spec.requeue.signal))
+    relay = Relay(layout, dist, proc.signal_named(spec.requeue.signal))
     relay.install()
     write_node_info(layout, dist, static=spec.rdzv == "static")
     append_event(layout.events, "launch", node=dist.node_name, attempt=dist.restart_count, dist=dist.as_json(),

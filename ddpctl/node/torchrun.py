@@ -80,7 +80,7 @@ def ddpctl_env(spec: JobSpec, dist: DistEnv, layout: RunLayout) -> list[tuple[st
         (envvars.STOP_FILE, str(layout.stop_file(attempt, dist.node_rank))),
         (envvars.STOP_SIGNAL, spec.requeue.signal),
         (envvars.NODE_NAME, dist.node_name),
-        (envvars.RANK_LOG, str(layout.attempt_dir(attempt) / "rank-{rank}.log")),
+        (envvars.RANK_LOG, layout.rank_log_pattern(attempt)),
     ]
 
 

@@ -20,7 +20,7 @@ from pathlib import Path
 
 from ddpctl import exitcodes
 from ddpctl.run import envvars, safeio
-from ddpctl.run.layout import fill_rank
+from ddpctl.run.layout import fill_rank, rank_info_of
 from ddpctl.runtime import stopflag
 
 USAGE = "usage: python -m ddpctl.node.worker SCRIPT [ARGS...]"
@@ -51,7 +51,7 @@ def record_placement(log: Path, env: Mapping[str, str]) -> None:
     torchrun orders nodes by address, not by SLURM_NODEID, so the launcher cannot tell which ranks it got."""
     info = {"rank": int(env.get("RANK", "0")), "local_rank": int(env.get("LOCAL_RANK", "0")),
             "group_rank": int(env.get("GROUP_RANK", "0")), "node": env.get(envvars.NODE_NAME, "?")}
-    target = log.with_suffix(".json")
+    target = rank_info_of(log)
     safeio.write_text_atomic(target, json.dumps(info) + "\n")
 
 

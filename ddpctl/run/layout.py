@@ -6,8 +6,13 @@
         slurm.out           batch-shell output, appended across requeues (--open-mode=append)
         events.jsonl        one JSON object per line: submit, start, signal, stop, checkpoint, decision, exit
         checkpoints/        default checkpoint directory (spec checkpoint.dir overrides)
+        preempt-request.json  left by `ddpctl preempt --as KIND` just before it signals; consumed by the decision
+        supervisor.pid      local backend: the supervisor playing the batch shell (pid and start time)
+        supervisor.lock     local backend: held by the supervisor and its launchers while the job runs
+        submitit/           submitit backend: submitit's own folder (pickles, its logs)
         attempt-<restart>/  one per run of the job (SLURM_RESTART_COUNT, 0 on the first run)
             rank-<global rank>.log    worker stdout+stderr, appended
+            rank-<global rank>.json   written by that worker: which node it runs on (c10d decides placement)
             node-<node rank>.log      launcher (torchrun agent) output for that node
             node-<node rank>.json     written by that node's launcher: node name, node rank, global ranks
             stop-node-<node rank>     exists once that node's launcher received the stop signal
@@ -22,6 +27,10 @@ from pathlib import Path
 
 ATTEMPT_RE = re.compile(r"^attempt-(\d+)$")
 RANK_LOG_RE = re.compile(r"^rank-(\d+)\.log$")
+NODE_INFO_GLOB = "node-*.json"
+NODE_LOG_GLOB = "node-*.log"
+RANK_INFO_GLOB = "rank-*.json"
+RANK_PLACEHOLDER = "{rank}"  # filled in by each worker (it learns its rank from torchrun)
 
 
 @dataclass(frozen=True)
@@ -53,11 +62,31 @@ class RunLayout:
         """Written by `ddpctl preempt --as KIND` just before it signals, so the decision knows the kind."""
         return self.root / "preempt-request.json"
 
+    @property
+    def supervisor_pid(self) -> Path:
+        return self.root / "supervisor.pid"
+
+    @property
+    def supervisor_lock(self) -> Path:
+        """Local backend: flock'ed by the supervisor and its launchers while the job runs (local_proc)."""
+        return self.root / "supervisor.lock"
+
+    @property
+    def submitit_dir(self) -> Path:
+        return self.root / "submitit"
+
     def attempt_dir(self, restart: int) -> Path:
         return self.root / f"attempt-{restart}"
 
     def rank_log(self, restart: int, rank: int) -> Path:
         return self.attempt_dir(restart) / f"rank-{rank}.log"
+
+    def rank_log_pattern(self, restart: int) -> str:
+        """The rank log path with RANK_PLACEHOLDER for the rank: the launcher cannot know its workers' ranks."""
+        return str(self.attempt_dir(restart) / f"rank-{RANK_PLACEHOLDER}.log")
+
+    def rank_info(self, restart: int, rank: int) -> Path:
+        return rank_info_of(self.rank_log(restart, rank))
 
     def node_log(self, restart: int, node_rank: int) -> Path:
         return self.attempt_dir(restart) / f"node-{node_rank}.log"
@@ -90,9 +119,19 @@ def slurm_filename(path: Path) -> str:
     return str(path).replace("%", "%%")
 
 
+def slurm_output(run_base: Path) -> str:
+    """sbatch's --output for runs under `run_base`: <run_base>/%j/slurm.out, with run_base taken literally."""
+    return str(RunLayout(Path(slurm_filename(run_base)) / "%j").batch_log)
+
+
 def attempt_number(dirname: str) -> int | None:
     match = ATTEMPT_RE.match(dirname)
     return int(match.group(1)) if match else None
+
+
+def rank_info_of(rank_log: Path) -> Path:
+    """A worker's placement file, beside its log (the worker knows only its log's path)."""
+    return rank_log.with_suffix(".json")
 
 
 def rank_of_log(filename: str) -> int | None:

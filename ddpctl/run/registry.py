@@ -11,9 +11,8 @@ import math
 import os
 import sys
 from collections.abc import Mapping
-from dataclasses import asdict, dataclass, replace
+from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Any
 
 from ddpctl.errors import DdpctlError, JobNotFound
 
@@ -28,9 +27,6 @@ class JobRecord:
     spec_path: str = ""
     pid: int | None = None  # local backend: the supervisor's pid
     final_state: str | None = None  # set once a terminal state is known
-
-    def with_updates(self, **changes: Any) -> JobRecord:
-        return replace(self, **changes)
 
 
 def registry_home(env: Mapping[str, str]) -> Path:

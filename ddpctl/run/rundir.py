@@ -1,7 +1,8 @@
-"""Create a run directory without ever leaving a half-written one behind.
+"""Create a run directory without ever leaving a half-written one behind, and read its spec back.
 
 Files are written to a hidden staging directory next to the final one and renamed into place once the job id
-is known; on any failure the staging directory is removed.
+is known; on any failure the staging directory is removed. The run's job.yaml never changes after that, so
+`run_spec` parses and validates it once per process, however many parts of the process ask.
 """
 
 from __future__ import annotations
@@ -10,12 +11,13 @@ import shutil
 import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager
+from pathlib import Path
 
 import yaml
 
 from ddpctl.errors import SpecError
 from ddpctl.run.layout import RunLayout
-from ddpctl.spec import JobSpec, spec_to_mapping
+from ddpctl.spec import JobSpec, load_spec, spec_to_mapping
 
 
 @contextmanager
@@ -41,3 +43,15 @@ def commit(stage: RunLayout, spec: JobSpec, job_id: str) -> RunLayout:
     final = RunLayout(spec.run_base / job_id)
     stage.root.rename(final.root)
     return final
+
+
+_RUN_SPECS: dict[Path, JobSpec] = {}
+
+
+def run_spec(layout: RunLayout) -> JobSpec:
+    """The run's job.yaml as a checked spec (paths are not checked: they were at submit time)."""
+    key = layout.spec_file.absolute()
+    spec = _RUN_SPECS.get(key)
+    if spec is None:
+        spec = _RUN_SPECS[key] = load_spec(layout.spec_file, check_paths=False, nofollow=True)
+    return spec

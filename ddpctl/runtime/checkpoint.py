@@ -124,7 +124,9 @@ class Checkpointer:
         except BaseException:
             # A failed save (disk full, ...) takes its partial files with it; the previous complete checkpoint
             # is untouched and stays the one load_latest finds.
-            ckptio.remove_parts(path, self.ctx.rank, self.ctx.is_main, (SHARED, ckptowner.OWNER))
+            rank = self.ctx.rank
+            own = (f"rank-{rank}.pt", f"rank-{rank}.json", *((SHARED, ckptowner.OWNER) if self.ctx.is_main else ()))
+            ckptio.remove_files(path, own, remove_dir=self.ctx.is_main)
             raise
 
     def _write_own_parts(self, path: Path, state: dict[str, Any]) -> None:

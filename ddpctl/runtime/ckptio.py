@@ -135,11 +135,11 @@ def file_matches(path: Path, expected: dict[str, Any], check_hash: bool) -> str 
     return None
 
 
-def remove_parts(step_dir: Path, rank: int, is_main: bool, main_files: tuple[str, ...]) -> None:
-    """Remove what `rank` wrote into an uncommitted step (and, for rank 0, the step itself once it is empty)."""
-    for name in (f"rank-{rank}.pt", f"rank-{rank}.json", *(main_files if is_main else ())):
+def remove_files(step_dir: Path, names: tuple[str, ...], remove_dir: bool) -> None:
+    """Remove `names` from an uncommitted step (and, with `remove_dir`, the step itself once it is empty)."""
+    for name in names:
         (step_dir / name).unlink(missing_ok=True)
-    if is_main:
+    if remove_dir:
         # Other ranks' parts may still be there: the next save's retention removes the leftover then.
         with contextlib.suppress(OSError):
             step_dir.rmdir()

@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from types import FrameType
 
+from ddpctl.proc import signal_named
 from ddpctl.run import envvars
 
 POLL_INTERVAL_S = 0.2
@@ -64,14 +65,6 @@ def reset() -> None:
     _FLAG.requested, _FLAG.source, _FLAG.time = False, None, None
 
 
-def parse_signal(name: str) -> signal.Signals:
-    """Accept "USR2", "SIGUSR2" or "12" the way Slurm's `--signal` does."""
-    text = name.strip().upper()
-    if text.isdigit():
-        return signal.Signals(int(text))
-    return signal.Signals[text if text.startswith("SIG") else "SIG" + text]
-
-
 def install_signal_handler(sig: signal.Signals) -> None:
     """Make `sig` set the flag. Must run in the main thread (a Python rule for signal handlers)."""
 
@@ -108,7 +101,7 @@ def watch_from_env(env: Mapping[str, str]) -> None:
     sig_name = env.get(envvars.STOP_SIGNAL, "")
     if sig_name and not _FLAG.signal_installed and threading.current_thread() is threading.main_thread():
         try:
-            install_signal_handler(parse_signal(sig_name))
+            install_signal_handler(signal_named(sig_name))
         except (KeyError, ValueError):
             # Training must not die on a typo here: the stop file still works, so warn and carry on.
             print(f"ddpctl: WARNING: {envvars.STOP_SIGNAL}={sig_name!r} is not a signal; ignored", file=sys.stderr)

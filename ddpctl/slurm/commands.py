@@ -6,7 +6,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from ddpctl.errors import CommandError
-from ddpctl.proc import Runner, check, run
+from ddpctl.proc import Completed, Runner, check, run
 
 # `%i|%T|%r|%N|%M`: cheap and stable across Slurm versions (the --json schema is not).
 SQUEUE_FORMAT = "%i|%T|%r|%N|%M"
@@ -68,6 +68,28 @@ def show_job(job_id: str, runner: Runner = run) -> dict[str, str]:
 
 def scancel(job_id: str, *options: str, runner: Runner = run) -> None:
     check(["scancel", *options, job_id], runner)
+
+
+def scancel_unchecked(job_id: str, runner: Runner = run) -> None:
+    """Best-effort cancel while cleaning up after another error (which must stay the one reported)."""
+    runner(["scancel", job_id])
+
+
+def _quick(argv: Sequence[str]) -> Completed:
+    # Asked while a stop signal is being handled: a hung slurmctld must not eat the checkpoint's lead time.
+    return run(argv, timeout=10)
+
+
+def time_left(job_id: str, runner: Runner = _quick) -> str | None:
+    """squeue's `%L` for the job (e.g. `1:59`, `UNLIMITED`); None when squeue does not know it."""
+    done = runner(["squeue", "-h", "-j", job_id, "-o", "%L"])
+    return done.stdout if done.returncode == 0 else None
+
+
+def sinfo_partition(partition: str | None, runner: Runner = run) -> str:
+    """`sinfo` rows `PARTITION|NODES|TIMELIMIT` for one partition (None: all); parsed by the doctor."""
+    argv = ["sinfo", "-h", "-o", "%R|%D|%l"] + (["-p", partition] if partition else [])
+    return runner(argv).stdout
 
 
 def release(job_id: str, runner: Runner = run) -> None:

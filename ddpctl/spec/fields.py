@@ -115,6 +115,9 @@ def boolean(value: Any, at: At) -> bool:
     return value
 
 
+setattr(boolean, "choices", ("true", "false"))  # noqa: B010 - read by shell completion (schema.key_choices)
+
+
 def text(pattern: str | None = None, *, nullable: bool = False, what: str = "a non-empty string",
          path: bool = False) -> Conv:
     """A string field; with `path`, a leading `~user` must name a user (it is expanded at submit)."""
@@ -152,6 +155,7 @@ def choice(options: Sequence[str], *, nullable: bool = False, strip: str = "") -
             raise at.fail(result, expected)
         return key
 
+    setattr(conv, "choices", tuple(options))  # noqa: B010 - read by shell completion (schema.key_choices)
     return conv
 
 

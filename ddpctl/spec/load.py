@@ -45,12 +45,15 @@ def load_spec(path: str | Path, overrides: Sequence[str] = (), *, check_paths: b
     return _build(doc, check_paths=check_paths)
 
 
-def spec_from_mapping(data: Mapping[str, Any], source: str = "<spec>", *, check_paths: bool = True) -> JobSpec:
-    """Validate an already-parsed mapping (errors name `source`, without line numbers)."""
+def spec_from_mapping(data: Mapping[str, Any], source: str = "<spec>", *, check_paths: bool = True,
+                      overrides: Sequence[str] = ()) -> JobSpec:
+    """Validate an already-parsed mapping, `--set` overrides applied first (errors name `source`, no lines)."""
     doc = Doc(source, {})
     if not isinstance(data, Mapping):
         raise At(doc).fail(data, "a mapping of spec keys (name: ..., script: ...)", typed=True)
     doc.data = dict(data)
+    for override in overrides:
+        apply_override(doc, override)
     return _build(doc, check_paths=check_paths)
 
 

@@ -36,7 +36,7 @@ from ddpctl.spec.templates import template_names, template_path
 from ddpctl.spec.yamldoc import At, Doc, Key, one_line, parse_yaml
 
 if TYPE_CHECKING:
-    from ddpctl.spec import JobSpec
+    from ddpctl.spec.model import JobSpec
 
 # Input limits (README "Input limits"): far above any real cluster, low enough that everything ddpctl does per
 # node or per rank (dry run, hostlists, log merging) stays fast.
@@ -252,3 +252,18 @@ def check_override_key(flag_doc: Doc, path: Key) -> None:
             raise unknown_key(At(flag_doc, path), list(SECTIONS[path[0]]))
         return
     raise At(flag_doc, path).error(f"unknown key, {path[0]} has no sub-key {'.'.join(path[1:])!r}")
+
+
+def spec_keys() -> list[str]:
+    """Every key `--set` accepts, dotted, from the tables (`env.` and `sbatch.` take the user's own names)."""
+    keys = [name for name in TOP if name not in SECTIONS]
+    keys += [f"{name}.{key}" for name, table in SECTIONS.items() for key in table]
+    return sorted(keys)
+
+
+def key_choices(key: str) -> tuple[str, ...]:
+    """The allowed values of a key that has a fixed set of them (for completion); () for any other."""
+    head, _, sub = key.partition(".")
+    conv = SECTIONS.get(head, {}).get(sub) if sub else TOP.get(head)
+    choices: tuple[str, ...] = getattr(conv, "choices", ())
+    return choices

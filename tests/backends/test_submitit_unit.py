@@ -15,6 +15,7 @@ import pytest
 import yaml
 
 from ddpctl.backends import submitit_backend as sb
+from ddpctl.plan.executor import executor_parameters
 from ddpctl.run.events import append_event, read_events
 from ddpctl.run.layout import RunLayout
 from ddpctl.spec import JobSpec, RequeuePolicy, spec_to_mapping
@@ -41,7 +42,7 @@ def fake_srun(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
 @pytest.mark.parametrize(("time", "minutes"), [("1:30:00", 90), ("10", 10), ("0:30", 1), ("1-00:00:00", 1440),
                                                ("UNLIMITED", 0), (None, 0)])
 def test_time_in_minutes(tmp_path: Path, time: str | None, minutes: int) -> None:
-    params = sb.executor_parameters(make_spec(tmp_path, time=time), tmp_path)
+    params = executor_parameters(make_spec(tmp_path, time=time), tmp_path)
     assert params["time"] == minutes
 
 
@@ -49,7 +50,7 @@ def test_parameters_mirror_the_sbatch_backend(tmp_path: Path) -> None:
     spec = make_spec(tmp_path, partition="debug", mem="4G", cpus_per_task=4, gpus_per_node=2, nproc_per_node=2,
                      sbatch=(("constraint", "a100"), ("exclusive", True)), env=(("A", "x y"),),
                      setup=("module load cuda",), requeue=RequeuePolicy(signal="USR1", lead_s=300))
-    params = sb.executor_parameters(spec, Path("/base"))
+    params = executor_parameters(spec, Path("/base"))
     assert {k: params[k] for k in ("nodes", "ntasks_per_node", "partition", "mem", "cpus_per_task",
                                    "gpus_per_node", "signal_delay_s")} == {
         "nodes": 2, "ntasks_per_node": 1, "partition": "debug", "mem": "4G", "cpus_per_task": 4,
@@ -62,7 +63,7 @@ def test_parameters_mirror_the_sbatch_backend(tmp_path: Path) -> None:
 
 
 def test_requeue_disabled_means_no_requeue(tmp_path: Path) -> None:
-    params = sb.executor_parameters(make_spec(tmp_path, requeue=RequeuePolicy(enabled=False)), tmp_path)
+    params = executor_parameters(make_spec(tmp_path, requeue=RequeuePolicy(enabled=False)), tmp_path)
     assert params["additional_parameters"]["no-requeue"] is True
     assert "requeue" not in params["additional_parameters"]
 
@@ -72,7 +73,7 @@ def test_requeue_disabled_means_no_requeue(tmp_path: Path) -> None:
                                             (None, None)])
 def test_script_submitit_writes(tmp_path: Path, time: str | None, line: str | None) -> None:
     spec = make_spec(tmp_path, time=time, requeue=RequeuePolicy(lead_s=60, max_preemptions=4, max_timeouts=2))
-    executor = sb.make_executor(spec, tmp_path / "base", [])
+    executor = sb.make_executor(spec, tmp_path / "base", [], executor_parameters(spec, tmp_path / "base"))
     lines = executor._make_submission_file_text("CMD", "uid").splitlines()
     for expected in ("#SBATCH --hold", "#SBATCH --signal=USR2@60", "#SBATCH --nodes=2", "#SBATCH --ntasks-per-node=1",
                      "#SBATCH --open-mode=append", "#SBATCH --requeue", "export SUBMITIT_PREEMPT_SIGNAL=USR2",

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
-HEAVY = ("torch", "rich", "submitit", "numpy")
+HEAVY = ("torch", "rich", "submitit", "numpy", "argcomplete")  # argcomplete: only when a shell asks
 PROBE = """
 import json, sys
 from ddpctl.cli import main

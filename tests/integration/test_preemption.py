@@ -392,7 +392,7 @@ def test_three_real_preemptions_by_the_urgent_partition(
     cli: Cli, tmp_path: Path, cleanup_jobs: Callable[[str], str], reference: Reference
 ) -> None:
     job = submit(cli, tmp_path / "runs", cleanup_jobs, "--ckpt-every", "4", "--sleep-per-step", "0.5")
-    stops = []
+    stops: list[int] = []
     for attempt in range(3):
         # RUNNING and made progress in this attempt: at least one new step since it (re)started.
         job.wait_step(attempt, stops[-1] + 1 if stops else 1)

@@ -8,9 +8,11 @@ from pathlib import Path
 
 import yaml
 
-from ddpctl.node.batch import decide_run, on_signal, requested_kind
+from ddpctl.node.batch import decide_run, on_signal, request_kind, requested_kind, run_outcome
+from ddpctl.node.decide import RunOutcome
 from ddpctl.run.events import read_events
 from ddpctl.run.layout import RunLayout
+from ddpctl.run.rundir import run_spec
 from ddpctl.spec import JobSpec, spec_to_mapping
 
 
@@ -55,3 +57,25 @@ def test_decide_records_a_requeue_for_a_stopped_run(tmp_path: Path) -> None:
     assert (decision.action, decision.kind) == ("requeue", "preemption")
     recorded = [e for e in read_events(layout.events) if e["event"] == "decision"]
     assert recorded[-1]["action"] == "requeue" and recorded[-1]["stopped"] is True
+
+
+def test_the_run_spec_is_parsed_once_per_process(tmp_path: Path) -> None:
+    layout = run_dir(tmp_path)
+    on_signal(layout, {}, "USR2", lambda: None, lambda _name: None)
+    layout.spec_file.unlink()  # the decision must not read job.yaml again
+    decision = decide_run(layout, {}, 0)
+    assert (decision.action, decision.reason) == ("finish", "training completed")
+    assert run_spec(layout) is run_spec(layout)
+
+
+def test_the_outcome_comes_from_the_events_the_caller_read(tmp_path: Path) -> None:
+    layout = run_dir(tmp_path)  # no events.jsonl at all: run_outcome must use the list it is given
+    events = [{"event": "signal", "attempt": 1, "kind": "timeout"}, {"event": "node-exit", "attempt": 1, "exit": 3},
+              {"event": "signal", "attempt": 0, "kind": "preemption"}]
+    assert run_outcome(layout, events, 1, 143) == RunOutcome(exit_code=3, stopped=False, signal_kind="timeout")
+
+
+def test_request_kind_is_what_requested_kind_reads(tmp_path: Path) -> None:
+    layout = run_dir(tmp_path)
+    request_kind(layout, "timeout")
+    assert requested_kind(layout) == "timeout"

@@ -5,11 +5,11 @@ from __future__ import annotations
 import pytest
 
 from ddpctl import exitcodes
-from ddpctl.node.decide import Decision, RunOutcome, classify_signal, count_requeues, decide, root_exit
+from ddpctl.node.decide import Decision, Kind, RunOutcome, classify_signal, count_requeues, decide, root_exit
 from ddpctl.spec import RequeuePolicy
 
 POLICY = RequeuePolicy(enabled=True, signal="USR2", lead_s=120, max_preemptions=2, max_timeouts=1, max_failures=0)
-NONE_USED = {"preemption": 0, "timeout": 0, "failure": 0}
+NONE_USED: dict[Kind, int] = {"preemption": 0, "timeout": 0, "failure": 0}
 
 
 @pytest.mark.parametrize(
@@ -35,7 +35,7 @@ NONE_USED = {"preemption": 0, "timeout": 0, "failure": 0}
         (RunOutcome(0, True, None), NONE_USED, "requeue", "preemption", 0),
     ],
 )
-def test_decide_table(outcome: RunOutcome, used: dict, action: str, kind: str | None, code: int) -> None:
+def test_decide_table(outcome: RunOutcome, used: dict[Kind, int], action: str, kind: str | None, code: int) -> None:
     decision = decide(outcome, POLICY, used)
     assert (decision.action, decision.kind, decision.exit_code) == (action, kind, code)
 

@@ -129,7 +129,9 @@ def test_background_save_is_complete_after_wait(tmp_path: Path) -> None:
     ckpt = make(tmp_path)
     live = state(7)
     path = ckpt.save(7, live, blocking=False)
-    live["w"].fill_(-1.0)  # type: ignore[union-attr]  # the snapshot must not see this
+    weights = live["w"]
+    assert isinstance(weights, torch.Tensor)
+    weights.fill_(-1.0)  # the snapshot must not see this
     ckpt.wait()
     assert (path / "COMPLETE").exists()
     found = ckpt.load_latest()

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import re
@@ -15,8 +16,13 @@ from pathlib import Path
 
 import pytest
 
+from ddpctl.node.launch import local_network
+from ddpctl.node.localenv import local_node_env
+from ddpctl.node.torchrun import node_plan
 from ddpctl.run.events import read_events
 from ddpctl.run.layout import RunLayout
+from ddpctl.slurm.env import derive
+from ddpctl.spec import JobSpec, RequeuePolicy
 
 pytestmark = pytest.mark.torchrun
 
@@ -72,27 +78,19 @@ class Attempt:
 
 
 def start(run_dir: Path, number: int, *args: str) -> Attempt:
-    """Start torchrun the way the launcher would on a single node (node rank 0)."""
+    """Start torchrun as `ddpctl launch` would on a single local node (node rank 0): the argv and env come from
+    the launcher's own `node_plan`, for the local backend's loopback network, on a free port."""
     layout = RunLayout(run_dir)
+    spec = JobSpec(name="torchrun-test", script=TRAIN, args=tuple(args), nodes=1, nproc_per_node=2,
+                   env=(("OMP_NUM_THREADS", "1"),), requeue=RequeuePolicy(signal="USR2"))
+    dist, ifname, local_addr = local_network(derive(local_node_env(spec, 1, number, 0), spec.nproc_per_node))
+    dist = dataclasses.replace(dist, master_port=free_port())
+    plan = node_plan(spec, dist, layout, python=sys.executable, ifname=ifname, local_addr=local_addr)
     env = {k: v for k, v in os.environ.items() if not k.startswith(("DDPCTL_", "TORCHELASTIC_"))}
-    env.update(
-        OMP_NUM_THREADS="1",
-        DDPCTL_RUN_DIR=str(run_dir),
-        DDPCTL_ATTEMPT=str(number),
-        DDPCTL_CKPT_DIR=str(layout.default_checkpoints),
-        DDPCTL_CKPT_KEEP="3",
-        DDPCTL_STOP_FILE=str(layout.stop_file(number, 0)),
-        DDPCTL_STOP_SIGNAL="USR2",
-        DDPCTL_RANK_LOG_PATTERN=str(layout.attempt_dir(number) / "rank-{rank}.log"),
-    )
-    argv = [
-        sys.executable, "-m", "torch.distributed.run", "--nnodes", "1", "--nproc-per-node", "2",
-        "--rdzv-backend", "c10d", "--rdzv-endpoint", f"127.0.0.1:{free_port()}",
-        "-m", "ddpctl.node.worker", TRAIN, *args,
-    ]  # fmt: skip
     layout.attempt_dir(number).mkdir(parents=True, exist_ok=True)
     out = (layout.node_log(number, 0)).open("ab")
-    proc = subprocess.Popen(argv, cwd=REPO, env=env, stdout=out, stderr=subprocess.STDOUT)
+    proc = subprocess.Popen(plan.argv, cwd=REPO, env={**env, **plan.env_dict()}, stdout=out,
+                            stderr=subprocess.STDOUT)
     out.close()
     return Attempt(run_dir, number, proc)
 

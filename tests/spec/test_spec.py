@@ -273,3 +273,11 @@ def test_item10_abbreviations_of_reserved_sbatch_options_are_refused(option: str
                                     "exclusive", "gres", "oversubscribe"])
 def test_item10_other_options_are_kept(option: str) -> None:
     assert dict(spec_from_mapping({**BASE, "sbatch": {option: "1"}}, check_paths=False).sbatch) == {option: "1"}
+
+
+def test_shipped_templates_come_from_this_checkout() -> None:
+    # Regression: after the move into ddpctl/spec/ the checkout lookup went one level too shallow and silently
+    # fell back to whatever `ddpctl.templates` an installed copy provided.
+    from ddpctl.spec.templates import templates_dir
+
+    assert templates_dir() == Path(__file__).resolve().parents[2] / "templates"

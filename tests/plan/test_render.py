@@ -12,8 +12,8 @@ import pytest
 import yaml
 
 from ddpctl.errors import SpecError
-from ddpctl.spec import load_spec, resolve_paths, spec_to_mapping
-from ddpctl.submit.render import RenderInputs, render_script, sbatch_value, shell_quote
+from ddpctl.plan.render import RenderInputs, render_script, sbatch_value, shell_quote
+from ddpctl.spec import JobSpec, load_spec, resolve_paths, spec_to_mapping
 
 ROOT = Path(__file__).resolve().parents[2]
 GOLDEN = Path(__file__).parent / "golden"
@@ -165,7 +165,7 @@ def test_item11_templates_cannot_reach_python(tmp_path: Path, monkeypatch: pytes
 def test_item11_template_work_is_bounded(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, body: str, message: str
 ) -> None:
-    monkeypatch.setattr("ddpctl.submit.sandbox.RENDER_TIMEOUT_S", 0.5)
+    monkeypatch.setattr("ddpctl.plan.sandbox.RENDER_TIMEOUT_S", 0.5)
     monkeypatch.chdir(tmp_path)
     template = tmp_path / "big.sbatch.j2"
     template.write_text(body + "\n")
@@ -175,7 +175,7 @@ def test_item11_template_work_is_bounded(
         render_script(spec, RenderInputs(Path("/r"), "python"))
 
 
-def load_spec_text(tmp_path: Path, text: str) -> object:
+def load_spec_text(tmp_path: Path, text: str) -> JobSpec:
     path = tmp_path / "s.yaml"
     path.write_text(text)
     return load_spec(path)

@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from ddpctl import proc
+from ddpctl.slurm import commands
 from ddpctl.spec import JobSpec, time_to_seconds
 
 OK, WARN, FAIL = "ok", "warn", "fail"
@@ -131,8 +132,7 @@ def gather(spec: JobSpec, script: str | None, runner: proc.Runner = proc.run) ->
     tools = {tool: proc.available(tool) for tool in SLURM_TOOLS}
     partition = None
     if tools["squeue"] and proc.available("sinfo"):
-        argv = ["sinfo", "-h", "-o", "%R|%D|%l"] + (["-p", spec.partition] if spec.partition else [])
-        partition = parse_sinfo(runner(argv).stdout)
+        partition = parse_sinfo(commands.sinfo_partition(spec.partition, runner))
     hostname = socket.gethostname()
     try:
         address: str | None = socket.gethostbyname(hostname)

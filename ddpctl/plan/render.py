@@ -17,15 +17,14 @@ from typing import Any
 import jinja2
 
 from ddpctl.errors import SpecError
-from ddpctl.run.layout import slurm_filename
+from ddpctl.plan.sandbox import make_sandbox, render_bounded
+from ddpctl.run.layout import slurm_output
 from ddpctl.spec import JobSpec
 from ddpctl.spec.templates import template_path
-from ddpctl.submit.sandbox import make_sandbox, render_bounded
 
 # sbatch's own #SBATCH parser understands double quotes but no escapes, so a value needing quotes must not
 # itself contain a double quote or a newline.
 _SBATCH_PLAIN = re.compile(r"^[A-Za-z0-9._:,=@%/+\-\[\]]*$")
-_SIGNALS = {"USR1": 10, "USR2": 12}
 
 
 def shell_quote(value: object) -> str:
@@ -65,7 +64,7 @@ def sbatch_options(spec: JobSpec, run_base: Path) -> list[tuple[str, str | None]
             opts.append((key, str(value)))
     opts.append(("requeue" if spec.requeue.enabled else "no-requeue", None))
     # Append: a requeued job keeps its id and Slurm would otherwise truncate the output on each restart.
-    opts += [("open-mode", "append"), ("output", slurm_filename(run_base) + "/%j/slurm.out")]
+    opts += [("open-mode", "append"), ("output", slurm_output(run_base))]
     if spec.requeue.enabled:
         # B: = the batch shell only; it fans the signal out to every node itself (see the template).
         opts.append(("signal", f"B:{spec.requeue.signal}@{spec.requeue.lead_s}"))

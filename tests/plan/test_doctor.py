@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
+from ddpctl.plan.doctor import FAIL, OK, WARN, Facts, evaluate, parse_sinfo
 from ddpctl.spec import JobSpec
-from ddpctl.submit.doctor import FAIL, OK, WARN, Facts, evaluate, parse_sinfo
 
 ALL_TOOLS = dict.fromkeys(("sbatch", "srun", "squeue", "scontrol", "scancel"), True)
 GOOD = Facts(tools=ALL_TOOLS, partition=("debug", 4, 3600), torch_version="torch 2.13.0", submitit=True,

@@ -1,0 +1,268 @@
+"""ddpctl's Python API, for notebooks, sweeps and other tools; the `ddpctl` command line is built on it.
+
+    import ddpctl
+
+    spec = ddpctl.load_spec("jobs/example.yaml", overrides=["nodes=2"])
+    job = ddpctl.submit(spec, backend="local")          # or ddpctl.submit("jobs/example.yaml", ...)
+    final = job.wait(timeout=600)                       # JobState: .state, .restarts, .exit_code, ...
+    for line in job.logs(rank=0):                       # LogLine(attempt, node, rank, text)
+        print(line.text)
+    ddpctl.job("example").status()                      # any job in the registry, by name or id
+
+Errors are the typed exceptions of `ddpctl.errors` (all `DdpctlError`): `str(err)` is the one line the CLI
+prints for it. Nothing here imports torch, rich or submitit unless the chosen backend needs it.
+"""
+
+from __future__ import annotations
+
+import queue
+import threading
+import time
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from ddpctl.backends import current_state, get_backend
+from ddpctl.errors import JobNotFound, WaitTimeout
+from ddpctl.run.registry import JobRecord, Registry
+from ddpctl.run.state import JobState
+from ddpctl.spec import JobSpec, resolve_paths, spec_from_mapping, spec_to_mapping
+from ddpctl.spec import load_spec as _read_spec
+
+if TYPE_CHECKING:
+    from ddpctl.logs.core import Source
+    from ddpctl.logs.failures import ErrorHit
+    from ddpctl.logs.show import LogsRequest
+    from ddpctl.plan.submission import SubmissionPlan
+
+SpecLike = JobSpec | str | Path
+StateFn = Callable[[JobRecord], JobState]
+
+
+def load_spec(path: str | Path, overrides: Sequence[str] = (), *, cwd: str | Path | None = None) -> JobSpec:
+    """Read, override (`"key.sub=value"`, as `--set`), validate and resolve a spec file.
+
+    Relative paths resolve against `cwd` (default: the current directory), as `ddpctl submit` does.
+    Raises `SpecError` naming the file, line, key, value and what is allowed.
+    """
+    return resolve_paths(_read_spec(path, overrides), Path(cwd) if cwd is not None else Path.cwd())
+
+
+def _spec_of(spec_or_path: SpecLike, overrides: Sequence[str], backend: str | None) -> JobSpec:
+    extra = [*overrides, *([f"backend={backend}"] if backend else [])]
+    if isinstance(spec_or_path, JobSpec):
+        if not extra:
+            return resolve_paths(spec_or_path, Path.cwd())
+        spec = spec_from_mapping(spec_to_mapping(spec_or_path), spec_or_path.source, overrides=extra)
+        return resolve_paths(spec, Path.cwd())
+    return load_spec(spec_or_path, extra)
+
+
+def plan(spec_or_path: SpecLike, *, backend: str | None = None, overrides: Sequence[str] = ()) -> SubmissionPlan:
+    """The frozen submission plan: what `submit` would submit, and what `ddpctl submit --dry-run` prints."""
+    from ddpctl.plan.submission import build
+
+    return build(_spec_of(spec_or_path, overrides, backend))
+
+
+def submit(spec_or_path: SpecLike, *, backend: str | None = None, overrides: Sequence[str] = ()) -> Job:
+    """Submit a spec (a `JobSpec` or a spec file) and record it in the registry; returns at once.
+
+    `backend` overrides the spec's (`sbatch`, `submitit` or `local`). Raises `SpecError` for a bad spec,
+    `BackendUnavailable` when the backend cannot run here, `CommandError` when sbatch refuses the job.
+    """
+    return submit_plan(plan(spec_or_path, backend=backend, overrides=overrides))
+
+
+def submit_plan(submission: SubmissionPlan) -> Job:
+    """Submit exactly this plan (as `plan()` built it) and record it in the registry."""
+    backend = get_backend(submission.backend)
+    backend.check_available()
+    Registry.from_env().check_writable()  # before anything is submitted: an unrecorded job could not be found
+    source = Path(submission.spec.source)  # "<spec>" for a spec built in Python: recorded as it is
+    record = backend.submit(submission, source.resolve() if source.is_file() else source)
+    Registry.from_env().add(record)
+    return Job(record)
+
+
+def job(name_or_id: str | None = None) -> Job:
+    """A job from the registry by id, or the newest with that name; None: the newest job of all.
+
+    Raises `JobNotFound` (naming the registry and the names it knows) when there is none.
+    """
+    registry = Registry.from_env()
+    if name_or_id is not None:
+        return Job(registry.find(name_or_id))
+    records = registry.records()
+    if not records:
+        raise JobNotFound(f"no jobs in the registry {registry.path} yet: submit one with `ddpctl submit`")
+    return Job(records[-1])
+
+
+def jobs() -> list[Job]:
+    """Every job in the registry, oldest submission first."""
+    return [Job(record) for record in Registry.from_env().records()]
+
+
+@dataclass(frozen=True)
+class LogLine:
+    """One whole line of one rank's output."""
+
+    attempt: int
+    node: str | None  # None until that rank's placement is known
+    rank: int
+    text: str
+
+
+class Job:
+    """A submitted job: ask its state, wait for it, read its logs, cancel or preempt it."""
+
+    def __init__(self, record: JobRecord, state_fn: StateFn = current_state) -> None:
+        self.record = record
+        self._state_fn = state_fn
+
+    def __repr__(self) -> str:
+        return f"Job({self.job_id!r}, name={self.name!r}, backend={self.backend!r})"
+
+    @property
+    def job_id(self) -> str:
+        return self.record.job_id
+
+    @property
+    def name(self) -> str:
+        return self.record.name
+
+    @property
+    def backend(self) -> str:
+        return self.record.backend
+
+    @property
+    def run_dir(self) -> Path:
+        return Path(self.record.run_dir)
+
+    def status(self) -> JobState:
+        """The current state (PENDING, RUNNING, REQUEUED, COMPLETED, FAILED, BUDGET_SPENT, ...)."""
+        return self._state_fn(self.record)
+
+    def wait(self, timeout: float | None = None, *, poll_s: float = 1.0,
+             on_state: Callable[[JobState], None] | None = None) -> JobState:
+        """Poll until the job reaches a terminal state and return it; `on_state` sees every polled state.
+
+        Raises `WaitTimeout` (also a `TimeoutError`) after `timeout` seconds; the job keeps running.
+        """
+        deadline = None if timeout is None else time.monotonic() + timeout
+        while True:
+            state = self.status()
+            if on_state is not None:
+                on_state(state)
+            if state.terminal:
+                return state
+            if deadline is not None and time.monotonic() >= deadline:
+                raise WaitTimeout(f"job {self.job_id} ({self.name}): still {state.state} after {timeout} s")
+            pause = poll_s if deadline is None else min(poll_s, max(0.0, deadline - time.monotonic()))
+            time.sleep(pause)
+
+    def cancel(self) -> None:
+        """Cancel the job (`CommandError` when it is not running any more)."""
+        get_backend(self.backend).cancel(self.record)
+
+    def preempt(self, kind: str = "preemption") -> None:
+        """Rehearse: deliver the warning signal as Slurm would; the requeue is charged to `kind`
+        (`preemption` or `timeout`)."""
+        if kind not in ("preemption", "timeout"):
+            from ddpctl.errors import DdpctlError
+
+            raise DdpctlError(f"preempt kind: got {kind!r}, expected preemption or timeout")
+        get_backend(self.backend).preempt(self.record, kind)
+
+    def logs(self, *, follow: bool = False, rank: int | Sequence[int] | str | None = None,
+             node: str | None = None, attempt: int | str | None = None, grep: str | None = None) -> Iterator[LogLine]:
+        """The job's rank output as `LogLine`s, as `ddpctl logs` selects it.
+
+        `rank`: a rank, ranks, or a spec like "0,3-5"; `attempt`: a number, "all", or None for the latest;
+        `follow`: keep yielding new lines (across requeues) until the job ends. Bad filters raise `LogsError`.
+        """
+        from ddpctl.logs.core import LineFilter, compile_grep, parse_attempt, parse_nodes, parse_rank_spec
+        from ddpctl.logs.show import LogsRequest
+
+        ranks = (parse_rank_spec(rank) if isinstance(rank, str) else
+                 frozenset([rank]) if isinstance(rank, int) else None if rank is None else frozenset(rank))
+        flt = LineFilter(ranks=ranks, nodes=None if node is None else parse_nodes(node),
+                         grep=None if grep is None else compile_grep(grep))
+        attempt_arg = None if attempt is None else parse_attempt(str(attempt))
+        request = LogsRequest(follow=follow, attempt=attempt_arg, flt=flt)
+        return _stream_logs(self.record, request, self._state_fn)
+
+
+class _Stop(Exception):
+    """The reader of a followed log went away: end the follower thread."""
+
+
+QUEUE_LINES = 10_000  # lines read ahead of the reader at most: a slow reader holds the follower back
+
+
+def _put(out: queue.Queue[object], item: object, stop: threading.Event) -> None:
+    while True:
+        try:
+            out.put(item, timeout=0.1)
+            return
+        except queue.Full:
+            if stop.is_set():
+                raise _Stop from None
+
+
+class _QueueSink:
+    """A `ddpctl.logs.output.Sink` that hands lines to the iterator instead of writing them."""
+
+    def __init__(self, out: queue.Queue[object], stop: threading.Event) -> None:
+        self.out, self.stop = out, stop
+
+    def lines(self, source: Source, lines: list[str]) -> None:
+        if self.stop.is_set():
+            raise _Stop
+        for text in lines:
+            _put(self.out, LogLine(source.attempt, source.node, source.rank, text), self.stop)
+
+    def note(self, text: str) -> None:
+        """Banners (`-- attempt 1 --`) are for people; the lines carry their attempt."""
+
+    def failure(self, source: Source, hit: ErrorHit) -> None:
+        """Not used: `logs()` has no errors mode."""
+
+    def flush(self) -> None:
+        if self.stop.is_set():
+            raise _Stop
+
+
+_DONE = object()
+
+
+def _stream_logs(record: JobRecord, request: LogsRequest, state_fn: StateFn) -> Iterator[LogLine]:
+    from ddpctl.logs.show import job_state, show_logs
+
+    out: queue.Queue[object] = queue.Queue(maxsize=QUEUE_LINES)
+    stop = threading.Event()
+
+    def produce() -> None:
+        try:
+            try:
+                show_logs(record, request, _QueueSink(out, stop), state_fn=lambda rec: job_state(rec, state_fn))
+            except _Stop:
+                raise
+            except BaseException as err:  # handed to the reader, raised there
+                _put(out, err, stop)
+            _put(out, _DONE, stop)
+        except _Stop:
+            pass
+
+    # A thread even without `follow`, so a huge log is yielded as it is read rather than collected first.
+    threading.Thread(target=produce, name="ddpctl-logs", daemon=True).start()
+    try:
+        while (item := out.get()) is not _DONE:
+            if isinstance(item, BaseException):
+                raise item
+            assert isinstance(item, LogLine)
+            yield item
+    finally:
+        stop.set()

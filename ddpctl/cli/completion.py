@@ -1,0 +1,49 @@
+"""Shell completion through argcomplete: commands and options from the parser, spec keys after `--set`, job
+names and ids from the registry.
+
+argcomplete is imported only when a shell asks for completions (`_ARGCOMPLETE` set), so a normal run pays
+nothing. Enable it with `eval "$(register-python-argcomplete ddpctl)"` (README).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+from collections.abc import Callable
+from typing import Any
+
+Completer = Callable[..., list[str]]
+
+
+def spec_keys(prefix: str, **_: Any) -> list[str]:
+    """`--set` words: `key=` (no space after it), then, for keys with fixed values, `key=value`."""
+    from ddpctl.spec.schema import key_choices, spec_keys
+
+    key, eq, value = prefix.partition("=")
+    if eq:
+        return [f"{key}={choice}" for choice in key_choices(key) if choice.startswith(value)]
+    return [f"{name}=" for name in [*spec_keys(), "env.", "sbatch."] if name.startswith(prefix)]
+
+
+def job_refs(prefix: str, **_: Any) -> list[str]:
+    """Names and ids of the jobs in the registry, newest first."""
+    from ddpctl.run.registry import Registry
+
+    refs: list[str] = []
+    for record in reversed(Registry.from_env().records()):
+        refs += [ref for ref in (record.name, record.job_id) if ref.startswith(prefix) and ref not in refs]
+    return refs
+
+
+def complete_with(action: argparse.Action, completer: Completer) -> argparse.Action:
+    """Attach a completer where argcomplete looks for it (the action's `completer` attribute)."""
+    setattr(action, "completer", completer)  # noqa: B010 - argparse.Action has no such field in its stubs
+    return action
+
+
+def autocomplete(parser: argparse.ArgumentParser) -> None:
+    """Answer a completion request and exit, when the shell made one; otherwise do nothing."""
+    if "_ARGCOMPLETE" in os.environ:
+        import argcomplete
+
+        argcomplete.autocomplete(parser)

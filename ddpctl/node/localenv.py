@@ -1,0 +1,33 @@
+"""The environment the local backend gives each simulated node: what a Slurm step would set (pure).
+
+Node names are local1..localN; `LOCAL_ENV_FLAG` tells the launcher to put everything on loopback
+(`ddpctl.node.launch.local_network`), since those names do not resolve.
+"""
+
+from __future__ import annotations
+
+import functools
+
+from ddpctl.spec import JobSpec
+
+LOCAL_ENV_FLAG = "DDPCTL_LOCAL"  # set by the local backend for its simulated nodes
+
+
+@functools.lru_cache(maxsize=4)
+def _hosts(nodes: int) -> tuple[tuple[str, ...], str]:
+    """The names and their comma list, built once per node count (a dry run asks once per node)."""
+    names = tuple(f"local{i + 1}" for i in range(nodes))
+    return names, ",".join(names)
+
+
+def local_node_env(spec: JobSpec, job_number: int, attempt: int, node_rank: int) -> dict[str, str]:
+    hosts, node_list = _hosts(spec.nodes)
+    env = {
+        "SLURM_JOB_ID": str(job_number), "SLURM_JOB_NAME": spec.name, "SLURM_JOB_NODELIST": node_list,
+        "SLURM_JOB_NUM_NODES": str(spec.nodes), "SLURM_NNODES": str(spec.nodes), "SLURM_NODEID": str(node_rank),
+        "SLURMD_NODENAME": hosts[node_rank], "SLURM_STEP_ID": "0", "SLURM_PROCID": str(node_rank),
+        "SLURM_NTASKS": str(spec.nodes), LOCAL_ENV_FLAG: "1",
+    }
+    if attempt > 0:  # like Slurm: absent on the first run
+        env["SLURM_RESTART_COUNT"] = str(attempt)
+    return env

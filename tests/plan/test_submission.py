@@ -1,0 +1,135 @@
+"""The submission plan: golden dry runs for every backend, the CLI prints exactly the plan, and the backends
+submit exactly the plan (a changed plan is submitted changed: nothing is derived from the spec again)."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+import subprocess
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+
+import pytest
+import yaml
+
+from ddpctl.backends.sbatch import SbatchBackend
+from ddpctl.node.launch import prepare
+from ddpctl.node.localenv import local_node_env
+from ddpctl.plan.submission import PLACEHOLDER_JOB_ID, PLACEHOLDER_JOB_NUMBER, SubmissionPlan, build
+from ddpctl.proc import Completed
+from ddpctl.spec import load_spec, resolve_paths, spec_to_mapping
+
+ROOT = Path(__file__).resolve().parents[2]
+GOLDEN = Path(__file__).parent / "golden"
+PROJECT = Path("/project")  # a fixed pretend checkout, so golden files do not depend on where tests run
+FIXED = ("python=/usr/bin/python3",)
+BACKENDS = ("sbatch", "submitit", "local")
+
+
+def example_plan(backend: str, root: Path = PROJECT) -> SubmissionPlan:
+    return build(resolve_paths(load_spec(ROOT / "jobs" / "example.yaml", FIXED), root), backend)
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_golden_dry_run(backend: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.chdir(ROOT)
+    text = example_plan(backend).text()
+    golden = GOLDEN / f"dry-run-{backend}.txt"
+    if os.environ.get("DDPCTL_UPDATE_GOLDEN"):
+        golden.write_text(text)
+    assert text == golden.read_text()
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_cli_dry_run_prints_exactly_the_plan(backend: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.chdir(ROOT)
+    argv = [sys.executable, "-m", "ddpctl", "submit", "jobs/example.yaml", "--dry-run", "--backend", backend,
+            *(f"--set={item}" for item in FIXED)]
+    done = subprocess.run(argv, cwd=ROOT, capture_output=True, text=True, timeout=60, check=True)
+    assert done.stdout == example_plan(backend, ROOT).text()
+
+
+def test_submitit_plan_shows_its_executor_parameters(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.chdir(ROOT)
+    plan = example_plan("submitit")
+    assert plan.script is None
+    params = plan.executor_parameters()
+    assert params["additional_parameters"]["signal"] == "USR2@60"
+    assert json.dumps(params, indent=2) in plan.text()
+    params["nodes"] = 99  # a copy: the plan stays as printed
+    assert plan.executor_parameters()["nodes"] == 2
+
+
+def test_local_plan_is_what_each_launcher_computes(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.chdir(ROOT)
+    spec = dataclasses.replace(resolve_paths(load_spec(ROOT / "jobs" / "example.yaml", FIXED), ROOT),
+                               run_dir=str(tmp_path))
+    plan = build(spec, "local")
+    run_dir = plan.spec.run_base / PLACEHOLDER_JOB_ID
+    run_dir.mkdir(parents=True)
+    (run_dir / "job.yaml").write_text(yaml.safe_dump(spec_to_mapping(plan.spec)))
+    for node in plan.nodes:
+        env = local_node_env(plan.spec, int(PLACEHOLDER_JOB_NUMBER), 0, node.dist.node_rank)
+        _, dist, _, launched = prepare(run_dir, env)
+        assert (dist, launched) == (node.dist, node.plan)
+
+
+class FakeSlurm:
+    """Our own Runner seam: records what sbatch was given, answers like sbatch/scontrol would."""
+
+    def __init__(self) -> None:
+        self.calls: list[tuple[str, ...]] = []
+        self.submitted: str | None = None
+
+    def __call__(self, argv: Sequence[str]) -> Completed:
+        self.calls.append(tuple(argv))
+        if argv[0] == "sbatch":
+            self.submitted = Path(argv[-1]).read_text()
+            return Completed(tuple(argv), 0, "4242\n", "")
+        return Completed(tuple(argv), 0, "", "")
+
+
+@pytest.fixture
+def sbatch_on_path(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """check_available() only looks sbatch up on PATH; the fake runner answers for it."""
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    (bin_dir / "sbatch").write_text("#!/bin/sh\nexit 1\n")
+    (bin_dir / "sbatch").chmod(0o755)
+    monkeypatch.setenv("PATH", f"{bin_dir}{os.pathsep}{os.environ['PATH']}")
+
+
+@pytest.mark.usefixtures("sbatch_on_path")
+def test_sbatch_backend_submits_the_plans_script_as_it_is(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.chdir(ROOT)
+    spec = dataclasses.replace(resolve_paths(load_spec(ROOT / "jobs" / "example.yaml", FIXED), ROOT),
+                               run_dir=str(tmp_path / "runs"))
+    plan = build(spec, "sbatch")
+    assert plan.script is not None
+    changed = dataclasses.replace(plan, script=plan.script + "# this line is only in the plan\n")
+    slurm = FakeSlurm()
+    record = SbatchBackend(runner=slurm).submit(changed, ROOT / "jobs" / "example.yaml")
+    assert slurm.submitted == changed.script
+    assert (Path(record.run_dir) / "job.sbatch").read_text() == changed.script
+    assert [c[:2] for c in slurm.calls] == [("sbatch", "--parsable"), ("scontrol", "release")]
+    assert yaml.safe_load((Path(record.run_dir) / "job.yaml").read_text()) == spec_to_mapping(spec)
+
+
+def test_submitit_executor_gets_the_plans_parameters(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    pytest.importorskip("submitit")
+    from ddpctl.backends.submitit_backend import make_executor
+
+    bin_dir = tmp_path / "bin"  # submitit's SlurmExecutor only checks that srun is on PATH
+    bin_dir.mkdir()
+    (bin_dir / "srun").write_text("#!/bin/sh\nexit 1\n")
+    (bin_dir / "srun").chmod(0o755)
+    monkeypatch.setenv("PATH", f"{bin_dir}{os.pathsep}{os.environ['PATH']}")
+    monkeypatch.chdir(ROOT)
+    plan = example_plan("submitit")
+    params = plan.executor_parameters()
+    params["job_name"] = "only-in-the-plan"
+    changed = dataclasses.replace(plan, executor_json=json.dumps(params))
+    executor = make_executor(changed.spec, tmp_path / "base", [], changed.executor_parameters())
+    assert "#SBATCH --job-name=only-in-the-plan" in executor._make_submission_file_text("CMD", "uid").splitlines()

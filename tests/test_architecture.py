@@ -1,0 +1,147 @@
+"""The layout's promises, checked on the source: packages import one way along the data flow, no module walk
+bounces back, and each "one place" claim (commands, signal names, run-dir names) holds."""
+
+from __future__ import annotations
+
+import ast
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import pytest
+
+PKG = Path(__file__).resolve().parents[1] / "ddpctl"
+
+# Lower layers first; a module may import from its own package or from a strictly lower layer only.
+LAYERS: tuple[tuple[str, ...], ...] = (
+    ("exitcodes", "templates"), ("errors",), ("proc",), ("spec", "slurm"), ("run",), ("runtime",), ("node",),
+    ("plan",), ("backends",), ("logs",), ("api",), ("(init)",), ("cli",), ("__main__",),
+)
+LAYER = {name: index for index, names in enumerate(LAYERS) for name in names}
+
+
+def module_name(path: Path) -> str:
+    return ".".join(path.relative_to(PKG.parent).with_suffix("").parts).removesuffix(".__init__")
+
+
+def modules() -> dict[str, ast.Module]:
+    return {module_name(p): ast.parse(p.read_text()) for p in sorted(PKG.rglob("*.py"))}
+
+
+def imported(module: str, tree: ast.Module) -> Iterator[str]:
+    """Every ddpctl module `module` imports, at any depth (an import inside a function is still a walk)."""
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            yield from (a.name for a in node.names if a.name.startswith("ddpctl"))
+        elif isinstance(node, ast.ImportFrom) and node.module and node.module.startswith("ddpctl"):
+            for alias in node.names:
+                candidate = f"{node.module}.{alias.name}"
+                is_module = (PKG.parent / Path(*candidate.split("."))).with_suffix(".py").exists() or (
+                    PKG.parent / Path(*candidate.split("."))).is_dir()
+                yield candidate if is_module else node.module
+
+
+def package_of(module: str) -> str:
+    parts = module.split(".")
+    return "(init)" if len(parts) == 1 else parts[1]
+
+
+def graph() -> dict[str, set[str]]:
+    return {name: {m for m in imported(name, tree) if m != name} for name, tree in modules().items()}
+
+
+def test_every_package_has_a_layer() -> None:
+    assert {package_of(m) for m in modules()} <= set(LAYER)
+
+
+def test_packages_import_one_way_along_the_flow() -> None:
+    wrong = []
+    for module, targets in graph().items():
+        source = package_of(module)
+        for target in targets:
+            dest = package_of(target)
+            if dest != source and LAYER[dest] >= LAYER[source]:
+                wrong.append(f"{module} -> {target}")
+    assert wrong == []
+
+
+def test_no_module_walk_bounces_back() -> None:
+    edges = graph()
+    cycles: list[list[str]] = []
+
+    def visit(node: str, stack: list[str], done: set[str]) -> None:
+        if node in stack:
+            cycles.append([*stack[stack.index(node):], node])
+            return
+        if node in done:
+            return
+        done.add(node)
+        for nxt in sorted(edges.get(node, ())):
+            visit(nxt, [*stack, node], done)
+
+    seen: set[str] = set()
+    for start in sorted(edges):
+        visit(start, [], seen)
+    assert cycles == []
+
+
+def calls_outside(allowed: set[str], match: Callable[[ast.AST], bool]) -> list[str]:
+    """`module:line` of every node `match` accepts, in modules other than `allowed`."""
+    found = []
+    for name, tree in modules().items():
+        if name in allowed:
+            continue
+        found += [f"{name}:{getattr(node, 'lineno', 0)}" for node in ast.walk(tree) if match(node)]
+    return found
+
+
+def test_only_proc_starts_commands() -> None:
+    def starts(node: ast.AST) -> bool:
+        if isinstance(node, ast.Import):
+            return any(a.name == "subprocess" for a in node.names)
+        if isinstance(node, ast.ImportFrom):
+            return node.module == "subprocess"
+        return isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) and (
+            node.value.id == "os" and node.attr in {"system", "popen", "execv", "execvp", "spawnv", "fork"})
+
+    assert calls_outside({"ddpctl.proc"}, starts) == []
+
+
+SLURM_COMMANDS = {"sbatch", "squeue", "scontrol", "scancel", "srun", "sinfo"}
+
+
+def test_slurm_command_lines_are_spelled_in_slurm_commands_only() -> None:
+    def argv(node: ast.AST) -> bool:  # a list display starting with a Slurm command: an argv being built
+        return ((isinstance(node, ast.List) and bool(node.elts) and isinstance(node.elts[0], ast.Constant)
+                and node.elts[0].value in SLURM_COMMANDS and node.elts[0].value != "sbatch") or (
+                    isinstance(node, ast.List) and len(node.elts) > 1 and isinstance(node.elts[0], ast.Constant)
+                    and node.elts[0].value == "sbatch" and isinstance(node.elts[1], ast.Constant)
+                    and str(node.elts[1].value).startswith("-")))
+
+    assert calls_outside({"ddpctl.slurm.commands"}, argv) == []
+
+
+def test_signal_names_become_signals_in_one_function() -> None:
+    def converts(node: ast.AST) -> bool:
+        return isinstance(node, ast.Subscript) and isinstance(node.value, ast.Attribute) and (
+            node.value.attr == "Signals")
+
+    assert calls_outside({"ddpctl.proc"}, converts) == []
+
+
+@pytest.mark.parametrize("name", ["supervisor.pid", "submitit", "preempt-request.json", "stopped.json",
+                                  "job.yaml", "events.jsonl", "slurm.out", "rank-", "node-", "stop-node-"])
+def test_run_dir_names_are_spelled_in_layout_only(name: str) -> None:
+    def spells(node: ast.AST) -> bool:
+        if isinstance(node, ast.JoinedStr):  # an f-string's literal parts
+            return any(isinstance(v, ast.Constant) and str(v.value).startswith(name) for v in node.values)
+        return isinstance(node, ast.Constant) and isinstance(node.value, str) and (
+            node.value == name or (name.endswith("-") and node.value.startswith(name) and "." in node.value
+                                   and " " not in node.value))  # a file name, not a docstring or an event
+
+    # The submitit backend's name is also "submitit"; the backend table and schema use it as a name, not a path.
+    # A checkpoint directory's rank-<r>.pt/.json are the runtime's own layout (ddpctl.runtime.checkpoint).
+    backend_name = {"ddpctl.backends", "ddpctl.spec.schema", "ddpctl.plan.doctor", "ddpctl.plan.submission",
+                    "ddpctl.backends.submitit_backend", "ddpctl.cli.submit", "ddpctl.cli.doctor"}
+    allowed = {"ddpctl.run.layout", *(backend_name if name == "submitit" else ()),
+               *(("ddpctl.runtime.checkpoint",) if name == "rank-" else ())}
+    assert calls_outside(allowed, spells) == []
