@@ -58,7 +58,12 @@ class Registry:
         a job submitted but never recorded could not be found by status, logs or cancel."""
         try:
             self.path.parent.mkdir(parents=True, exist_ok=True)
-            os.close(os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_CLOEXEC, 0o644))
+            if self.path.exists():
+                os.close(os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CLOEXEC))
+            else:  # probe with a file of our own: a rejected submission leaves no registry behind
+                probe = self.path.with_name(f".{self.path.name}.probe{os.getpid()}")
+                os.close(os.open(probe, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o600))
+                probe.unlink()
         except OSError as err:
             raise DdpctlError(f"registry {self.path} is not writable ({err.strerror or err}): set DDPCTL_HOME "
                               "to a writable directory") from err
