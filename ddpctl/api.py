@@ -87,6 +87,7 @@ def submit_plan(submission: SubmissionPlan) -> Job:
     """Submit exactly this plan (as `plan()` built it) and record it in the registry."""
     backend = get_backend(submission.backend)
     backend.check_available()
+    Registry.from_env().check_writable()  # before anything is submitted: an unrecorded job could not be found
     source = Path(submission.spec.source)  # "<spec>" for a spec built in Python: recorded as it is
     record = backend.submit(submission, source.resolve() if source.is_file() else source)
     Registry.from_env().add(record)

@@ -62,12 +62,14 @@ def available(program: str) -> bool:
 def spawn(
     argv: Sequence[str], *, env: Mapping[str, str] | None = None, stdout: IO[bytes] | None = None,
     stderr: int | IO[bytes] | None = None, stdin: int | None = None, new_session: bool = False,
-    preexec_fn: Callable[[], object] | None = None,
+    preexec_fn: Callable[[], object] | None = None, pass_fds: Sequence[int] = (),
 ) -> subprocess.Popen[bytes]:
-    """Start argv without waiting for it (the caller waits, signals and reaps it)."""
+    """Start argv without waiting for it (the caller waits, signals and reaps it). `pass_fds`: descriptors the
+    child inherits (the local backend's supervisor lock)."""
     return subprocess.Popen(
         list(argv), env=dict(env) if env is not None else None, stdout=stdout, stderr=stderr, stdin=stdin,
         start_new_session=new_session, preexec_fn=preexec_fn,  # noqa: PLW1509 - callers are single-threaded
+        pass_fds=tuple(pass_fds),
     )
 
 

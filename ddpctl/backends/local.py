@@ -16,9 +16,11 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from ddpctl import proc
+from ddpctl.backends import local_proc
 from ddpctl.backends.slurm_state import restarts_from_events, state_from_events
 from ddpctl.errors import CommandError
 from ddpctl.node import batch
+from ddpctl.run import safeio
 from ddpctl.run.events import append_event, read_events
 from ddpctl.run.layout import RunLayout
 from ddpctl.run.registry import JobRecord, Registry
@@ -41,17 +43,6 @@ def next_job_number(home: Path) -> int:
     return current
 
 
-def process_alive(pid: int | None) -> bool:
-    """True for a running process; a zombie (exited, not yet reaped) counts as gone."""
-    if not pid:
-        return False
-    try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
-    except OSError:
-        return False
-    return stat.rsplit(")", 1)[1].split()[0] not in ("Z", "X")
-
-
 class LocalBackend:
     name = "local"
 
@@ -66,46 +57,51 @@ class LocalBackend:
         with staging(spec, None) as stage:
             layout = commit(stage, spec, job_id)
         append_event(layout.events, "submit", job_id=job_id, backend=self.name, spec=str(spec_path))
-        with layout.batch_log.open("ab") as out:
-            supervisor = proc.spawn(
-                [sys.executable, "-m", "ddpctl", "internal", "local-run", str(layout.root),
-                 "--job-number", str(number)],
-                stdout=out, stderr=proc.STDOUT, stdin=proc.DEVNULL, new_session=True,
-            )
+        lock = local_proc.take_lock(layout.root)  # held from now on: status never sees a gap before start-up
+        try:
+            with safeio.open_append_file(layout.batch_log) as out:
+                supervisor = proc.spawn(
+                    [sys.executable, "-m", "ddpctl", "internal", "local-run", str(layout.root),
+                     "--job-number", str(number), "--lock-fd", str(lock)],
+                    stdout=out, stderr=proc.STDOUT, stdin=proc.DEVNULL, new_session=True, pass_fds=(lock,),
+                )
+            local_proc.write_pid(layout.root, supervisor.pid)
+        finally:
+            os.close(lock)
         return JobRecord(job_id=job_id, name=spec.name, run_dir=str(layout.root), backend=self.name,
                          submitted_at=time.time(), spec_path=str(spec_path), pid=supervisor.pid)
 
     def state(self, record: JobRecord) -> JobState:
         run_dir = Path(record.run_dir)
         restarts = restarts_from_events(run_dir)
-        if process_alive(supervisor_pid(record)):
+        if local_proc.lock_held(run_dir):
+            if local_proc.supervisor(run_dir) is None:
+                return JobState("RUNNING", restarts, "stopping: its supervisor is gone, its nodes are shutting down",
+                                nodes=nodes_of(run_dir))
             return JobState("RUNNING", restarts, nodes=nodes_of(run_dir))
         if any(e.get("event") == "cancelled" for e in read_events(RunLayout(run_dir).events)):
             return JobState("CANCELLED", restarts)
-        return state_from_events(run_dir) or JobState("FAILED", restarts, "supervisor ended without a decision")
+        return state_from_events(run_dir) or JobState(
+            "FAILED", restarts, "its supervisor ended without a decision (killed?); its nodes were stopped with it")
 
     def cancel(self, record: JobRecord) -> None:
-        pid = supervisor_pid(record)
-        if not process_alive(pid):
-            raise CommandError(f"job {record.job_id} is not running")
-        os.kill(pid, signal.SIGTERM)  # type: ignore[arg-type]
+        if not local_proc.signal_supervisor(Path(record.run_dir), signal.SIGTERM):
+            raise CommandError(f"job {record.job_id} is not running{_stopping(record)}")
 
     def preempt(self, record: JobRecord, kind: str) -> None:
         layout = RunLayout(Path(record.run_dir))
         spec = run_spec(layout)
-        pid = supervisor_pid(record)
-        if not process_alive(pid):
-            raise CommandError(f"job {record.job_id} is not running")
+        if local_proc.supervisor(layout.root) is None:
+            raise CommandError(f"job {record.job_id} is not running{_stopping(record)}")
         batch.request_kind(layout, kind)
-        os.kill(pid, proc.signal_named(spec.requeue.signal))  # type: ignore[arg-type]
+        if not local_proc.signal_supervisor(layout.root, proc.signal_named(spec.requeue.signal)):
+            raise CommandError(f"job {record.job_id} is not running{_stopping(record)}")
 
 
-def supervisor_pid(record: JobRecord) -> int | None:
-    pid_file = RunLayout(Path(record.run_dir)).supervisor_pid
-    try:
-        return int(pid_file.read_text().strip())
-    except (OSError, ValueError):
-        return record.pid
+def _stopping(record: JobRecord) -> str:
+    if local_proc.lock_held(Path(record.run_dir)):
+        return " (its supervisor is gone; its nodes are shutting down by themselves)"
+    return ""
 
 
 def nodes_of(run_dir: Path) -> str:

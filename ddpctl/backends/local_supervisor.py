@@ -14,6 +14,7 @@ from pathlib import Path
 from types import FrameType
 
 from ddpctl import exitcodes, proc
+from ddpctl.backends import local_proc
 from ddpctl.node import batch
 from ddpctl.node.localenv import local_node_env
 from ddpctl.run.events import append_event
@@ -23,8 +24,9 @@ from ddpctl.spec import JobSpec
 
 
 class Supervisor:
-    def __init__(self, layout: RunLayout, spec: JobSpec, job_number: int) -> None:
+    def __init__(self, layout: RunLayout, spec: JobSpec, job_number: int, lock_fd: int | None = None) -> None:
         self.layout, self.spec, self.job_number = layout, spec, job_number
+        self.lock_fds = () if lock_fd is None else (lock_fd,)
         self.attempt = 0
         self.launchers: list[proc.Popen] = []
         self.cancelled = False
@@ -54,8 +56,11 @@ class Supervisor:
     def start_nodes(self) -> None:
         base = self.base_env()
         self.launchers = [
+            # Each launcher holds the job's lock too (it is "running" until the last node is down) and dies
+            # with the supervisor: a kill -9 of the supervisor takes its nodes down instead of orphaning them.
             proc.spawn([sys.executable, "-m", "ddpctl", "launch", str(self.layout.root)],
-                       env={**base, **local_node_env(self.spec, self.job_number, self.attempt, rank)})
+                       env={**base, **local_node_env(self.spec, self.job_number, self.attempt, rank)},
+                       pass_fds=self.lock_fds, preexec_fn=local_proc.die_with_parent)
             for rank in range(self.spec.nodes)
         ]
 
@@ -92,7 +97,7 @@ class Supervisor:
             self.attempt += 1
 
 
-def supervise(run_dir: Path, job_number: int) -> int:
+def supervise(run_dir: Path, job_number: int, lock_fd: int | None = None) -> int:
     layout = RunLayout(run_dir)
-    layout.supervisor_pid.write_text(f"{os.getpid()}\n")
-    return Supervisor(layout, run_spec(layout), job_number).run()
+    local_proc.write_pid(layout.root, os.getpid())
+    return Supervisor(layout, run_spec(layout), job_number, lock_fd).run()

@@ -1,8 +1,9 @@
 # PYTHON_ARGCOMPLETE_OK  (argcomplete: this entry point answers completion requests)
 """`ddpctl` command line: one module per subcommand, each with add(subparsers) and a handler.
 
-Only this function catches DdpctlError: a user mistake prints one line and exits with its code; anything else
-is a bug and keeps its traceback. Command modules import torch/rich/submitit lazily inside their handlers.
+Only this function catches DdpctlError: a user mistake prints one line and exits with its code; so does an
+OSError from the filesystem (one line naming the path, exit 2); anything else is a bug and keeps its traceback.
+Command modules import torch/rich/submitit lazily inside their handlers.
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ from collections.abc import Sequence
 from ddpctl import __version__
 from ddpctl.cli.completion import autocomplete
 from ddpctl.errors import DdpctlError
+from ddpctl.exitcodes import USAGE
 
 # Order is the order shown in --help.
 COMMAND_MODULES = (
@@ -53,5 +55,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     except DdpctlError as err:
         print(f"ddpctl: error: {err}", file=sys.stderr)
         return err.exit_code
+    except OSError as err:
+        # The filesystem refused (read-only run_dir or DDPCTL_HOME, a file where a directory should be, a
+        # symlink in a run dir): the user's environment, not a bug, so one line naming the path.
+        from ddpctl.run.safeio import describe
+
+        print(f"ddpctl: error: {describe(err)}", file=sys.stderr)
+        return USAGE
     except KeyboardInterrupt:
         return 130

@@ -33,6 +33,7 @@ def add(sub: Any) -> None:
     local = inner.add_parser("local-run", help="the local backend's supervisor for one job")
     local.add_argument("run_dir", type=Path)
     local.add_argument("--job-number", type=int, required=True)
+    local.add_argument("--lock-fd", type=int, default=None, help="the job's supervisor lock, inherited from submit")
     local.set_defaults(func=run_local)
 
 
@@ -104,4 +105,4 @@ def run_chain(args: argparse.Namespace) -> int:
 def run_local(args: argparse.Namespace) -> int:
     from ddpctl.backends.local_supervisor import supervise
 
-    return supervise(args.run_dir.resolve(), args.job_number)
+    return supervise(args.run_dir.resolve(), args.job_number, args.lock_fd)

@@ -22,6 +22,10 @@ Show a job's worker logs (attempt-<n>/rank-<r>.log under its run dir), each line
   --errors      each rank's first error or traceback, and the rank that most likely failed first
                 (non-NCCL errors before NCCL/Gloo collateral, then the rank whose log stopped first)
   --json        one object per line: {"attempt", "node", "rank", "text"} (banners go to stderr)
+
+Control characters in rank output (terminal escapes, a bare carriage return) are shown visibly, ESC as ^[
+and CR as ^M, as less and git do: a rank cannot drive your terminal or overwrite another rank's prefix.
+--raw prints them as written.
 """
 
 
@@ -38,6 +42,8 @@ def add(sub: Any) -> None:
     arg("--errors", action="store_true", help="each rank's first error; name the rank that failed first")
     arg("--no-color", action="store_true", help="no colours (also when not a terminal, or NO_COLOR is set)")
     arg("--json", action="store_true", help="JSON lines: attempt, node, rank, text")
+    arg("--raw", action="store_true", help="rank output exactly as written, terminal control sequences included "
+        "(default: shown visibly, ESC as ^[ and CR as ^M, so no rank can drive your terminal or forge a prefix)")
     arg("--poll", action="store_true", help="with -f: poll only, no inotify wake-ups (network filesystems "
         "are always polled)")
     parser.set_defaults(func=run)
@@ -83,7 +89,7 @@ def run(args: argparse.Namespace) -> int:
         # Re-read the registry: a final_state recorded while we follow ends the follow without a query.
         return job_state(registry.find(rec.job_id))
 
-    sink = make_sink(sys.stdout, sys.stderr, os.environ, json_lines=args.json, no_color=args.no_color)
+    sink = make_sink(sys.stdout, sys.stderr, os.environ, json_lines=args.json, no_color=args.no_color, raw=args.raw)
     try:
         show_logs(record, request, sink, state_fn=state_fn, config=FollowConfig(notify=not args.poll))
     except BrokenPipeError:

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import os
 import sys
 from pathlib import Path
 from typing import Any
@@ -27,8 +26,11 @@ def run(args: argparse.Namespace) -> int:
     if args.output is None:
         sys.stdout.write(text)
         return 0
-    tmp = args.output.with_name(f".{args.output.name}.tmp{os.getpid()}")
-    tmp.write_text(text)
-    tmp.chmod(0o755)
-    tmp.replace(args.output)
+    from ddpctl.errors import SpecError
+    from ddpctl.run.safeio import describe, write_text_atomic
+
+    try:
+        write_text_atomic(args.output, text)
+    except OSError as err:
+        raise SpecError(f"-o {args.output}: cannot write the script: {describe(err).split(': ', 1)[-1]}") from err
     return 0

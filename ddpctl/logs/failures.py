@@ -9,6 +9,9 @@
      traceback and exits, so its file stops growing when it fails, while the collateral ranks keep going until
      their collective times out or torchrun tears them down;
   3. then the lowest attempt and rank, so the answer is stable.
+A rank killed by a signal leaves no error in its own log: its launcher's report (node-<k>.log, see
+`ddpctl.logs.launcher`) names it, with the time torchrun noticed, and `with_launcher_reports` counts that as
+the rank's own, real failure.
 """
 
 from __future__ import annotations
@@ -17,6 +20,7 @@ import re
 from dataclasses import dataclass
 
 from ddpctl.logs.core import Source
+from ddpctl.logs.launcher import LauncherFailure
 
 _TRACEBACK = re.compile(r"^Traceback \(most recent call last\):")
 # torchrun can prefix every worker line with its rank ("[rank3]: ..."); strip it before matching.
@@ -39,6 +43,11 @@ class ErrorHit:
     line_no: int  # 1-based: the error line, or a traceback's "Traceback ..." header
     text: str  # the error line; for a traceback its exception line ("RuntimeError: ...")
     collateral: bool
+    file: str | None = None  # None: the rank's own log; else the launcher log that told (node-<k>.log)
+
+    @property
+    def where(self) -> str:
+        return f"{self.file} line {self.line_no}" if self.file else f"line {self.line_no}"
 
 
 def is_collateral(text: str) -> bool:
@@ -105,6 +114,21 @@ def root_cause_note(failures: list[RankFailure], attempt: int, scanned: int) -> 
         return f"-- no errors found in attempt {attempt} ({scanned} rank logs) --"
     first = order_failures(failures)[0]
     why = "earliest NCCL/Gloo error; no other kind" if first.hit.collateral else "earliest non-NCCL error"
-    where = f"rank {first.source.rank} on {first.source.node or '?'}, line {first.hit.line_no}"
+    where = f"rank {first.source.rank} on {first.source.node or '?'}, {first.hit.where}"
     return (f"-- first failure in attempt {attempt}: {where}"
             f" ({why}, {len(failures)} of {scanned} ranks failed): {first.hit.text} --")
+
+
+def with_launcher_reports(found: dict[int, RankFailure], reports: list[tuple[Source, LauncherFailure, str, float]],
+                          ) -> list[RankFailure]:
+    """Each rank's failure from its own log and its launcher's report (source, failure, log name, fallback
+    time): the rank log's real error wins (it has the detail), then a death the launcher saw (a signal, or
+    an exit status with nothing in the rank log), then the rank log's collateral error."""
+    merged = dict(found)
+    for source, report, log_name, fallback in reports:
+        own = found.get(source.rank)
+        if own is not None and (not own.hit.collateral or report.exitcode > 0 or report.collateral):
+            continue
+        hit = ErrorHit(report.line_no, report.text, report.collateral, file=log_name)
+        merged[source.rank] = RankFailure(source, hit, report.when if report.when is not None else fallback)
+    return list(merged.values())

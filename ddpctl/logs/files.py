@@ -8,18 +8,22 @@ into a soft limit of 1 024.
 
 from __future__ import annotations
 
+import errno
 import json
 import os
 import resource
+import stat
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from ddpctl.logs.core import LineFilter, LineSplitter, Source
+from ddpctl.run import safeio
 from ddpctl.run.layout import NODE_INFO_GLOB, RANK_INFO_GLOB, RunLayout, attempt_number, rank_of_log
 
 _UNSEEN = -1  # inode before the first stat
 _VANISHED = 0  # no file has inode 0: set when the file disappears, so its return reads from the start
 _REPLACED = -1
+_LINK = -2  # the path is a symlink: reported once, never read
 CHUNK = 4 << 20  # most bytes read from one file per poll, so one chatty rank cannot starve the others
 
 
@@ -63,7 +67,7 @@ def read_node_info(path: Path) -> tuple[str, list[int]] | None:
     """(node name, global ranks) from a launcher's node-<k>.json or a worker's rank-<r>.json; None while it is
     missing or half-written."""
     try:
-        info = json.loads(path.read_text())
+        info = json.loads(safeio.read_text(path))
         ranks = info["ranks"] if "ranks" in info else [info["rank"]]
         return str(info["node"]), [int(r) for r in ranks]
     except (OSError, ValueError, KeyError, TypeError):
@@ -114,12 +118,14 @@ class FileTail:
 
     def poll(self) -> list[str] | None:
         try:
-            st = os.stat(self.path)  # noqa: PTH116 - a str path: no Path object per file per poll
+            st = os.lstat(self.path)  # a str path: no Path object per file per poll
         except FileNotFoundError:
             if self._inode != _UNSEEN:
                 self._inode = _VANISHED
                 self.close()
             return None
+        if stat.S_ISLNK(st.st_mode):
+            return self._refuse_link()
         restarted: list[str] = []
         if st.st_size < self.offset or self._inode not in (st.st_ino, _UNSEEN):
             restarted = self._splitter.flush()
@@ -128,12 +134,25 @@ class FileTail:
         self._inode = st.st_ino
         if st.st_size == self.offset:
             return restarted or None
-        data = self._read(st.st_ino)
+        try:
+            data = self._read(st.st_ino)
+        except OSError as err:
+            if err.errno == errno.ELOOP:  # swapped for a symlink since the lstat
+                return self._refuse_link()
+            raise
         self.offset += len(data)
         return restarted + self._splitter.feed(data)
 
     def flush(self) -> list[str]:
         return self._splitter.flush()
+
+    def _refuse_link(self) -> list[str] | None:
+        """A symlinked rank log is not followed (it could point at any file the reader may read): say so once."""
+        if self._inode == _LINK:
+            return None
+        self._inode = _LINK
+        self.close()
+        return [f"[ddpctl] not shown: {Path(self.path).name} is a symbolic link (run-dir files are never followed)"]
 
     def close(self) -> None:
         if self._fd is not None:
@@ -148,9 +167,11 @@ class FileTail:
                 return b""
             if fd is not None:
                 return os.pread(fd, CHUNK, self.offset)
-            with Path(self.path).open("rb") as f:  # over the descriptor budget
-                f.seek(self.offset)
-                return f.read(CHUNK)
+            fd = safeio.open_read(self.path)  # over the descriptor budget: open, read, close
+            try:
+                return os.pread(fd, CHUNK, self.offset)
+            finally:
+                os.close(fd)
         except FileNotFoundError:
             return b""
 
@@ -158,7 +179,7 @@ class FileTail:
         """The kept descriptor (opened now if the budget allows), None past the budget, or _REPLACED."""
         if self._fd is None and FDS.take():
             try:
-                self._fd = os.open(self.path, os.O_RDONLY | os.O_CLOEXEC)
+                self._fd = safeio.open_read(self.path)  # a symlinked rank log is refused, never followed
             except OSError:
                 FDS.give()
                 raise

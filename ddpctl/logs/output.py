@@ -12,6 +12,7 @@ from typing import Protocol, TextIO
 
 from ddpctl.logs.core import Source, render_json, render_plain
 from ddpctl.logs.failures import ErrorHit
+from ddpctl.logs.sanitize import visible, visible_lines
 
 # Prefix colours cycle by rank: a rank has the same colour in every attempt and every run of the command.
 PALETTE = ("cyan", "green", "yellow", "magenta", "blue", "red",
@@ -44,29 +45,35 @@ class Buffered:
 
 
 class PlainSink(Buffered):
+    """Text for a terminal: rank output with control characters made visible unless `raw` (see sanitize)."""
+
+    def __init__(self, out: TextIO, raw: bool = False) -> None:
+        super().__init__(out)
+        self.raw = raw
+
     def prefix(self, source: Source) -> str:
-        return source.prefix
+        return visible(source.prefix)  # the node name comes from a file in the run dir: never trusted
 
     def lines(self, source: Source, lines: list[str]) -> None:
-        self._buf.append(render_plain(self.prefix(source), lines))
+        self._buf.append(render_plain(self.prefix(source), lines if self.raw else visible_lines(lines)))
 
     def note(self, text: str) -> None:
-        self._buf.append(text + "\n")
+        self._buf.append((text if self.raw else visible(text)) + "\n")
 
     def failure(self, source: Source, hit: ErrorHit) -> None:
-        kind = "  (NCCL/Gloo collateral)" if hit.collateral else ""
-        self.lines(source, [f"line {hit.line_no}: {hit.text}{kind}"])
+        kind = ("  (collateral)" if hit.file else "  (NCCL/Gloo collateral)") if hit.collateral else ""
+        self.lines(source, [f"{hit.where}: {hit.text}{kind}"])
 
 
 
 class ColorSink(PlainSink):
     """Plain output with each prefix in its rank's colour; styles are rendered to ANSI once per source."""
 
-    def __init__(self, out: TextIO, color_system: str) -> None:
+    def __init__(self, out: TextIO, color_system: str, raw: bool = False) -> None:
         from rich.console import COLOR_SYSTEMS
         from rich.style import Style
 
-        super().__init__(out)
+        super().__init__(out, raw)
         self._system = COLOR_SYSTEMS[color_system]
         self._style = Style
         self._prefixes: dict[Source, str] = {}
@@ -75,42 +82,46 @@ class ColorSink(PlainSink):
         cached = self._prefixes.get(source)
         if cached is None:
             style = self._style(color=PALETTE[source.rank % len(PALETTE)], bold=True)
-            cached = style.render(source.prefix.rstrip(), color_system=self._system) + " "
+            cached = style.render(visible(source.prefix).rstrip(), color_system=self._system) + " "
             self._prefixes[source] = cached
         return cached
 
     def note(self, text: str) -> None:
-        super().note(self._style(dim=True).render(text, color_system=self._system))
+        shown = text if self.raw else visible(text)
+        self._buf.append(self._style(dim=True).render(shown, color_system=self._system) + "\n")
 
 
 class JsonSink(Buffered):
     """One object per line: {"attempt", "node", "rank", "text"}; banners go to `err`, stdout stays JSON."""
 
-    def __init__(self, out: TextIO, err: TextIO) -> None:
+    def __init__(self, out: TextIO, err: TextIO, raw: bool = False) -> None:
         super().__init__(out)
         self.err = err
+        self.raw = raw
 
     def lines(self, source: Source, lines: list[str]) -> None:
         self._buf.append(render_json(source, lines))
 
     def note(self, text: str) -> None:
-        self.flush()
-        print(text, file=self.err, flush=True)
+        self.flush()  # notes go to the terminal, not into JSON: they may quote a rank's line
+        print(text if self.raw else visible(text), file=self.err, flush=True)
 
     def failure(self, source: Source, hit: ErrorHit) -> None:
         obj = {"attempt": source.attempt, "node": source.node, "rank": source.rank, "text": hit.text,
-               "line": hit.line_no, "collateral": hit.collateral}
+               "line": hit.line_no, "collateral": hit.collateral, **({"file": hit.file} if hit.file else {})}
         self._buf.append(json.dumps(obj) + "\n")
 
 
 
-def make_sink(out: TextIO, err: TextIO, env: Mapping[str, str], *, json_lines: bool, no_color: bool) -> Sink:
-    """JSON, or colour when allowed (not --no-color, no NO_COLOR, a terminal or FORCE_COLOR), else plain."""
+def make_sink(out: TextIO, err: TextIO, env: Mapping[str, str], *, json_lines: bool, no_color: bool,
+              raw: bool = False) -> Sink:
+    """JSON, or colour when allowed (not --no-color, no NO_COLOR, a terminal or FORCE_COLOR), else plain.
+    `raw`: rank output as written, control characters included (--raw)."""
     if json_lines:
-        return JsonSink(out, err)
+        return JsonSink(out, err, raw)
     if no_color or env.get("NO_COLOR") or not (env.get("FORCE_COLOR") or out.isatty()):
-        return PlainSink(out)
+        return PlainSink(out, raw)
     from rich.console import Console
 
     system = Console(file=out).color_system
-    return ColorSink(out, system) if system else PlainSink(out)
+    return ColorSink(out, system, raw) if system else PlainSink(out, raw)

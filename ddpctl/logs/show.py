@@ -14,13 +14,13 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from ddpctl.backends import current_state
 from ddpctl.health.report import describe_hang, describe_straggler, health_events
-from ddpctl.logs.core import ALL, LineFilter, attempt_banner, check_nodes, check_ranks, select_attempts
-from ddpctl.logs.failures import ErrorScanner, RankFailure, order_failures, root_cause_note
+from ddpctl.logs.core import ALL, LineFilter, Source, attempt_banner, check_nodes, check_ranks, select_attempts
+from ddpctl.logs.failures import ErrorScanner, RankFailure, order_failures, root_cause_note, with_launcher_reports
 from ddpctl.logs.files import (
     AttemptFiles,
     FileTail,
@@ -31,13 +31,16 @@ from ddpctl.logs.files import (
     world_size,
 )
 from ddpctl.logs.follow import FollowConfig, Follower
+from ddpctl.logs.launcher import LauncherFailure, launcher_failures
 from ddpctl.logs.output import Sink
-from ddpctl.run.layout import RunLayout
+from ddpctl.run import safeio
+from ddpctl.run.layout import NODE_LOG_GLOB, RunLayout
 from ddpctl.run.registry import JobRecord
 from ddpctl.run.state import TERMINAL, JobState
 from ddpctl.run.stoptruth import run_summary
 
 StateFn = Callable[[JobRecord], JobState]
+LAUNCHER_TAIL_BYTES = 1 << 20  # torchrun's failure report is at the end of a launcher log
 
 
 @dataclass(frozen=True)
@@ -139,7 +142,8 @@ def show_errors(layout: RunLayout, attempts: list[int], flt: LineFilter, sink: S
     for attempt in attempts:
         files = AttemptFiles(layout, attempt, flt)
         files.rescan()
-        failures = [f for f in map(first_failure, files.tails.values()) if f is not None]
+        own = {f.source.rank: f for f in map(first_failure, files.tails.values()) if f is not None}
+        failures = with_launcher_reports(own, launcher_reports(files, flt))
         for failure in order_failures(failures):
             sink.failure(failure.source, failure.hit)
         for event in health_events(layout):  # the watchdog's findings: a hang explains a run with no error
@@ -153,6 +157,23 @@ def show_errors(layout: RunLayout, attempts: list[int], flt: LineFilter, sink: S
         if stop.state == "unacknowledged" and stop.attempt in attempts:
             sink.note(stop.text)
     sink.flush()
+
+
+def launcher_reports(files: AttemptFiles, flt: LineFilter) -> list[tuple[Source, LauncherFailure, str, float]]:
+    """What every node's launcher log of the attempt reports about failed ranks (within the filter)."""
+    out = []
+    for path in sorted(files.path.glob(NODE_LOG_GLOB)):
+        try:
+            text, before = safeio.read_tail(path, LAUNCHER_TAIL_BYTES)
+        except OSError:  # vanished, or a symlink (never followed)
+            continue
+        name = path.name if before is not None else f"{path.name} (last MiB)"
+        for report in launcher_failures(text.splitlines()):
+            node = files.nodes.get(report.rank)
+            if flt.wants(report.rank, node):
+                placed = replace(report, line_no=report.line_no + (before or 0))
+                out.append((Source(files.attempt, node, report.rank), placed, name, mtime_of(path)))
+    return out
 
 
 def first_failure(tail: FileTail) -> RankFailure | None:

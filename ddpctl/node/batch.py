@@ -17,6 +17,7 @@ from typing import Any
 from ddpctl.node.decide import Decision, Kind, RunOutcome, classify_signal, count_requeues, decide, root_exit
 from ddpctl.node.localenv import LOCAL_ENV_FLAG
 from ddpctl.node.torchrun import checkpoint_dir
+from ddpctl.run import safeio
 from ddpctl.run.events import append_event, read_events
 from ddpctl.run.layout import RunLayout
 from ddpctl.run.rundir import run_spec
@@ -75,13 +76,13 @@ REQUEST_MAX_AGE_S = 60.0
 
 def request_kind(layout: RunLayout, kind: str) -> None:
     """Leave the kind `ddpctl preempt --as KIND` rehearses for the decision (`requested_kind` reads it)."""
-    layout.preempt_request.write_text(json.dumps({"kind": kind, "t": time.time()}))
+    safeio.write_text_atomic(layout.preempt_request, json.dumps({"kind": kind, "t": time.time()}))
 
 
 def requested_kind(layout: RunLayout, now: float | None = None) -> Kind | None:
     """`ddpctl preempt --as KIND` leaves the kind it rehearses here, just before it signals."""
     try:
-        data = json.loads(layout.preempt_request.read_text())
+        data = json.loads(safeio.read_text(layout.preempt_request))
         layout.preempt_request.unlink()
     except (OSError, ValueError):
         return None
@@ -115,7 +116,7 @@ def on_signal(layout: RunLayout, env: Mapping[str, str], signal_name: str,
     for node_rank in range(spec.nodes):
         stop = layout.stop_file(attempt, node_rank)
         stop.parent.mkdir(parents=True, exist_ok=True)
-        stop.touch()
+        safeio.touch(stop)
     fan_out(signal_name)
     return event
 

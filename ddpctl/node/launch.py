@@ -24,6 +24,7 @@ from ddpctl.health.watchdog import Watchdog
 from ddpctl.node.ackwatch import AckWatch
 from ddpctl.node.localenv import LOCAL_ENV_FLAG
 from ddpctl.node.torchrun import NodePlan, node_plan
+from ddpctl.run import safeio
 from ddpctl.run.events import append_event
 from ddpctl.run.layout import RunLayout
 from ddpctl.run.rundir import run_spec
@@ -83,7 +84,7 @@ def write_node_info(layout: RunLayout, dist: DistEnv, static: bool) -> None:
     ranks = list(range(first, first + dist.nproc_per_node)) if static else []
     info = {"node": dist.node_name, "node_rank": dist.node_rank, "nproc_per_node": dist.nproc_per_node,
             "ranks": ranks, "pid": os.getpid(), "started": time.time()}
-    path.write_text(json.dumps(info) + "\n")
+    safeio.write_text_atomic(path, json.dumps(info) + "\n")
 
 
 class Relay:
@@ -105,7 +106,7 @@ class Relay:
         # boundary, never inside a signal handler.
         stop_file = self.layout.stop_file(self.dist.restart_count, self.dist.node_rank)
         stop_file.parent.mkdir(parents=True, exist_ok=True)
-        stop_file.touch()
+        safeio.touch(stop_file)
         if not self.stop_received:
             append_event(self.layout.events, "stop-signal", node=self.dist.node_name,
                          attempt=self.dist.restart_count, signal=signal.Signals(signum).name)
@@ -127,7 +128,7 @@ class Relay:
 
 def run_torchrun(plan: NodePlan, relay: Relay, log_path: Path, env: Mapping[str, str]) -> int:
     log_path.parent.mkdir(parents=True, exist_ok=True)
-    with log_path.open("ab") as log:
+    with safeio.open_append_file(log_path) as log:
         relay.child = proc.spawn(plan.argv, env={**env, **plan.env_dict()}, stdout=log, stderr=proc.STDOUT,
                                  preexec_fn=relay.ignore_stop_in_child)  # single-threaded here; sets SIG_IGN only
         # Polled, not a blocking wait: a stop that no rank acknowledges must be reported while it still matters.

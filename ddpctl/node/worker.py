@@ -22,8 +22,8 @@ from pathlib import Path
 from ddpctl import exitcodes
 from ddpctl.health import DUMP_SIGNAL
 from ddpctl.node import scriptstop
-from ddpctl.run import envvars
-from ddpctl.run.layout import rank_info_of
+from ddpctl.run import envvars, safeio
+from ddpctl.run.layout import fill_rank, rank_info_of
 from ddpctl.runtime import stopflag
 
 USAGE = "usage: python -m ddpctl.node.worker SCRIPT [ARGS...]"
@@ -34,11 +34,11 @@ def redirect_output(env: Mapping[str, str]) -> Path | None:
     pattern = env.get(envvars.RANK_LOG, "")
     if not pattern:
         return None
-    path = Path(pattern.format(rank=env.get("RANK", "0")))
+    path = fill_rank(pattern, env.get("RANK", "0"))
     path.parent.mkdir(parents=True, exist_ok=True)
     sys.stdout.flush()
     sys.stderr.flush()
-    fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+    fd = safeio.open_append(path)  # a symlinked rank log is refused (ELOOP), never appended through
     # dup2 rather than reassigning sys.stdout, so C/C++ output (gloo, NCCL, faulthandler) lands there too.
     os.dup2(fd, 1)
     os.dup2(fd, 2)
@@ -57,9 +57,7 @@ def record_placement(log: Path, env: Mapping[str, str]) -> None:
             # For the hang watchdog: whom to signal for a stack dump, and which thread in it is the main one.
             "pid": os.getpid(), "main_thread": threading.main_thread().ident}
     target = rank_info_of(log)
-    tmp = target.with_name(f".{target.name}.{os.getpid()}")
-    tmp.write_text(json.dumps(info) + "\n")
-    tmp.replace(target)
+    safeio.write_text_atomic(target, json.dumps(info) + "\n")
 
 
 def run_script(script: str, args: Sequence[str]) -> int:
@@ -97,7 +95,11 @@ def main(argv: Sequence[str] | None = None, env: Mapping[str, str] | None = None
     if not argv or argv[0] in ("-h", "--help"):
         print(USAGE, file=sys.stderr)
         return exitcodes.USAGE if not argv else exitcodes.OK
-    log = redirect_output(env)
+    try:
+        log = redirect_output(env)
+    except OSError as err:  # e.g. a symlink planted where this rank's log goes: refused, never followed
+        print(f"ddpctl.worker: cannot open this rank's log: {safeio.describe(err)}", file=sys.stderr, flush=True)
+        return exitcodes.USAGE
     if log is not None:
         # Before the placement file says whom to signal: the watchdog's dump signal must never find it unarmed
         # (a real-time signal's default action kills). chain=False: nothing else should see it.

@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from ddpctl.plan.render import shell_quote
-from ddpctl.run.layout import RunLayout
+from ddpctl.run.layout import slurm_output
 from ddpctl.spec import JobSpec, time_to_seconds
 
 
@@ -18,7 +18,7 @@ def executor_parameters(spec: JobSpec, run_base: Path) -> dict[str, Any]:
     """SlurmExecutor.update_parameters() keywords for the spec (pure)."""
     sig, lead = spec.requeue.signal, spec.requeue.lead_s
     extra: dict[str, Any] = {**dict(spec.sbatch), "hold": True, "open-mode": "append", "signal": f"{sig}@{lead}",
-                             "output": str(RunLayout(run_base / "%j").batch_log),
+                             "output": slurm_output(run_base),
                              "requeue" if spec.requeue.enabled else "no-requeue": True}
     seconds = time_to_seconds(spec.time) if spec.time else None
     exports = [*spec.env, ("SUBMITIT_PREEMPT_SIGNAL", sig)]  # the signal submitit's handler listens to

@@ -17,7 +17,8 @@ from typing import Any
 import jinja2
 
 from ddpctl.errors import SpecError
-from ddpctl.run.layout import RunLayout
+from ddpctl.plan.sandbox import make_sandbox, render_bounded
+from ddpctl.run.layout import slurm_output
 from ddpctl.spec import JobSpec
 from ddpctl.spec.templates import template_path
 
@@ -65,7 +66,7 @@ def sbatch_options(spec: JobSpec, run_base: Path) -> list[tuple[str, str | None]
     requeue = spec.requeue.enabled and spec.requeue.mode != "chain"
     opts.append(("requeue" if requeue else "no-requeue", None))
     # Append: a requeued job keeps its id and Slurm would otherwise truncate the output on each restart.
-    opts += [("open-mode", "append"), ("output", str(RunLayout(run_base / "%j").batch_log))]
+    opts += [("open-mode", "append"), ("output", slurm_output(run_base))]
     if spec.requeue.enabled:
         # B: = the batch shell only; it fans the signal out to every node itself (see the template).
         opts.append(("signal", f"B:{spec.requeue.signal}@{spec.requeue.lead_s}"))
@@ -87,14 +88,7 @@ def template_context(spec: JobSpec, inputs: RenderInputs) -> dict[str, Any]:
 
 
 def make_environment(search_dir: Path) -> jinja2.Environment:
-    env = jinja2.Environment(
-        loader=jinja2.FileSystemLoader(str(search_dir)),
-        undefined=jinja2.StrictUndefined,
-        keep_trailing_newline=True,
-        trim_blocks=True,
-        lstrip_blocks=True,
-        autoescape=False,  # noqa: S701 - shell text, not HTML; quoting is done by the q filter
-    )
+    env = make_sandbox(search_dir)  # a template is untrusted input: see ddpctl.submit.sandbox
     env.filters["q"] = shell_quote
     env.filters["sbatch_value"] = sbatch_value
     return env
@@ -111,6 +105,9 @@ def render_script(spec: JobSpec, inputs: RenderInputs, extra: Mapping[str, Any] 
         raise SpecError(f"{spec.source}: template: {spec.template!r} not found")
     env = make_environment(path.parent)
     try:
-        return env.get_template(path.name).render(**template_context(spec, inputs), **(extra or {}))
+        return render_bounded(env.get_template(path.name), {**template_context(spec, inputs), **(extra or {})})
     except jinja2.TemplateError as err:
-        raise SpecError(f"template {path}: {err}") from err
+        raise SpecError(f"template {path}: {' '.join(str(err).split())}") from err
+    except (ArithmeticError, LookupError, TypeError, ValueError, RecursionError, MemoryError) as err:
+        # The template's own expression failed ({{ 1/0 }}, a bad index): its author's mistake, one line.
+        raise SpecError(f"template {path}: {type(err).__name__}: {' '.join(str(err).split())}") from err

@@ -13,12 +13,14 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+from ddpctl.run import safeio
+
 
 def append_event(path: Path, event: str, **fields: Any) -> dict[str, Any]:
     record: dict[str, Any] = {"t": round(time.time(), 3), "event": event, **fields}
     line = (json.dumps(record, sort_keys=True, default=str) + "\n").encode()
     path.parent.mkdir(parents=True, exist_ok=True)
-    fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+    fd = safeio.open_append(path)
     try:
         os.write(fd, line)
     finally:
@@ -29,7 +31,7 @@ def append_event(path: Path, event: str, **fields: Any) -> dict[str, Any]:
 def read_events(path: Path) -> Iterator[dict[str, Any]]:
     """Yield parsed events; a torn or garbled line (e.g. a node died mid-write) is skipped, not fatal."""
     try:
-        text = path.read_text(errors="replace")
+        text = safeio.read_text(path)
     except FileNotFoundError:
         return
     for line in text.splitlines():

@@ -8,7 +8,8 @@
         events.jsonl        one JSON object per line: submit, start, signal, stop, checkpoint, decision, exit
         checkpoints/        default checkpoint directory (spec checkpoint.dir overrides)
         preempt-request.json  left by `ddpctl preempt --as KIND` just before it signals; consumed by the decision
-        supervisor.pid      local backend: the supervisor playing the batch shell
+        supervisor.pid      local backend: the supervisor playing the batch shell (pid and start time)
+        supervisor.lock     local backend: held by the supervisor and its launchers while the job runs
         submitit/           submitit backend: submitit's own folder (pickles, its logs)
         attempt-<restart>/  one per run of the job (SLURM_RESTART_COUNT, 0 on the first run)
             rank-<global rank>.log    worker stdout+stderr, appended
@@ -31,6 +32,7 @@ from pathlib import Path
 ATTEMPT_RE = re.compile(r"^attempt-(\d+)$")
 RANK_LOG_RE = re.compile(r"^rank-(\d+)\.log$")
 NODE_INFO_GLOB = "node-*.json"
+NODE_LOG_GLOB = "node-*.log"
 RANK_INFO_GLOB = "rank-*.json"
 RANK_PLACEHOLDER = "{rank}"  # filled in by each worker (it learns its rank from torchrun)
 
@@ -78,6 +80,11 @@ class RunLayout:
         return self.root / "supervisor.pid"
 
     @property
+    def supervisor_lock(self) -> Path:
+        """Local backend: flock'ed by the supervisor and its launchers while the job runs (local_proc)."""
+        return self.root / "supervisor.lock"
+
+    @property
     def submitit_dir(self) -> Path:
         return self.root / "submitit"
 
@@ -114,6 +121,29 @@ class RunLayout:
 
     def listen_marker(self, restart: int, rank: int) -> Path:
         return self.attempt_dir(restart) / f"listen-rank-{rank}.json"
+
+
+RANK_PLACEHOLDER = "{rank}"
+
+
+def fill_rank(pattern: str, rank: str) -> Path:
+    """The rank log path from `$DDPCTL_RANK_LOG_PATTERN`: `{rank}` is replaced in the file name only.
+
+    Paths are data, never format strings: the directory part (the user's run_dir) may hold `{x}`, `%` or even
+    `{rank}` and is used exactly as written.
+    """
+    path = Path(pattern)
+    return path.parent / path.name.replace(RANK_PLACEHOLDER, rank)
+
+
+def slurm_filename(path: Path) -> str:
+    """`path` as literal text inside a Slurm filename pattern (--output): `%` is Slurm's escape, so double it."""
+    return str(path).replace("%", "%%")
+
+
+def slurm_output(run_base: Path) -> str:
+    """sbatch's --output for runs under `run_base`: <run_base>/%j/slurm.out, with run_base taken literally."""
+    return str(RunLayout(Path(slurm_filename(run_base)) / "%j").batch_log)
 
 
 def attempt_number(dirname: str) -> int | None:

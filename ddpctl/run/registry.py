@@ -8,12 +8,14 @@ from __future__ import annotations
 
 import difflib
 import json
+import math
 import os
+import sys
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-from ddpctl.errors import JobNotFound
+from ddpctl.errors import DdpctlError, JobNotFound
 
 
 @dataclass(frozen=True)
@@ -52,19 +54,38 @@ class Registry:
         finally:
             os.close(fd)
 
+    def check_writable(self) -> None:
+        """Fail before anything is submitted if the registry cannot be written (read-only DDPCTL_HOME, ...):
+        a job submitted but never recorded could not be found by status, logs or cancel."""
+        try:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            if self.path.exists():
+                os.close(os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CLOEXEC))
+            else:  # probe with a file of our own: a rejected submission leaves no registry behind
+                probe = self.path.with_name(f".{self.path.name}.probe{os.getpid()}")
+                os.close(os.open(probe, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o600))
+                probe.unlink()
+        except OSError as err:
+            raise DdpctlError(f"registry {self.path} is not writable ({err.strerror or err}): set DDPCTL_HOME "
+                              "to a writable directory") from err
+
     def records(self) -> list[JobRecord]:
-        """All jobs, newest submission last; later lines for a job id replace earlier ones."""
+        """All jobs, newest submission last; later lines for a job id replace earlier ones.
+
+        A damaged line (not UTF-8, not a JSON object, a field of the wrong type) is skipped with one warning
+        naming the file and line: one bad line must not take every command down with it.
+        """
         by_id: dict[str, JobRecord] = {}
         try:
-            lines = self.path.read_text().splitlines()
-        except FileNotFoundError:
+            lines = self.path.read_bytes().splitlines()
+        except (FileNotFoundError, NotADirectoryError):  # no registry there (yet): submit says if it can't be made
             return []
-        fields = set(JobRecord.__dataclass_fields__)
-        for line in lines:
-            try:
-                data = json.loads(line)
-                record = JobRecord(**{k: v for k, v in data.items() if k in fields})
-            except (json.JSONDecodeError, TypeError):
+        for number, line in enumerate(lines, start=1):
+            if not line.strip():
+                continue
+            record, problem = parse_record(line)
+            if record is None:
+                warn_once(f"ddpctl: warning: {self.path} line {number}: skipped, {problem}")
                 continue
             by_id[record.job_id] = record
         return sorted(by_id.values(), key=lambda r: r.submitted_at)
@@ -85,3 +106,42 @@ class Registry:
                               f"did you mean {guess[0]!r}?")
         known = ", ".join(names[:8]) or "none yet"
         raise JobNotFound(f"job {ref!r}: no such job id or name in the registry {self.path} (names: {known})")
+
+
+_FIELD_TYPES: dict[str, tuple[type, ...]] = {
+    "job_id": (str,), "name": (str,), "run_dir": (str,), "backend": (str,), "submitted_at": (int, float),
+    "spec_path": (str,), "pid": (int, type(None)), "final_state": (str, type(None)),
+}
+
+
+_WARNED: set[str] = set()
+
+
+def warn_once(message: str) -> None:
+    """A command may read the registry more than once (lookup, then "did you mean"): one warning per line."""
+    if message not in _WARNED:
+        _WARNED.add(message)
+        print(message, file=sys.stderr)
+
+
+def parse_record(line: bytes) -> tuple[JobRecord | None, str]:
+    """One registry line as a record, or None and why not (pure: the caller warns)."""
+    try:
+        data = json.loads(line.decode("utf-8"))
+    except (UnicodeDecodeError, ValueError) as exc:
+        return None, f"not a JSON line ({exc})"
+    if not isinstance(data, dict):
+        return None, f"not a JSON object but {type(data).__name__}"
+    known = {k: v for k, v in data.items() if k in _FIELD_TYPES}
+    for key, allowed in _FIELD_TYPES.items():
+        if key not in known:
+            if key in ("job_id", "name", "run_dir", "backend", "submitted_at"):
+                return None, f"{key} is missing"
+            continue
+        value = known[key]
+        if isinstance(value, bool) or not isinstance(value, allowed):
+            return None, f"{key} is {value!r}, not {' or '.join(t.__name__ for t in allowed)}"
+    submitted = float(known["submitted_at"])
+    if not math.isfinite(submitted):
+        return None, f"submitted_at is {known['submitted_at']!r}, not a time"
+    return JobRecord(**known), ""

@@ -15,6 +15,7 @@ from pathlib import Path
 
 import yaml
 
+from ddpctl.errors import SpecError
 from ddpctl.run.layout import RunLayout
 from ddpctl.snapshot import take
 from ddpctl.spec import JobSpec, load_spec, spec_to_mapping
@@ -24,13 +25,16 @@ from ddpctl.spec import JobSpec, load_spec, spec_to_mapping
 def staging(spec: JobSpec, script_text: str | None) -> Iterator[RunLayout]:
     base = spec.run_base
     stage = RunLayout(base / f".staging-{uuid.uuid4().hex[:12]}")
-    stage.root.mkdir(parents=True)
+    try:
+        stage.root.mkdir(parents=True)
+    except OSError as err:  # read-only, a file in the way, no space: the user's run_dir, one line
+        raise SpecError(f"{spec.source}: run_dir: cannot create a run directory under {base}: "
+                        f"{err.strerror or err}") from err
     try:
         stage.spec_file.write_text(yaml.safe_dump(spec_to_mapping(spec), sort_keys=False))
         take(spec, stage.snapshot_file)  # the code every attempt runs, pinned before the job exists
         if script_text is not None:
-            stage.script_file.write_text(script_text)
-            stage.script_file.chmod(0o755)
+            stage.script_file.write_text(script_text)  # 0o666 minus the umask: sbatch reads it, no exec bit
         yield stage
     finally:
         if stage.root.exists():
@@ -51,5 +55,5 @@ def run_spec(layout: RunLayout) -> JobSpec:
     key = layout.spec_file.absolute()
     spec = _RUN_SPECS.get(key)
     if spec is None:
-        spec = _RUN_SPECS[key] = load_spec(layout.spec_file, check_paths=False)
+        spec = _RUN_SPECS[key] = load_spec(layout.spec_file, check_paths=False, nofollow=True)
     return spec

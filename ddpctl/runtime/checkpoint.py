@@ -4,6 +4,7 @@
         shared.pt      rank 0: everything identical across DDP replicas (model, optimizer, scheduler, ...)
         rank-<r>.pt    every rank: its own small part (RNG states, sampler position)
         rank-<r>.json  every rank, after its files: their sizes and CRC-32
+        OWNER          first: which run writes this step (see ckptowner: retention never touches others')
         COMPLETE       rank 0, last, after all rank-<r>.json exist: the merged file table
 
 Only a directory with COMPLETE whose files match the table is ever loaded (hydra#1822, torchtitan's
@@ -27,7 +28,7 @@ import torch.distributed as dist
 from ddpctl.run import envvars
 from ddpctl.run.events import append_event
 from ddpctl.run.layout import RunLayout
-from ddpctl.runtime import ckptio, progress
+from ddpctl.runtime import ckptio, ckptowner, progress
 from ddpctl.runtime.dist import DistContext, all_reduce_min, cpu_group
 from ddpctl.runtime.snapshot import SnapshotPool
 
@@ -69,6 +70,14 @@ class Checkpointer:
         self._thread: threading.Thread | None = None
         self._error: BaseException | None = None
         self._pool = SnapshotPool()
+        self._owner = self._agree_owner(env)
+        self._adopted: set[int] = set()  # the checkpoint this run resumed from: its timeline continues here
+
+    def _agree_owner(self, env: Mapping[str, str]) -> str:
+        box: list[Any] = [ckptowner.run_identity(env) or ckptowner.fresh_identity()]
+        if self.ctx.distributed and ckptowner.run_identity(env) is None:
+            dist.broadcast_object_list(box, src=0, group=self._group)
+        return str(box[0])
 
     def save(self, step: int, state: dict[str, Any], blocking: bool = True) -> Path:
         """Write checkpoint `step` on every rank; return its directory.
@@ -81,6 +90,7 @@ class Checkpointer:
         self.wait()
         path = self.dir / step_dirname(step)
         path.mkdir(parents=True, exist_ok=True)
+        ckptowner.claim(path, self._owner)
         if blocking:
             self._write_parts(path, state)
             self.ctx.barrier()
@@ -110,6 +120,17 @@ class Checkpointer:
             self._error = exc
 
     def _write_parts(self, path: Path, state: dict[str, Any]) -> None:
+        try:
+            self._write_own_parts(path, state)
+        except BaseException:
+            # A failed save (disk full, ...) takes its partial files with it; the previous complete checkpoint
+            # is untouched and stays the one load_latest finds.
+            rank = self.ctx.rank
+            own = (f"rank-{rank}.pt", f"rank-{rank}.json", *((SHARED, ckptowner.OWNER) if self.ctx.is_main else ()))
+            ckptio.remove_files(path, own, remove_dir=self.ctx.is_main)
+            raise
+
+    def _write_own_parts(self, path: Path, state: dict[str, Any]) -> None:
         rank = self.ctx.rank
         files: dict[str, Any] = {}
         if self.ctx.is_main:
@@ -133,7 +154,8 @@ class Checkpointer:
                     )
                 time.sleep(0.05)
             files.update(table["files"])
-        marker = {"step": step, "world_size": self.ctx.world_size, "files": files, "time": time.time()}
+        marker = {"step": step, "world_size": self.ctx.world_size, "files": files, "time": time.time(),
+                  "owner": self._owner}
         ckptio.atomic_write_json(marker, path / MARKER)
         self._prune(step)
 
@@ -142,6 +164,9 @@ class Checkpointer:
         for step, path in sorted(self._step_dirs().items(), reverse=True):
             # Steps past the one just saved belong to a timeline abandoned by resuming from an older
             # checkpoint (the newer one was damaged); incomplete ones are leftovers of a crash.
+            # Only ours (or the one we resumed from) may go: the directory may hold another run's work.
+            if step != newest and not ckptowner.may_delete(path, self._owner, self._adopted, step):
+                continue
             if step > newest or (step != newest and not (path / MARKER).exists()):
                 shutil.rmtree(path, ignore_errors=True)
             elif (path / MARKER).exists():
@@ -175,6 +200,7 @@ class Checkpointer:
             ok = all_reduce_min(0.0 if problem else 1.0, self.ctx.distributed, self._group) > 0
             if ok and state is not None:
                 self._record_resume(step)
+                self._adopted.add(step)
                 return step, state
             self._warn_skip(step, problem or "another rank could not load its part")
         self._record_resume(None)
@@ -191,20 +217,26 @@ class Checkpointer:
         box: list[Any] = [self._candidates() if self.ctx.is_main else None]
         if self.ctx.distributed:
             dist.broadcast_object_list(box, src=0, group=self._group)
-        return list(box[0] or [])
+        steps, foreign = box[0] or ([], [])
+        if foreign:  # raised on every rank alike, before any save could collide with the other run's steps
+            raise ckptowner.SharedCheckpointDir(ckptowner.refusal(self.dir, foreign))
+        return list(steps)
 
-    def _candidates(self) -> list[int]:
+    def _candidates(self) -> tuple[list[int], list[str]]:
         steps: list[int] = []
+        foreign: list[str] = []
         for step, path in sorted(self._step_dirs().items(), reverse=True):
             marker = ckptio.read_json(path / MARKER)
-            if not isinstance(marker, dict):
+            if why := ckptowner.foreign_unresumable(marker, self._owner, self.ctx.world_size):
+                foreign.append(f"{path.name}: {why}")
+            elif not isinstance(marker, dict):
                 self._warn_skip(step, "no completion marker (the save never finished)")
             elif marker.get("world_size") != self.ctx.world_size:
                 saved_by = marker.get("world_size")
                 self._warn_skip(step, f"saved by {saved_by} ranks, running {self.ctx.world_size}")
             else:
                 steps.append(step)
-        return steps
+        return steps, foreign
 
     def _try_load(self, path: Path) -> tuple[dict[str, Any] | None, str | None]:
         marker = ckptio.read_json(path / MARKER)

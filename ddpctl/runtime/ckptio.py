@@ -7,9 +7,11 @@ this guards against accidents (torn writes, disk trouble), not tampering, and co
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import zlib
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -25,13 +27,18 @@ class _HashingWriter:
         self._fd = fd
         self.crc = 0
         self.size = 0
+        self.error: OSError | None = None  # torch.save turns our OSError into "unexpected pos": keep the real one
 
     def write(self, data: bytes | memoryview) -> int:
         view = memoryview(data)
         self.crc = zlib.crc32(view, self.crc)
         done = 0
-        while done < len(view):
-            done += os.write(self._fd, view[done:])
+        try:
+            while done < len(view):
+                done += os.write(self._fd, view[done:])
+        except OSError as exc:
+            self.error = exc
+            raise
         self.size += len(view)
         return len(view)
 
@@ -48,33 +55,58 @@ def fsync_dir(path: Path) -> None:
         os.close(fd)
 
 
+class CheckpointWriteError(OSError):
+    """A checkpoint file could not be written; its temp file is already removed. Names the path and why."""
+
+
+def _write_atomically(path: Path, write: Callable[[int], None]) -> None:
+    """Temp file + fsync + rename. On any failure (disk full, quota, EIO) the temp file is removed, so a
+    requeued attempt does not find the filesystem still full of our partial files, and the error names the path."""
+    tmp = path.with_name(f".{path.name}.tmp{os.getpid()}")
+    try:
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, 0o644)
+        try:
+            write(fd)
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+        tmp.replace(path)
+    except BaseException as exc:
+        tmp.unlink(missing_ok=True)
+        if isinstance(exc, OSError):
+            raise CheckpointWriteError(exc.errno, f"cannot write checkpoint file {path}: {exc.strerror or exc}") \
+                from exc
+        raise
+    fsync_dir(path.parent)
+
+
 def atomic_torch_save(obj: Any, path: Path) -> dict[str, Any]:
     """torch.save `obj` to `path` atomically; return {"size", "crc32"} of the bytes written."""
-    tmp = path.with_name(f".{path.name}.tmp{os.getpid()}")
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
-    try:
-        writer = _HashingWriter(fd)
-        torch.save(obj, writer)  # type: ignore[arg-type]  # any object with write() is accepted
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-    tmp.replace(path)
-    fsync_dir(path.parent)
-    return {"size": writer.size, "crc32": writer.crc}
+    writers: list[_HashingWriter] = []
+
+    def write(fd: int) -> None:
+        writers.append(_HashingWriter(fd))
+        try:
+            torch.save(obj, writers[0])  # type: ignore[arg-type]  # any object with write() is accepted
+        except RuntimeError:
+            if writers[0].error is not None:
+                raise writers[0].error from None
+            raise
+
+    _write_atomically(path, write)
+    return {"size": writers[0].size, "crc32": writers[0].crc}
 
 
 def atomic_write_json(obj: Any, path: Path) -> None:
     """Write JSON atomically (same temp + fsync + rename dance as the tensors)."""
-    tmp = path.with_name(f".{path.name}.tmp{os.getpid()}")
     data = (json.dumps(obj, sort_keys=True, indent=1) + "\n").encode()
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
-    try:
-        os.write(fd, data)
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-    tmp.replace(path)
-    fsync_dir(path.parent)
+
+    def write(fd: int) -> None:
+        done = 0
+        while done < len(data):
+            done += os.write(fd, data[done:])
+
+    _write_atomically(path, write)
 
 
 def read_json(path: Path) -> Any:
@@ -101,3 +133,13 @@ def file_matches(path: Path, expected: dict[str, Any], check_hash: bool) -> str 
         if crc != expected.get("crc32"):
             return f"{path.name} content does not match its recorded CRC-32"
     return None
+
+
+def remove_files(step_dir: Path, names: tuple[str, ...], remove_dir: bool) -> None:
+    """Remove `names` from an uncommitted step (and, with `remove_dir`, the step itself once it is empty)."""
+    for name in names:
+        (step_dir / name).unlink(missing_ok=True)
+    if remove_dir:
+        # Other ranks' parts may still be there: the next save's retention removes the leftover then.
+        with contextlib.suppress(OSError):
+            step_dir.rmdir()

@@ -2,7 +2,10 @@
 
 Type rules:
 - integer fields take YAML integers only: a boolean is not an integer and a quoted "4" is a string, not 4.
-  Number fields (health.straggler_factor) take YAML integers or floats, never booleans or strings.
+  They are read as a person writes them, in decimal digits: YAML 1.1 would read `010` as 8 and `1:00` as 60,
+  ddpctl reads `010` as 10 and refuses `1:00`, `0x10`, `0o7`, `0b1`, `1_000`. Every integer field has an upper
+  bound (INT_MAX unless the field says less): no input makes ddpctl's own work unbounded.
+  Number fields (health.straggler_factor) take YAML integers or finite floats, never booleans or strings.
 - string fields take any scalar *as written*: `mem: 4000` is "4000", `time: 1:30:00` stays "1:30:00" (YAML 1.1
   would read it as 5400) and `partition: on` is "on". From a Python mapping, numbers use str() and booleans
   "true"/"false". `null` is only accepted where the field may be unset.
@@ -15,6 +18,7 @@ import math
 import re
 from collections.abc import Callable, Mapping, Sequence
 from datetime import date
+from pathlib import Path
 from typing import Any
 
 from ddpctl.spec.yamldoc import At
@@ -35,6 +39,7 @@ SIGNALS = ("USR1", "USR2", "URG", "ALRM")
 SCRIPT_SIGNALS = ("USR1", "USR2", "TERM", "INT", "HUP", "URG", "ALRM")
 TIME_FORMATS = "a Slurm time (M, M:S, H:M:S, D-H, D-H:M, D-H:M:S) or UNLIMITED"
 _DIGITS = re.compile(r"[0-9]+")
+_DECIMAL = re.compile(r"[-+]?[0-9]+")
 _SCALARS = (str, int, float, date)  # bool is an int
 
 
@@ -67,11 +72,26 @@ def as_text(value: Any, at: At, expected: str) -> str:
     text = value if isinstance(value, str) else (at.raw() or str(value))
     if "\0" in text:
         raise at.fail(text, f"{expected} without NUL bytes")
+    if not _is_utf8(text):
+        # A lone surrogate (from "\udc80" in YAML or undecodable bytes in a --set) cannot reach a process's
+        # argv or environment: refuse it here rather than let every rank die at launch.
+        raise at.fail(text, f"{expected} in valid Unicode (no lone surrogates such as \\udc80)")
     return text
 
 
-def integer(low: int, high: int | None = None, *, nullable: bool = False) -> Conv:
-    expected = f"an integer >= {low}" if high is None else f"an integer in {low}..{high}"
+def _is_utf8(text: str) -> bool:
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
+
+
+INT_MAX = 2**31 - 1  # Slurm and torchrun keep counts in 32-bit integers
+
+
+def integer(low: int, high: int = INT_MAX, *, nullable: bool = False) -> Conv:
+    expected = f"an integer in {low}..{high}"
     expected += " or null" if nullable else ""
 
     def conv(value: Any, at: At) -> int | None:
@@ -79,9 +99,15 @@ def integer(low: int, high: int | None = None, *, nullable: bool = False) -> Con
             return None
         if isinstance(value, bool) or not isinstance(value, int):
             raise at.fail(value, expected, typed=True)
-        if value < low or (high is not None and value > high):
-            raise at.fail(value, expected)
-        return value
+        raw = at.raw()
+        number = int(value)
+        if raw is not None:  # written in the YAML: read the digits as a person means them
+            if not _DECIMAL.fullmatch(raw):
+                raise at.fail(raw, f"{expected}, written in decimal digits")
+            number = int(raw, 10)
+        if number < low or number > high:
+            raise at.fail(number, expected)
+        return number
 
     return conv
 
@@ -92,7 +118,7 @@ def number(low: float, *, above: bool = False) -> Conv:
     def conv(value: Any, at: At) -> float:
         if isinstance(value, bool) or not isinstance(value, (int, float)):
             raise at.fail(value, expected, typed=True)
-        if math.isnan(value) or value < low or (above and value == low):
+        if not math.isfinite(value) or value < low or (above and value == low):
             raise at.fail(value, expected)
         return float(value)
 
@@ -108,7 +134,9 @@ def boolean(value: Any, at: At) -> bool:
 setattr(boolean, "choices", ("true", "false"))  # noqa: B010 - read by shell completion (schema.key_choices)
 
 
-def text(pattern: str | None = None, *, nullable: bool = False, what: str = "a non-empty string") -> Conv:
+def text(pattern: str | None = None, *, nullable: bool = False, what: str = "a non-empty string",
+         path: bool = False) -> Conv:
+    """A string field; with `path`, a leading `~user` must name a user (it is expanded at submit)."""
     expected = f"a string matching {pattern}" if pattern else what
     expected += " or null" if nullable else ""
 
@@ -118,6 +146,11 @@ def text(pattern: str | None = None, *, nullable: bool = False, what: str = "a n
         result = as_text(value, at, expected)
         if not result or (pattern and not re.fullmatch(pattern, result)):
             raise at.fail(result, expected)
+        if path and result.startswith("~"):
+            try:
+                Path(result).expanduser()
+            except RuntimeError:  # "Could not determine home directory": no such user, or no HOME
+                raise at.fail(result, f"{expected} whose ~ names a user with a home directory") from None
         return result
 
     return conv

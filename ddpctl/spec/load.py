@@ -35,9 +35,11 @@ from ddpctl.spec.schema import apply_override, check_spec, is_template_path, val
 from ddpctl.spec.yamldoc import At, Doc, read_doc
 
 
-def load_spec(path: str | Path, overrides: Sequence[str] = (), *, check_paths: bool = True) -> JobSpec:
-    """Read a YAML spec, apply `--set key.sub=value` overrides in order, validate; `source` is `path`."""
-    doc = read_doc(path)
+def load_spec(path: str | Path, overrides: Sequence[str] = (), *, check_paths: bool = True,
+              nofollow: bool = False) -> JobSpec:
+    """Read a YAML spec, apply `--set key.sub=value` overrides in order, validate; `source` is `path`.
+    `nofollow`: a run dir's job.yaml, never read through a symlink."""
+    doc = read_doc(path, nofollow=nofollow)
     for override in overrides:
         apply_override(doc, override)
     return _build(doc, check_paths=check_paths)

@@ -40,6 +40,11 @@ from ddpctl.spec.yamldoc import At, Doc, Key, one_line, parse_yaml
 if TYPE_CHECKING:
     from ddpctl.spec.model import JobSpec
 
+# Input limits (README "Input limits"): far above any real cluster, low enough that everything ddpctl does per
+# node or per rank (dry run, hostlists, log merging) stays fast.
+MAX_NODES = 16_384
+MAX_PER_NODE = 4096
+
 # sbatch options ddpctl writes itself: a second value would fight the template (or break signals/logs).
 RESERVED_SBATCH = {
     "job-name": "use name", "nodes": "use nodes", "ntasks": "one task per node; use nodes",
@@ -50,6 +55,22 @@ RESERVED_SBATCH = {
     "output": "logs go under run_dir", "error": "logs go under run_dir",
     "open-mode": "output is appended across requeues", "wrap": "use script",
 }  # fmt: skip
+
+# Real sbatch long options that are also prefixes of a reserved one: an exact name wins over a prefix in
+# getopt_long, so --gpus stays --gpus (not --gpus-per-node).
+EXACT_SBATCH_OPTIONS = frozenset({"gpus"})
+
+
+def reserved_options(name: str) -> list[str]:
+    """The reserved options `name` may mean to sbatch. sbatch (getopt_long) accepts any unambiguous prefix of a
+    long option, in #SBATCH lines too (`--job-n=x` is --job-name, Slurm 22.05): a prefix of a reserved option
+    is refused like the option itself."""
+    if name in RESERVED_SBATCH:
+        return [name]
+    if name in EXACT_SBATCH_OPTIONS:
+        return []
+    return sorted(option for option in RESERVED_SBATCH if option.startswith(name))
+
 
 SECTIONS: dict[str, dict[str, Conv]] = {
     "nccl": {
@@ -69,7 +90,7 @@ SECTIONS: dict[str, dict[str, Conv]] = {
         "script_signal": choice(SCRIPT_SIGNALS, strip="SIG", nullable=True),
         "mode": choice(("auto", "requeue", "chain")),
     },
-    "checkpoint": {"dir": text(nullable=True), "keep": integer(1)},
+    "checkpoint": {"dir": text(nullable=True, path=True), "keep": integer(1)},
     "health": {
         "hang_timeout_s": integer(0, nullable=True),
         "hang_floor_s": integer(1),
@@ -89,8 +110,12 @@ def sbatch_options(value: Any, at: At) -> tuple[tuple[str, str | int | bool], ..
         name, where = str(key), at.child(str(key))
         if not re.fullmatch(SBATCH_OPTION_RE, name):
             raise where.fail(name, f"an sbatch long option name matching {SBATCH_OPTION_RE}")
-        if name in RESERVED_SBATCH:
-            raise where.error(f"ddpctl sets --{name} itself: {RESERVED_SBATCH[name]}")
+        if reserved := reserved_options(name):
+            if reserved == [name]:
+                raise where.error(f"ddpctl sets --{name} itself: {RESERVED_SBATCH[name]}")
+            means = " or ".join(f"--{r}" for r in reserved)
+            raise where.error(f"--{name} is an abbreviation sbatch reads as {means}, which ddpctl sets itself: "
+                              f"{RESERVED_SBATCH[reserved[0]]}")
         if item is False:
             continue
         if item is True or (isinstance(item, int) and where.raw() in (None, str(item))):
@@ -132,12 +157,12 @@ def section(table: Mapping[str, Conv]) -> Conv:
 
 TOP: dict[str, Conv] = {
     "name": job_name,
-    "script": text(what="a path to the training script"),
+    "script": text(what="a path to the training script", path=True),
     "args": text_list(),
-    "nodes": integer(1),
-    "gpus_per_node": integer(0),
-    "nproc_per_node": integer(1, nullable=True),  # null/absent: gpus_per_node if > 0 else 1
-    "cpus_per_task": integer(1, nullable=True),
+    "nodes": integer(1, MAX_NODES),
+    "gpus_per_node": integer(0, MAX_PER_NODE),
+    "nproc_per_node": integer(1, MAX_PER_NODE, nullable=True),  # null/absent: gpus_per_node if > 0 else 1
+    "cpus_per_task": integer(1, MAX_PER_NODE, nullable=True),
     "mem": text(MEM_RE, nullable=True),
     "time": slurm_time,
     "partition": text(SLURM_NAMES_RE, nullable=True),
@@ -146,12 +171,12 @@ TOP: dict[str, Conv] = {
     "sbatch": sbatch_options,
     "setup": text_list(lines=True),
     "env": env_vars,
-    "run_dir": text(what="a directory path"),
-    "template": text(what="a template name or a path to a .j2 file"),
+    "run_dir": text(what="a directory path", path=True),
+    "template": text(what="a template name or a path to a .j2 file", path=True),
     "backend": choice(("sbatch", "submitit", "local")),
     "max_restarts": integer(0),
     "rdzv": choice(("c10d", "static")),
-    "python": text(nullable=True, what="an interpreter name or path"),
+    "python": text(nullable=True, what="an interpreter name or path", path=True),
     "snapshot": choice(("auto", "git", "dir", "off")),
     **{name: section(table) for name, table in SECTIONS.items()},
 }

@@ -11,6 +11,7 @@ messages (`jobs/x.yaml:7: nodes: got 0, expected an integer >= 1`).
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -22,7 +23,8 @@ from ddpctl.errors import SpecError
 Key = tuple[str, ...]
 _MERGE_TAG = "tag:yaml.org,2002:merge"
 _SHOW_MAX = 60
-_MAX_NODES = 100_000
+_MAX_NODES = 100_000  # YAML values in one spec, aliases and merge keys expanded (a spec has a few dozen)
+MAX_SPEC_BYTES = 1 << 20  # a spec file is a few hundred bytes; this keeps a stray huge file from eating memory
 _TYPE_NAMES = {bool: "a boolean", int: "an integer", float: "a float", str: "a string", list: "a list"}
 _TYPE_NAMES[dict] = "a mapping"
 
@@ -100,14 +102,19 @@ def one_line(text: str) -> str:
     return text if text.isprintable() else repr(text)
 
 
-def read_doc(path: str | Path) -> Doc:
+def read_doc(path: str | Path, *, nofollow: bool = False) -> Doc:
     source = str(path)
     try:
-        text = Path(path).read_text(encoding="utf-8")
+        flags = os.O_RDONLY | os.O_CLOEXEC | (os.O_NOFOLLOW if nofollow else 0)
+        with os.fdopen(os.open(path, flags), "rb") as handle:
+            data = handle.read(MAX_SPEC_BYTES + 1)
+        if len(data) > MAX_SPEC_BYTES:
+            raise SpecError(f"{one_line(source)}: spec file larger than {MAX_SPEC_BYTES} bytes, expected a job spec")
+        text = data.decode("utf-8")
     except OSError as err:
-        raise SpecError(f"{source}: cannot read spec file: {err.strerror or err}") from err
+        raise SpecError(f"{one_line(source)}: cannot read spec file: {err.strerror or err}") from err
     except UnicodeDecodeError as err:
-        raise SpecError(f"{source}: cannot read spec file: not UTF-8 text ({err.reason})") from err
+        raise SpecError(f"{one_line(source)}: cannot read spec file: not UTF-8 text ({err.reason})") from err
     doc = Doc(source, {})
     root = parse_yaml(text, doc, ())
     if root is None:
@@ -123,12 +130,17 @@ def parse_yaml(text: str, doc: Doc, base: Key, override: str | None = None) -> A
 
     `override` is the `--set` text when parsing its value: errors then name it instead of a file line.
     """
-    loader = yaml.SafeLoader(text)
+    try:
+        loader = yaml.SafeLoader(text)  # the reader rejects control characters here already
+    except yaml.reader.ReaderError as err:
+        raise SpecError(f"{_reader_where(err, text, doc, override)}: invalid YAML: {_reader_problem(err)}") from err
     try:
         node = loader.get_single_node()
         if node is not None:
             doc.lines.setdefault(base, node.start_mark.line + 1)
         return None if node is None else _Builder(loader, doc).build(node, base)
+    except yaml.reader.ReaderError as err:
+        raise SpecError(f"{_reader_where(err, text, doc, override)}: invalid YAML: {_reader_problem(err)}") from err
     except yaml.MarkedYAMLError as err:
         mark = err.problem_mark or err.context_mark
         where = override or (doc.source if mark is None else f"{doc.source}:{mark.line + 1}")
@@ -140,6 +152,20 @@ def parse_yaml(text: str, doc: Doc, base: Key, override: str | None = None) -> A
         raise SpecError(f"{override or doc.source}: invalid YAML: nested too deeply for a job spec") from err
     finally:
         loader.dispose()
+
+
+def _reader_where(err: yaml.reader.ReaderError, text: str, doc: Doc, override: str | None) -> str:
+    if override:
+        return one_line(override)
+    return f"{one_line(doc.source)}:{text.count(chr(10), 0, max(err.position, 0)) + 1}"
+
+
+def _reader_problem(err: yaml.reader.ReaderError) -> str:
+    char = err.character if isinstance(err.character, str) else chr(err.character)
+    if 0xDC80 <= ord(char) <= 0xDCFF:  # how Python hands over a byte of a command-line argument that is not UTF-8
+        return f"byte 0x{ord(char) - 0xDC00:02X} is not UTF-8 text"
+    return (f"character U+{ord(char):04X} is not allowed in YAML text "
+            "(write it as an escape inside a double-quoted string, e.g. \"\\t\")")
 
 
 class _Builder:
@@ -181,6 +207,7 @@ class _Builder:
                 self.doc.lines[key] = line
                 raise At(self.doc, key).error(f"duplicate key, first set on line {seen[name]}")
             seen[name] = line
+        self._check_merge_size(node, path)
         self.loader.flatten_mapping(node)  # resolves `<<: *anchor` merges; later keys win, as in PyYAML
         out: dict[str, Any] = {}
         for key_node, value_node in node.value:
@@ -189,6 +216,34 @@ class _Builder:
             self.doc.lines[key] = key_node.start_mark.line + 1
             out[name] = self.build(value_node, key)
         return out
+
+    def _check_merge_size(self, node: yaml.MappingNode, path: Key) -> None:
+        """Refuse a merge-key bomb before PyYAML's flatten_mapping copies it: nested `<<: [*a, *a]` doubles
+        the pairs at every level (832 bytes took 21 s and 4 GB). Sizes are memoised per node: linear."""
+        sizes: dict[int, int] = {}
+        visiting: set[int] = set()
+
+        def size(mapping: yaml.MappingNode, depth: int) -> int:
+            if id(mapping) in sizes:
+                return sizes[id(mapping)]
+            if depth > 100 or id(mapping) in visiting:
+                raise At(self.doc, path).error("recursive or too deeply nested YAML merge (<<), expected plain data")
+            visiting.add(id(mapping))
+            total = 0
+            for key_node, value_node in mapping.value:
+                if key_node.tag != _MERGE_TAG:
+                    total += 1
+                    continue
+                merged = value_node.value if isinstance(value_node, yaml.SequenceNode) else [value_node]
+                total += sum(size(m, depth + 1) for m in merged if isinstance(m, yaml.MappingNode))
+            visiting.discard(id(mapping))
+            sizes[id(mapping)] = total
+            if total > self.budget:
+                raise At(self.doc, path).error(
+                    f"more than {_MAX_NODES} YAML values (merge keys expanded), expected a spec")
+            return total
+
+        size(node, 0)
 
     def _key(self, node: yaml.Node, path: Key) -> str:
         if not isinstance(node, yaml.ScalarNode):

@@ -91,5 +91,5 @@ def test_cancel_a_running_local_job(cli: Cli, tmp_path: Path) -> None:
     listed = cli.run("list", "--json").stdout
     assert f'"job_id": "{job_id}"' in listed and '"state": "CANCELLED"' in listed
     # The supervisor is gone (a zombie awaiting its reaper counts as gone).
-    pid = int((run_dir / "supervisor.pid").read_text())
+    pid = int((run_dir / "supervisor.pid").read_text().split()[0])
     assert not Path(f"/proc/{pid}").exists() or "Z" in Path(f"/proc/{pid}/stat").read_text().split(")")[-1][:3]

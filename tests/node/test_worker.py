@@ -143,3 +143,21 @@ def test_unknown_stop_signal_is_a_warning_not_a_crash(tmp_path: Path) -> None:
     assert result.returncode == 0
     assert result.stdout == "ran\n"
     assert "DDPCTL_STOP_SIGNAL='NOPE' is not a signal" in result.stderr
+
+
+@pytest.mark.parametrize("planted", ["rank-0.log", "rank-0.json"])
+def test_item13_worker_never_writes_through_a_symlink_in_the_run_dir(tmp_path: Path, planted: str) -> None:
+    attempt = tmp_path / "run" / "attempt-0"
+    attempt.mkdir(parents=True)
+    victim = tmp_path / "victim.txt"
+    victim.write_text("precious\n")
+    (attempt / planted).symlink_to(victim)
+    done = run_worker(tmp_path, "print('hello')\n",
+                      env={"DDPCTL_RANK_LOG_PATTERN": str(attempt / "rank-{rank}.log"), "RANK": "0"})
+    assert victim.read_text() == "precious\n"
+    if planted == "rank-0.log":
+        assert done.returncode == 2
+        assert done.stderr.strip().endswith("rank-0.log: is a symbolic link, refused (run-dir files are never "
+                                            "followed through links)")
+    else:  # the placement file is replaced atomically: the link itself goes, its target stays untouched
+        assert done.returncode == 0 and not (attempt / planted).is_symlink()

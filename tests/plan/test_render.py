@@ -13,7 +13,7 @@ import yaml
 
 from ddpctl.errors import SpecError
 from ddpctl.plan.render import RenderInputs, render_script, sbatch_value, shell_quote
-from ddpctl.spec import load_spec, resolve_paths, spec_to_mapping
+from ddpctl.spec import JobSpec, load_spec, resolve_paths, spec_to_mapping
 
 ROOT = Path(__file__).resolve().parents[2]
 GOLDEN = Path(__file__).parent / "golden"
@@ -123,3 +123,59 @@ def test_unknown_template_is_a_spec_error(tmp_path: Path) -> None:
         render_script(replace(spec, template="nope"), RenderInputs(Path("/r"), "python"))
 
 
+
+
+def test_item6_run_dir_is_data_in_slurms_output_pattern(tmp_path: Path) -> None:
+    """`%` starts a Slurm filename pattern (%j, %x, ...): a run_dir with one must arrive literally."""
+    spec = resolve_paths(load_spec(ROOT / "jobs/example.yaml"), ROOT)
+    base = Path("/data/50%x/{x}{rank}") / spec.name
+    text = render_script(spec, RenderInputs(run_base=base, python="/usr/bin/python3"))
+    assert "#SBATCH --output=\"/data/50%%x/{x}{rank}/example/%j/slurm.out\"\n" in text
+
+
+ESCAPES = [
+    "{{ cycler.__init__.__globals__.os.system('touch PWNED') }}",
+    "{{ self.__init__.__globals__.__builtins__.open('PWNED', 'w') }}",
+    "{% set x = spec.args.__class__.__mro__ %}",
+    "{{ lipsum.__globals__['os'].system('touch PWNED') }}",
+    "{{ setup.append('rm -rf ~') }}",  # an immutable sandbox: the template may not mutate what it is given
+]
+
+
+@pytest.mark.parametrize("body", ESCAPES)
+def test_item11_templates_cannot_reach_python(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, body: str) -> None:
+    monkeypatch.chdir(tmp_path)
+    template = tmp_path / "evil.sbatch.j2"
+    template.write_text(f"#!/bin/bash\n{body}\n")
+    (tmp_path / "t.py").write_text("")
+    spec = load_spec_text(tmp_path, f"name: x\nscript: t.py\ntemplate: {template}\n")
+    with pytest.raises(SpecError, match=r"template .*evil.sbatch.j2: .*(unsafe|not safely callable)"):
+        render_script(spec, RenderInputs(Path("/r"), "python"))
+    assert not (tmp_path / "PWNED").exists()
+
+
+@pytest.mark.parametrize(("body", "message"), [
+    ("{{ 'x' * 100000000 }}", "a value of 100000000 items is larger than"),
+    ("{{ 2 ** 100000 }}", "exponent 100000 is larger than 256"),
+    ("{{ ((2 ** 256) ** 256) ** 256 }}", r"\*\* 256 would have more than 65536 bits"),
+    ("{% for i in range(100000) %}{{ 'y' * 1000 }}{% endfor %}", "rendered script is larger than 1048576 bytes"),
+    ("{% for i in range(100000) %}{% for j in range(100000) %}{% endfor %}{% endfor %}", "took longer than 0.5 s"),
+    ("{{ 1 / 0 }}", "ZeroDivisionError: division by zero"),
+])
+def test_item11_template_work_is_bounded(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, body: str, message: str
+) -> None:
+    monkeypatch.setattr("ddpctl.plan.sandbox.RENDER_TIMEOUT_S", 0.5)
+    monkeypatch.chdir(tmp_path)
+    template = tmp_path / "big.sbatch.j2"
+    template.write_text(body + "\n")
+    (tmp_path / "t.py").write_text("")
+    spec = load_spec_text(tmp_path, f"name: x\nscript: t.py\ntemplate: {template}\n")
+    with pytest.raises(SpecError, match=message):
+        render_script(spec, RenderInputs(Path("/r"), "python"))
+
+
+def load_spec_text(tmp_path: Path, text: str) -> JobSpec:
+    path = tmp_path / "s.yaml"
+    path.write_text(text)
+    return load_spec(path)

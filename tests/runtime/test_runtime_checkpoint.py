@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -10,6 +12,7 @@ import torch
 
 from ddpctl.run.events import read_events
 from ddpctl.runtime import RANK_KEY, Checkpointer
+from ddpctl.runtime.ckptowner import SharedCheckpointDir
 from ddpctl.runtime.dist import DistContext
 
 SOLO = DistContext(rank=0, local_rank=0, world_size=1, device=torch.device("cpu"), attempt=0, distributed=False)
@@ -30,7 +33,7 @@ def steps_on_disk(tmp_path: Path) -> list[str]:
 def test_roundtrip_and_layout(tmp_path: Path) -> None:
     ckpt = make(tmp_path)
     path = ckpt.save(5, state(5))
-    assert sorted(p.name for p in path.iterdir()) == ["COMPLETE", "rank-0.json", "rank-0.pt", "shared.pt"]
+    assert sorted(p.name for p in path.iterdir()) == ["COMPLETE", "OWNER", "rank-0.json", "rank-0.pt", "shared.pt"]
     marker = json.loads((path / "COMPLETE").read_text())
     assert marker["step"] == 5
     assert set(marker["files"]) == {"shared.pt", "rank-0.pt"}
@@ -153,3 +156,73 @@ def test_defaults_come_from_the_environment(tmp_path: Path) -> None:
     assert (ckpt.dir, ckpt.keep) == (tmp_path / "c", 5)
     fallback = Checkpointer(ctx=SOLO, env={"DDPCTL_RUN_DIR": str(tmp_path)})
     assert (fallback.dir, fallback.keep) == (tmp_path / "checkpoints", 3)
+
+
+def other_run(tmp_path: Path, name: str, keep: int = 3) -> Checkpointer:
+    return Checkpointer(tmp_path / "ckpt", keep=keep, ctx=SOLO, env={"DDPCTL_RUN_DIR": str(tmp_path / name)})
+
+
+def test_retention_never_deletes_another_runs_checkpoints(tmp_path: Path) -> None:
+    first = other_run(tmp_path, "run-a")
+    for step in (4, 8, 12):
+        first.save(step, state(step))
+    second = other_run(tmp_path, "run-b", keep=1)
+    for step in (1, 2, 3):  # a fresh run that never resumed: its steps are below the other run's
+        second.save(step, state(step))
+    assert steps_on_disk(tmp_path) == ["step-000000003", "step-000000004", "step-000000008", "step-000000012"]
+
+
+def test_saving_over_another_runs_step_is_refused(tmp_path: Path) -> None:
+    other_run(tmp_path, "run-a").save(4, state(4))
+    with pytest.raises(SharedCheckpointDir, match=r"step-000000004 belongs to another run"):
+        other_run(tmp_path, "run-b").save(4, state(40))
+    found = other_run(tmp_path, "run-a").load_latest()
+    assert found is not None and found[1]["step"] == 4
+
+
+def test_the_checkpoint_resumed_from_is_adopted_by_retention(tmp_path: Path) -> None:
+    first = other_run(tmp_path, "run-a")
+    for step in (4, 8, 12):
+        first.save(step, state(step))
+    second = other_run(tmp_path, "run-b", keep=2)
+    found = second.load_latest()
+    assert found is not None and found[0] == 12
+    for step in (13, 14):
+        second.save(step, state(step))
+    assert steps_on_disk(tmp_path) == ["step-000000004", "step-000000008", "step-000000013", "step-000000014"]
+
+
+def test_another_world_size_in_the_directory_is_refused_loudly(tmp_path: Path) -> None:
+    other_run(tmp_path, "run-a").save(4, state(4))
+    marker = tmp_path / "ckpt" / "step-000000004" / "COMPLETE"
+    marker.write_text(json.dumps({**json.loads(marker.read_text()), "world_size": 4}))  # as a 4-rank run left it
+    with pytest.raises(SharedCheckpointDir, match=r"shared with another run .*saved by 4 ranks of another run"):
+        other_run(tmp_path, "run-b").load_latest()
+    assert steps_on_disk(tmp_path) == ["step-000000004"]
+
+
+FULL_DISK = """
+import resource, signal, sys, torch
+from pathlib import Path
+from ddpctl.runtime import Checkpointer
+from ddpctl.runtime.dist import DistContext
+solo = DistContext(rank=0, local_rank=0, world_size=1, device=torch.device("cpu"), attempt=0, distributed=False)
+here = Path(sys.argv[1])
+ckpt = Checkpointer(here / "ckpt", keep=3, ctx=solo, env={"DDPCTL_RUN_DIR": str(here)})
+ckpt.save(1, {"w": torch.zeros(10), "rank": {}})
+signal.signal(signal.SIGXFSZ, signal.SIG_IGN)  # writes past the limit fail with EFBIG, like a full disk
+resource.setrlimit(resource.RLIMIT_FSIZE, (200_000, resource.RLIM_INFINITY))
+ckpt.save(2, {"w": torch.zeros(1_000_000), "rank": {}})
+"""
+
+
+def test_a_failed_save_removes_its_partial_files_and_names_the_path(tmp_path: Path) -> None:
+    done = subprocess.run([sys.executable, "-c", FULL_DISK, str(tmp_path)], capture_output=True, text=True,
+                          timeout=120, check=False)
+    assert done.returncode == 1
+    last = done.stderr.strip().splitlines()[-1]
+    assert "CheckpointWriteError" in last and "step-000000002/shared.pt: File too large" in last, done.stderr
+    left = sorted(str(p.relative_to(tmp_path / "ckpt")) for p in (tmp_path / "ckpt").rglob("*"))
+    assert [p for p in left if "tmp" in p or p.startswith("step-000000002")] == [], left
+    found = make(tmp_path).load_latest()
+    assert found is not None and found[0] == 1

@@ -43,15 +43,15 @@ def spec_error(text: str, overrides: tuple[str, ...] = (), *, check_paths: bool 
         ),
         ("checkpoint:\n  kep: 1\n", "4: checkpoint.kep: unknown key, did you mean 'keep'?"),
         ("zzz: 1\n", "3: zzz: unknown key, expected one of name, script, args, nodes,"),
-        ("nodes: true\n", "3: nodes: got true (a boolean), expected an integer >= 1"),
-        ("nodes: '2'\n", "3: nodes: got '2' (a string), expected an integer >= 1"),
-        ("nodes: 1.5\n", "3: nodes: got 1.5 (a float), expected an integer >= 1"),
-        ("nodes:\n", "3: nodes: got null, expected an integer >= 1"),
-        ("nodes: 0\n", "3: nodes: got 0, expected an integer >= 1"),
-        ("nproc_per_node: 0\n", "3: nproc_per_node: got 0, expected an integer >= 1"),
-        ("gpus_per_node: -1\n", "3: gpus_per_node: got -1, expected an integer >= 0"),
-        ("cpus_per_task: 0\n", "3: cpus_per_task: got 0, expected an integer >= 1 or null"),
-        ("max_restarts: -1\n", "3: max_restarts: got -1, expected an integer >= 0"),
+        ("nodes: true\n", "3: nodes: got true (a boolean), expected an integer in 1..16384"),
+        ("nodes: '2'\n", "3: nodes: got '2' (a string), expected an integer in 1..16384"),
+        ("nodes: 1.5\n", "3: nodes: got 1.5 (a float), expected an integer in 1..16384"),
+        ("nodes:\n", "3: nodes: got null, expected an integer in 1..16384"),
+        ("nodes: 0\n", "3: nodes: got 0, expected an integer in 1..16384"),
+        ("nproc_per_node: 0\n", "3: nproc_per_node: got 0, expected an integer in 1..4096"),
+        ("gpus_per_node: -1\n", "3: gpus_per_node: got -1, expected an integer in 0..4096"),
+        ("cpus_per_task: 0\n", "3: cpus_per_task: got 0, expected an integer in 1..4096 or null"),
+        ("max_restarts: -1\n", "3: max_restarts: got -1, expected an integer in 0..2147483647"),
         ("time: 1:2:3:4\n", "3: time: got '1:2:3:4', expected a Slurm time (M, M:S, H:M:S, D-H,"),
         ("time: 1h\n", "3: time: got '1h', expected a Slurm time"),
         ("time: 0\n", "3: time: got '0', expected a Slurm time"),
@@ -80,7 +80,7 @@ def spec_error(text: str, overrides: tuple[str, ...] = (), *, check_paths: bool 
         ("args: --lr 1\n", "3: args: got '--lr 1' (a string), expected a list of strings"),
         ("nccl:\n  ib_disable: 'yes'\n", "4: nccl.ib_disable: got 'yes' (a string), expected true or false"),
         ("nccl:\n  debug: LOUD\n", "4: nccl.debug: got 'LOUD', expected one of VERSION, WARN, INFO, TRACE"),
-        ("nccl:\n  timeout_s: 0\n", "4: nccl.timeout_s: got 0, expected an integer >= 1"),
+        ("nccl:\n  timeout_s: 0\n", "4: nccl.timeout_s: got 0, expected an integer in 1..2147483647"),
         ("nccl:\n  socket_ifname: eth0 eth1\n", "4: nccl.socket_ifname: got 'eth0 eth1', expected"),
         ("requeue:\n  enabled: 1\n", "4: requeue.enabled: got 1 (an integer), expected true or false"),
         (
@@ -93,13 +93,14 @@ def spec_error(text: str, overrides: tuple[str, ...] = (), *, check_paths: bool 
         ),
         ("requeue:\n  lead_s: 0\n", "4: requeue.lead_s: got 0, expected an integer in 1..65535"),
         ("requeue:\n  lead_s: 65536\n", "4: requeue.lead_s: got 65536, expected an integer in 1..65535"),
-        ("requeue:\n  max_failures: -1\n", "4: requeue.max_failures: got -1, expected an integer >= 0"),
-        ("checkpoint:\n  keep: 0\n", "4: checkpoint.keep: got 0, expected an integer >= 1"),
+        ("requeue:\n  max_failures: -1\n", "4: requeue.max_failures: got -1, expected an integer in 0..2147483647"),
+        ("checkpoint:\n  keep: 0\n", "4: checkpoint.keep: got 0, expected an integer in 1..2147483647"),
         ("health:\n  straggler_factor: -1\n", "4: health.straggler_factor: got -1, expected a number >= 0"),
         ("health:\n  straggler_factor: yes\n", "4: health.straggler_factor: got true (a boolean), expected a"),
         ("health:\n  straggler_factor: .nan\n", "4: health.straggler_factor: got nan, expected a number >= 0"),
+        ("health:\n  straggler_factor: .inf\n", "4: health.straggler_factor: got inf, expected a number >= 0"),
         ("health:\n  hang_timeout_s: 1.5\n", "4: health.hang_timeout_s: got 1.5 (a float), expected an integer"),
-        ("health:\n  straggler_steps: 1\n", "4: health.straggler_steps: got 1, expected an integer >= 2"),
+        ("health:\n  straggler_steps: 1\n", "4: health.straggler_steps: got 1, expected an integer in 2..2147483647"),
         ("health:\n  hang_floor: 3\n", "4: health.hang_floor: unknown key, did you mean 'hang_floor_s'?"),
         ("env:\n  1BAD: x\n", "4: env.1BAD: got '1BAD', expected an environment variable name matching"),
         (
@@ -184,9 +185,10 @@ def test_paths_are_not_checked_without_check_paths() -> None:
         ("nccl.debugg=INFO", "--set nccl.debugg=INFO: nccl.debugg: unknown key, did you mean 'debug'?"),
         ("nodes.x=1", "--set nodes.x=1: nodes.x: unknown key, nodes has no sub-key 'x'"),
         ("env.A.B=1", "--set env.A.B=1: env.A.B: unknown key, env has no sub-key 'A.B'"),
-        ("nodes=0", "--set nodes=0: nodes: got 0, expected an integer >= 1"),
+        ("nodes=0", "--set nodes=0: nodes: got 0, expected an integer in 1..16384"),
         ("nodes=[", "--set nodes=[: invalid YAML:"),
-        ("nccl={timeout_s: 0}", "--set nccl={timeout_s: 0}: nccl.timeout_s: got 0, expected an integer >= 1"),
+        ("nccl={timeout_s: 0}",
+         "--set nccl={timeout_s: 0}: nccl.timeout_s: got 0, expected an integer in 1..2147483647"),
         (
             "nccl={timeot_s: 5}",
             "--set nccl={timeot_s: 5}: nccl.timeot_s: unknown key, did you mean 'timeout_s'?",
@@ -235,7 +237,7 @@ def test_file_without_read_permission() -> None:
 @pytest.mark.parametrize(
     ("data", "expected"),
     [
-        ({**BASE, "nodes": 0}, "<spec>: nodes: got 0, expected an integer >= 1"),
+        ({**BASE, "nodes": 0}, "<spec>: nodes: got 0, expected an integer in 1..16384"),
         ({**BASE, "nodes": False}, "<spec>: nodes: got false (a boolean), expected an integer"),
         ({**BASE, "nccl": {"ib_disabled": True}}, "<spec>: nccl.ib_disabled: unknown key"),
         ({**BASE, "env": {"X": None}}, "<spec>: env.X: got null, expected a scalar value"),
@@ -261,6 +263,23 @@ def test_deep_nesting_is_refused() -> None:
     assert spec_error(HEAD + "args: " + "[" * 1000 + "]" * 1000 + "\n") == (
         "jobs/x.yaml: invalid YAML: nested too deeply for a job spec"
     )
+
+
+@pytest.mark.parametrize(("option", "means"), [
+    ("ntasks-per-n", "--ntasks-per-node"), ("job-n", "--job-name"), ("outp", "--output"), ("op", "--open-mode"),
+    ("sig", "--signal"), ("part", "--partition"), ("q", "--qos"), ("wr", "--wrap"), ("no-req", "--no-requeue"),
+    ("gpus-per", "--gpus-per-node"), ("cpus-per-t", "--cpus-per-task"), ("ti", "--time"), ("acc", "--account"),
+    ("err", "--error"), ("no", "--no-requeue or --nodes"), ("ntasks-", "--ntasks-per-node"),
+])
+def test_item10_abbreviations_of_reserved_sbatch_options_are_refused(option: str, means: str) -> None:
+    message = spec_error(HEAD + f"sbatch:\n  {option}: x\n")
+    assert f"sbatch.{option}: --{option} is an abbreviation sbatch reads as {means}, which ddpctl sets" in message
+
+
+@pytest.mark.parametrize("option", ["gpus", "mem-per-cpu", "ntasks-per-gpu", "time-min", "nodelist", "constraint",
+                                    "exclusive", "gres", "oversubscribe"])
+def test_item10_other_options_are_kept(option: str) -> None:
+    assert dict(spec_from_mapping({**BASE, "sbatch": {option: "1"}}, check_paths=False).sbatch) == {option: "1"}
 
 
 def test_shipped_templates_come_from_this_checkout() -> None:

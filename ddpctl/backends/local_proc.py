@@ -1,0 +1,95 @@
+"""Knowing, not guessing, whether a local job's supervisor is alive — and taking its nodes down when it dies.
+
+A pid alone is not an identity: after the supervisor ends, the pid can belong to any process. So:
+- `supervisor.lock` in the run dir is flock'ed by `submit` before the supervisor exists and handed to it (and
+  by it to each node's launcher): the job is running exactly while someone in its process tree holds the lock.
+  The kernel drops the lock when the last holder exits, however it exits (kill -9 included).
+- `supervisor.pid` holds the pid *and* its start time (field 22 of /proc/PID/stat); a process is signalled
+  only while both match and the lock is held.
+- Launchers get PR_SET_PDEATHSIG=SIGTERM: if the supervisor is killed, they stop their torchrun and workers
+  (SIGTERM is forwarded), so no orphan keeps training with nobody to decide about it.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import errno
+import fcntl
+import os
+import signal
+from pathlib import Path
+
+from ddpctl.run import safeio
+from ddpctl.run.layout import RunLayout
+
+_PR_SET_PDEATHSIG = 1
+
+
+def start_time(pid: int) -> int | None:
+    """Kernel start time of `pid` in clock ticks since boot (None: no such process, or a zombie)."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return None
+    fields = stat.rsplit(")", 1)[1].split()
+    if fields[0] in ("Z", "X"):
+        return None
+    return int(fields[19])  # field 22 overall; fields[0] is field 3 (the state)
+
+
+def take_lock(run_dir: Path) -> int:
+    """Create and lock the run's supervisor lock; return the fd to hand to the supervisor (inheritable)."""
+    fd = os.open(RunLayout(run_dir).supervisor_lock, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW, 0o600)
+    fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    os.set_inheritable(fd, True)
+    return fd
+
+
+def lock_held(run_dir: Path) -> bool:
+    """True while the job's supervisor (or one of its launchers) is alive."""
+    try:
+        fd = os.open(RunLayout(run_dir).supervisor_lock, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
+    except OSError:
+        return False
+    try:
+        fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+    except OSError as exc:
+        return exc.errno in (errno.EWOULDBLOCK, errno.EAGAIN)
+    finally:
+        os.close(fd)
+    return False
+
+
+def write_pid(run_dir: Path, pid: int) -> None:
+    started = start_time(pid)
+    safeio.write_text_atomic(RunLayout(run_dir).supervisor_pid, f"{pid} {started}\n")
+
+
+def supervisor(run_dir: Path) -> int | None:
+    """The supervisor's pid if that very process (same pid, same start time) is alive and holds the lock."""
+    try:
+        pid_text, started = safeio.read_text(RunLayout(run_dir).supervisor_pid).split()
+        pid = int(pid_text)
+    except (OSError, ValueError):
+        return None
+    if str(start_time(pid)) != started or not lock_held(run_dir):
+        return None
+    return pid
+
+
+def signal_supervisor(run_dir: Path, signum: int) -> bool:
+    """Send `signum` to the verified supervisor; False when there is none to send it to."""
+    pid = supervisor(run_dir)
+    if pid is None:
+        return False
+    os.kill(pid, signum)
+    return True
+
+
+def die_with_parent() -> None:
+    """preexec_fn for a launcher: SIGTERM when the supervisor dies (and exit now if it already did)."""
+    parent = os.getppid()
+    libc = ctypes.CDLL(None, use_errno=True)
+    libc.prctl(_PR_SET_PDEATHSIG, signal.SIGTERM, 0, 0, 0)
+    if os.getppid() != parent:  # the supervisor died between fork and prctl
+        os._exit(128 + signal.SIGTERM)
