@@ -13,7 +13,8 @@ PKG = Path(__file__).resolve().parents[1] / "ddpctl"
 
 # Lower layers first; a module may import from its own package or from a strictly lower layer only.
 LAYERS: tuple[tuple[str, ...], ...] = (
-    ("exitcodes", "templates"), ("errors",), ("proc",), ("spec", "slurm"), ("snapshot",), ("run",), ("runtime",),
+    ("exitcodes", "templates", "sanitize"), ("errors",), ("proc",), ("spec", "slurm"), ("snapshot",), ("run",),
+    ("runtime",),
     ("health",), ("node",),
     ("plan",), ("backends",), ("logs",), ("api",), ("(init)",), ("cli",), ("__main__",),
 )

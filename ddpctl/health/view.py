@@ -8,11 +8,11 @@ sees it: rank output is untrusted.
 
 from __future__ import annotations
 
-import unicodedata
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from ddpctl import sanitize
 from ddpctl.health.straggler import find_stragglers
 from ddpctl.spec import HealthSettings
 
@@ -22,15 +22,9 @@ LINE_MAX = 200
 
 
 def visible(text: str, limit: int = LINE_MAX) -> str:
-    """Control and format characters (ESC, CR, BEL, bidi overrides, ...) as escapes; at most `limit` chars."""
-    out = []
-    for ch in text[: limit * 2]:
-        if unicodedata.category(ch) in ("Cc", "Cf", "Cs", "Co", "Zl", "Zp"):
-            out.append(f"\\x{ord(ch):02x}" if ord(ch) < 0x100 else f"\\u{ord(ch):04x}")
-        else:
-            out.append(ch)
-    joined = "".join(out)
-    return joined if len(joined) <= limit else joined[: limit - 1] + "…"
+    """A rank's log line made terminal-safe exactly as `ddpctl logs` shows it, cut to at most `limit` chars."""
+    shown = sanitize.visible(text[: limit * 2])
+    return shown if len(shown) <= limit else shown[: limit - 1] + "…"
 
 
 @dataclass(frozen=True)

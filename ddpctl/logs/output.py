@@ -12,7 +12,7 @@ from typing import Protocol, TextIO
 
 from ddpctl.logs.core import Source, render_json, render_plain
 from ddpctl.logs.failures import ErrorHit
-from ddpctl.logs.sanitize import visible, visible_lines
+from ddpctl.sanitize import visible, visible_lines
 
 # Prefix colours cycle by rank: a rank has the same colour in every attempt and every run of the command.
 PALETTE = ("cyan", "green", "yellow", "magenta", "blue", "red",

@@ -12,8 +12,8 @@ from pathlib import Path
 import pytest
 from test_logs_support import append, make_attempt
 
-from ddpctl.logs.sanitize import visible, visible_lines
 from ddpctl.run.registry import JobRecord, Registry
+from ddpctl.sanitize import visible, visible_lines
 
 OSC52 = "\x1b]52;c;cm0gLXJmIH4=\x07"  # write "rm -rf ~" to the clipboard
 TITLE = "\x1b]0;owned\x07"
