@@ -19,6 +19,7 @@ import sys
 from dataclasses import dataclass, replace
 from typing import Any
 
+from ddpctl.errors import SpecError
 from ddpctl.node.launch import local_network
 from ddpctl.node.localenv import local_node_env
 from ddpctl.node.torchrun import NodePlan, node_plan
@@ -113,6 +114,8 @@ def build(spec: JobSpec, backend: str | None = None) -> SubmissionPlan:
     if backend is not None and backend != spec.backend:
         spec = replace(spec, backend=backend)
     name = spec.backend
+    if spec.container.enabled and name != "sbatch":
+        raise SpecError(f"{spec.source}: container: runs with backend sbatch only, not {name}")
     nodes = tuple(node_preview(spec, name, rank) for rank in range(spec.nodes))
     if name == "sbatch":
         from ddpctl.plan.render import render_for
