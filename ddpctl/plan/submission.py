@@ -63,7 +63,7 @@ class SubmissionPlan:
             parts += ["# ===== submitit executor parameters (SlurmExecutor.update_parameters) =====",
                       self.executor_json]
         parts.append(f"# ===== per node ({self.node_note()}) =====")
-        parts += [node_text(node) for node in self.nodes]
+        parts += [node_text(node, container_line(self.spec)) for node in self.nodes]
         return "\n".join(parts) + "\n"
 
     def node_note(self) -> str:
@@ -73,10 +73,20 @@ class SubmissionPlan:
         return f"placeholders: job id {PLACEHOLDER_JOB_NUMBER}, hosts {hosts}"
 
 
-def node_text(node: NodePreview) -> str:
+def container_line(spec: JobSpec) -> str | None:
+    if not spec.container.enabled:
+        return None
+    from ddpctl.plan.container import container_command
+
+    run_dir = shlex.quote(str(spec.run_base.resolve() / PLACEHOLDER_JOB_ID))
+    return f"# started in the container by: srun ... {container_command(spec).shell()} {run_dir}"
+
+
+def node_text(node: NodePreview, container: str | None = None) -> str:
     dist, plan = node.dist, node.plan
     lines = [f"# node {dist.node_rank} ({dist.node_name}): NODE_RANK={dist.node_rank} MASTER_ADDR={dist.master_addr} "
              f"MASTER_PORT={dist.master_port} WORLD_SIZE={dist.world_size}"]
+    lines += [container] if container else []
     lines += [f"{key}={shlex.quote(value)}" for key, value in plan.env]
     lines.append(shlex.join(plan.argv))
     return "\n".join(lines)
@@ -98,7 +108,8 @@ def placeholder_env(spec: JobSpec, node_rank: int) -> dict[str, str]:
 def node_preview(spec: JobSpec, backend: str, node_rank: int) -> NodePreview:
     """The node's plan as its launcher will build it (`ddpctl.node.launch.prepare`), before an allocation."""
     layout = RunLayout(spec.run_base / PLACEHOLDER_JOB_ID)
-    python = spec.python or sys.executable
+    # In a container the launcher's own interpreter is the image's (`python`, default python3).
+    python = (spec.python or "python3") if spec.container.enabled else (spec.python or sys.executable)
     if backend == "local":
         env = local_node_env(spec, int(PLACEHOLDER_JOB_NUMBER), 0, node_rank)
         dist, ifname, local_addr = local_network(derive(env, spec.nproc_per_node))

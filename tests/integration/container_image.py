@@ -66,6 +66,7 @@ def _pip(target: Path, *args: str) -> None:
 def _build_base(dest: Path) -> None:
     subprocess.run(["debootstrap", "--variant=minbase", "--include=python3", SUITE, str(dest), debian_mirror()],
                    check=True, timeout=900, stdout=subprocess.DEVNULL)
+    (dest / "etc" / "hosts").touch()  # ch-run binds the host's /etc/hosts (node names) only onto an existing file
     _pip(dest, *BASE_PACKAGES)
 
 
@@ -88,7 +89,7 @@ def ensure_image() -> tuple[Path, dict[str, float]]:
     """The image directory for this checkout (built if needed) and the seconds each layer took to build."""
     root = cache_root()
     root.mkdir(parents=True, exist_ok=True)
-    base_key = _key(SUITE.encode(), " ".join(BASE_PACKAGES).encode(), SITE.encode(), b"minbase,python3")
+    base_key = _key(SUITE.encode(), " ".join(BASE_PACKAGES).encode(), SITE.encode(), b"minbase,python3,hosts")
     timings: dict[str, float] = {}
     with (root / "build.lock").open("w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)  # parallel sessions share the cache: one builds, the others reuse
