@@ -79,7 +79,7 @@ SECTIONS: dict[str, dict[str, Conv]] = {
 }
 FREE_MAPS = ("env", "sbatch")  # sub-keys are the user's names, checked by pattern
 # SRC[:DST[:OPTS]], absolute; pyxis and apptainer take mounts as one comma-separated list
-MOUNT_RE = r"/[^,:]*(:/[^,:]*(:[A-Za-z0-9=_-]+)?)?"
+MOUNT_RE = r"/[^,:]*(:/[^,:]*(:[A-Za-z0-9=+_-]+)?)?"
 
 
 def sbatch_options(value: Any, at: At) -> tuple[tuple[str, str | int | bool], ...]:
