@@ -60,10 +60,18 @@ def _spec_of(spec_or_path: SpecLike, overrides: Sequence[str], backend: str | No
 
 
 def plan(spec_or_path: SpecLike, *, backend: str | None = None, overrides: Sequence[str] = ()) -> SubmissionPlan:
-    """The frozen submission plan: what `submit` would submit, and what `ddpctl submit --dry-run` prints."""
+    """The frozen submission plan: what `submit` would submit, and what `ddpctl submit --dry-run` prints.
+
+    `requeue.mode: auto` is decided here, from the cluster's facts (`plan.requeue_why` says why); raises
+    `RequeueModeError` (a `SpecError`) where the backend cannot resume the way the spec or cluster needs.
+    """
+    import dataclasses
+
+    from ddpctl.plan.requeue_mode import resolve
     from ddpctl.plan.submission import build
 
-    return build(_spec_of(spec_or_path, overrides, backend))
+    spec, why = resolve(_spec_of(spec_or_path, overrides, backend))
+    return dataclasses.replace(build(spec), requeue_why=why)
 
 
 def submit(spec_or_path: SpecLike, *, backend: str | None = None, overrides: Sequence[str] = ()) -> Job:
@@ -82,6 +90,11 @@ def submit_plan(submission: SubmissionPlan) -> Job:
     source = Path(submission.spec.source)  # "<spec>" for a spec built in Python: recorded as it is
     record = backend.submit(submission, source.resolve() if source.is_file() else source)
     Registry.from_env().add(record)
+    from ddpctl.run.events import append_event
+    from ddpctl.run.layout import RunLayout
+
+    append_event(RunLayout(Path(record.run_dir)).events, "requeue-mode", mode=submission.spec.requeue.mode,
+                 why=submission.requeue_why)
     return Job(record)
 
 

@@ -13,7 +13,8 @@ PKG = Path(__file__).resolve().parents[1] / "ddpctl"
 
 # Lower layers first; a module may import from its own package or from a strictly lower layer only.
 LAYERS: tuple[tuple[str, ...], ...] = (
-    ("exitcodes", "templates"), ("errors",), ("proc",), ("spec", "slurm"), ("run",), ("runtime",), ("node",),
+    ("exitcodes", "templates"), ("errors",), ("proc",), ("spec", "slurm"), ("snapshot",), ("run",), ("runtime",),
+    ("node",),
     ("plan",), ("backends",), ("logs",), ("api",), ("(init)",), ("cli",), ("__main__",),
 )
 LAYER = {name: index for index, names in enumerate(LAYERS) for name in names}
@@ -141,7 +142,8 @@ def test_run_dir_names_are_spelled_in_layout_only(name: str) -> None:
     # The submitit backend's name is also "submitit"; the backend table and schema use it as a name, not a path.
     # A checkpoint directory's rank-<r>.pt/.json are the runtime's own layout (ddpctl.runtime.checkpoint).
     backend_name = {"ddpctl.backends", "ddpctl.spec.schema", "ddpctl.plan.doctor", "ddpctl.plan.submission",
-                    "ddpctl.backends.submitit_backend", "ddpctl.cli.submit", "ddpctl.cli.doctor"}
+                    "ddpctl.backends.submitit_backend", "ddpctl.cli.submit", "ddpctl.cli.doctor",
+                    "ddpctl.plan.requeue_mode"}
     allowed = {"ddpctl.run.layout", *(backend_name if name == "submitit" else ()),
                *(("ddpctl.runtime.checkpoint",) if name == "rank-" else ())}
     assert calls_outside(allowed, spells) == []

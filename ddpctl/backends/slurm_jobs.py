@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from ddpctl import proc
-from ddpctl.backends.slurm_state import state_from_slurm
+from ddpctl.backends.slurm_chain import cancel_run, chain_state, current_job
 from ddpctl.errors import CommandError
 from ddpctl.node import batch
 from ddpctl.run.layout import RunLayout
@@ -24,18 +24,18 @@ class SlurmJobs:
         self.runner = runner
 
     def state(self, record: JobRecord) -> JobState:
-        return state_from_slurm(record, self.runner)
+        return chain_state(record, self.runner)  # the run's state, across a chain of jobs
 
     def cancel(self, record: JobRecord) -> None:
-        commands.scancel(record.job_id, runner=self.runner)
+        cancel_run(record, self.runner)  # every job of the run, a pending chained successor included
 
     def preempt(self, record: JobRecord, kind: str) -> None:
         layout = RunLayout(Path(record.run_dir))
         spec = run_spec(layout)
         batch.request_kind(layout, kind)
         try:
-            commands.scancel(record.job_id, *self.preempt_delivery, f"--signal={spec.requeue.signal}",
-                             runner=self.runner)
+            job = current_job(record, self.runner)  # of a chained run: the job running it now
+            commands.scancel(job, *self.preempt_delivery, f"--signal={spec.requeue.signal}", runner=self.runner)
         except CommandError:
             # Not delivered (e.g. the job is pending): a request left behind would relabel the next real signal.
             layout.preempt_request.unlink(missing_ok=True)

@@ -22,10 +22,16 @@ def add(sub: Any) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from ddpctl import api
-    from ddpctl.plan.doctor import FAIL, evaluate, gather
+    from ddpctl.plan.doctor import FAIL, OK, Check, evaluate, gather
+    from ddpctl.plan.requeue_mode import RequeueModeError
 
-    plan = api.plan(args.spec, backend=args.backend, overrides=args.overrides)  # checks what submit would submit
-    checks = evaluate(plan.spec, gather(plan.spec, plan.script))
+    try:
+        plan = api.plan(args.spec, backend=args.backend, overrides=args.overrides)  # what submit would submit
+        mode = Check(OK, "requeue mode", f"{plan.spec.requeue.mode} ({plan.requeue_why})")
+    except RequeueModeError as err:  # the rest is still worth checking, as the backend's only mode
+        plan = api.plan(args.spec, backend=args.backend, overrides=[*args.overrides, "requeue.mode=requeue"])
+        mode = Check(FAIL, "requeue mode", str(err))
+    checks = [*evaluate(plan.spec, gather(plan.spec, plan.script)), mode]
     for check in checks:
         print(f"[{MARKS[check.status]}] {check.name}: {check.detail}")
     return 1 if any(c.status == FAIL for c in checks) else 0

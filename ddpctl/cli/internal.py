@@ -23,6 +23,13 @@ def add(sub: Any) -> None:
     dec.add_argument("run_dir", type=Path)
     dec.add_argument("--exit", dest="exit_code", type=int, required=True)
     dec.set_defaults(func=run_decide)
+    for name, what in (("chain-next", "submit the job that continues this chained run (once per attempt)"),
+                       ("chain-drop", "the run ends here: cancel a successor submitted at the signal"),
+                       ("chain-check", "a chained successor starts: exit 1 if the run is cancelled or done")):
+        chain = inner.add_parser(name, help=what)
+        chain.add_argument("run_dir", type=Path)
+        chain.add_argument("--why", default="")
+        chain.set_defaults(func=run_chain)
     local = inner.add_parser("local-run", help="the local backend's supervisor for one job")
     local.add_argument("run_dir", type=Path)
     local.add_argument("--job-number", type=int, required=True)
@@ -50,9 +57,18 @@ def run_on_signal(args: argparse.Namespace) -> int:
         # Without --batch/--full this reaches every step task on every node, not the batch shell itself.
         commands.scancel(job_id, f"--signal={signal_name}")
 
-    event = batch.on_signal(batch.run_dir_arg(args.run_dir), env, args.signal, time_left, fan_out)
+    layout = batch.run_dir_arg(args.run_dir)
+    event = batch.on_signal(layout, env, args.signal, time_left, fan_out)
     print(f"ddpctl: {args.signal} received ({event['kind']}, {event['time_left_s']} s left): "
           "stopping all ranks at an agreed step", flush=True)
+    from ddpctl.run.rundir import run_spec
+
+    if run_spec(layout).requeue.mode == "chain":
+        from ddpctl.node import chain
+
+        # Now, not after the checkpoint: a preempted job may be cancelled at the end of its grace time.
+        successor = chain.submit_successor(layout, env, f"{event['kind']} signal")
+        print(f"ddpctl: chain: successor job {successor} submitted (starts after this job ends)", flush=True)
     return 0
 
 
@@ -63,6 +79,26 @@ def run_decide(args: argparse.Namespace) -> int:
     print(decision.action)
     print(f"ddpctl: {decision.action}: {decision.reason}", file=sys.stderr, flush=True)
     return decision.exit_code
+
+
+def run_chain(args: argparse.Namespace) -> int:
+    from ddpctl.node import batch, chain
+
+    layout, env = batch.run_dir_arg(args.run_dir), dict(os.environ)
+    if args.internal_command == "chain-check":
+        refusal = chain.may_start(layout, env)
+        if refusal is not None:
+            print(f"ddpctl: chain: not starting attempt {batch.attempt_of(env)}: {refusal}", file=sys.stderr)
+        return 0 if refusal is None else 1
+    if args.internal_command == "chain-drop":
+        dropped = chain.drop_successor(layout, env, args.why or "the run finished")
+        if dropped:
+            print(f"ddpctl: chain: successor job {dropped} cancelled", file=sys.stderr)
+        return 0
+    successor = chain.submit_successor(layout, env, args.why or "requeue decision")
+    print(f"ddpctl: chain: {'successor job ' + successor if successor else 'run cancelled: no successor'}",
+          file=sys.stderr)
+    return 0
 
 
 def run_local(args: argparse.Namespace) -> int:

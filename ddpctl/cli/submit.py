@@ -36,6 +36,9 @@ def run(args: argparse.Namespace) -> int:
     job = api.submit_plan(plan)
     print(f"submitted {job.name}: job {job.job_id} ({job.backend})")
     print(f"run dir:  {job.run_dir}")
+    requeue = plan.spec.requeue
+    print(f"requeue:  {requeue.mode} ({plan.requeue_why})" if requeue.enabled else "requeue:  disabled in the spec")
+    print(code_line(str(job.run_dir)))
     print(f"logs:     ddpctl logs -f {job.job_id}")
     sys.stdout.flush()
     if args.wait:
@@ -43,3 +46,12 @@ def run(args: argparse.Namespace) -> int:
 
         return wait_for_job(job.record)
     return 0
+
+
+def code_line(run_dir: str) -> str:
+    from pathlib import Path
+
+    from ddpctl.run.layout import RunLayout
+    from ddpctl.snapshot import read_info, summary
+
+    return summary(read_info(RunLayout(Path(run_dir)).snapshot_file))

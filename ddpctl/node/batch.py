@@ -17,13 +17,14 @@ from ddpctl.node.decide import Decision, Kind, RunOutcome, classify_signal, coun
 from ddpctl.run.events import append_event, read_events
 from ddpctl.run.layout import RunLayout
 from ddpctl.run.rundir import run_spec
+from ddpctl.slurm.env import attempt_number
 from ddpctl.spec import time_to_seconds
 
 FanOut = Callable[[str], None]  # delivers the stop signal (by name) to every node's launcher
 
 
 def attempt_of(env: Mapping[str, str]) -> int:
-    return int(env.get("SLURM_RESTART_COUNT") or 0)
+    return attempt_number(env)
 
 
 def batch_start(layout: RunLayout, env: Mapping[str, str]) -> None:

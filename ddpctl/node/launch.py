@@ -53,9 +53,11 @@ def local_network(dist: DistEnv) -> tuple[DistEnv, str, str]:
 
 def prepare(run_dir: Path, env: Mapping[str, str]) -> tuple[JobSpec, DistEnv, RunLayout, NodePlan]:
     from ddpctl.node import netif
+    from ddpctl.snapshot import pin
 
     layout = RunLayout(run_dir)
-    spec = run_spec(layout)
+    # Every attempt runs the code as it was at submit (the run's snapshot), not what the path holds now.
+    spec = pin(run_spec(layout), layout.snapshot_file)
     dist = derive(env, spec.nproc_per_node)
     ifname: str | None
     local_addr: str | None

@@ -2,7 +2,8 @@
 
 Only the launcher, torchrun and the workers run in the image; the batch shell (signal trap, decisions,
 `scontrol requeue`) stays on the host. What makes the rest work unchanged:
-- the job's run base (its run dirs: logs, events, stop files, checkpoints), the script's directory and a
+- the job's run base (its run dirs: logs, events, stop files, checkpoints), the code snapshot store, the
+  script's directory and a
   `checkpoint.dir` are bind-mounted at the same paths, so every path in job.yaml means the same inside;
 - the host network (pyxis, apptainer and charliecloud do not make a network namespace; podman gets
   `--network=host`), so torchrun's rendezvous and Gloo/NCCL reach the other nodes;
@@ -23,6 +24,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ddpctl.errors import SpecError
+from ddpctl.snapshot.info import STORE_DIR
 from ddpctl.spec import JobSpec
 
 # Variables podman must be told to pass (the other runtimes pass the host environment through).
@@ -45,8 +47,11 @@ class ContainerCommand:
 
 
 def automatic_mounts(spec: JobSpec) -> tuple[str, ...]:
-    """Host directories the job needs, at the same path inside: run base, script directory, checkpoint dir."""
+    """Host directories the job needs, at the same path inside: run base, code snapshot store (the attempts run
+    the script from there), script directory, checkpoint dir."""
     paths = [str(Path(spec.run_dir) / spec.name), str(Path(spec.script).parent)]
+    if spec.snapshot != "off":
+        paths.insert(1, str(Path(spec.run_dir) / STORE_DIR))
     if spec.checkpoint.dir:
         paths.append(spec.checkpoint.dir)
     mounts = []

@@ -61,7 +61,9 @@ def sbatch_options(spec: JobSpec, run_base: Path) -> list[tuple[str, str | None]
             opts.append((key, None))
         elif value is not False:
             opts.append((key, str(value)))
-    opts.append(("requeue" if spec.requeue.enabled else "no-requeue", None))
+    # chain: Slurm must never requeue the job itself; a successor job continues the run (ddpctl.node.chain).
+    requeue = spec.requeue.enabled and spec.requeue.mode != "chain"
+    opts.append(("requeue" if requeue else "no-requeue", None))
     # Append: a requeued job keeps its id and Slurm would otherwise truncate the output on each restart.
     opts += [("open-mode", "append"), ("output", str(RunLayout(run_base / "%j").batch_log))]
     if spec.requeue.enabled:
@@ -88,6 +90,7 @@ def template_context(spec: JobSpec, inputs: RenderInputs) -> dict[str, Any]:
         "env": list(spec.env),
         "stop_signal": spec.requeue.signal,
         "requeue_enabled": spec.requeue.enabled,
+        "chain": spec.requeue.enabled and spec.requeue.mode == "chain",
     }
 
 

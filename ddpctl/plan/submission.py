@@ -46,6 +46,7 @@ class SubmissionPlan:
     script: str | None = None  # sbatch: the batch script exactly as sbatch gets it
     executor_json: str | None = None  # submitit: SlurmExecutor.update_parameters() keywords, as JSON
     nodes: tuple[NodePreview, ...] = ()
+    requeue_why: str = ""  # why spec.requeue.mode is what it is (ddpctl.plan.requeue_mode; said by submit)
 
     def executor_parameters(self) -> dict[str, Any]:
         """A fresh copy of the executor keywords (the frozen JSON is what the dry run printed)."""

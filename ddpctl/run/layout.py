@@ -3,6 +3,7 @@
     <run_dir>/<name>/<job_id>/
         job.yaml            resolved spec as submitted
         job.sbatch          rendered batch script (sbatch backend)
+        snapshot.json       the code snapshot every attempt runs (ddpctl.snapshot; absent with snapshot: off)
         slurm.out           batch-shell output, appended across requeues (--open-mode=append)
         events.jsonl        one JSON object per line: submit, start, signal, stop, checkpoint, decision, exit
         checkpoints/        default checkpoint directory (spec checkpoint.dir overrides)
@@ -44,6 +45,10 @@ class RunLayout:
         return self.root / "job.sbatch"
 
     @property
+    def snapshot_file(self) -> Path:
+        return self.root / "snapshot.json"
+
+    @property
     def batch_log(self) -> Path:
         return self.root / "slurm.out"
 
@@ -59,6 +64,11 @@ class RunLayout:
     def preempt_request(self) -> Path:
         """Written by `ddpctl preempt --as KIND` just before it signals, so the decision knows the kind."""
         return self.root / "preempt-request.json"
+
+    @property
+    def cancel_request(self) -> Path:
+        """Written by `ddpctl cancel` before it cancels a chained run's jobs: no successor may start after it."""
+        return self.root / "cancel-request.json"
 
     @property
     def supervisor_pid(self) -> Path:

@@ -16,6 +16,7 @@ from pathlib import Path
 import yaml
 
 from ddpctl.run.layout import RunLayout
+from ddpctl.snapshot import take
 from ddpctl.spec import JobSpec, load_spec, spec_to_mapping
 
 
@@ -26,6 +27,7 @@ def staging(spec: JobSpec, script_text: str | None) -> Iterator[RunLayout]:
     stage.root.mkdir(parents=True)
     try:
         stage.spec_file.write_text(yaml.safe_dump(spec_to_mapping(spec), sort_keys=False))
+        take(spec, stage.snapshot_file)  # the code every attempt runs, pinned before the job exists
         if script_text is not None:
             stage.script_file.write_text(script_text)
             stage.script_file.chmod(0o755)

@@ -49,8 +49,8 @@ def parse_scontrol_job(text: str) -> dict[str, str]:
     return fields
 
 
-def sbatch(script: str, extra: Sequence[str] = (), runner: Runner = run) -> str:
-    return parse_job_id(check(["sbatch", "--parsable", *extra, script], runner).stdout)
+def sbatch(script: str, extra: Sequence[str] = (), runner: Runner = run, args: Sequence[str] = ()) -> str:
+    return parse_job_id(check(["sbatch", "--parsable", *extra, script, *args], runner).stdout)
 
 
 def squeue(job_id: str, runner: Runner = run) -> QueueRow | None:
@@ -94,3 +94,13 @@ def sinfo_partition(partition: str | None, runner: Runner = run) -> str:
 
 def release(job_id: str, runner: Runner = run) -> None:
     check(["scontrol", "release", job_id], runner)
+
+
+def show_config(runner: Runner = run) -> Completed:
+    """`scontrol show config` (JobRequeue, PreemptMode, ...), unchecked: a cluster may refuse it."""
+    return runner(["scontrol", "show", "config"])
+
+
+def show_partitions(runner: Runner = run) -> Completed:
+    """`scontrol show partition -o`: one line of KEY=VALUE words per partition, unchecked."""
+    return runner(["scontrol", "show", "partition", "-o"])

@@ -26,6 +26,8 @@ NODENAME = "SLURMD_NODENAME"
 STEP_ID = "SLURM_STEP_ID"
 PROCID = "SLURM_PROCID"
 RESTART_COUNT = "SLURM_RESTART_COUNT"
+# Attempts before this job in a chain of jobs (requeue.mode: chain; set by the batch script of a successor).
+CHAIN_ATTEMPT = "DDPCTL_CHAIN_ATTEMPT"
 GPUS_ON_NODE = "SLURM_GPUS_ON_NODE"
 
 VARIABLES: Mapping[str, str] = MappingProxyType({
@@ -105,7 +107,7 @@ class SlurmContext:
         return cls(
             job_id=job_id, array_job_id=_get(env, ARRAY_JOB_ID), array_task_id=_get(env, ARRAY_TASK_ID),
             node_list=node_list, num_nodes=num_nodes, node_id=node_id, node_name=_get(env, NODENAME),
-            restart_count=_int(env, RESTART_COUNT) or 0, step_id=step_id,
+            restart_count=attempt_number(env), step_id=step_id,
             step_num_nodes=_int(env, STEP_NUM_NODES), gpus_on_node=_int(env, GPUS_ON_NODE),
         )
 
@@ -220,3 +222,8 @@ def derive(
         restart_count=ctx.restart_count, job_id=ctx.job_id,
         node_name=ctx.node_name or hosts[ctx.node_id], hosts=hosts,
     )
+
+
+def attempt_number(env: Mapping[str, str]) -> int:
+    """The run's attempt: Slurm's restart count, plus the attempts of earlier jobs of a chain."""
+    return (_int(env, RESTART_COUNT) or 0) + (_int(env, CHAIN_ATTEMPT) or 0)

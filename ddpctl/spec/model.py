@@ -25,6 +25,7 @@ class RequeuePolicy:
     max_preemptions: int = 10
     max_timeouts: int = 3
     max_failures: int = 0  # requeues after a crash (torchrun's own restarts come first, see max_restarts)
+    mode: str = "auto"  # requeue (the job requeues itself), chain (a successor job continues the run) or auto
 
 
 @dataclass(frozen=True)
@@ -76,6 +77,7 @@ class JobSpec:
     max_restarts: int = 0  # torchrun --max-restarts (in-job restarts of the worker group)
     rdzv: str = "c10d"  # or "static"
     python: str | None = None  # interpreter for workers (in the image with a container); None = ddpctl's own
+    snapshot: str = "auto"  # code snapshot at submit: auto, git, dir or off (ddpctl.snapshot)
     source: str = "<spec>"  # the file the spec came from, for messages
 
     @property

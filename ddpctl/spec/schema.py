@@ -66,6 +66,7 @@ SECTIONS: dict[str, dict[str, Conv]] = {
         "max_preemptions": integer(0),
         "max_timeouts": integer(0),
         "max_failures": integer(0),
+        "mode": choice(("auto", "requeue", "chain")),
     },
     "checkpoint": {"dir": text(nullable=True), "keep": integer(1)},
     "container": {
@@ -152,6 +153,7 @@ TOP: dict[str, Conv] = {
     "max_restarts": integer(0),
     "rdzv": choice(("c10d", "static")),
     "python": text(nullable=True, what="an interpreter name or path"),
+    "snapshot": choice(("auto", "git", "dir", "off")),
     **{name: section(table) for name, table in SECTIONS.items()},
 }
 REQUIRED = ("name", "script")

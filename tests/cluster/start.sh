@@ -5,6 +5,7 @@
 # left alone; a changed configuration restarts the Slurm daemons.
 #   DDPCTL_TEST_NODES (default 2)   DDPCTL_TEST_CPUS (default 2, CPUs per node)
 #   DDPCTL_TEST_CRED_EXPIRE (default 5; the requeue hold is this + 1 s)
+#   DDPCTL_TEST_JOB_REQUEUE (default 1; 0: JobRequeue=0, jobs are not requeued unless they ask with --requeue)
 #   DDPCTL_TEST_STATE_DIR (default /var/lib/ddpctl-test-cluster: pid files, logs, spool)
 set -euo pipefail
 # shellcheck source=tests/cluster/common.sh
@@ -13,6 +14,7 @@ source "$(dirname "${BASH_SOURCE[0]}")/common.sh"
 NODES="${DDPCTL_TEST_NODES:-2}"
 CPUS="${DDPCTL_TEST_CPUS:-2}"
 CRED_EXPIRE="${DDPCTL_TEST_CRED_EXPIRE:-5}"
+JOB_REQUEUE="${DDPCTL_TEST_JOB_REQUEUE:-1}"
 READY_TIMEOUT="${DDPCTL_TEST_READY_TIMEOUT:-30}"
 T0=$(date +%s.%N)
 
@@ -32,6 +34,7 @@ check_args() {
     [[ $NODES =~ ^[0-9]+$ ]] && ((NODES >= 1 && NODES <= 80)) || die "DDPCTL_TEST_NODES must be 1..80, got '$NODES'"
     [[ $CPUS =~ ^[0-9]+$ ]] && ((CPUS >= 1 && CPUS <= 256)) || die "DDPCTL_TEST_CPUS must be 1..256, got '$CPUS'"
     [[ $CRED_EXPIRE =~ ^[0-9]+$ ]] && ((CRED_EXPIRE >= 5)) || die "DDPCTL_TEST_CRED_EXPIRE must be >= 5, got '$CRED_EXPIRE'"
+    [[ $JOB_REQUEUE == [01] ]] || die "DDPCTL_TEST_JOB_REQUEUE must be 0 or 1, got '$JOB_REQUEUE'"
 }
 
 install_packages() {
@@ -103,7 +106,7 @@ render_config() {
         nodes+=" Sockets=1 CoresPerSocket=$CPUS ThreadsPerCore=1 RealMemory=4096 State=UNKNOWN"$'\n'
     done
     echo "$CONF_MARKER; regenerated on every start, local edits are lost."
-    sed -e "s|@CTL_HOST@|$CTL_HOST|g" -e "s|@CTL_ADDR@|$CTL_ADDR|g" -e "s|@CRED_EXPIRE@|$CRED_EXPIRE|g" \
+    sed -e "s|@CTL_HOST@|$CTL_HOST|g" -e "s|@CTL_ADDR@|$CTL_ADDR|g" -e "s|@CRED_EXPIRE@|$CRED_EXPIRE|g" -e "s|@JOB_REQUEUE@|$JOB_REQUEUE|g" \
         -e "s|@STATE_DIR@|$STATE_DIR|g" "$CLUSTER_DIR/slurm.conf.in" |
         awk -v nodes="${nodes%$'\n'}" '$0 == "@NODES@" {print nodes; next} {print}'
 }
@@ -235,7 +238,7 @@ main() {
     ensure_network
     start_daemons
     wait_ready
-    log "ready: $NODES nodes ($(sinfo -h -N -o '%N' | sort -u | paste -sd' ')), partitions debug (default), urgent;" \
+    log "ready: $NODES nodes ($(sinfo -h -N -o '%N' | sort -u | paste -sd' ')), partitions debug (default), lowprio, urgent;" \
         "took $(elapsed) s"
 }
 

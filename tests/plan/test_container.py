@@ -31,7 +31,7 @@ from ddpctl.spec import load_spec, resolve_paths, spec_from_mapping, spec_to_map
 ROOT = Path(__file__).resolve().parents[2]
 GOLDEN = Path(__file__).parent / "golden"
 RUNTIMES = ("pyxis", "apptainer", "singularity", "podman", "charliecloud")
-MOUNTS = "/p/runs/ex:/p/runs/ex,/p/jobs:/p/jobs,/data:/data:ro"
+MOUNTS = "/p/runs/ex:/p/runs/ex,/p/runs/.snapshots:/p/runs/.snapshots,/p/jobs:/p/jobs,/data:/data:ro"
 
 
 def spec_for(runtime: str, gpus: int = 0, **container: object) -> object:
@@ -44,7 +44,8 @@ def spec_for(runtime: str, gpus: int = 0, **container: object) -> object:
 
 LAUNCH = ["python3", "-m", "ddpctl", "launch"]
 PODMAN = ["podman", "run", "--rm", "--init", "--sig-proxy=true", "--network=host", "--ipc=host",
-          "--volume", "/p/runs/ex:/p/runs/ex", "--volume", "/p/jobs:/p/jobs", "--volume", "/data:/data:ro",
+          "--volume", "/p/runs/ex:/p/runs/ex", "--volume", "/p/runs/.snapshots:/p/runs/.snapshots",
+          "--volume", "/p/jobs:/p/jobs", "--volume", "/data:/data:ro",
           "--workdir", "/p/jobs",
           *[w for n in ("SLURM_*", "SLURMD_*", "DDPCTL_*", "NCCL_*", "GLOO_*", "TORCH*", "OMP_*", "CUDA_*",
                         "OMP_NUM_THREADS", "HF_HOME") for w in ("--env", n)]]
@@ -59,7 +60,8 @@ CASES = [
                         *LAUNCH]),
     ("podman", 0, [*PODMAN, "/img/train.sqsh", *LAUNCH]),
     ("podman", 4, [*PODMAN, "--device", "nvidia.com/gpu=all", "/img/train.sqsh", *LAUNCH]),
-    ("charliecloud", 0, ["ch-run", "--bind", "/p/runs/ex:/p/runs/ex", "--bind", "/p/jobs:/p/jobs", "--bind",
+    ("charliecloud", 0, ["ch-run", "--bind", "/p/runs/ex:/p/runs/ex", "--bind", "/p/runs/.snapshots:/p/runs/.snapshots",
+                         "--bind", "/p/jobs:/p/jobs", "--bind",
                          "/data:/data:ro", "--cd", "/p/jobs", "/img/train.sqsh", "--", *LAUNCH]),
 ]
 
@@ -71,6 +73,7 @@ def test_command_per_runtime(runtime: str, gpus: int, words: list[str]) -> None:
 
 def test_workdir_python_and_options_are_the_users() -> None:
     spec = spec_from_mapping({"name": "ex", "script": "/p/train.py", "run_dir": "/r", "python": "/opt/py/bin/python",
+                              "snapshot": "off",
                               "container": {"runtime": "apptainer", "image": "i.sif", "workdir": "/w",
                                             "options": ["--cleanenv", "--contain"]}}, check_paths=False)
     words = container_command(spec).words()

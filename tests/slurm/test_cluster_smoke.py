@@ -26,7 +26,7 @@ def _srun(*args: str) -> list[str]:
 
 def test_cluster_has_expected_nodes_and_partitions(slurm_cluster: ClusterInfo) -> None:
     assert slurm_cluster.nodes[:2] == ("node1", "node2")
-    assert set(slurm_cluster.partitions) == {"debug", "urgent"}
+    assert set(slurm_cluster.partitions) == {"debug", "lowprio", "urgent"}
     assert slurm_cluster.default_partition == "debug"
 
 

@@ -1,0 +1,121 @@
+"""What the code snapshot costs at submit, for a git repository of 5,000 files / 200 MB (issue 13).
+
+Measures `ddpctl.snapshot.take` (what `ddpctl submit` runs before the job exists) on a generated, committed
+repository: the first submit (empty store: every file copied once), an unchanged second submit (target < 1 s:
+git's index says what changed, the tree is found by its content id, nothing is copied), a submit after editing
+one file (only that file is stored), and a dirty tree of 50 edited files. Baseline, side by side: copying the
+tracked files as a naive snapshot would (`git archive HEAD | tar -x`), alternated with the unchanged submit.
+
+    python benchmarks/bench_snapshot.py [--files 5000] [--mb 200] [--rounds 7] [--keep]
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from ddpctl.snapshot import take
+from ddpctl.snapshot.store import Limits
+from ddpctl.spec import JobSpec
+
+GIT_ENV = {**os.environ, "GIT_AUTHOR_NAME": "b", "GIT_AUTHOR_EMAIL": "b@b", "GIT_COMMITTER_NAME": "b",
+           "GIT_COMMITTER_EMAIL": "b@b", "GIT_CONFIG_GLOBAL": "/dev/null", "GIT_CONFIG_NOSYSTEM": "1"}
+
+
+def git(repo: Path, *args: str) -> None:
+    subprocess.run(["git", "-C", str(repo), *args], check=True, env=GIT_ENV, capture_output=True)
+
+
+def make_repo(root: Path, files: int, megabytes: int) -> None:
+    """`files` files in 50 directories: 1 % large ones carry 90 % of the bytes, the rest is source-sized."""
+    large = max(1, files // 100)
+    big_size = megabytes * 1024 * 1024 * 9 // 10 // large
+    small_size = megabytes * 1024 * 1024 // 10 // (files - large)
+    (root / "train.py").write_text("print('train')\n")
+    for index in range(files - 1):
+        path = root / f"pkg{index % 50:02d}" / f"f{index:05d}.{'bin' if index < large else 'py'}"
+        path.parent.mkdir(exist_ok=True)
+        path.write_bytes(os.urandom(big_size if index < large else small_size))
+    git(root, "init", "-q")
+    git(root, "add", ".")
+    git(root, "commit", "-qm", "bench")
+
+
+def timed(spec: JobSpec, record: Path) -> tuple[float, int]:
+    start = time.perf_counter()
+    info = take(spec, record, Limits(max_files=100_000, max_bytes=1 << 40))
+    elapsed = time.perf_counter() - start
+    assert info is not None
+    return elapsed, info.new_bytes
+
+
+def naive_copy(repo: Path, target: Path) -> float:
+    start = time.perf_counter()
+    target.mkdir()
+    archive = subprocess.Popen(["git", "-C", str(repo), "archive", "HEAD"], stdout=subprocess.PIPE)
+    subprocess.run(["tar", "-x", "-C", str(target)], stdin=archive.stdout, check=True)
+    archive.wait()
+    elapsed = time.perf_counter() - start
+    shutil.rmtree(target)
+    return elapsed
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--files", type=int, default=5000)
+    parser.add_argument("--mb", type=int, default=200)
+    parser.add_argument("--rounds", type=int, default=7)
+    parser.add_argument("--keep", action="store_true", help="keep the scratch directory")
+    args = parser.parse_args()
+    scratch = Path(tempfile.mkdtemp(prefix="ddpctl-bench-snapshot-"))
+    try:
+        repo, runs = scratch / "repo", scratch / "runs"
+        repo.mkdir()
+        t0 = time.perf_counter()
+        make_repo(repo, args.files, args.mb)
+        print(f"repository: {args.files} files, {args.mb} MB, committed in {time.perf_counter() - t0:.1f} s; "
+              f"load average {os.getloadavg()[0]:.2f}")
+        spec = JobSpec(name="bench", script=str(repo / "train.py"), run_dir=str(runs))
+        first, copied = timed(spec, scratch / "first.json")
+        print(f"first submit (empty store):     {first * 1000:8.1f} ms, {copied / 2**20:.1f} MB copied")
+        ours: list[float] = []
+        theirs: list[float] = []
+        for index in range(args.rounds):
+            pair = [("ours", lambda i=index: timed(spec, scratch / f"again-{i}.json")),
+                    ("theirs", lambda i=index: (naive_copy(repo, scratch / f"copy-{i}"), -1))]
+            for name, run in pair if index % 2 == 0 else reversed(pair):
+                elapsed, new = run()
+                (ours if name == "ours" else theirs).append(elapsed)
+                assert name == "theirs" or new == 0, f"an unchanged submit copied {new} bytes"
+        m_ours, m_theirs = statistics.median(ours), statistics.median(theirs)
+        print(f"unchanged second submit:        {m_ours * 1000:8.1f} ms median of {len(ours)}, 0 bytes copied "
+              "(target < 1000 ms)")
+        print(f"naive copy (git archive | tar): {m_theirs * 1000:8.1f} ms median of {len(theirs)}")
+        print(f"ratio unchanged submit / naive copy = {m_ours / m_theirs:.3f}")
+        edited = next(repo.glob("pkg01/*.py"))
+        edited.write_bytes(edited.read_bytes() + b"# edited\n")
+        one, copied = timed(spec, scratch / "one.json")
+        print(f"one file edited (dirty):        {one * 1000:8.1f} ms, {copied / 2**10:.1f} KiB copied")
+        for path in sorted(repo.glob("pkg02/*.py"))[:50]:
+            path.write_bytes(path.read_bytes() + b"# edited\n")
+        fifty, copied = timed(spec, scratch / "fifty.json")
+        print(f"50 files edited (dirty):        {fifty * 1000:8.1f} ms, {copied / 2**10:.1f} KiB copied")
+    finally:
+        if args.keep:
+            print(f"kept {scratch}")
+        else:
+            shutil.rmtree(scratch, ignore_errors=True)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,103 @@
+"""requeue.mode: chain — the run continues in a new Slurm job where a job may not requeue itself.
+
+Where `JobRequeue=0`, `PreemptMode=CANCEL`, a denied `scontrol requeue` or a `MaxTime` below the training time
+rule out self-requeue, the batch shell submits a successor: the same batch script, the same run dir (its path
+and the next attempt number are the script's arguments), `--dependency=afterany:<this job>`. One run, one
+run dir, attempts numbered across the chain, budgets counted from the one events.jsonl.
+
+No two jobs of a run can be live: a successor depends on its predecessor with `afterany`, so Slurm starts it
+only once the predecessor has ended, whatever its end (completed, cancelled at the end of a preemption grace
+time, timed out), and each job submits at most one successor. It is submitted as early as it is known to be
+needed — when the warning/preemption signal arrives — so a predecessor cancelled at the end of its grace time,
+before its decision, still leaves its successor behind (that attempt is then charged to the signal's kind, as
+an attempt Slurm requeued itself is); a `finish` decision cancels it again (`drop_successor`), and a successor
+that starts anyway after a finished or cancelled run ends at once (`may_start`).
+
+`ddpctl cancel` writes `cancel-request.json` first and then cancels every job of the chain; `submit_successor`
+checks for it before submitting and again after recording its successor (cancelling it when it appeared), so a
+successor is either seen by `cancel` or cancelled by its submitter.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+from ddpctl.errors import CommandError
+from ddpctl.proc import Runner, run
+from ddpctl.run.events import append_event, read_events
+from ddpctl.run.layout import RunLayout
+from ddpctl.slurm import commands
+from ddpctl.slurm.env import JOB_ID, attempt_number
+
+
+def chain_jobs(first_job: str, events: Iterable[Mapping[str, Any]]) -> list[str]:
+    """The run's jobs in order: the first one, then each successor not dropped again (pure)."""
+    jobs, dropped = [first_job], set()
+    for event in events:
+        if event.get("event") == "chain-submit" and isinstance(event.get("job_id"), str):
+            jobs.append(event["job_id"])
+        elif event.get("event") == "chain-drop" and isinstance(event.get("job_id"), str):
+            dropped.add(event["job_id"])
+    return [job for job in jobs if job not in dropped]
+
+
+def successor_of(events: Iterable[Mapping[str, Any]], attempt: int) -> str | None:
+    """The successor submitted by `attempt` and not dropped again, if any (pure)."""
+    found = None
+    for event in events:
+        if event.get("attempt") != attempt:
+            continue
+        if event.get("event") == "chain-submit":
+            found = event.get("job_id")
+        elif event.get("event") == "chain-drop" and event.get("job_id") == found:
+            found = None
+    return found if isinstance(found, str) else None
+
+
+def submit_successor(layout: RunLayout, env: Mapping[str, str], why: str, runner: Runner = run) -> str | None:
+    """Submit (once per attempt) the job that continues the run after this one; None once it is cancelled."""
+    attempt, job_id = attempt_number(env), env.get(JOB_ID, "")
+    if layout.cancel_request.exists():
+        return None
+    existing = successor_of(read_events(layout.events), attempt)
+    if existing is not None:
+        return existing
+    options = [f"--dependency=afterany:{job_id}", f"--output={layout.batch_log}", "--open-mode=append"]
+    successor = commands.sbatch(str(layout.script_file), options, runner,
+                                args=[str(layout.root), str(attempt + 1)])
+    append_event(layout.events, "chain-submit", attempt=attempt, job_id=successor, predecessor=job_id,
+                 next_attempt=attempt + 1, why=why)
+    if layout.cancel_request.exists():  # `cancel` ran meanwhile and may not have seen the event above
+        cancel_quietly(successor, runner)
+        append_event(layout.events, "chain-drop", attempt=attempt, job_id=successor, why="run cancelled")
+        return None
+    return successor
+
+
+def drop_successor(layout: RunLayout, env: Mapping[str, str], why: str, runner: Runner = run) -> str | None:
+    """The run ends with this job: cancel the successor submitted at the signal, if any."""
+    attempt = attempt_number(env)
+    successor = successor_of(read_events(layout.events), attempt)
+    if successor is not None:
+        cancel_quietly(successor, runner)
+        append_event(layout.events, "chain-drop", attempt=attempt, job_id=successor, why=why)
+    return successor
+
+
+def may_start(layout: RunLayout, env: Mapping[str, str]) -> str | None:
+    """Why this successor must not train (None: it may): the run was cancelled, or it already finished."""
+    if layout.cancel_request.exists():
+        return "the run was cancelled"
+    attempt = attempt_number(env)
+    for event in read_events(layout.events):
+        if event.get("event") == "decision" and event.get("action") == "finish" and \
+                isinstance(event.get("attempt"), int) and event["attempt"] < attempt:
+            return f"the run already finished in attempt {event['attempt']} ({event.get('reason')})"
+    return None
+
+
+def cancel_quietly(job_id: str, runner: Runner = run) -> None:
+    with contextlib.suppress(CommandError):  # already gone: that is what was wanted
+        commands.scancel(job_id, runner=runner)

@@ -1,0 +1,69 @@
+"""A chained run's current job, state and cancel (ddpctl.backends.slurm_chain), with Slurm answered by a
+scripted Runner at our own seam."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+
+from ddpctl.backends.slurm_chain import cancel_run, chain_state, current_job
+from ddpctl.proc import Completed
+from ddpctl.run.events import append_event
+from ddpctl.run.layout import RunLayout
+from ddpctl.run.registry import JobRecord
+
+
+class Slurm:
+    """squeue answers from `queue` (job id -> state); scancel is recorded and removes the job."""
+
+    def __init__(self, queue: dict[str, str]) -> None:
+        self.queue, self.cancelled = dict(queue), list[str]()
+
+    def __call__(self, argv: Sequence[str]) -> Completed:
+        if argv[0] == "squeue":
+            job = argv[argv.index("-j") + 1]
+            if job not in self.queue:
+                return Completed(tuple(argv), 1, "", "slurm_load_jobs error: Invalid job id specified")
+            return Completed(tuple(argv), 0, f"{job}|{self.queue[job]}|None|node[1-2]|0:05\n", "")
+        if argv[0] == "scancel":
+            self.cancelled.append(argv[-1])
+            self.queue.pop(argv[-1], None)
+        return Completed(tuple(argv), 0 if argv[0] == "scancel" else 1, "", "")
+
+
+def chained_run(tmp_path: Path) -> JobRecord:
+    layout = RunLayout(tmp_path)
+    append_event(layout.events, "attempt-start", attempt=0, job_id="10")
+    append_event(layout.events, "signal", attempt=0, kind="preemption")
+    append_event(layout.events, "chain-submit", attempt=0, job_id="11", predecessor="10", next_attempt=1)
+    return JobRecord("10", "example", str(tmp_path), "sbatch", 0.0)
+
+
+def test_the_predecessor_is_current_while_it_checkpoints(tmp_path: Path) -> None:
+    record, slurm = chained_run(tmp_path), Slurm({"10": "RUNNING", "11": "PENDING"})
+    assert current_job(record, slurm) == "10"
+    state = chain_state(record, slurm)
+    assert (state.state, state.reason) == ("RUNNING", "job 10, 1 of 2 in the chain")
+
+
+def test_a_pending_successor_is_a_requeued_run(tmp_path: Path) -> None:
+    record = chained_run(tmp_path)
+    append_event(RunLayout(tmp_path).events, "decision", attempt=0, action="requeue", kind="preemption",
+                 reason="preemption: requeue 1 of 10", exit_code=0)
+    slurm = Slurm({"11": "PENDING"})
+    assert current_job(record, slurm) == "11"
+    state = chain_state(record, slurm)
+    assert (state.state, state.restarts, state.reason) == ("REQUEUED", 1, "job 11, 2 of 2 in the chain")
+
+
+def test_cancel_ends_every_job_of_the_run(tmp_path: Path) -> None:
+    record, slurm = chained_run(tmp_path), Slurm({"10": "RUNNING", "11": "PENDING"})
+    assert cancel_run(record, slurm) == ["10", "11"]
+    assert slurm.cancelled == ["10", "11"] and RunLayout(tmp_path).cancel_request.exists()
+    assert chain_state(record, slurm).state == "CANCELLED"
+
+
+def test_a_single_job_run_is_unchanged(tmp_path: Path) -> None:
+    record, slurm = JobRecord("7", "x", str(tmp_path), "sbatch", 0.0), Slurm({"7": "RUNNING"})
+    assert current_job(record, slurm) == "7"
+    assert chain_state(record, slurm).state == "RUNNING" and chain_state(record, slurm).reason == ""

@@ -1,0 +1,111 @@
+"""ddpctl.node.chain (pure parts with literal event tables; submit/drop through a recording Runner at our seam)
+and ddpctl.plan.requeue_mode (the auto choice from literal cluster facts)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+
+import pytest
+
+from ddpctl.errors import SpecError
+from ddpctl.node import chain
+from ddpctl.plan.requeue_mode import ClusterFacts, parse_config, parse_partitions, pick
+from ddpctl.proc import Completed
+from ddpctl.run.events import append_event, read_events
+from ddpctl.run.layout import RunLayout
+from ddpctl.spec import JobSpec, RequeuePolicy
+
+EVENTS = [
+    {"event": "chain-submit", "attempt": 0, "job_id": "11"},
+    {"event": "decision", "attempt": 0, "action": "requeue"},
+    {"event": "chain-submit", "attempt": 1, "job_id": "12"},
+    {"event": "chain-drop", "attempt": 1, "job_id": "12"},
+]
+
+
+def test_chain_jobs_and_successors() -> None:
+    assert chain.chain_jobs("10", EVENTS) == ["10", "11"]
+    assert chain.chain_jobs("10", []) == ["10"]
+    assert chain.successor_of(EVENTS, 0) == "11"
+    assert chain.successor_of(EVENTS, 1) is None  # dropped again
+    assert chain.successor_of(EVENTS, 2) is None
+
+
+class Recorder:
+    def __init__(self) -> None:
+        self.calls: list[list[str]] = []
+
+    def __call__(self, argv: Sequence[str]) -> Completed:
+        self.calls.append(list(argv))
+        return Completed(tuple(argv), 0, "77\n" if argv[0] == "sbatch" else "", "")
+
+
+def test_submit_successor_once_per_attempt_and_never_after_cancel(tmp_path: Path) -> None:
+    layout = RunLayout(tmp_path)
+    runner, env = Recorder(), {"SLURM_JOB_ID": "10", "DDPCTL_CHAIN_ATTEMPT": "2"}
+    assert chain.submit_successor(layout, env, "preemption signal", runner) == "77"
+    assert runner.calls == [["sbatch", "--parsable", "--dependency=afterany:10", f"--output={tmp_path}/slurm.out",
+                             "--open-mode=append", f"{tmp_path}/job.sbatch", str(tmp_path), "3"]]
+    assert chain.submit_successor(layout, env, "requeue decision", runner) == "77"
+    assert len(runner.calls) == 1  # the signal already submitted it
+    submitted = [e for e in read_events(layout.events) if e["event"] == "chain-submit"]
+    assert [(e["attempt"], e["job_id"], e["next_attempt"]) for e in submitted] == [(2, "77", 3)]
+    assert chain.drop_successor(layout, env, "the run finished", runner) == "77"
+    assert runner.calls[-1] == ["scancel", "77"]
+    layout.cancel_request.write_text("{}")
+    assert chain.submit_successor(layout, {**env, "DDPCTL_CHAIN_ATTEMPT": "3"}, "x", runner) is None
+    assert len(runner.calls) == 2
+
+
+def test_may_start(tmp_path: Path) -> None:
+    layout = RunLayout(tmp_path)
+    env = {"DDPCTL_CHAIN_ATTEMPT": "1"}
+    assert chain.may_start(layout, env) is None
+    append_event(layout.events, "decision", attempt=0, action="requeue", reason="preemption: requeue 1 of 10")
+    assert chain.may_start(layout, env) is None
+    append_event(layout.events, "decision", attempt=0, action="finish", reason="training completed")
+    assert chain.may_start(layout, env) == "the run already finished in attempt 0 (training completed)"
+    layout.cancel_request.write_text("{}")
+    assert chain.may_start(layout, env) == "the run was cancelled"
+
+
+CONFIG = "Configuration data as of ...\nJobCompType             = jobcomp/filetxt\nJobRequeue              = 0\n"
+PARTS = ("PartitionName=debug AllowGroups=ALL Default=YES PriorityTier=1 PreemptMode=REQUEUE State=UP\n"
+         "PartitionName=lowprio Default=NO PreemptMode=CANCEL State=UP\n"
+         "PartitionName=urgent Default=NO PreemptMode=OFF State=UP\n")
+
+
+def test_parse_cluster_facts() -> None:
+    assert parse_config(CONFIG) == 0 and parse_config("nothing") is None
+    assert parse_partitions(PARTS, None) == ("debug", "REQUEUE")
+    assert parse_partitions(PARTS, "lowprio") == ("lowprio", "CANCEL")
+    assert parse_partitions(PARTS, "gone") == ("gone", None)
+
+
+def spec(mode: str = "auto", backend: str = "sbatch") -> JobSpec:
+    return JobSpec(name="x", script="t.py", backend=backend, requeue=RequeuePolicy(mode=mode))
+
+
+@pytest.mark.parametrize(("mode", "backend", "facts", "chosen", "why"), [
+    ("auto", "sbatch", ClusterFacts(1, "debug", "REQUEUE"), "requeue", "JobRequeue=1, partition debug PreemptMode"),
+    ("auto", "sbatch", ClusterFacts(0, "debug", "REQUEUE"), "chain", "JobRequeue=0 in the cluster's config"),
+    ("auto", "sbatch", ClusterFacts(1, "lowprio", "CANCEL"), "chain", "partition lowprio has PreemptMode=CANCEL"),
+    ("auto", "sbatch", ClusterFacts(1, "p", "GANG,CANCEL"), "chain", "PreemptMode=CANCEL"),
+    ("auto", "sbatch", ClusterFacts(), "requeue", "cluster facts not available here"),
+    ("requeue", "sbatch", ClusterFacts(0, "lowprio", "CANCEL"), "requeue", "requeue.mode: requeue in the spec"),
+    ("chain", "sbatch", ClusterFacts(1, "debug", "REQUEUE"), "chain", "requeue.mode: chain in the spec"),
+    ("auto", "local", ClusterFacts(), "requeue", "local backend"),
+    ("chain", "local", ClusterFacts(), "chain", "local backend"),
+    ("auto", "submitit", ClusterFacts(1, "debug", "REQUEUE"), "requeue", "JobRequeue=1"),
+])  # fmt: skip
+def test_pick(mode: str, backend: str, facts: ClusterFacts, chosen: str, why: str) -> None:
+    got, reason = pick(spec(mode, backend), facts)
+    assert got == chosen and why in reason
+
+
+@pytest.mark.parametrize(("mode", "facts"), [("chain", ClusterFacts()), ("auto", ClusterFacts(0)),
+                                             ("auto", ClusterFacts(1, "lowprio", "CANCEL"))])
+def test_submitit_cannot_chain(mode: str, facts: ClusterFacts) -> None:
+    with pytest.raises(SpecError, match="the submitit backend can only requeue"):
+        pick(spec(mode, "submitit"), facts)

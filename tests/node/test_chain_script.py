@@ -1,0 +1,95 @@
+"""The rendered batch script's chain paths, EXECUTED by bash with stub srun/scontrol/sbatch/scancel/squeue on
+PATH (the real `python -m ddpctl internal ...` commands run): a failed `scontrol requeue` continues the run in a
+chained job; a successor runs as the next attempt; a successor of a finished run does not train."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import yaml
+
+from ddpctl.plan.render import RenderInputs, render_script
+from ddpctl.spec import load_spec, resolve_paths, spec_to_mapping
+
+STUB = """#!/bin/bash
+out="$STUB_OUT/$(basename "$0")"
+mkdir -p "$out"
+n=$(ls "$out" | wc -l)
+printf '%s\\0' "$@" > "$out/argv.$n"
+env -0 > "$out/env.$n"
+"""
+ANSWERS = {"sbatch": 'echo 99\n', "scontrol": 'echo "Requested operation is presently disabled" >&2; exit 1\n'}
+
+
+def prepare(tmp_path: Path, mode: str) -> Path:
+    stubs = tmp_path / "bin"
+    stubs.mkdir()
+    for name in ("srun", "scontrol", "scancel", "squeue", "sbatch"):
+        (stubs / name).write_text(STUB + ANSWERS.get(name, ""))
+        (stubs / name).chmod(0o755)
+    (tmp_path / "train.py").write_text("")
+    spec_file = tmp_path / "spec.yaml"
+    spec_file.write_text(yaml.safe_dump({"name": "c", "script": "train.py", "run_dir": "runs",
+                                         "requeue": {"mode": mode}}))
+    spec = resolve_paths(load_spec(spec_file, check_paths=False), tmp_path)
+    run_dir = tmp_path / "runs" / "c" / "4242"
+    run_dir.mkdir(parents=True)
+    (run_dir / "job.yaml").write_text(yaml.safe_dump(spec_to_mapping(spec)))
+    script = render_script(spec, RenderInputs(run_base=run_dir.parent, python=sys.executable))
+    (run_dir / "job.sbatch").write_text(script)
+    return run_dir
+
+
+def run(tmp_path: Path, run_dir: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    env = {**os.environ, "PATH": f"{tmp_path / 'bin'}:{os.environ['PATH']}", "STUB_OUT": str(tmp_path / "out"),
+           "SLURM_JOB_ID": "4242"}
+    env.pop("DDPCTL_CHAIN_ATTEMPT", None)
+    return subprocess.run(["bash", str(run_dir / "job.sbatch"), *args], cwd=tmp_path, env=env,
+                          capture_output=True, text=True, timeout=120, check=False)
+
+
+def argv(tmp_path: Path, name: str, n: int = 0) -> list[str]:
+    return [a.decode() for a in (tmp_path / "out" / name / f"argv.{n}").read_bytes().split(b"\0")[:-1]]
+
+
+def events(run_dir: Path) -> list[dict[str, object]]:
+    return [json.loads(line) for line in (run_dir / "events.jsonl").read_text().splitlines()]
+
+
+def test_a_failed_scontrol_requeue_continues_the_run_in_a_chained_job(tmp_path: Path) -> None:
+    run_dir = prepare(tmp_path, "requeue")
+    (run_dir / "attempt-0").mkdir()
+    (run_dir / "attempt-0" / "stopped.json").write_text('{"step": 3}')  # the ranks stopped for a requeue
+    done = run(tmp_path, run_dir)
+    assert done.returncode == 0, done.stderr
+    assert argv(tmp_path, "scontrol") == ["requeue", "4242"]
+    assert argv(tmp_path, "sbatch") == ["--parsable", "--dependency=afterany:4242", f"--output={run_dir}/slurm.out",
+                                        "--open-mode=append", f"{run_dir}/job.sbatch", str(run_dir), "1"]
+    chained = [e for e in events(run_dir) if e["event"] == "chain-submit"]
+    assert [(e["attempt"], e["job_id"], e["why"]) for e in chained] == [(0, "99", "scontrol requeue failed")]
+    assert "the run continues in a chained job" in done.stderr
+
+
+def test_a_successor_runs_as_the_next_attempt_of_the_run(tmp_path: Path) -> None:
+    run_dir = prepare(tmp_path, "chain")
+    assert "#SBATCH --no-requeue" in (run_dir / "job.sbatch").read_text()
+    done = run(tmp_path, run_dir, str(run_dir), "3")  # as submitted by attempt 2's job
+    assert done.returncode == 0, done.stderr
+    env = dict(i.decode().split("=", 1) for i in (tmp_path / "out" / "srun" / "env.0").read_bytes().split(b"\0")[:-1])
+    assert env["DDPCTL_CHAIN_ATTEMPT"] == "3" and argv(tmp_path, "srun")[-1] == str(run_dir)
+    decided = [e for e in events(run_dir) if e["event"] == "decision"]
+    assert [(e["attempt"], e["action"]) for e in decided] == [(3, "finish")]
+    assert not (tmp_path / "out" / "sbatch").exists() and not (tmp_path / "out" / "scontrol").exists()
+
+
+def test_a_successor_of_a_finished_run_does_not_train(tmp_path: Path) -> None:
+    run_dir = prepare(tmp_path, "chain")
+    (run_dir / "events.jsonl").write_text(json.dumps({"event": "decision", "attempt": 0, "action": "finish",
+                                                      "reason": "training completed"}) + "\n")
+    done = run(tmp_path, run_dir, str(run_dir), "1")
+    assert done.returncode == 0 and "the run already finished in attempt 0" in done.stderr, done.stderr
+    assert not (tmp_path / "out" / "srun").exists()

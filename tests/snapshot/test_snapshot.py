@@ -1,0 +1,171 @@
+"""ddpctl.snapshot against real git repositories and directories in tmp_path (real git, real files)."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from ddpctl.errors import SpecError
+from ddpctl.snapshot import pin, read_info, summary, take
+from ddpctl.snapshot.collect import parse_status
+from ddpctl.snapshot.store import Limits
+from ddpctl.spec import JobSpec
+
+GIT_ENV = {"GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@t", "GIT_COMMITTER_NAME": "t",
+           "GIT_COMMITTER_EMAIL": "t@t", "GIT_CONFIG_GLOBAL": "/dev/null", "GIT_CONFIG_NOSYSTEM": "1"}
+
+
+def git(repo: Path, *args: str) -> str:
+    import os
+
+    done = subprocess.run(["git", "-C", str(repo), *args], capture_output=True, text=True, check=True,
+                          env={**os.environ, **GIT_ENV})
+    return done.stdout.strip()
+
+
+@pytest.fixture
+def repo(tmp_path: Path) -> Path:
+    root = tmp_path / "repo"
+    (root / "jobs").mkdir(parents=True)
+    (root / "jobs" / "train.py").write_text("print('v1')\n")
+    (root / "lib.py").write_text("X = 1\n")
+    (root / ".gitignore").write_text("ignored.txt\nruns/\n")
+    git(root, "init", "-q", "-b", "main")
+    git(root, "add", ".")
+    git(root, "commit", "-qm", "one")
+    return root
+
+
+def spec_for(script: Path, run_dir: Path, mode: str = "auto") -> JobSpec:
+    return JobSpec(name="t", script=str(script), run_dir=str(run_dir), snapshot=mode)
+
+
+def tree_files(path: str) -> dict[str, str]:
+    root = Path(path)
+    return {p.relative_to(root).as_posix(): p.read_text() for p in sorted(root.rglob("*")) if p.is_file()}
+
+
+@pytest.mark.parametrize(("text", "expected"), [
+    ("# branch.oid (initial)\0# branch.head main\0", (None, "main", set(), False)),
+    ("# branch.oid abc\0# branch.head (detached)\0? new.py\0", ("abc", None, {"new.py"}, True)),
+    # staged only (work tree = index: the index's blob is right) vs. changed in the work tree
+    ("# branch.oid abc\0# branch.head b\0" "1 M. N... 100644 100644 100644 h1 h2 staged.py\0"
+     "1 .M N... 100644 100644 100644 h1 h1 edited file.py\0", ("abc", "b", {"edited file.py"}, True)),
+    # a rename carries its original path as the next token; a deletion in the work tree is a change
+    ("2 R. N... 100644 100644 100644 h1 h1 R100 new.py\0old.py\0" "1 .D N... 100644 100644 000000 h1 h1 gone.py\0",
+     (None, None, {"gone.py"}, True)),
+])  # fmt: skip
+def test_parse_status(text: str, expected: tuple[object, ...]) -> None:
+    assert parse_status(text) == expected
+
+
+def test_git_snapshot_holds_tracked_dirty_and_untracked_files_but_not_ignored_ones(repo: Path, tmp_path: Path) -> None:
+    (repo / "lib.py").write_text("X = 2\n")  # uncommitted change
+    (repo / "new.py").write_text("Y = 1\n")  # untracked, not ignored
+    (repo / "ignored.txt").write_text("no\n")
+    (repo / "runs").mkdir()
+    (repo / "runs" / "big.bin").write_text("checkpoint")
+    info = take(spec_for(repo / "jobs" / "train.py", repo / "runs"), tmp_path / "snapshot.json")
+    assert info is not None and info.mode == "git"
+    assert tree_files(info.path) == {".gitignore": "ignored.txt\nruns/\n", "jobs/train.py": "print('v1')\n",
+                                     "lib.py": "X = 2\n", "new.py": "Y = 1\n"}
+    assert (info.commit, info.branch, info.dirty) == (git(repo, "rev-parse", "HEAD"), "main", True)
+    assert info.script == str(Path(info.path) / "jobs" / "train.py")
+    assert read_info(tmp_path / "snapshot.json") == info
+    assert Path(info.path).parent.parent == repo / "runs" / ".snapshots"
+    assert "dirty" in summary(info) and info.commit is not None and info.commit[:12] in summary(info)
+
+
+def test_unchanged_second_submit_copies_nothing_and_a_change_copies_only_itself(repo: Path, tmp_path: Path) -> None:
+    spec = spec_for(repo / "jobs" / "train.py", tmp_path / "runs")
+    first = take(spec, tmp_path / "a.json")
+    second = take(spec, tmp_path / "b.json")
+    assert first is not None and second is not None
+    assert not first.dirty and first.new_bytes == first.bytes > 0
+    assert (second.tree, second.new_bytes) == (first.tree, 0)
+    (repo / "lib.py").write_text("X = 3\n")
+    third = take(spec, tmp_path / "c.json")
+    assert third is not None and third.tree != first.tree and third.new_bytes == len("X = 3\n")
+    assert tree_files(first.path)["lib.py"] == "X = 1\n"  # the first run's code is untouched
+    objects = [p for p in (tmp_path / "runs" / ".snapshots" / "objects").rglob("*") if p.is_file()]
+    assert len(objects) == 4  # 3 files + the one changed content, each stored once
+
+
+def test_dir_mode_and_auto_outside_git(tmp_path: Path) -> None:
+    code = tmp_path / "code"
+    (code / "pkg" / "__pycache__").mkdir(parents=True)
+    (code / "train.py").write_text("print(1)\n")
+    (code / "pkg" / "m.py").write_text("M = 1\n")
+    (code / "pkg" / "__pycache__" / "m.pyc").write_bytes(b"\0")
+    (code / ".venv").mkdir()
+    (code / ".venv" / "big").write_bytes(b"\0")
+    for mode in ("auto", "dir"):
+        info = take(spec_for(code / "train.py", tmp_path / "runs", mode), tmp_path / f"{mode}.json")
+        assert info is not None and (info.mode, info.commit, info.dirty) == ("dir", None, False)
+        assert tree_files(info.path) == {"train.py": "print(1)\n", "pkg/m.py": "M = 1\n"}
+        assert "directory" in summary(info)
+    with pytest.raises(SpecError, match=r"snapshot: git, but the script .* is not in a git work tree"):
+        take(spec_for(code / "train.py", tmp_path / "runs", "git"), tmp_path / "git.json")
+
+
+def test_off_takes_nothing_and_pin_keeps_the_script(tmp_path: Path) -> None:
+    spec = spec_for(tmp_path / "train.py", tmp_path / "runs", "off")
+    assert take(spec, tmp_path / "snapshot.json") is None
+    assert not (tmp_path / "snapshot.json").exists() and not (tmp_path / "runs").exists()
+    assert pin(spec, tmp_path / "snapshot.json") == spec
+    assert "not snapshotted" in summary(None)
+
+
+def test_pin_runs_the_snapshot_and_refuses_a_missing_one(repo: Path, tmp_path: Path) -> None:
+    spec = spec_for(repo / "jobs" / "train.py", tmp_path / "runs")
+    info = take(spec, tmp_path / "snapshot.json")
+    assert info is not None
+    (repo / "jobs" / "train.py").write_text("print('v2')\n")
+    pinned = pin(spec, tmp_path / "snapshot.json")
+    assert Path(pinned.script).read_text() == "print('v1')\n" and pinned.script != spec.script
+    import shutil
+
+    shutil.rmtree(tmp_path / "runs" / ".snapshots")
+    with pytest.raises(SpecError, match=r"snapshot: .*train.py is missing"):
+        pin(spec, tmp_path / "snapshot.json")
+
+
+def test_limits_give_one_clear_error_and_leave_nothing_behind(repo: Path, tmp_path: Path) -> None:
+    spec = spec_for(repo / "jobs" / "train.py", tmp_path / "runs")
+    with pytest.raises(SpecError) as err:
+        take(spec, tmp_path / "snapshot.json", Limits(max_files=2))
+    message = str(err.value)
+    assert "\n" not in message and f"{repo} holds 3 files" in message and "allowed are 2 files" in message
+    assert "snapshot: off" in message
+    assert not (tmp_path / "snapshot.json").exists()
+    assert not list((tmp_path / "runs").rglob("*")) if (tmp_path / "runs").exists() else True
+    (repo / "big.bin").write_bytes(b"x" * (2 * 1024 * 1024))
+    with pytest.raises(SpecError, match="MB of code to snapshot; allowed are 50000 files / 1 MB"):
+        take(spec, tmp_path / "snapshot.json", Limits(max_bytes=1024 * 1024))
+    code = tmp_path / "code"
+    code.mkdir()
+    (code / "train.py").write_text("x")
+    (code / "a").write_text("y")
+    with pytest.raises(SpecError, match="holds more than 1 files"):
+        take(spec_for(code / "train.py", tmp_path / "runs", "dir"), tmp_path / "d.json", Limits(max_files=1))
+
+
+def test_an_ignored_script_is_refused(repo: Path, tmp_path: Path) -> None:
+    (repo / "ignored.txt").write_text("print(1)\n")
+    with pytest.raises(SpecError, match=r"is not part of the snapshot of .*ignored by git"):
+        take(spec_for(repo / "ignored.txt", tmp_path / "runs"), tmp_path / "snapshot.json")
+
+
+def test_limits_from_env() -> None:
+    assert Limits.from_env({"DDPCTL_SNAPSHOT_MAX_MB": "2", "DDPCTL_SNAPSHOT_MAX_FILES": "7"}) == Limits(7, 2 << 20)
+    with pytest.raises(SpecError, match="DDPCTL_SNAPSHOT_MAX_MB: got '2G', expected a whole number"):
+        Limits.from_env({"DDPCTL_SNAPSHOT_MAX_MB": "2G"})
+
+
+def test_record_is_json(repo: Path, tmp_path: Path) -> None:
+    take(spec_for(repo / "jobs" / "train.py", tmp_path / "runs"), tmp_path / "snapshot.json")
+    data = json.loads((tmp_path / "snapshot.json").read_text())
+    assert {"mode", "commit", "branch", "dirty", "tree", "path", "script"} <= set(data)
