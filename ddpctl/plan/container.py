@@ -125,3 +125,36 @@ def charliecloud_prefix(spec: JobSpec, mounts: tuple[str, ...]) -> tuple[str, ..
         words += ["--bind", mount]
     words += ["--cd", workdir(spec)]
     return (*words, *box.options, str(box.image), "--")
+
+
+PROBE_TIMEOUT_S = 300.0  # a first podman/apptainer run may convert or pull layers
+
+
+def probe_argv(spec: JobSpec) -> tuple[str, ...] | None:
+    """`python -m ddpctl --version` in the image, run on this host (no mounts: the run dir may not exist yet);
+    None for pyxis, which needs srun on a node."""
+    box = spec.container
+    python = (spec.python or "python3", "-m", "ddpctl", "--version")
+    image = str(box.image)
+    if box.runtime in ("apptainer", "singularity"):
+        return (str(box.runtime), "exec", *box.options, image, *python)
+    if box.runtime == "podman":
+        return ("podman", "run", "--rm", *box.options, image, *python)
+    if box.runtime == "charliecloud":
+        return ("ch-run", *box.options, image, "--", *python)
+    return None
+
+
+def probe_verdict(spec: JobSpec, returncode: int | None, output: str) -> tuple[bool, str]:
+    """(ok, detail) for the probe's result; returncode None = the runtime is not installed here."""
+    box = spec.container
+    python = spec.python or "python3"
+    if returncode is None:
+        program = "ch-run" if box.runtime == "charliecloud" else box.runtime
+        return False, f"{program} is not on PATH here (the nodes need it too)"
+    version = output.strip().splitlines()[-1] if output.strip() else ""
+    if returncode == 0 and version.startswith("ddpctl "):
+        return True, f"{box.runtime} image {box.image}: {version} ({python})"
+    why = version or f"exit {returncode}"
+    return False, (f"{box.runtime} image {box.image}: `{python} -m ddpctl --version` failed ({why}); "
+                   f"the image must contain {python} with torch and ddpctl (pip install ddpctl in the image)")

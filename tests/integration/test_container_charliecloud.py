@@ -107,3 +107,19 @@ def test_example_preempted_and_resumed_inside_charliecloud(
             assert where["ddpctl"].startswith("/usr/local/lib/python3.11/dist-packages/ddpctl/"), where
             assert where["torch"].startswith("/usr/local/lib/python3.11/dist-packages/torch/"), where
     assert code == 0 and follower.lines[-1] == f"-- job {job.job_id} COMPLETED --", follower.lines[-10:]
+
+
+def test_doctor_runs_ddpctl_in_the_image(image: Path, tmp_path: Path) -> None:
+    """`doctor` runs `python3 -m ddpctl --version` in the image: ok in the test image, a clear failure in its
+    base layer (Debian + torch, no ddpctl)."""
+    cli = Cli(tmp_path / "home")
+    base = next(image.parent.glob("base-*"))
+    lines = {}
+    for name, img in (("good", image), ("base", base)):
+        done = cli.run("doctor", str(REPO / "jobs" / "example.yaml"), "--set", "container.runtime=charliecloud",
+                       "--set", f"container.image={img}", check=False)
+        lines[name] = next(line for line in done.stdout.splitlines() if "container:" in line)
+    assert lines["good"].startswith("[ok  ] container: charliecloud image"), lines
+    assert "ddpctl 0.1.0 (python3)" in lines["good"], lines
+    assert lines["base"].startswith("[FAIL] container:") and "No module named ddpctl" in lines["base"], lines
+    assert "the image must contain python3 with torch and ddpctl" in lines["base"]

@@ -24,7 +24,8 @@ import pytest
 import yaml
 
 from ddpctl.errors import SpecError
-from ddpctl.plan.container import container_command
+from ddpctl.plan.container import container_command, probe_argv, probe_verdict
+from ddpctl.plan.doctor import WARN, Facts, check_container
 from ddpctl.plan.render import RenderInputs, render_script
 from ddpctl.spec import load_spec, resolve_paths, spec_from_mapping, spec_to_mapping
 
@@ -169,3 +170,28 @@ def test_rendered_script_runs_the_runtime(tmp_path: Path, runtime: str, gpus: in
     if runtime == "charliecloud":
         assert ran_env["USER"]  # ch-run refuses to start without it
     assert '"action": "finish"' in (run_dir / "events.jsonl").read_text()
+
+
+@pytest.mark.parametrize(
+    ("runtime", "returncode", "output", "ok", "detail"),
+    [
+        ("charliecloud", 0, "ddpctl 0.1.0\n", True, "charliecloud image /img/train.sqsh: ddpctl 0.1.0 (python3)"),
+        ("podman", 1, "/usr/bin/python3: No module named ddpctl\n", False,
+         "podman image /img/train.sqsh: `python3 -m ddpctl --version` failed (/usr/bin/python3: No module named "
+         "ddpctl); the image must contain python3 with torch and ddpctl (pip install ddpctl in the image)"),
+        ("apptainer", 127, "", False, "`python3 -m ddpctl --version` failed (exit 127)"),
+        ("charliecloud", None, "", False, "ch-run is not on PATH here (the nodes need it too)"),
+    ],
+)
+def test_doctor_probe_verdict(runtime: str, returncode: int | None, output: str, ok: bool, detail: str) -> None:
+    got_ok, got = probe_verdict(spec_for(runtime), returncode, output)  # type: ignore[arg-type]
+    assert got_ok == ok and detail in got
+
+
+def test_doctor_probe_argv_and_pyxis_note() -> None:
+    assert probe_argv(spec_for("charliecloud")) == ("ch-run", "/img/train.sqsh", "--", *LAUNCH[:3], "--version")  # type: ignore[arg-type]
+    assert probe_argv(spec_for("podman")) == ("podman", "run", "--rm", "/img/train.sqsh", *LAUNCH[:3], "--version")  # type: ignore[arg-type]
+    assert probe_argv(spec_for("pyxis")) is None  # type: ignore[arg-type]
+    check = check_container(spec_for("pyxis"), Facts(tools={}))  # type: ignore[arg-type]
+    assert check.status == WARN
+    assert "srun -N1 --container-image=/img/train.sqsh python3 -m ddpctl --version" in check.detail
