@@ -98,6 +98,11 @@ def test_example_preempted_and_resumed_inside_charliecloud(
     assert job.resumed_from(1) == step, job.dump()
     assert job.steps(0) == list(range(1, step + 1)) and job.steps(1) == list(range(step + 1, TOTAL + 1)), job.dump()
     assert_same_training(job, reference, status)
+    # The stop signal (scancel --signal to the step's tasks) reached both in-container launchers through ch-run,
+    # besides the stop files; each launcher started torchrun with the image's interpreter.
+    got = sorted((e["node"], e["signal"]) for e in job.events("stop-signal") if e.get("attempt") == 0)
+    assert got == [("node1", "SIGUSR2"), ("node2", "SIGUSR2")], job.dump()
+    assert {e["argv"][0] for e in job.events("launch")} == {"/usr/bin/python3"}, job.dump()
     # Every rank of both attempts ran on the image's Python with the image's ddpctl and torch.
     for attempt in (0, 1):
         for rank in range(4):
