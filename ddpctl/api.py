@@ -105,7 +105,9 @@ def job(name_or_id: str | None = None) -> Job:
     """
     registry = Registry.from_env()
     if name_or_id is not None:
-        return Job(registry.find(name_or_id))
+        from ddpctl.backends.names import resolve
+
+        return Job(resolve(registry, name_or_id))  # an ambiguous name: the running job, said on stderr
     records = registry.records()
     if not records:
         raise JobNotFound(f"no jobs in the registry {registry.path} yet: submit one with `ddpctl submit`")
@@ -176,8 +178,10 @@ class Job:
             time.sleep(pause)
 
     def cancel(self) -> None:
-        """Cancel the job (`CommandError` when it is not running any more)."""
-        get_backend(self.backend).cancel(self.record)
+        """Cancel the job (`JobNotActive` when it already ended; the same on every backend)."""
+        from ddpctl.backends.control import control
+
+        control(self.record, "cancel", lambda: get_backend(self.backend).cancel(self.record), self._state_fn)
 
     def preempt(self, kind: str = "preemption") -> None:
         """Rehearse: deliver the warning signal as Slurm would; the requeue is charged to `kind`
@@ -186,7 +190,10 @@ class Job:
             from ddpctl.errors import DdpctlError
 
             raise DdpctlError(f"preempt kind: got {kind!r}, expected preemption or timeout")
-        get_backend(self.backend).preempt(self.record, kind)
+        from ddpctl.backends.control import control
+
+        control(self.record, "preempt", lambda: get_backend(self.backend).preempt(self.record, kind),
+                self._state_fn)
 
     def logs(self, *, follow: bool = False, rank: int | Sequence[int] | str | None = None,
              node: str | None = None, attempt: int | str | None = None, grep: str | None = None) -> Iterator[LogLine]:

@@ -65,7 +65,8 @@ def state_from_slurm(record: JobRecord, runner: Runner) -> JobState:
     info = commands.show_job(record.job_id, runner)
     slurm_state = info.get("JobState", "")
     if slurm_state in ("CANCELLED", "TIMEOUT", "NODE_FAIL", "OUT_OF_MEMORY", "DEADLINE", "BOOT_FAIL"):
-        return JobState(slurm_state, restarts, info.get("Reason", ""), info.get("NodeList", ""),
+        reason = "" if info.get("Reason", "") in ("None", "(null)") else info.get("Reason", "")  # not "(None)"
+        return JobState(slurm_state, restarts, reason, info.get("NodeList", ""),
                         info.get("RunTime", ""), exit_code=exit_of(info))
     if from_events is not None and from_events.state != "REQUEUED":
         return from_events

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import os
 import sys
 from collections.abc import Sequence
 
@@ -42,7 +43,13 @@ def main(argv: Sequence[str] | None = None) -> int:
         parser.print_help()
         return 2
     try:
-        return int(args.func(args))
+        code = int(args.func(args))
+        sys.stdout.flush()  # here, so a closed pipe surfaces below rather than at interpreter exit
+        return code
+    except BrokenPipeError:
+        # The reader went away (`ddpctl status | head -1`): stop quietly, like other Unix tools.
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 0
     except DdpctlError as err:
         print(f"ddpctl: error: {err}", file=sys.stderr)
         return err.exit_code

@@ -34,19 +34,22 @@ def run_list(args: argparse.Namespace) -> int:
     from rich.console import Console
     from rich.table import Table
 
-    table = Table("job", "name", "backend", "state", "submitted", "run dir")
+    # Fits 80 columns: the run dir (long) is in `status` and `list --json`; long names are cut with an ellipsis.
+    table = Table("job", "name", "state", "backend", "submitted", box=None, pad_edge=False)
     for record in records:
-        submitted = time.strftime("%Y-%m-%d %H:%M", time.localtime(record.submitted_at))
-        table.add_row(record.job_id, record.name, record.backend, states.get(record.job_id, "-"), submitted,
-                      record.run_dir)
-    Console().print(table)
+        submitted = time.strftime("%m-%d %H:%M", time.localtime(record.submitted_at))
+        table.add_row(record.job_id, record.name, states.get(record.job_id) or "-", record.backend, submitted)
+    table.columns[1].overflow = "ellipsis"
+    table.columns[1].max_width = 28
+    Console(width=min(Console().width, 100)).print(table)
     return 0
 
 
 def run_cancel(args: argparse.Namespace) -> int:
     from ddpctl import api
+    from ddpctl.backends.control import label
 
     job = api.job(args.job)
     job.cancel()
-    print(f"cancelled job {job.job_id} ({job.name})")
+    print(f"cancelled {label(job.record)}")
     return 0

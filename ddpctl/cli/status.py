@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import argparse
 import json
-from dataclasses import asdict
 from typing import Any
 
 from ddpctl.cli.common import add_job_arg
@@ -20,20 +19,19 @@ def add(sub: Any) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from ddpctl import api
+    from ddpctl.cli.jobreport import lines, payload
 
     job = api.job(args.job)
     record, state = job.record, job.status()
     code = code_info(record.run_dir)
     if args.json:
-        print(json.dumps({"job_id": record.job_id, "name": record.name, "backend": record.backend,
-                          "run_dir": record.run_dir, **asdict(state), "code": code}))
+        print(json.dumps({**payload(record, state), "code": code}))
         return 0
     from ddpctl.cli.submit import code_line
-    from ddpctl.cli.waiting import describe
 
-    print(f"{record.job_id}  {record.name}  {describe(state)}")
-    print(f"  backend {record.backend}, run dir {record.run_dir}")
-    print(f"  {code_line(record.run_dir)}")
+    text = lines(record, state)
+    at = next(i for i, line in enumerate(text) if line.startswith("  backend ")) + 1
+    print("\n".join([*text[:at], f"  {code_line(record.run_dir)}", *text[at:]]))
     return 0
 
 

@@ -20,6 +20,8 @@ def add(sub: Any) -> None:
                         help="override the spec's backend (default: the spec's, else sbatch)")
     parser.add_argument("--dry-run", action="store_true",
                         help="print the batch script and each node's torchrun command and environment; submit nothing")
+    parser.add_argument("--allow-duplicate", action="store_true",
+                        help="submit even if a job of the same name is still queued or running")
     parser.add_argument("--wait", action="store_true",
                         help="follow the job's state until it ends; exit with the job's exit status")
     parser.set_defaults(func=run)
@@ -33,6 +35,17 @@ def run(args: argparse.Namespace) -> int:
     if args.dry_run:
         sys.stdout.write(plan.text())
         return 0
+    from ddpctl.plan.preflight import check_partition
+    from ddpctl.plan.stopscan import check_script
+    from ddpctl.run.registry import Registry
+
+    check_partition(plan.spec)
+    if not args.allow_duplicate:
+        from ddpctl.backends.names import check_duplicate
+
+        check_duplicate(Registry.from_env(), plan.spec.name)
+    if (warning := check_script(plan.spec)) is not None:
+        print(f"ddpctl: warning: {warning}", file=sys.stderr)
     job = api.submit_plan(plan)
     print(f"submitted {job.name}: job {job.job_id} ({job.backend})")
     print(f"run dir:  {job.run_dir}")

@@ -3,49 +3,49 @@
 from __future__ import annotations
 
 import sys
+import time
 from collections.abc import Callable
 
-from ddpctl import exitcodes
 from ddpctl.backends import current_state
+from ddpctl.cli.jobreport import describe, exit_status, lines
 from ddpctl.run.registry import JobRecord
 from ddpctl.run.state import JobState
 
 POLL_S = 1.0
+PROGRESS_EVERY_S = 15.0
 
 
-def describe(state: JobState, *, elapsed: bool = True) -> str:
-    parts = [state.state]
-    if state.reason:
-        parts.append(f"({state.reason})")
-    if state.nodes and state.state == "RUNNING":
-        parts.append(f"on {state.nodes}")
-    if state.restarts:
-        parts.append(f"restart {state.restarts}")
-    if elapsed and state.elapsed:
-        parts.append(state.elapsed)
-    return " ".join(parts)
+def progress(record: JobRecord, state: JobState) -> str:
+    """", step N" once rank 0 of a running job logged a step (read from the run's files)."""
+    if state.state != "RUNNING":
+        return ""
+    from pathlib import Path
 
+    from ddpctl.run.layout import RunLayout
+    from ddpctl.run.summary import summarize
 
-def exit_status(state: JobState) -> int:
-    if state.state == "COMPLETED":
-        return exitcodes.OK
-    if state.exit_code not in (None, exitcodes.OK):
-        return int(state.exit_code)
-    return exitcodes.FAILURE
+    step = summarize(RunLayout(Path(record.run_dir))).last_step
+    return "" if step is None else f", step {step}"
 
 
 def poll_until_terminal(record: JobRecord, show: Callable[[str], None], *, live: bool,
-                        query: Callable[[JobRecord], JobState] = current_state) -> JobState:
-    """Show each change of state; a live status line also shows the ticking elapsed time."""
+                        query: Callable[[JobRecord], JobState] = current_state,
+                        clock: Callable[[], float] = time.monotonic) -> JobState:
+    """A live status line is refreshed every poll (state, elapsed, step). Without a terminal, a line is printed
+    on each change of state, and every PROGRESS_EVERY_S while the job runs (with its step and elapsed time)."""
     from ddpctl.api import Job
 
-    shown = [""]
+    last_text, last_at = [""], [clock()]
 
     def on_state(state: JobState) -> None:
         text = describe(state, elapsed=live)
-        if text != shown[0]:
-            show(text)
-            shown[0] = text
+        due = state.state == "RUNNING" and clock() - last_at[0] >= PROGRESS_EVERY_S
+        if live or text != last_text[0] or due:
+            line = text + progress(record, state)
+            if not live and state.state == "RUNNING" and state.elapsed:
+                line += f", elapsed {state.elapsed}"
+            show(line)
+            last_text[0], last_at[0] = text, clock()
 
     return Job(record, state_fn=query).wait(poll_s=POLL_S, on_state=on_state)
 
@@ -61,4 +61,5 @@ def wait_for_job(record: JobRecord) -> int:
         console.print(f"{label}: {describe(state)}")
     else:
         state = poll_until_terminal(record, lambda text: print(f"{label}: {text}", flush=True), live=False)
+    print("\n".join(lines(record, state)[1:]), flush=True)  # elapsed, restarts, last step, logs, checkpoints
     return exit_status(state)

@@ -139,6 +139,7 @@ class Follower:
         self._seen = {"root": -2, "attempt": -2}
         self._next_rescan = 0.0
         self._warned = ""
+        self._waiting = ""
 
     def run(self) -> JobState:
         try:
@@ -155,6 +156,7 @@ class Follower:
                     state = self._query()
                     if state is not None and state.terminal:
                         return self._finish(state)
+                    self._note_waiting(state)
                 changed = self.pacer.pause(active, next_state - self.clock())
         finally:
             self.pacer.close()
@@ -202,6 +204,15 @@ class Follower:
         self.sink.note(end_banner(self.job_id, state.state))
         self.sink.flush()
         return state
+
+    def _note_waiting(self, state: JobState | None) -> None:
+        """A job waiting in the queue says why (Resources, PartitionNodeLimit, BeginTime ...), once per reason."""
+        waiting = state is not None and state.state in ("PENDING", "REQUEUED") and bool(state.reason)
+        text = f"-- job {self.job_id} {state.state} ({state.reason}) --" if state is not None and waiting else ""
+        if text and text != self._waiting:
+            self.sink.note(text)
+            self.sink.flush()
+        self._waiting = text
 
     def _query(self) -> JobState | None:
         """The job's state; a failing scheduler query (squeue hiccup) is reported once and retried later."""

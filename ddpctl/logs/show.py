@@ -12,6 +12,7 @@ printed (only once the job is terminal: until then the writer may still finish t
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -33,6 +34,7 @@ from ddpctl.logs.output import Sink
 from ddpctl.run.layout import RunLayout
 from ddpctl.run.registry import JobRecord
 from ddpctl.run.state import TERMINAL, JobState
+from ddpctl.run.stoptruth import run_summary
 
 StateFn = Callable[[JobRecord], JobState]
 
@@ -141,6 +143,12 @@ def show_errors(layout: RunLayout, attempts: list[int], flt: LineFilter, sink: S
             sink.failure(failure.source, failure.hit)
         sink.note(root_cause_note(failures, attempt, len(files.tails)))
         sink.flush()
+    # A stop nobody acted on is the likeliest reason for lost work, and no rank's log says so.
+    stops, _ = run_summary(layout, time.time())
+    for stop in stops:
+        if stop.state == "unacknowledged" and stop.attempt in attempts:
+            sink.note(stop.text)
+    sink.flush()
 
 
 def first_failure(tail: FileTail) -> RankFailure | None:

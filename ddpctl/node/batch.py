@@ -7,6 +7,7 @@ one process Slurm guarantees to be around when the run ends.
 from __future__ import annotations
 
 import json
+import os
 import socket
 import time
 from collections.abc import Callable, Mapping
@@ -14,9 +15,12 @@ from pathlib import Path
 from typing import Any
 
 from ddpctl.node.decide import Decision, Kind, RunOutcome, classify_signal, count_requeues, decide, root_exit
+from ddpctl.node.localenv import LOCAL_ENV_FLAG
+from ddpctl.node.torchrun import checkpoint_dir
 from ddpctl.run.events import append_event, read_events
 from ddpctl.run.layout import RunLayout
 from ddpctl.run.rundir import run_spec
+from ddpctl.run.stoptruth import read_listeners
 from ddpctl.slurm.env import attempt_number
 from ddpctl.spec import time_to_seconds
 
@@ -30,8 +34,38 @@ def attempt_of(env: Mapping[str, str]) -> int:
 def batch_start(layout: RunLayout, env: Mapping[str, str]) -> None:
     attempt = attempt_of(env)
     layout.attempt_dir(attempt).mkdir(parents=True, exist_ok=True)
-    append_event(layout.events, "attempt-start", attempt=attempt, job_id=env.get("SLURM_JOB_ID"),
-                 nodes=env.get("SLURM_JOB_NODELIST"), batch_host=socket.gethostname())
+    if attempt > 0:
+        record_unacknowledged(layout, attempt - 1)
+    # The local backend's job is "local-7" everywhere else (its run directory's name), not the simulated
+    # SLURM_JOB_ID 7: the events name it with that one id. On Slurm it is the id of the job running this attempt
+    # (a chained successor has its own).
+    job_id = layout.root.name if env.get(LOCAL_ENV_FLAG) else env.get("SLURM_JOB_ID")
+    append_event(layout.events, "attempt-start", attempt=attempt, job_id=job_id,
+                 nodes=env.get("SLURM_JOB_NODELIST"), batch_host=socket.gethostname(),
+                 checkpoints_present=checkpoints_present(layout))
+
+
+def checkpoints_present(layout: RunLayout) -> bool | None:
+    """Whether the checkpoint directory holds anything as the attempt starts (None: cannot tell): an empty
+    one means a restart from scratch, whatever the script does."""
+    try:
+        directory = checkpoint_dir(run_spec(layout), layout)
+        with os.scandir(directory) as entries:
+            return any(not e.name.startswith(".") for e in entries)
+    except FileNotFoundError:
+        return False
+    except Exception:
+        return None
+
+
+def record_unacknowledged(layout: RunLayout, attempt: int) -> None:
+    """The previous attempt was signalled but nobody stopped and nothing was recorded (Slurm killed the job,
+    launchers included, before the lead time ran out): say so now, once."""
+    events = [e for e in read_events(layout.events) if e.get("attempt") == attempt]
+    names = {e.get("event") for e in events}
+    if "signal" in names and "stop-unacknowledged" not in names and not layout.stopped_marker(attempt).exists():
+        append_event(layout.events, "stop-unacknowledged", attempt=attempt, waited_s=None,
+                     listeners=list(read_listeners(layout, attempt)), killed=True)
 
 
 # A rehearsal's signal arrives within a second of its request; an older request is stale and must not relabel

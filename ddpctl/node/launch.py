@@ -20,6 +20,7 @@ from pathlib import Path
 from types import FrameType
 
 from ddpctl import proc
+from ddpctl.node.ackwatch import AckWatch
 from ddpctl.node.localenv import LOCAL_ENV_FLAG
 from ddpctl.node.torchrun import NodePlan, node_plan
 from ddpctl.run.events import append_event
@@ -87,10 +88,11 @@ def write_node_info(layout: RunLayout, dist: DistEnv, static: bool) -> None:
 class Relay:
     """Signal plumbing between Slurm and torchrun for one node."""
 
-    def __init__(self, layout: RunLayout, dist: DistEnv, stop_sig: signal.Signals) -> None:
+    def __init__(self, layout: RunLayout, dist: DistEnv, stop_sig: signal.Signals, lead_s: int = 120) -> None:
         self.layout, self.dist, self.stop_sig = layout, dist, stop_sig
         self.child: proc.Popen | None = None
         self.stop_received = False
+        self.ack = AckWatch(layout, dist.restart_count, dist.node_rank, lead_s)
 
     def install(self) -> None:
         signal.signal(self.stop_sig, self.on_stop)
@@ -107,6 +109,7 @@ class Relay:
             append_event(self.layout.events, "stop-signal", node=self.dist.node_name,
                          attempt=self.dist.restart_count, signal=signal.Signals(signum).name)
         self.stop_received = True
+        self.ack.stop_requested()
 
     def on_forward(self, signum: int, _frame: FrameType | None) -> None:
         if self.child and self.child.poll() is None:
@@ -121,13 +124,16 @@ def run_torchrun(plan: NodePlan, relay: Relay, log_path: Path, env: Mapping[str,
     with log_path.open("ab") as log:
         relay.child = proc.spawn(plan.argv, env={**env, **plan.env_dict()}, stdout=log, stderr=proc.STDOUT,
                                  preexec_fn=relay.ignore_stop_in_child)  # single-threaded here; sets SIG_IGN only
-        code = relay.child.wait()
+        # Polled, not a blocking wait: a stop that no rank acknowledges must be reported while it still matters.
+        while (code := relay.child.poll()) is None:
+            relay.ack.tick()
+            time.sleep(0.2)
     return code if code >= 0 else 128 - code
 
 
 def launch(run_dir: Path, env: Mapping[str, str]) -> int:
     spec, dist, layout, plan = prepare(run_dir, env)
-    relay = Relay(layout, dist, proc.signal_named(spec.requeue.signal))
+    relay = Relay(layout, dist, proc.signal_named(spec.requeue.signal), spec.requeue.lead_s)
     relay.install()
     write_node_info(layout, dist, static=spec.rdzv == "static")
     append_event(layout.events, "launch", node=dist.node_name, attempt=dist.restart_count, dist=dist.as_json(),

@@ -72,13 +72,17 @@ def network_env(spec: JobSpec, ifname: str | None) -> list[tuple[str, str]]:
 
 def ddpctl_env(spec: JobSpec, dist: DistEnv, layout: RunLayout) -> list[tuple[str, str]]:
     attempt = dist.restart_count
+    script_signal = [(envvars.SCRIPT_SIGNAL, spec.requeue.script_signal)] if spec.requeue.script_signal else []
     return [
         (envvars.RUN_DIR, str(layout.root)),
         (envvars.ATTEMPT, str(attempt)),
+        (envvars.RESTART_COUNT, str(attempt)),
         (envvars.CKPT_DIR, str(checkpoint_dir(spec, layout))),
         (envvars.CKPT_KEEP, str(spec.checkpoint.keep)),
         (envvars.STOP_FILE, str(layout.stop_file(attempt, dist.node_rank))),
         (envvars.STOP_SIGNAL, spec.requeue.signal),
+        *script_signal,
+        (envvars.STOP_LEAD_S, str(spec.requeue.lead_s)),
         (envvars.NODE_NAME, dist.node_name),
         (envvars.RANK_LOG, layout.rank_log_pattern(attempt)),
     ]

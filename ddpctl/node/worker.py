@@ -19,6 +19,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 from ddpctl import exitcodes
+from ddpctl.node import scriptstop
 from ddpctl.run import envvars
 from ddpctl.run.layout import rank_info_of
 from ddpctl.runtime import stopflag
@@ -101,7 +102,9 @@ def main(argv: Sequence[str] | None = None, env: Mapping[str, str] | None = None
             flush=True,
         )
     stopflag.watch_from_env(env)
+    scriptstop.arm(env)  # requeue.script_signal: after the stop flag's handler, so the script's signal wins
     status = run_script(argv[0], argv[1:])
+    scriptstop.after_script(status, env)
     sys.stdout.flush()
     sys.stderr.flush()
     return status

@@ -15,6 +15,7 @@ from pathlib import Path
 
 from ddpctl import proc
 from ddpctl.errors import CommandError
+from ddpctl.plan import stopscan
 from ddpctl.slurm import commands
 from ddpctl.spec import JobSpec, time_to_seconds
 
@@ -41,6 +42,7 @@ class Facts:
     run_dir_writable: bool = True
     script_syntax_error: str | None = None
     container: tuple[bool, str] | None = None  # (ok, detail) of ddpctl in the image; None = no probe
+    stop_handling: str | None = None  # stopscan's warning about the training script, if any
     extra: dict[str, str] = field(default_factory=dict)
 
 
@@ -119,8 +121,16 @@ def check_container(spec: JobSpec, facts: Facts) -> Check:
     return Check(OK if ok else FAIL, "container", detail)
 
 
-CHECKS = (check_tools, check_partition, check_backend, check_torch, check_network, check_requeue, check_files,
-          check_container)
+def check_stop_handling(spec: JobSpec, facts: Facts) -> Check:
+    if facts.stop_handling:
+        return Check(WARN, "stop handling", facts.stop_handling)
+    if not spec.requeue.enabled:
+        return Check(OK, "stop handling", "requeue disabled: stops are not asked for")
+    return Check(OK, "stop handling", "the script shows a sign of handling stops")
+
+
+CHECKS = (check_tools, check_partition, check_backend, check_torch, check_network, check_requeue,
+          check_stop_handling, check_files, check_container)
 
 
 def evaluate(spec: JobSpec, facts: Facts) -> list[Check]:
@@ -156,7 +166,8 @@ def gather(spec: JobSpec, script: str | None, runner: proc.Runner = proc.run) ->
     return Facts(tools=tools, partition=partition, torch_version=torch_version(),
                  submitit=importlib.util.find_spec("submitit") is not None, hostname=hostname, host_address=address,
                  ifname=netif.pick_ifname(hostname), run_dir_writable=writable(Path(spec.run_dir)),
-                 script_syntax_error=bash_syntax_error(script), container=probe_container(spec))
+                 script_syntax_error=bash_syntax_error(script), stop_handling=stopscan.check_script(spec),
+                 container=probe_container(spec))
 
 
 def probe_container(spec: JobSpec) -> tuple[bool, str] | None:

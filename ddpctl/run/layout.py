@@ -16,7 +16,8 @@
             node-<node rank>.log      launcher (torchrun agent) output for that node
             node-<node rank>.json     written by that node's launcher: node name, node rank, global ranks
             stop-node-<node rank>     exists once that node's launcher received the stop signal
-            stopped.json              written by rank 0 after the agreed stop checkpoint
+            stopped.json              written by rank 0 after the agreed stop checkpoint (or the script's own stop)
+            listen-rank-<rank>.json   a rank announced that it listens for stops (and how)
 """
 
 from __future__ import annotations
@@ -102,6 +103,9 @@ class RunLayout:
 
     def stopped_marker(self, restart: int) -> Path:
         return self.attempt_dir(restart) / "stopped.json"
+
+    def listen_marker(self, restart: int, rank: int) -> Path:
+        return self.attempt_dir(restart) / f"listen-rank-{rank}.json"
 
 
 def attempt_number(dirname: str) -> int | None:

@@ -6,6 +6,7 @@ submits safe; a later line for the same job id updates the earlier one (e.g. the
 
 from __future__ import annotations
 
+import difflib
 import json
 import os
 from collections.abc import Mapping
@@ -77,5 +78,10 @@ class Registry:
         named = [r for r in records if r.name == ref]
         if named:
             return named[-1]
-        known = ", ".join(sorted({r.name for r in records})[:8]) or "none yet"
+        names = sorted({r.name for r in records})
+        guess = difflib.get_close_matches(ref, names, n=1, cutoff=0.6)
+        if guess:
+            raise JobNotFound(f"job {ref!r}: no such job id or name in the registry {self.path}; "
+                              f"did you mean {guess[0]!r}?")
+        known = ", ".join(names[:8]) or "none yet"
         raise JobNotFound(f"job {ref!r}: no such job id or name in the registry {self.path} (names: {known})")

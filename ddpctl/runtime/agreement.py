@@ -47,6 +47,7 @@ class StopAgreement:
         self._calls = 0
         self._last_launch = time.perf_counter()
         self.checks = 0  # reductions launched (for tests and benchmarks)
+        stopflag.announce_listener("ddpctl.runtime.StopAgreement")
 
     @property
     def every(self) -> int:

@@ -173,9 +173,17 @@ class Checkpointer:
             state, problem = self._try_load(path)
             ok = all_reduce_min(0.0 if problem else 1.0, self.ctx.distributed, self._group) > 0
             if ok and state is not None:
+                self._record_resume(step)
                 return step, state
             self._warn_skip(step, problem or "another rank could not load its part")
+        self._record_resume(None)
         return None
+
+    def _record_resume(self, step: int | None) -> None:
+        # `status` tells "resumed from step N" from "restarted from scratch" by this event.
+        if self.ctx.is_main and self._events is not None:
+            append_event(RunLayout(self._events).events, "resume", attempt=self.ctx.attempt, step=step,
+                         checkpoint=str(self.dir / step_dirname(step)) if step is not None else None)
 
     def _agreed_candidates(self) -> list[int]:
         """Rank 0 lists marked checkpoints, newest first, and broadcasts them: every rank tries the same."""

@@ -8,6 +8,8 @@ corrupts (Lightning#21406), so the training loop agrees on a step with `StopAgre
 
 from __future__ import annotations
 
+import json
+import os
 import signal
 import sys
 import threading
@@ -108,3 +110,25 @@ def watch_from_env(env: Mapping[str, str]) -> None:
     stop_file = env.get(envvars.STOP_FILE, "")
     if stop_file and _FLAG.watcher is None:
         start_file_watcher(Path(stop_file))
+
+
+def announce_listener(how: str, env: Mapping[str, str] | None = None) -> Path | None:
+    """Record that this rank listens for stops (attempt-<n>/listen-rank-<r>.json), so ddpctl can tell a stop
+    that nobody will act on from one in progress. Without the launcher's variables nothing is written."""
+    env = os.environ if env is None else env
+    run_dir = env.get(envvars.RUN_DIR, "")
+    if not run_dir:
+        return None
+    from ddpctl.run.layout import RunLayout
+
+    rank = int(env.get("RANK", "0") or 0)
+    target = RunLayout(Path(run_dir)).listen_marker(int(env.get(envvars.ATTEMPT, "0") or 0), rank)
+    try:
+        target.parent.mkdir(parents=True, exist_ok=True)
+        tmp = target.with_name(f".{target.name}.{os.getpid()}")
+        tmp.write_text(json.dumps({"rank": rank, "how": how, "time": time.time()}) + "\n")
+        tmp.replace(target)
+    except OSError as exc:  # an announcement must never stop training
+        print(f"ddpctl: WARNING: cannot record that rank {rank} listens for stops: {exc}", file=sys.stderr)
+        return None
+    return target

@@ -92,6 +92,12 @@ def sinfo_partition(partition: str | None, runner: Runner = run) -> str:
     return runner(argv).stdout
 
 
+def sinfo_partitions(runner: Runner = run) -> str | None:
+    """`sinfo` rows `PARTITION|NODES|TIMELIMIT` of every partition, the default marked `*`; None if sinfo failed."""
+    done = runner(["sinfo", "-h", "-o", "%P|%D|%l"])
+    return done.stdout if done.returncode == 0 else None
+
+
 def release(job_id: str, runner: Runner = run) -> None:
     check(["scontrol", "release", job_id], runner)
 

@@ -31,6 +31,8 @@ IFNAME_RE = r"[=^]?[A-Za-z0-9_.:@-]+(,[A-Za-z0-9_.:@-]+)*"  # NCCL_SOCKET_IFNAME
 # a trainer does not get by accident. TERM/INT/HUP are refused: Slurm and terminals send those to mean "stop".
 CONTAINER_RUNTIMES = ("pyxis", "apptainer", "singularity", "podman", "charliecloud")
 SIGNALS = ("USR1", "USR2", "URG", "ALRM")
+# What a script may ask to receive (requeue.script_signal): what Lightning/submitit-style handlers expect.
+SCRIPT_SIGNALS = ("USR1", "USR2", "TERM", "INT", "HUP", "URG", "ALRM")
 TIME_FORMATS = "a Slurm time (M, M:S, H:M:S, D-H, D-H:M, D-H:M:S) or UNLIMITED"
 _DIGITS = re.compile(r"[0-9]+")
 _SCALARS = (str, int, float, date)  # bool is an int

@@ -25,6 +25,9 @@ class RequeuePolicy:
     max_preemptions: int = 10
     max_timeouts: int = 3
     max_failures: int = 0  # requeues after a crash (torchrun's own restarts come first, see max_restarts)
+    # A script that checkpoints itself gets this signal on every rank when a stop is requested (None: not sent);
+    # its exit with status 0 after the request then counts as "stopped for requeue".
+    script_signal: str | None = None
     mode: str = "auto"  # requeue (the job requeues itself), chain (a successor job continues the run) or auto
 
 

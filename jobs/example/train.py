@@ -18,6 +18,7 @@ from typing import Any
 import torch
 from data import SyntheticImages
 from model import MiniResNet
+from quiet import without_stderr_lines
 from torch import nn
 from torch.nn.parallel import DistributedDataParallel as DDP
 from torch.utils.data import DataLoader
@@ -88,6 +89,11 @@ class Trainer:
         return sum(losses) / len(losses)
 
 
+# find_unused_parameters=True is deliberate (see build): torch's 400-character advice against it, printed by every
+# rank in its first step, is noise here. Only that one warning is dropped.
+UNUSED_PARAMETERS_WARNING = "find_unused_parameters=True was specified in DDP constructor"
+
+
 def build(args: argparse.Namespace, ctx: runtime.DistContext) -> Trainer:
     torch.manual_seed(args.seed)  # identical initial weights on every rank (DDP also broadcasts rank 0's)
     net = MiniResNet().to(ctx.device)
@@ -127,7 +133,8 @@ def log(t: Trainer, message: str) -> None:
 
 
 def save(t: Trainer, ckpt: runtime.Checkpointer, blocking: bool) -> Any:
-    state = runtime.capture(t.model, t.opt, t.progress, scheduler=t.sched, scaler=t.scaler)
+    state = runtime.capture(t.model, t.opt, t.progress, scheduler=t.sched, scaler=t.scaler,
+                            extra={"running_loss": t.running})  # so the display carries on after a resume
     if t.args.crash_in_save and t.progress.step == t.args.crash_at_step and t.ctx.rank == t.args.crash_rank:
         state[runtime.RANK_KEY]["unpicklable"] = lambda: None  # torch.save fails half-way on this rank only
     return ckpt.save(t.progress.step, state, blocking=blocking)
@@ -154,12 +161,19 @@ def after_step(t: Trainer, ckpt: runtime.Checkpointer, stop: runtime.StopAgreeme
 
 
 def train(t: Trainer, ckpt: runtime.Checkpointer, stop: runtime.StopAgreement) -> None:
+    first = True  # the step in which DDP prints its find_unused_parameters advice
     while t.progress.step < t.total_steps:
         epoch = t.progress.epoch
         t.sampler.set_epoch(epoch, skip_batches=t.progress.batch_in_epoch)
         batches = iter(t.loader)
         while t.progress.batch_in_epoch < t.steps_per_epoch * t.args.accum:
-            after_step(t, ckpt, stop, t.optimizer_step(batches))
+            if first:
+                with without_stderr_lines(UNUSED_PARAMETERS_WARNING):
+                    loss = t.optimizer_step(batches)
+                first = False
+            else:
+                loss = t.optimizer_step(batches)
+            after_step(t, ckpt, stop, loss)
             if t.progress.step >= t.total_steps:
                 return
         t.progress = runtime.Progress(t.progress.step, epoch + 1, 0)
@@ -176,6 +190,7 @@ def main() -> None:
     if found is not None:
         step, state = found
         t.progress = runtime.restore(state, t.model, t.opt, t.sampler, scheduler=t.sched, scaler=t.scaler)
+        t.running = float(state.get("extra", {}).get("running_loss", 0.0))
         log(t, f"resumed from step {step} (epoch {t.progress.epoch}, batch {t.progress.batch_in_epoch})")
     start = time.monotonic()
     train(t, ckpt, stop)

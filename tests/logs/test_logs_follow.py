@@ -273,3 +273,21 @@ def test_reads_without_keeping_descriptors_past_the_budget(tmp_path: Path, monke
     follower.finish()
     assert FDS.left == 1  # every kept descriptor was closed again
     assert sorted(sink.texts()) == sorted(f"r{r} {n}" for r in range(3) for n in ("one", "two"))
+
+
+def test_follow_says_why_a_job_is_pending_once_per_reason(tmp_path: Path) -> None:
+    reasons = iter(["Priority", "Priority", "PartitionNodeLimit", "PartitionNodeLimit"])
+
+    def query(rec: JobRecord) -> object:
+        from ddpctl.run.state import JobState
+
+        reason = next(reasons, None)
+        return JobState("PENDING", reason=reason) if reason else JobState("COMPLETED")
+
+    sink = Recorder()
+    follower = FollowThread(tmp_path, sink, query, config=FAST)  # type: ignore[arg-type]
+    follower.start()
+    follower.join(20)
+    assert follower.result is not None and follower.result.state == "COMPLETED"
+    assert sink.notes() == ["-- job 123 PENDING (Priority) --", "-- job 123 PENDING (PartitionNodeLimit) --",
+                            "-- job 123 COMPLETED --"], sink.notes()

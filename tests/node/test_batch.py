@@ -79,3 +79,20 @@ def test_request_kind_is_what_requested_kind_reads(tmp_path: Path) -> None:
     layout = run_dir(tmp_path)
     request_kind(layout, "timeout")
     assert requested_kind(layout) == "timeout"
+
+
+def test_attempt_start_names_the_job_by_its_run_dir_id_and_records_an_unheard_stop(tmp_path: Path) -> None:
+    from ddpctl.node.batch import batch_start
+
+    layout = RunLayout(tmp_path / "local-7")  # the local backend's job id; its SLURM_JOB_ID is 7
+    layout.root.mkdir()
+    layout.spec_file.write_text(yaml.safe_dump(spec_to_mapping(JobSpec(name="x", script="t.py"))))
+    batch_start(layout, {"SLURM_JOB_ID": "7", "DDPCTL_LOCAL": "1"})
+    on_signal(layout, {}, "USR2", lambda: None, lambda _name: None)
+    # Killed before anything was recorded; the next attempt says what became of the stop, once.
+    batch_start(layout, {"SLURM_JOB_ID": "7", "DDPCTL_LOCAL": "1", "SLURM_RESTART_COUNT": "1"})
+    events = list(read_events(layout.events))
+    starts = [(e["job_id"], e["checkpoints_present"]) for e in events if e["event"] == "attempt-start"]
+    assert starts == [("local-7", False), ("local-7", False)]
+    unheard = [(e["attempt"], e["killed"], e["listeners"]) for e in events if e["event"] == "stop-unacknowledged"]
+    assert unheard == [(0, True, [])]

@@ -28,11 +28,13 @@ def spec(**fields: object) -> JobSpec:
 
 
 def ddpctl_env(node: int = 1, attempt: int = 0, ckpt: str = "/runs/job/77/checkpoints", keep: str = "3",
-               signal: str = "USR2") -> list[tuple[str, str]]:
+               *, signal: str = "USR2", lead: str = "120", script: str | None = None) -> list[tuple[str, str]]:
     adir = f"/runs/job/77/attempt-{attempt}"
-    return [("DDPCTL_RUN_DIR", "/runs/job/77"), ("DDPCTL_ATTEMPT", str(attempt)), ("DDPCTL_CKPT_DIR", ckpt),
+    return [("DDPCTL_RUN_DIR", "/runs/job/77"), ("DDPCTL_ATTEMPT", str(attempt)),
+            ("DDPCTL_RESTART_COUNT", str(attempt)), ("DDPCTL_CKPT_DIR", ckpt),
             ("DDPCTL_CKPT_KEEP", keep), ("DDPCTL_STOP_FILE", f"{adir}/stop-node-{node}"),
-            ("DDPCTL_STOP_SIGNAL", signal), ("DDPCTL_NODE", f"n{node + 1}"),
+            ("DDPCTL_STOP_SIGNAL", signal), *([("DDPCTL_SCRIPT_SIGNAL", script)] if script else []),
+            ("DDPCTL_STOP_LEAD_S", lead), ("DDPCTL_NODE", f"n{node + 1}"),
             ("DDPCTL_RANK_LOG_PATTERN", f"{adir}/rank-{{rank}}.log")]
 
 
@@ -69,10 +71,11 @@ NET_ETH0 = [("NCCL_SOCKET_IFNAME", "eth0"), ("GLOO_SOCKET_IFNAME", "eth0"), ("TO
      [*HEAD, *C10D, *TAIL],
      [*NET_ETH0, *ddpctl_env(), ("OMP_NUM_THREADS", "4"), ("TORCH_ELASTIC_SHUTDOWN_TIMEOUT", "120")]),
     # checkpoint dir/keep and the stop signal from the spec; a short lead time still gets torchrun's 30 s
-    (spec(checkpoint=CheckpointSettings(dir="/ck", keep=5), requeue=RequeuePolicy(signal="USR1", lead_s=10)),
+    (spec(checkpoint=CheckpointSettings(dir="/ck", keep=5),
+          requeue=RequeuePolicy(signal="USR1", lead_s=10, script_signal="TERM")),
      dist(), ("eth0", None, {}),
      [*HEAD, *C10D, *TAIL],
-     [*NET_ETH0, *ddpctl_env(ckpt="/ck", keep="5", signal="USR1"), ("OMP_NUM_THREADS", "1"),
+     [*NET_ETH0, *ddpctl_env(ckpt="/ck", keep="5", signal="USR1", lead="10", script="TERM"), ("OMP_NUM_THREADS", "1"),
       ("TORCH_ELASTIC_SHUTDOWN_TIMEOUT", "30")]),
 ])
 def test_node_plan(job: JobSpec, where: DistEnv, seen: tuple[str | None, str | None, dict[str, str]],

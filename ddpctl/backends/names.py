@@ -1,0 +1,67 @@
+"""Job names as people use them: one live job per name, an ambiguous name means the running job, typos get a hint.
+
+The registry maps a name to every job ever submitted under it; which one a command means depends on the jobs'
+states, so this lives with the backends (the registry itself stays a plain file reader).
+"""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Callable
+
+from ddpctl.backends import current_state
+from ddpctl.errors import DdpctlError
+from ddpctl.run.registry import JobRecord, Registry
+from ddpctl.run.state import JobState
+
+StateFn = Callable[[JobRecord], JobState]
+Warn = Callable[[str], None]
+MAX_CHECKED = 5  # newest jobs of one name whose state is asked for: bounded work for a name used 1000 times
+
+
+class DuplicateName(DdpctlError):
+    """A job with this name is still queued or running."""
+
+
+def live(records: list[JobRecord], state_fn: StateFn) -> list[tuple[JobRecord, JobState]]:
+    """The newest records (at most MAX_CHECKED) that have not ended, newest first."""
+    out = []
+    for record in reversed(records[-MAX_CHECKED:]):
+        if record.final_state:
+            continue
+        state = state_fn(record)
+        if not state.terminal and state.state != "UNKNOWN":
+            out.append((record, state))
+    return out
+
+
+def check_duplicate(registry: Registry, name: str, state_fn: StateFn = current_state) -> None:
+    """Refuse a second live job under `name` (the caller skips this with --allow-duplicate)."""
+    named = [r for r in registry.records() if r.name == name]
+    found = live(named, state_fn)
+    if found:
+        record, state = found[0]
+        raise DuplicateName(
+            f"name {name!r}: job {record.job_id} of that name is still {state.state}; wait for it, cancel it "
+            f"(ddpctl cancel {record.job_id}), choose another name (--set name=...), or submit anyway with "
+            "--allow-duplicate")
+
+
+def resolve(registry: Registry, ref: str, state_fn: StateFn = current_state, warn: Warn | None = None) -> JobRecord:
+    """A job id, or a name: the running job of that name if there is one, else the newest; said when ambiguous."""
+    records = registry.records()
+    named = [r for r in records if r.name == ref]
+    if any(r.job_id == ref for r in records) or len(named) < 2:
+        return registry.find(ref)  # an id, a unique name, or an unknown one (with "did you mean")
+    found = live(named, state_fn)
+    running = [pair for pair in found if pair[1].state == "RUNNING"]
+    chosen, state = running[0] if running else (found[0] if found else (named[-1], None))
+    what = state.state if state is not None else "newest"
+    others = ", ".join(r.job_id for r in reversed(named) if r is not chosen)
+    (warn or _stderr)(f"ddpctl: name {ref!r} has {len(named)} jobs; using job {chosen.job_id} ({what}); "
+                      f"give a job id for another: {others}")
+    return chosen
+
+
+def _stderr(text: str) -> None:
+    print(text, file=sys.stderr, flush=True)

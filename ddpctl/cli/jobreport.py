@@ -1,0 +1,86 @@
+"""What `status` and `submit --wait` print about a job: its state, and for a finished one the whole story
+(elapsed, nodes, restarts, last step, each stop and restart) — never an empty field or a "(None)"."""
+
+from __future__ import annotations
+
+import time
+from dataclasses import asdict
+from pathlib import Path
+from typing import Any
+
+from ddpctl import exitcodes
+from ddpctl.run.layout import RunLayout
+from ddpctl.run.registry import JobRecord
+from ddpctl.run.state import JobState
+from ddpctl.run.stoptruth import run_summary
+from ddpctl.run.summary import RunSummary, format_elapsed, summarize
+from ddpctl.spec import load_spec
+
+MAX_NOTES = 8  # bounded: the newest stops and restarts matter most
+
+
+def describe(state: JobState, *, elapsed: bool = True) -> str:
+    parts = [state.state]
+    if state.reason:
+        parts.append(f"({state.reason})")
+    if state.nodes and state.state == "RUNNING":
+        parts.append(f"on {state.nodes}")
+    if state.restarts:
+        parts.append(f"restart {state.restarts}")
+    if elapsed and state.elapsed:
+        parts.append(state.elapsed)
+    return " ".join(parts)
+
+
+def exit_status(state: JobState) -> int:
+    if state.state == "COMPLETED":
+        return exitcodes.OK
+    if state.exit_code not in (None, exitcodes.OK):
+        return int(state.exit_code)
+    return exitcodes.FAILURE
+
+
+def completed(record: JobRecord, state: JobState, summary: RunSummary) -> JobState:
+    """A finished job's state with what Slurm no longer says filled in from the run's own files."""
+    if not state.terminal:
+        return state
+    from dataclasses import replace
+
+    return replace(state, reason=state.reason or state.state.lower(), nodes=state.nodes or summary.nodes or "?",
+                   elapsed=state.elapsed or format_elapsed(summary.elapsed_s),
+                   exit_code=state.exit_code if state.exit_code is not None else exit_status(state))
+
+
+def checkpoint_dir(record: JobRecord) -> str:
+    layout = RunLayout(Path(record.run_dir))
+    try:
+        configured = load_spec(layout.spec_file, check_paths=False).checkpoint.dir
+    except Exception:
+        configured = None
+    return configured or str(layout.default_checkpoints)
+
+
+def payload(record: JobRecord, state: JobState) -> dict[str, Any]:
+    layout = RunLayout(Path(record.run_dir))
+    summary = summarize(layout)
+    stops, notes = run_summary(layout, time.time())
+    return {"job_id": record.job_id, "name": record.name, "backend": record.backend, "run_dir": record.run_dir,
+            **asdict(completed(record, state, summary)), "attempts": summary.attempts,
+            "last_step": summary.last_step, "checkpoints": checkpoint_dir(record),
+            "stops": [s.as_json() for s in stops], "restart_notes": notes}
+
+
+def lines(record: JobRecord, state: JobState) -> list[str]:
+    layout = RunLayout(Path(record.run_dir))
+    summary = summarize(layout)
+    shown = completed(record, state, summary)
+    out = [f"{record.job_id}  {record.name}  {describe(shown, elapsed=not state.terminal)}"]
+    if state.terminal:
+        step = summary.last_step if summary.last_step is not None else "none logged"
+        out.append(f"  elapsed {shown.elapsed} on {shown.nodes}, restarts {state.restarts}, last step {step}")
+    out.append(f"  backend {record.backend}, run dir {record.run_dir}")
+    if state.terminal:
+        out.append(f"  logs: ddpctl logs {record.job_id} --attempt all; checkpoints: {checkpoint_dir(record)}")
+    stops, notes = run_summary(layout, time.time())
+    out += [f"  {line}" for line in [*(s.text for s in stops), *notes][-MAX_NOTES:]]
+    return out

@@ -1,0 +1,49 @@
+"""A cheap static look at the training script: does it show any sign of handling stops?
+
+Most training code does not (the tutorials' pattern saves every N steps and ignores signals): under ddpctl such a
+job keeps training through the warning and loses everything since its last save when Slurm kills it. `submit`
+and `doctor` say so once, as a warning: a static look can be wrong, so it never refuses.
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+from ddpctl.spec import JobSpec
+
+MAX_BYTES = 1 << 20  # bounded work: the first MiB of the script
+# Using the runtime, polling the stop file, or installing a signal handler; Lightning and submitit handle the
+# signal themselves.
+SIGNS = re.compile(
+    r"ddpctl\.runtime|from\s+ddpctl\s+import\s+runtime|StopAgreement|DDPCTL_STOP_FILE"
+    r"|signal\.signal\s*\(|\bsignal\(\s*SIG|lightning|submitit\.helpers"
+)
+HANDLER = re.compile(r"signal\.signal\s*\(|\bsignal\(\s*SIG|DDPCTL_STOP_FILE|lightning")
+
+
+def stop_handling_problem(source: str, script_signal: str | None) -> str | None:
+    """None when the source shows a sign of handling stops (pure); else what is missing."""
+    if script_signal:
+        if HANDLER.search(source):
+            return None
+        return (f"requeue.script_signal is {script_signal}, but the script installs no signal handler: the signal's "
+                "default action applies")
+    if SIGNS.search(source):
+        return None
+    return ("shows no sign of handling stops (no ddpctl.runtime, no $DDPCTL_STOP_FILE poll, no signal handler): a "
+            "preemption or time limit loses the work since its own last checkpoint; see README \"Scripts with "
+            "their own checkpoints\"")
+
+
+def check_script(spec: JobSpec) -> str | None:
+    """The warning for this spec's script, if any ("" reads as no sign). Requeue disabled: nothing to say."""
+    if not spec.requeue.enabled:
+        return None
+    try:
+        with Path(spec.script).open("rb") as handle:
+            source = handle.read(MAX_BYTES).decode(errors="replace")
+    except OSError:
+        return None  # a missing script is reported elsewhere, with the path
+    problem = stop_handling_problem(source, spec.requeue.script_signal)
+    return f"{spec.script}: {problem}" if problem else None

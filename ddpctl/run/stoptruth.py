@@ -1,0 +1,183 @@
+"""What became of each stop request, and of each restart: the truth `status`, `preempt` and `logs --errors` tell.
+
+A stop request (the warning/preemption signal, or `ddpctl preempt`) helps only if some rank acts on it. Ranks
+announce that they listen (`attempt-<n>/listen-rank-<r>.json`: `ddpctl.runtime.StopAgreement`, or a script's own
+handler for `requeue.script_signal`); a stop is acknowledged once `stopped.json` exists (the agreed stop, or the
+script's own clean exit after the request). A request that nobody acknowledged within the lead time means the
+script kept training until Slurm killed it: everything since the script's own last checkpoint is lost.
+
+Read-only over the run directory; the interpretation (`reports`, `restart_notes`) is pure over what was read.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+from ddpctl.run.events import read_events
+from ddpctl.run.layout import RunLayout
+
+AckState = Literal["acknowledged", "waiting", "unacknowledged"]
+MAX_LISTENERS_READ = 64  # enough to say who listens; bounded for a job with thousands of ranks
+HOW_TO = ("to stop cleanly: use ddpctl.runtime.StopAgreement, or set requeue.script_signal and save + exit 0 "
+          "in your handler, or poll $DDPCTL_STOP_FILE (README: \"Scripts with their own checkpoints\")")
+
+
+@dataclass(frozen=True)
+class AttemptFacts:
+    """What the run directory says about one attempt."""
+
+    attempt: int
+    signal: Mapping[str, Any] | None = None  # the attempt's first `signal` event
+    stopped: Mapping[str, Any] | None = None  # stopped.json
+    listeners: tuple[str, ...] = ()  # how each announcing rank listens ("rank 0: ...")
+    resume: Mapping[str, Any] | None = None  # the runtime's `resume` event
+    start: Mapping[str, Any] | None = None  # the `attempt-start` event
+    ended: bool = False  # a decision, a cancellation or a later attempt was recorded
+
+
+@dataclass(frozen=True)
+class StopReport:
+    attempt: int
+    kind: str
+    state: AckState
+    text: str
+    listeners: tuple[str, ...] = field(default=())
+
+    def as_json(self) -> dict[str, Any]:
+        return {"attempt": self.attempt, "kind": self.kind, "state": self.state, "text": self.text,
+                "listeners": list(self.listeners)}
+
+
+def report(facts: AttemptFacts, lead_s: int, now: float) -> StopReport | None:
+    """The stop of one attempt, if one was requested (pure)."""
+    if facts.signal is None:
+        return None
+    kind = str(facts.signal.get("kind") or "stop")
+    asked = float(facts.signal.get("t") or 0.0)
+    head = f"attempt {facts.attempt}: {kind} stop"
+    if facts.stopped is not None:
+        return StopReport(facts.attempt, kind, "acknowledged", f"{head} acknowledged: {stopped_text(facts.stopped)}",
+                          facts.listeners)
+    if not facts.ended and now - asked < lead_s:
+        wait = f"requested {now - asked:.0f} s ago, waiting for the ranks (lead time {lead_s} s)"
+        unheard = "; so far no rank has announced that it listens for stops" if not facts.listeners else ""
+        return StopReport(facts.attempt, kind, "waiting", f"{head} {wait}{unheard}", facts.listeners)
+    who = ("no rank listens for stops (the script does not handle them)" if not facts.listeners
+           else f"{len(facts.listeners)} rank(s) listen but none stopped in time")
+    text = (f"{head} NOT ACKNOWLEDGED by any rank (lead time {lead_s} s): {who}. The script kept "
+            f"training until it ended or was killed: work since its own last checkpoint is lost; {HOW_TO}")
+    return StopReport(facts.attempt, kind, "unacknowledged", text, facts.listeners)
+
+
+def stopped_text(stopped: Mapping[str, Any]) -> str:
+    if stopped.get("source") != "script":
+        return f"all ranks stopped at step {stopped.get('step')}, checkpoint {stopped.get('checkpoint')}"
+    path, saved, asked = stopped.get("checkpoint"), stopped.get("checkpoint_mtime"), stopped.get("signal_time")
+    if not path:
+        return "the script exited cleanly, but its checkpoint directory is empty: it saved nothing ddpctl can see"
+    if isinstance(saved, (int, float)) and isinstance(asked, (int, float)):
+        delta = saved - asked
+        lost = ("nothing lost" if delta >= 0 else f"the steps of the {-delta:.1f} s before the request are lost")
+        when = f"{abs(delta):.1f} s {'after' if delta >= 0 else 'before'} the stop request"
+        return f"the script saved its own checkpoint {path} {when} and exited cleanly ({lost})"
+    return f"the script exited cleanly; its newest checkpoint is {path}"
+
+
+def restart_note(facts: AttemptFacts, previous: AttemptFacts | None) -> str | None:
+    """How attempt n ≥ 1 began: resumed from a checkpoint, or restarted from scratch (pure)."""
+    if facts.attempt == 0 or facts.start is None:
+        return None
+    head = f"attempt {facts.attempt}"
+    if facts.resume is not None:
+        step = facts.resume.get("step")
+        found = "restarted from scratch (no complete checkpoint to resume from)" if step is None else None
+        return f"{head}: {found or f'resumed from step {step}'}"
+    if facts.start.get("checkpoints_present") is False:
+        return f"{head}: restarted from scratch (its checkpoint directory was empty)"
+    own = previous.stopped if previous is not None and previous.stopped is not None else None
+    if own is not None and own.get("source") == "script" and own.get("checkpoint"):
+        return f"{head}: restarted; the script's own checkpoint {own['checkpoint']} was there to resume from"
+    if not facts.ended and not facts.listeners:
+        return None  # still starting: the runtime may yet report its resume
+    return f"{head}: restarted; the script does not report resuming (ddpctl cannot tell whether it loaded a checkpoint)"
+
+
+def read_facts(layout: RunLayout, events: Iterable[Mapping[str, Any]] | None = None) -> list[AttemptFacts]:
+    """Per attempt, what the events and marker files say (bounded reads)."""
+    found: dict[int, dict[str, Any]] = {}
+    for event in read_events(layout.events) if events is None else events:
+        attempt = event.get("attempt")
+        if not isinstance(attempt, int) or attempt < 0:
+            continue
+        slot = found.setdefault(attempt, {})
+        name = event.get("event")
+        if name == "signal":
+            slot.setdefault("signal", event)
+        elif name == "resume":
+            slot["resume"] = event
+        elif name == "attempt-start":
+            slot.setdefault("start", event)
+        elif name in ("decision", "cancelled"):
+            slot["ended"] = True
+    last = max(found, default=-1)
+    return [AttemptFacts(attempt=a, signal=s.get("signal"), stopped=read_json(layout.stopped_marker(a)),
+                         listeners=read_listeners(layout, a), resume=s.get("resume"), start=s.get("start"),
+                         ended=bool(s.get("ended")) or a < last)
+            for a, s in sorted(found.items())]
+
+
+def read_listeners(layout: RunLayout, attempt: int) -> tuple[str, ...]:
+    out: list[str] = []
+    directory = layout.attempt_dir(attempt)
+    try:
+        names = sorted(p.name for p in directory.glob("listen-rank-*.json"))[:MAX_LISTENERS_READ]
+    except OSError:
+        return ()
+    for name in names:
+        data = read_json(directory / name)
+        if data is not None:
+            out.append(f"rank {data.get('rank')}: {data.get('how')}")
+    return tuple(out)
+
+
+def read_json(path: Any) -> dict[str, Any] | None:
+    try:
+        data = json.loads(path.read_text()[:65536])
+    except (OSError, ValueError):
+        return None
+    return data if isinstance(data, dict) else None
+
+
+def summary(layout: RunLayout, lead_s: int, now: float) -> tuple[list[StopReport], list[str]]:
+    """Every stop report and restart note of the run, oldest first."""
+    facts = read_facts(layout)
+    stops = [r for f in facts if (r := report(f, lead_s, now)) is not None]
+    by_attempt = {f.attempt: f for f in facts}
+    notes = [n for f in facts if (n := restart_note(f, by_attempt.get(f.attempt - 1))) is not None]
+    return stops, notes
+
+
+def run_summary(layout: RunLayout, now: float) -> tuple[list[StopReport], list[str]]:
+    """`summary` with the run's own lead time (from its job.yaml; 120 s when that cannot be read)."""
+    try:
+        from ddpctl.spec import load_spec
+
+        lead_s = load_spec(layout.spec_file, check_paths=False).requeue.lead_s
+    except Exception:  # a damaged job.yaml must not hide the rest of the status
+        lead_s = 120
+    return summary(layout, lead_s, now)
+
+
+def listening_now(layout: RunLayout, script_signal: str | None) -> str | None:
+    """For `preempt`: None when some rank of the newest attempt listens (or the script asked for a signal);
+    else the plain statement that this stop will not be acted on."""
+    attempts = sorted(int(p.name.split("-", 1)[1]) for p in layout.root.glob("attempt-*")
+                      if p.name.split("-", 1)[1].isdigit())
+    if script_signal or (attempts and read_listeners(layout, attempts[-1])):
+        return None
+    return ("no rank of this job has announced that it listens for stops: unless the script handles them on its "
+            "own, it keeps training until it ends or is killed, and work since its own last checkpoint is lost; "
+            + HOW_TO)

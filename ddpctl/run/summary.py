@@ -1,0 +1,90 @@
+"""What a person wants to know about a run at a glance, from its own files: elapsed, nodes, attempts, last step.
+
+Works for finished jobs without Slurm accounting (the events carry the times and node lists). The last step is
+what rank 0 last logged as "step N" (the example and tutorial scripts do), read from the tail of its newest log:
+a display, never a decision.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from ddpctl.run.events import read_events
+from ddpctl.run.layout import RunLayout, attempt_number
+
+TAIL_BYTES = 16384  # bounded: only the end of rank 0's log is read
+STEP_RE = re.compile(r"\bstep[ =:]+(\d+)")
+
+
+@dataclass(frozen=True)
+class RunSummary:
+    elapsed_s: float | None  # first start to last record
+    nodes: str  # the newest attempt's node list
+    attempts: int
+    last_step: int | None
+
+    def as_json(self) -> dict[str, Any]:
+        return {"elapsed_s": self.elapsed_s, "nodes": self.nodes, "attempts": self.attempts,
+                "last_step": self.last_step}
+
+
+def format_elapsed(seconds: float | None) -> str:
+    """1h02m03s / 4m05s / 9s (pure)."""
+    if seconds is None:
+        return "?"
+    total = round(seconds)
+    hours, rest = divmod(total, 3600)
+    minutes, secs = divmod(rest, 60)
+    if hours:
+        return f"{hours}h{minutes:02d}m{secs:02d}s"
+    return f"{minutes}m{secs:02d}s" if minutes else f"{secs}s"
+
+
+def last_step_in(text: str) -> int | None:
+    """The last "step N" in the text (pure)."""
+    found = STEP_RE.findall(text)
+    return int(found[-1]) if found else None
+
+
+def read_tail(path: Path, size: int = TAIL_BYTES) -> str:
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW)
+    except OSError:
+        return ""
+    try:
+        end = os.fstat(fd).st_size
+        os.lseek(fd, max(0, end - size), os.SEEK_SET)
+        return os.read(fd, size).decode(errors="replace")
+    finally:
+        os.close(fd)
+
+
+def summarize(layout: RunLayout) -> RunSummary:
+    starts, last_t, nodes = [], None, ""
+    for event in read_events(layout.events):
+        t = event.get("t")
+        if event.get("event") == "attempt-start":
+            starts.append(t)
+            nodes = str(event.get("nodes") or nodes)
+        if isinstance(t, (int, float)) and event.get("event") != "submit":
+            last_t = t if last_t is None else max(last_t, t)
+    first = next((t for t in starts if isinstance(t, (int, float))), None)
+    elapsed = None if first is None or last_t is None else max(0.0, last_t - first)
+    attempts = sorted(a for p in _entries(layout.root) if (a := attempt_number(p)) is not None)
+    step = None
+    for attempt in reversed(attempts):  # the newest attempt that logged a step
+        step = last_step_in(read_tail(layout.rank_log(attempt, 0)))
+        if step is not None:
+            break
+    return RunSummary(elapsed, nodes, len(attempts), step)
+
+
+def _entries(root: Path) -> list[str]:
+    try:
+        return [p.name for p in root.iterdir()]
+    except OSError:
+        return []

@@ -1,0 +1,98 @@
+"""Names: duplicates refused, an ambiguous name means the running job, typos get "did you mean"."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+
+from ddpctl.backends.names import DuplicateName, check_duplicate, resolve
+from ddpctl.errors import JobNotFound
+from ddpctl.run.registry import JobRecord, Registry
+from ddpctl.run.state import JobState
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def registry(tmp_path: Path, *jobs: tuple[str, str]) -> Registry:
+    reg = Registry(tmp_path)
+    for n, (job_id, name) in enumerate(jobs):
+        reg.add(JobRecord(job_id=job_id, name=name, run_dir="/x", backend="sbatch", submitted_at=float(n)))
+    return reg
+
+
+def states(table: dict[str, str]):  # type: ignore[no-untyped-def]
+    return lambda record: JobState(table[record.job_id])
+
+
+@pytest.mark.parametrize(
+    ("table", "chosen"),
+    [
+        ({"1": "RUNNING", "2": "PENDING"}, "1"),  # never silently the pending one
+        ({"1": "COMPLETED", "2": "PENDING"}, "2"),
+        ({"1": "COMPLETED", "2": "FAILED"}, "2"),  # none live: the newest
+        ({"1": "RUNNING", "2": "RUNNING"}, "2"),  # two running: the newest of them
+    ],
+)
+def test_ambiguous_name(tmp_path: Path, table: dict[str, str], chosen: str) -> None:
+    said: list[str] = []
+    reg = registry(tmp_path, ("1", "ex"), ("2", "ex"), ("3", "other"))
+    assert resolve(reg, "ex", states(table), said.append).job_id == chosen
+    assert len(said) == 1 and f"name 'ex' has 2 jobs; using job {chosen}" in said[0], said
+
+
+def test_unique_name_and_id_resolve_silently(tmp_path: Path) -> None:
+    said: list[str] = []
+    reg = registry(tmp_path, ("1", "ex"), ("2", "ex"), ("3", "other"))
+    assert resolve(reg, "other", states({}), said.append).job_id == "3"
+    assert resolve(reg, "1", states({}), said.append).job_id == "1"
+    assert said == []
+
+
+def test_unknown_name_did_you_mean(tmp_path: Path) -> None:
+    reg = registry(tmp_path, ("1", "example"))
+    with pytest.raises(JobNotFound, match="did you mean 'example'"):
+        resolve(reg, "exampel", states({}))
+    with pytest.raises(JobNotFound, match=r"\(names: example\)"):
+        resolve(reg, "zzz", states({}))
+
+
+@pytest.mark.parametrize(("state", "refused"), [("RUNNING", True), ("PENDING", True), ("REQUEUED", True),
+                                                ("COMPLETED", False), ("CANCELLED", False), ("UNKNOWN", False)])
+def test_duplicate(tmp_path: Path, state: str, refused: bool) -> None:
+    reg = registry(tmp_path, ("7", "ex"))
+    if refused:
+        with pytest.raises(DuplicateName, match=f"job 7 of that name is still {state}.*--allow-duplicate"):
+            check_duplicate(reg, "ex", states({"7": state}))
+    else:
+        check_duplicate(reg, "ex", states({"7": state}))
+    check_duplicate(reg, "other", states({}))
+
+
+def test_cli_refuses_a_second_live_job_of_a_name(tmp_path: Path) -> None:
+    script = tmp_path / "sleepy.py"
+    script.write_text("from ddpctl import runtime\nimport time\ntime.sleep(60)\n")
+    spec = tmp_path / "s.yaml"
+    spec.write_text(yaml.safe_dump({"name": "sleepy", "script": str(script), "run_dir": str(tmp_path / "runs"),
+                                    "backend": "local", "nproc_per_node": 1}))
+    env = {"DDPCTL_HOME": str(tmp_path / "home"), "PATH": "/usr/bin:/bin", "PYTHONPATH": str(REPO)}
+
+    def ddpctl(*args: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run([sys.executable, "-m", "ddpctl", *args], capture_output=True, text=True, env=env,
+                              cwd=tmp_path, timeout=120, check=False)
+
+    first = ddpctl("submit", str(spec))
+    try:
+        assert first.returncode == 0, first.stderr
+        second = ddpctl("submit", str(spec))
+        assert second.returncode == 2 and "job local-1 of that name is still RUNNING" in second.stderr, second
+        allowed = ddpctl("submit", str(spec), "--allow-duplicate")
+        assert allowed.returncode == 0, allowed.stderr
+        status = ddpctl("status", "sleepy", "--json")
+        assert status.returncode == 0 and "name 'sleepy' has 2 jobs" in status.stderr, status
+    finally:
+        for job in ("local-1", "local-2"):
+            ddpctl("cancel", job)

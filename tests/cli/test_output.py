@@ -1,0 +1,106 @@
+"""What a person reads: finished-job status, --wait progress, list at 80 columns, closed pipes (issue 11, 7)."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from ddpctl.cli.jobreport import lines, payload
+from ddpctl.cli.waiting import poll_until_terminal
+from ddpctl.run.events import append_event
+from ddpctl.run.layout import RunLayout
+from ddpctl.run.registry import JobRecord, Registry
+from ddpctl.run.state import JobState
+from ddpctl.run.summary import format_elapsed, last_step_in, summarize
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+@pytest.mark.parametrize(("seconds", "text"), [(None, "?"), (0.4, "0s"), (9.6, "10s"), (65, "1m05s"),
+                                               (3723, "1h02m03s")])
+def test_format_elapsed(seconds: float | None, text: str) -> None:
+    assert format_elapsed(seconds) == text
+
+
+@pytest.mark.parametrize(("text", "step"), [("", None), ("[example] step 5/12 epoch 0\n", 5),
+                                            ("step 3/9\nsaved step 10\ndone: 12 steps in 3s\n", 10),
+                                            ("stop agreed at step 7\n", 7), ("steps=4\n", None)])
+def test_last_step_in(text: str, step: int | None) -> None:
+    assert last_step_in(text) == step
+
+
+def finished_run(tmp_path: Path) -> JobRecord:
+    layout = RunLayout(tmp_path / "run")
+    for attempt in (0, 1):
+        layout.attempt_dir(attempt).mkdir(parents=True)
+    layout.rank_log(0, 0).write_text("[example] step 1/4\n[example] step 2/4\n")
+    layout.rank_log(1, 0).write_text("[example] resumed from step 2\n[example] step 3/4\n[example] step 4/4\n")
+    append_event(layout.events, "attempt-start", attempt=0, nodes="node[1-2]")
+    append_event(layout.events, "attempt-start", attempt=1, nodes="node[1-2]")
+    append_event(layout.events, "resume", attempt=1, step=2)
+    return JobRecord(job_id="29", name="ex", run_dir=str(layout.root), backend="local", submitted_at=0.0)
+
+
+def test_finished_status_has_no_empty_fields_and_tells_the_story(tmp_path: Path) -> None:
+    record = finished_run(tmp_path)
+    cancelled = JobState("CANCELLED", 1)  # what scontrol leaves of a cancelled job: no reason, nodes, elapsed
+    data = payload(record, cancelled)
+    assert all(value not in ("", None) for key, value in data.items()), data
+    assert (data["nodes"], data["last_step"], data["attempts"], data["exit_code"]) == ("node[1-2]", 4, 2, 1)
+    text = lines(record, cancelled)
+    assert text[0] == "29  ex  CANCELLED (cancelled) restart 1", text
+    assert "(None)" not in "\n".join(text) and "restarts 1, last step 4" in text[1], text
+    assert "attempt 1: resumed from step 2" in text[-1], text
+    assert summarize(RunLayout(Path(record.run_dir))).last_step == 4
+
+
+def test_wait_shows_state_then_step_and_elapsed(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    record = finished_run(tmp_path)
+    seq = iter([JobState("PENDING", reason="Resources"), JobState("RUNNING", elapsed="0:05"),
+                JobState("RUNNING", elapsed="0:20"), JobState("RUNNING", elapsed="0:21"),
+                JobState("COMPLETED", 1, "training completed")])
+    clock = iter([0.0, 0.0, 1.0, 2.0, 20.0, 20.0, 21.0, 22.0, 23.0])
+    shown: list[str] = []
+    monkeypatch.setattr("ddpctl.cli.waiting.POLL_S", 0.0)
+    final = poll_until_terminal(record, shown.append, live=False, query=lambda _r: next(seq),
+                                clock=lambda: next(clock))
+    assert final.state == "COMPLETED"
+    assert shown == ["PENDING (Resources)", "RUNNING, step 4, elapsed 0:05", "RUNNING, step 4, elapsed 0:20",
+                     "COMPLETED (training completed) restart 1"], shown
+
+
+def cli(home: Path, *args: str, **kw: object) -> subprocess.CompletedProcess[str]:
+    env = {**os.environ, "DDPCTL_HOME": str(home), "PYTHONPATH": str(REPO), "COLUMNS": "80"}
+    done: subprocess.CompletedProcess[str] = subprocess.run(  # type: ignore[call-overload]
+        [sys.executable, "-m", "ddpctl", *args], text=True, env=env, timeout=60, check=False, **kw)
+    return done
+
+
+def test_list_fits_80_columns(tmp_path: Path) -> None:
+    registry = Registry(tmp_path)
+    for n in range(3):
+        registry.add(JobRecord(job_id=f"local-{n}", name="a-rather-long-experiment-name-" * 2 + str(n),
+                               run_dir=str(tmp_path / ("deep/" * 20) / str(n)), backend="local",
+                               submitted_at=1.7e9 + n, final_state="COMPLETED"))
+    done = cli(tmp_path, "list", capture_output=True)
+    assert done.returncode == 0, done.stderr
+    rows = done.stdout.splitlines()
+    assert len(rows) == 4 and all(len(row) <= 80 for row in rows), done.stdout
+
+
+def test_a_closed_pipe_ends_quietly(tmp_path: Path) -> None:
+    record = finished_run(tmp_path)
+    Registry(tmp_path).add(record)
+    read, write = os.pipe()
+    os.close(read)  # like `| head -1` after its line: every write now fails with EPIPE
+    try:
+        done = cli(tmp_path, "status", "29", stdout=write, stderr=subprocess.PIPE)
+    finally:
+        os.close(write)
+    assert done.returncode == 0 and done.stderr == "", done.stderr
+    assert json.loads(cli(tmp_path, "status", "29", "--json", capture_output=True).stdout)["job_id"] == "29"

@@ -1,0 +1,92 @@
+"""What `status` says about stop requests and restarts: literal tables over the pure interpretation."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from ddpctl.node.ackwatch import overdue
+from ddpctl.run.events import append_event
+from ddpctl.run.layout import RunLayout
+from ddpctl.run.stoptruth import AttemptFacts, read_facts, report, restart_note, summary
+
+SIGNAL = {"event": "signal", "attempt": 0, "kind": "preemption", "t": 1000.0}
+RUNTIME_STOP = {"step": 7, "checkpoint": "/ck/step-000000007", "source": "file:/x"}
+SCRIPT_STOP = {"step": None, "checkpoint": "/ck/checkpoint.pt", "source": "script", "signal_time": 1000.0}
+
+
+@pytest.mark.parametrize(
+    ("facts", "now", "state", "says"),
+    [
+        (AttemptFacts(0), 2000.0, None, None),
+        (AttemptFacts(0, SIGNAL, RUNTIME_STOP), 1001.0, "acknowledged", "all ranks stopped at step 7"),
+        (AttemptFacts(0, SIGNAL, {**SCRIPT_STOP, "checkpoint_mtime": 1000.5}), 1001.0, "acknowledged",
+         "saved its own checkpoint /ck/checkpoint.pt 0.5 s after the stop request and exited cleanly (nothing lost)"),
+        (AttemptFacts(0, SIGNAL, {**SCRIPT_STOP, "checkpoint_mtime": 990.0}), 1001.0, "acknowledged",
+         "10.0 s before the stop request and exited cleanly (the steps of the 10.0 s before the request are lost)"),
+        (AttemptFacts(0, SIGNAL), 1010.0, "waiting", "so far no rank has announced that it listens"),
+        (AttemptFacts(0, SIGNAL, listeners=("rank 0: x",)), 1010.0, "waiting", "waiting for the ranks (lead"),
+        (AttemptFacts(0, SIGNAL), 1060.0, "unacknowledged", "no rank listens for stops"),
+        (AttemptFacts(0, SIGNAL, ended=True), 1001.0, "unacknowledged", "work since its own last checkpoint is lost"),
+        (AttemptFacts(0, SIGNAL, listeners=("rank 0: x",)), 1060.0, "unacknowledged", "1 rank(s) listen but none"),
+    ],
+)
+def test_stop_report(facts: AttemptFacts, now: float, state: str | None, says: str | None) -> None:
+    got = report(facts, lead_s=60, now=now)
+    if state is None:
+        assert got is None
+        return
+    assert got is not None and got.state == state and says is not None and says in got.text, got
+
+
+START = {"event": "attempt-start", "attempt": 1}
+
+
+@pytest.mark.parametrize(
+    ("facts", "previous", "note"),
+    [
+        (AttemptFacts(0, start=START), None, None),
+        (AttemptFacts(1), None, None),  # not started yet
+        (AttemptFacts(1, start=START, resume={"step": 7}), None, "attempt 1: resumed from step 7"),
+        (AttemptFacts(1, start=START, resume={"step": None}), None,
+         "attempt 1: restarted from scratch (no complete checkpoint to resume from)"),
+        (AttemptFacts(1, start={**START, "checkpoints_present": False}, ended=True), None,
+         "attempt 1: restarted from scratch (its checkpoint directory was empty)"),
+        (AttemptFacts(1, start={**START, "checkpoints_present": True}), AttemptFacts(0, SIGNAL, SCRIPT_STOP),
+         "attempt 1: restarted; the script's own checkpoint /ck/checkpoint.pt was there to resume from"),
+        (AttemptFacts(1, start={**START, "checkpoints_present": True}), None, None),  # runtime may still report
+        (AttemptFacts(1, start={**START, "checkpoints_present": True}, ended=True), None,
+         "attempt 1: restarted; the script does not report resuming (ddpctl cannot tell whether it loaded a "
+         "checkpoint)"),
+    ],
+)
+def test_restart_note(facts: AttemptFacts, previous: AttemptFacts | None, note: str | None) -> None:
+    assert restart_note(facts, previous) == note
+
+
+@pytest.mark.parametrize(
+    ("requested", "now", "acked", "expected"),
+    [(None, 500.0, False, False), (100.0, 159.0, False, False), (100.0, 160.0, False, True),
+     (100.0, 999.0, True, False)],
+)
+def test_overdue(requested: float | None, now: float, acked: bool, expected: bool) -> None:
+    assert overdue(requested, 60, now, acked) is expected
+
+
+def test_read_facts_from_a_run_directory(tmp_path: Path) -> None:
+    layout = RunLayout(tmp_path)
+    for attempt in (0, 1):
+        layout.attempt_dir(attempt).mkdir()
+    append_event(layout.events, "attempt-start", attempt=0, checkpoints_present=False)
+    append_event(layout.events, "signal", attempt=0, kind="preemption")
+    append_event(layout.events, "attempt-start", attempt=1, checkpoints_present=False)
+    layout.listen_marker(1, 3).write_text(json.dumps({"rank": 3, "how": "ddpctl.runtime.StopAgreement"}))
+    append_event(layout.events, "resume", attempt=1, step=None)
+    facts = read_facts(layout)
+    assert [(f.attempt, f.ended, f.signal is not None, f.listeners) for f in facts] == [
+        (0, True, True, ()), (1, False, False, ("rank 3: ddpctl.runtime.StopAgreement",))]
+    stops, notes = summary(layout, lead_s=60, now=0.0)
+    assert [s.state for s in stops] == ["unacknowledged"]
+    assert notes == ["attempt 1: restarted from scratch (no complete checkpoint to resume from)"]
