@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from ddpctl import proc
+from ddpctl.errors import CommandError
 from ddpctl.plan import stopscan
 from ddpctl.slurm import commands
 from ddpctl.spec import JobSpec, time_to_seconds
@@ -40,6 +41,7 @@ class Facts:
     ifname: str | None = None
     run_dir_writable: bool = True
     script_syntax_error: str | None = None
+    container: tuple[bool, str] | None = None  # (ok, detail) of ddpctl in the image; None = no probe
     stop_handling: str | None = None  # stopscan's warning about the training script, if any
     extra: dict[str, str] = field(default_factory=dict)
 
@@ -67,6 +69,8 @@ def check_partition(spec: JobSpec, facts: Facts) -> Check:
 
 
 def check_torch(spec: JobSpec, facts: Facts) -> Check:
+    if spec.container.enabled:
+        return Check(OK, "torch", "the nodes use the image's (see container)")
     if facts.torch_version is None:
         return Check(FAIL, "torch", "not importable by this Python: the launcher and workers need it")
     return Check(OK, "torch", facts.torch_version)
@@ -107,6 +111,16 @@ def check_files(spec: JobSpec, facts: Facts) -> Check:
     return Check(OK, "files", f"batch script parses (bash -n); {spec.run_dir} writable")
 
 
+def check_container(spec: JobSpec, facts: Facts) -> Check:
+    if not spec.container.enabled:
+        return Check(OK, "container", "none: the nodes run this host's Python")
+    if facts.container is None:  # pyxis
+        return Check(WARN, "container", f"not checked here (pyxis needs a node): run `srun -N1 "
+                     f"--container-image={spec.container.image} {spec.python or 'python3'} -m ddpctl --version`")
+    ok, detail = facts.container
+    return Check(OK if ok else FAIL, "container", detail)
+
+
 def check_stop_handling(spec: JobSpec, facts: Facts) -> Check:
     if facts.stop_handling:
         return Check(WARN, "stop handling", facts.stop_handling)
@@ -116,7 +130,7 @@ def check_stop_handling(spec: JobSpec, facts: Facts) -> Check:
 
 
 CHECKS = (check_tools, check_partition, check_backend, check_torch, check_network, check_requeue,
-          check_stop_handling, check_files)
+          check_stop_handling, check_files, check_container)
 
 
 def evaluate(spec: JobSpec, facts: Facts) -> list[Check]:
@@ -152,7 +166,26 @@ def gather(spec: JobSpec, script: str | None, runner: proc.Runner = proc.run) ->
     return Facts(tools=tools, partition=partition, torch_version=torch_version(),
                  submitit=importlib.util.find_spec("submitit") is not None, hostname=hostname, host_address=address,
                  ifname=netif.pick_ifname(hostname), run_dir_writable=writable(Path(spec.run_dir)),
-                 script_syntax_error=bash_syntax_error(script), stop_handling=stopscan.check_script(spec))
+                 script_syntax_error=bash_syntax_error(script), stop_handling=stopscan.check_script(spec),
+                 container=probe_container(spec))
+
+
+def probe_container(spec: JobSpec) -> tuple[bool, str] | None:
+    if not spec.container.enabled:
+        return None
+    from ddpctl.plan.container import PROBE_TIMEOUT_S, probe_argv, probe_verdict
+
+    argv = probe_argv(spec)
+    if argv is None:
+        return None
+    if not proc.available(argv[0]):
+        return probe_verdict(spec, None, "")
+    env = {**os.environ, "USER": os.environ.get("USER") or str(os.getuid())}  # ch-run needs $USER
+    try:
+        done = proc.run(argv, timeout=PROBE_TIMEOUT_S, env=env)
+    except CommandError as err:
+        return False, str(err)
+    return probe_verdict(spec, done.returncode, done.stdout + "\n" + done.stderr if done.returncode else done.stdout)
 
 
 def torch_version() -> str | None:

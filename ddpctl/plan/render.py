@@ -74,7 +74,15 @@ def sbatch_options(spec: JobSpec, run_base: Path) -> list[tuple[str, str | None]
 
 
 def template_context(spec: JobSpec, inputs: RenderInputs) -> dict[str, Any]:
+    launch, exports = '"${DDPCTL[@]}" launch', []
+    if spec.container.enabled:
+        from ddpctl.plan.container import container_command
+
+        command = container_command(spec)
+        launch, exports = command.shell(), list(command.exports)
     return {
+        "launch": launch,  # the words after srun that start `ddpctl launch RUN_DIR` on each node
+        "container_exports": exports,
         "spec": spec,
         "sbatch_options": sbatch_options(spec, inputs.run_base),
         "run_base": str(inputs.run_base),
@@ -96,7 +104,9 @@ def make_environment(search_dir: Path) -> jinja2.Environment:
 
 def render_for(spec: JobSpec) -> str:
     """The script `ddpctl submit` would submit: run dirs under the spec's run_dir, nodes use this Python."""
-    return render_script(spec, RenderInputs(run_base=spec.run_base.resolve(), python=spec.python or sys.executable))
+    # With a container, `python` names the image's interpreter; the batch shell runs this host's ddpctl.
+    python = sys.executable if spec.container.enabled else spec.python or sys.executable
+    return render_script(spec, RenderInputs(run_base=spec.run_base.resolve(), python=python))
 
 
 def render_script(spec: JobSpec, inputs: RenderInputs, extra: Mapping[str, Any] | None = None) -> str:

@@ -20,6 +20,7 @@ import sys
 from dataclasses import dataclass, replace
 from typing import Any
 
+from ddpctl.errors import SpecError
 from ddpctl.node.launch import local_network
 from ddpctl.node.localenv import local_node_env
 from ddpctl.node.torchrun import NodePlan, node_plan
@@ -64,7 +65,7 @@ class SubmissionPlan:
             parts += ["# ===== submitit executor parameters (SlurmExecutor.update_parameters) =====",
                       self.executor_json]
         parts.append(f"# ===== per node ({self.node_note()}) =====")
-        parts += [node_text(node) for node in self.nodes]
+        parts += [node_text(node, container_line(self.spec)) for node in self.nodes]
         return "\n".join(parts) + "\n"
 
     def node_note(self) -> str:
@@ -75,10 +76,20 @@ class SubmissionPlan:
         return f"placeholders: job id {PLACEHOLDER_JOB_NUMBER}, hosts {hosts}"
 
 
-def node_text(node: NodePreview) -> str:
+def container_line(spec: JobSpec) -> str | None:
+    if not spec.container.enabled:
+        return None
+    from ddpctl.plan.container import container_command
+
+    run_dir = shlex.quote(str(spec.run_base.resolve() / PLACEHOLDER_JOB_ID))
+    return f"# started in the container by: srun ... {container_command(spec).shell()} {run_dir}"
+
+
+def node_text(node: NodePreview, container: str | None = None) -> str:
     dist, plan = node.dist, node.plan
     lines = [f"# node {dist.node_rank} ({dist.node_name}): NODE_RANK={dist.node_rank} MASTER_ADDR={dist.master_addr} "
              f"MASTER_PORT={dist.master_port} WORLD_SIZE={dist.world_size}"]
+    lines += [container] if container else []
     lines += [f"{key}={shlex.quote(value)}" for key, value in plan.env]
     lines.append(shlex.join(plan.argv))
     return "\n".join(lines)
@@ -111,7 +122,8 @@ def node_preview(spec: JobSpec, backend: str, node_rank: int, first: DistEnv | N
     `first` (node 0's DistEnv) lets every other node reuse the parsed host list: nodes differ only in rank and
     name, and deriving each from scratch made a dry run quadratic (10,000 nodes: 26 s; now linear)."""
     layout = RunLayout(spec.run_base / PLACEHOLDER_JOB_ID)
-    python = spec.python or sys.executable
+    # In a container the launcher's own interpreter is the image's (`python`, default python3).
+    python = (spec.python or "python3") if spec.container.enabled else (spec.python or sys.executable)
     if backend == "local":
         env = local_node_env(spec, int(PLACEHOLDER_JOB_NUMBER), 0, node_rank)
         if first is None:
@@ -133,6 +145,8 @@ def build(spec: JobSpec, backend: str | None = None) -> SubmissionPlan:
     if backend is not None and backend != spec.backend:
         spec = replace(spec, backend=backend)
     name = spec.backend
+    if spec.container.enabled and name != "sbatch":
+        raise SpecError(f"{spec.source}: container: runs with backend sbatch only, not {name}")
     first = node_preview(spec, name, 0)
     nodes = (first, *(node_preview(spec, name, rank, first.dist) for rank in range(1, spec.nodes)))
     if name == "sbatch":

@@ -9,10 +9,18 @@ Everything the rest of ddpctl needs is re-exported here: `from ddpctl.spec impor
 
 from ddpctl.spec.fields import time_to_seconds
 from ddpctl.spec.load import load_spec, resolve_paths, spec_from_mapping, spec_to_mapping
-from ddpctl.spec.model import CheckpointSettings, HealthSettings, JobSpec, NcclSettings, RequeuePolicy
+from ddpctl.spec.model import (
+    CheckpointSettings,
+    ContainerSettings,
+    HealthSettings,
+    JobSpec,
+    NcclSettings,
+    RequeuePolicy,
+)
 
 __all__ = [
     "CheckpointSettings",
+    "ContainerSettings",
     "HealthSettings",
     "JobSpec",
     "NcclSettings",

@@ -34,6 +34,7 @@ SBATCH_OPTION_RE = r"[a-z][a-z0-9-]*"
 IFNAME_RE = r"[=^]?[A-Za-z0-9_.:@-]+(,[A-Za-z0-9_.:@-]+)*"  # NCCL_SOCKET_IFNAME syntax: ^exclude, =exact
 # USR1 is the classic, USR2 what submitit moved to (NCCL builds grabbed USR1); URG and ALRM are spare signals
 # a trainer does not get by accident. TERM/INT/HUP are refused: Slurm and terminals send those to mean "stop".
+CONTAINER_RUNTIMES = ("pyxis", "apptainer", "singularity", "podman", "charliecloud")
 SIGNALS = ("USR1", "USR2", "URG", "ALRM")
 # What a script may ask to receive (requeue.script_signal): what Lightning/submitit-style handlers expect.
 SCRIPT_SIGNALS = ("USR1", "USR2", "TERM", "INT", "HUP", "URG", "ALRM")
@@ -229,3 +230,11 @@ def env_vars(value: Any, at: At) -> tuple[tuple[str, str], ...]:
             raise at.child(name).fail(name, f"an environment variable name matching {ENV_NAME_RE}")
         out.append((name, as_text(item, at.child(name), "a scalar value (quote it; '' for empty)")))
     return tuple(out)
+
+
+def env_names(value: Any, at: At) -> tuple[str, ...]:
+    names: tuple[str, ...] = text_list()(value, at)
+    for i, name in enumerate(names):
+        if not re.fullmatch(ENV_NAME_RE, name):
+            raise at.child(str(i)).fail(name, f"an environment variable name matching {ENV_NAME_RE}")
+    return names

@@ -30,7 +30,14 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from ddpctl.spec.model import CheckpointSettings, HealthSettings, JobSpec, NcclSettings, RequeuePolicy
+from ddpctl.spec.model import (
+    CheckpointSettings,
+    ContainerSettings,
+    HealthSettings,
+    JobSpec,
+    NcclSettings,
+    RequeuePolicy,
+)
 from ddpctl.spec.schema import apply_override, check_spec, is_template_path, validate
 from ddpctl.spec.yamldoc import At, Doc, read_doc
 
@@ -60,7 +67,7 @@ def spec_from_mapping(data: Mapping[str, Any], source: str = "<spec>", *, check_
 def _build(doc: Doc, *, check_paths: bool) -> JobSpec:
     kwargs = validate(doc)
     sections = {"nccl": NcclSettings, "requeue": RequeuePolicy, "checkpoint": CheckpointSettings,
-                "health": HealthSettings}
+                "health": HealthSettings, "container": ContainerSettings}
     for name, cls in sections.items():
         kwargs[name] = cls(**kwargs.get(name, {}))
     spec = JobSpec(**kwargs, source=doc.source)
@@ -76,6 +83,8 @@ def spec_to_mapping(spec: JobSpec) -> dict[str, Any]:
         data[key] = list(data[key])
     for key in ("sbatch", "env"):
         data[key] = dict(data[key])
+    data["container"] = {key: list(value) if isinstance(value, tuple) else value
+                         for key, value in data["container"].items()}
     return data
 
 
@@ -91,6 +100,6 @@ def resolve_paths(spec: JobSpec, cwd: Path) -> JobSpec:
         changes["checkpoint"] = dataclasses.replace(spec.checkpoint, dir=absolute(spec.checkpoint.dir))
     if is_template_path(spec.template):
         changes["template"] = absolute(spec.template)
-    if spec.python is not None and "/" in spec.python:
-        changes["python"] = absolute(spec.python)
+    if spec.python is not None and "/" in spec.python and not spec.container.enabled:
+        changes["python"] = absolute(spec.python)  # in a container it names the image's interpreter
     return dataclasses.replace(spec, **changes)

@@ -48,6 +48,22 @@ class HealthSettings:
 
 
 @dataclass(frozen=True)
+class ContainerSettings:
+    """The image the nodes' launcher, torchrun and workers run in (the batch shell stays on the host)."""
+
+    runtime: str | None = None  # pyxis, apptainer, singularity, podman, charliecloud; None = no container
+    image: str | None = None
+    mounts: tuple[str, ...] = ()  # SRC[:DST[:OPTS]] besides the automatic ones (run dir, script dir)
+    workdir: str | None = None  # None = the script's directory
+    env: tuple[str, ...] = ()  # names of host variables passed into the container
+    options: tuple[str, ...] = ()  # extra runtime arguments, verbatim
+
+    @property
+    def enabled(self) -> bool:
+        return self.runtime is not None
+
+
+@dataclass(frozen=True)
 class JobSpec:
     name: str
     script: str
@@ -68,12 +84,13 @@ class JobSpec:
     requeue: RequeuePolicy = field(default_factory=RequeuePolicy)
     checkpoint: CheckpointSettings = field(default_factory=CheckpointSettings)
     health: HealthSettings = field(default_factory=HealthSettings)
+    container: ContainerSettings = field(default_factory=ContainerSettings)
     run_dir: str = "runs"
     template: str = "ddp"
     backend: str = "sbatch"
     max_restarts: int = 0  # torchrun --max-restarts (in-job restarts of the worker group)
     rdzv: str = "c10d"  # or "static"
-    python: str | None = None  # interpreter for workers; None = the one running ddpctl
+    python: str | None = None  # interpreter for workers (in the image with a container); None = ddpctl's own
     snapshot: str = "auto"  # code snapshot at submit: auto, git, dir or off (ddpctl.snapshot)
     source: str = "<spec>"  # the file the spec came from, for messages
 

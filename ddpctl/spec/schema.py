@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any
 
 from ddpctl.errors import SpecError
 from ddpctl.spec.fields import (
+    CONTAINER_RUNTIMES,
     IFNAME_RE,
     MEM_RE,
     SBATCH_OPTION_RE,
@@ -24,6 +25,7 @@ from ddpctl.spec.fields import (
     as_text,
     boolean,
     choice,
+    env_names,
     env_vars,
     integer,
     job_name,
@@ -99,8 +101,18 @@ SECTIONS: dict[str, dict[str, Conv]] = {
         "straggler_factor": number(0),
         "straggler_steps": integer(2),
     },
+    "container": {
+        "runtime": choice(CONTAINER_RUNTIMES, nullable=True),
+        "image": text(nullable=True, what="an image (name, file or directory, as the runtime takes it)"),
+        "mounts": text_list(),
+        "workdir": text(nullable=True, what="a directory path inside the image"),
+        "env": env_names,
+        "options": text_list(),
+    },
 }
 FREE_MAPS = ("env", "sbatch")  # sub-keys are the user's names, checked by pattern
+# SRC[:DST[:OPTS]], absolute; pyxis and apptainer take mounts as one comma-separated list
+MOUNT_RE = r"/[^,:]*(:/[^,:]*(:[A-Za-z0-9=+_-]+)?)?"
 
 
 def sbatch_options(value: Any, at: At) -> tuple[tuple[str, str | int | bool], ...]:
@@ -211,8 +223,24 @@ def check_spec(spec: JobSpec, doc: Doc, *, check_paths: bool) -> None:
             raise root.child("requeue").child("lead_s").fail(lead, expected)
         expected = f"more than requeue.lead_s ({lead} s), or requeue.enabled: false"
         raise root.child("time").fail(spec.time, expected)
+    check_container(spec, root)
     if check_paths:
         check_files(spec, root)
+
+
+def check_container(spec: JobSpec, root: At) -> None:
+    box, at = spec.container, root.child("container")
+    if box.runtime is None:
+        if box.image is not None:
+            raise at.child("runtime").fail(None, "one of " + ", ".join(CONTAINER_RUNTIMES) + " (an image is set)")
+        return
+    if spec.backend != "sbatch":
+        raise at.child("runtime").error(f"containers run with backend sbatch only (backend is {spec.backend})")
+    if not box.image:
+        raise at.child("image").fail(box.image, f"the image for {box.runtime} (container.runtime is set)")
+    for i, mount in enumerate(box.mounts):
+        if not re.fullmatch(MOUNT_RE, mount):
+            raise at.child("mounts").child(str(i)).fail(mount, "SRC[:DST[:OPTIONS]] with absolute paths, no commas")
 
 
 def check_files(spec: JobSpec, root: At) -> None:
