@@ -55,11 +55,13 @@ def main() -> int:
     print(f"per-node cost ratio {args.big}/{args.small} nodes = {per_node:.2f} (target <= 1.5; 1.0 is linear)")
     with tempfile.TemporaryDirectory() as tmp:
         bomb_file = bomb(Path(tmp) / "bomb.yaml")
-        check = subprocess.run(ddpctl("render", str(bomb_file)), cwd=REPO, capture_output=True, text=True,
-                               timeout=120, check=False)
+        check = subprocess.run(
+            ddpctl("render", str(bomb_file)), cwd=REPO, capture_output=True, text=True, timeout=120, check=False
+        )
         print(f"bomb: exit {check.returncode}: {check.stderr.strip()}")
-        ours, plain = alternate(refused(ddpctl("render", str(bomb_file))), ddpctl("render", spec), args.rounds,
-                                cwd=str(REPO))
+        ours, plain = alternate(
+            refused(ddpctl("render", str(bomb_file))), ddpctl("render", spec), args.rounds, cwd=str(REPO)
+        )
         report("render merge-key bomb", ours, "render jobs/example.yaml", plain, "<= 2")
     return 0
 

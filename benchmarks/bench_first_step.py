@@ -86,10 +86,14 @@ def require_cluster(nodes: int = 2) -> None:
     try:
         res = run(["sinfo", "-h", "-N", "-o", "%N %T"])
     except (OSError, subprocess.TimeoutExpired) as exc:
-        raise SystemExit(f"no Slurm cluster: sinfo failed ({exc}); start one with "
-                         "`bash tests/cluster/start.sh`") from exc
-    usable = {line.split()[0] for line in res.stdout.splitlines()
-              if len(line.split()) == 2 and not line.split()[1].rstrip("*~#").startswith(("down", "drain", "fail"))}
+        raise SystemExit(
+            f"no Slurm cluster: sinfo failed ({exc}); start one with `bash tests/cluster/start.sh`"
+        ) from exc
+    usable = {
+        line.split()[0]
+        for line in res.stdout.splitlines()
+        if len(line.split()) == 2 and not line.split()[1].rstrip("*~#").startswith(("down", "drain", "fail"))
+    }
     if res.returncode != 0 or len(usable) < nodes:
         detail = (res.stderr or res.stdout).strip() or "no usable nodes"
         raise SystemExit(f"no usable Slurm cluster ({detail}); start one with `bash tests/cluster/start.sh`")
@@ -218,29 +222,39 @@ def torchrun_path() -> str:
 def handwritten_script(workdir: Path, out: Path) -> str:
     # The tutorial pattern: one task per node, torchrun per node, node rank from $SLURM_NODEID (single-quoted,
     # so it expands inside each node's task, not in the batch shell), head node from the allocation.
-    inner = (f"{shlex.quote(torchrun_path())} --nnodes=2 --nproc-per-node=2 --node-rank=$SLURM_NODEID "
-             "--master-addr=$(scontrol show hostnames \"$SLURM_JOB_NODELIST\" | head -1) --master-port=29500 "
-             f"{shlex.quote(str(workdir / 'train.py'))} {shlex.quote(str(out))}")
-    return "\n".join([
-        "#!/bin/bash",
-        "#SBATCH --job-name=handwritten",
-        "#SBATCH --nodes=2",
-        "#SBATCH --ntasks-per-node=1",
-        "#SBATCH --cpus-per-task=2",
-        "#SBATCH --time=00:05:00",
-        f"#SBATCH --output={out}/slurm.out",
-        "export OMP_NUM_THREADS=1",
-        f"srun --ntasks-per-node=1 bash -c {shlex.quote(inner)}",
-        "",
-    ])
+    inner = (
+        f"{shlex.quote(torchrun_path())} --nnodes=2 --nproc-per-node=2 --node-rank=$SLURM_NODEID "
+        '--master-addr=$(scontrol show hostnames "$SLURM_JOB_NODELIST" | head -1) --master-port=29500 '
+        f"{shlex.quote(str(workdir / 'train.py'))} {shlex.quote(str(out))}"
+    )
+    return "\n".join(
+        [
+            "#!/bin/bash",
+            "#SBATCH --job-name=handwritten",
+            "#SBATCH --nodes=2",
+            "#SBATCH --ntasks-per-node=1",
+            "#SBATCH --cpus-per-task=2",
+            "#SBATCH --time=00:05:00",
+            f"#SBATCH --output={out}/slurm.out",
+            "export OMP_NUM_THREADS=1",
+            f"srun --ntasks-per-node=1 bash -c {shlex.quote(inner)}",
+            "",
+        ]
+    )
 
 
 def ddpctl_spec(workdir: Path, out: Path, extra: dict[str, str]) -> str:
     import json
 
     fields: dict[str, object] = {
-        "name": "firststep", "script": str(workdir / "train.py"), "args": [str(out)], "nodes": 2,
-        "nproc_per_node": 2, "cpus_per_task": 2, "time": "00:05:00", "run_dir": str(workdir / "runs"),
+        "name": "firststep",
+        "script": str(workdir / "train.py"),
+        "args": [str(out)],
+        "nodes": 2,
+        "nproc_per_node": 2,
+        "cpus_per_task": 2,
+        "time": "00:05:00",
+        "run_dir": str(workdir / "runs"),
         "env": {"OMP_NUM_THREADS": "1"},
     }
     fields.update(extra)
@@ -260,8 +274,9 @@ def rank_stamps(out: Path, ranks: int) -> list[tuple[float, ...]]:
     return stamps
 
 
-def wait_first_steps(job_id: str, out: Path, ranks: int = 4,
-                     timeout: float = 300) -> tuple[Watch, list[tuple[float, ...]]]:
+def wait_first_steps(
+    job_id: str, out: Path, ranks: int = 4, timeout: float = 300
+) -> tuple[Watch, list[tuple[float, ...]]]:
     """Poll squeue and the rank files every 0.2 s until every rank has stamped its first step."""
     watch = Watch()
     deadline = time.monotonic() + timeout
@@ -275,8 +290,10 @@ def wait_first_steps(job_id: str, out: Path, ranks: int = 4,
             stamps = rank_stamps(out, ranks)
             if len(stamps) == ranks:
                 return watch, stamps
-            raise SystemExit(f"job {job_id} ended ({state or 'gone'}) with {len(stamps)}/{ranks} ranks past their "
-                             f"first step; logs under {out.parent.parent}")
+            raise SystemExit(
+                f"job {job_id} ended ({state or 'gone'}) with {len(stamps)}/{ranks} ranks past their "
+                f"first step; logs under {out.parent.parent}"
+            )
         watch.last_state = state
         time.sleep(POLL_S)
     raise SystemExit(f"job {job_id}: not every rank finished a step after {timeout:.0f} s (state {watch.last_state})")
@@ -330,19 +347,33 @@ def run_side(side: str, workdir: Path, index: int, jobs: Jobs, *, res_options: s
     running = None if watch.running_at is None else watch.running_at - t0
     logs = [out / "slurm.out", *(workdir / "runs" / "firststep" / job_id).rglob("*.log")]
     phases = tuple(max(st[i] for st in stamps) - t0 for i in range(len(PHASES)))
-    return Sample(side, job_id, submit_s, running, phases[-1], phases, bool(watch.reasons & WAITED_REASONS),
-                  count_dns_stalls(logs))
+    return Sample(
+        side,
+        job_id,
+        submit_s,
+        running,
+        phases[-1],
+        phases,
+        bool(watch.reasons & WAITED_REASONS),
+        count_dns_stalls(logs),
+    )
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rounds", type=int, default=5)
-    parser.add_argument("--retries", type=int, default=5,
-                        help="extra runs allowed for rounds that queued behind other users' jobs")
+    parser.add_argument(
+        "--retries", type=int, default=5, help="extra runs allowed for rounds that queued behind other users' jobs"
+    )
     parser.add_argument("--keep", action="store_true", help="keep the scratch dir and print its path")
     parser.add_argument("--res-options", default="", help=RES_OPTIONS_HELP)
-    parser.add_argument("--ddpctl-set", action="append", default=[], metavar="FIELD=VALUE",
-                        help="extra spec field for the ddpctl side, e.g. rdzv=static (repeatable)")
+    parser.add_argument(
+        "--ddpctl-set",
+        action="append",
+        default=[],
+        metavar="FIELD=VALUE",
+        help="extra spec field for the ddpctl side, e.g. rdzv=static (repeatable)",
+    )
     args = parser.parse_args()
     extra = dict(item.split("=", 1) for item in args.ddpctl_set)
     require_cluster()
@@ -369,11 +400,14 @@ def main() -> None:
                         sample = run_side(side, workdir, index, jobs, res_options=args.res_options, extra=extra)
                         loads.append(load_average())
                         running = "?" if sample.running_s is None else f"{sample.running_s:.2f}"
-                        print(f"round {rnd + 1} {side:11s} job {sample.job_id:>5}: submit cmd {sample.submit_s:.2f} s, "
-                              f"RUNNING seen {running} s, first step (all ranks) {sample.first_step_s:.2f} s, "
-                              f"c10d DNS stalls {sample.dns_stalls}"
-                              f"{'  [queued behind another job: discarded]' if sample.waited else ''}"
-                              f"  load {loads[-1]}", flush=True)
+                        print(
+                            f"round {rnd + 1} {side:11s} job {sample.job_id:>5}: submit cmd {sample.submit_s:.2f} s, "
+                            f"RUNNING seen {running} s, first step (all ranks) {sample.first_step_s:.2f} s, "
+                            f"c10d DNS stalls {sample.dns_stalls}"
+                            f"{'  [queued behind another job: discarded]' if sample.waited else ''}"
+                            f"  load {loads[-1]}",
+                            flush=True,
+                        )
                         if not sample.waited:
                             samples[side].append(sample)
                             break
@@ -397,18 +431,22 @@ def summarise(samples: dict[str, list[Sample]], loads: list[str]) -> None:
         subm = statistics.median(s.submit_s for s in got)
         runs = [s.running_s for s in got if s.running_s is not None]
         run_med = f"{statistics.median(runs):.2f} s" if runs else "?"
-        print(f"{side:11s}: first step median {med[side]:.2f} s over {len(got)} runs "
-              f"(min {min(s.first_step_s for s in got):.2f}, max {max(s.first_step_s for s in got):.2f}); "
-              f"submit command {subm:.2f} s, RUNNING seen {run_med}, "
-              f"c10d DNS stalls {sum(s.dns_stalls for s in got)} in all")
+        print(
+            f"{side:11s}: first step median {med[side]:.2f} s over {len(got)} runs "
+            f"(min {min(s.first_step_s for s in got):.2f}, max {max(s.first_step_s for s in got):.2f}); "
+            f"submit command {subm:.2f} s, RUNNING seen {run_med}, "
+            f"c10d DNS stalls {sum(s.dns_stalls for s in got)} in all"
+        )
     print("phases (median over runs of the last rank's time, seconds after the submit command started):")
     print(f"  {'':24s} {'ddpctl':>8s} {'hand-written':>13s}")
     for i, phase in enumerate(PHASES):
         ours, theirs = (statistics.median(s.phases[i] for s in samples[side]) for side in ("ddpctl", "handwritten"))
         print(f"  {phase:24s} {ours:8.2f} {theirs:13.2f}")
     ratio = med["ddpctl"] / med["handwritten"]
-    print(f"ratio ddpctl/hand-written = {ratio:.3f} (target <= {TARGET_RATIO:.2f}): "
-          f"{'met' if ratio <= TARGET_RATIO else 'MISSED'}")
+    print(
+        f"ratio ddpctl/hand-written = {ratio:.3f} (target <= {TARGET_RATIO:.2f}): "
+        f"{'met' if ratio <= TARGET_RATIO else 'MISSED'}"
+    )
     print(f"load average (1/5/15 min) before: {loads[0]}; after each job: {', '.join(x.split()[0] for x in loads[1:])}")
 
 

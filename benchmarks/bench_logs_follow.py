@@ -73,8 +73,11 @@ def make_job(home: Path, name: str, files: int, ranks_per_node: int = 8) -> list
     attempt = run_dir / "attempt-0"
     attempt.mkdir(parents=True)
     for k in range(0, files, ranks_per_node):
-        info = {"node": f"node{k // ranks_per_node}", "node_rank": k // ranks_per_node,
-                "ranks": list(range(k, min(k + ranks_per_node, files)))}
+        info = {
+            "node": f"node{k // ranks_per_node}",
+            "node_rank": k // ranks_per_node,
+            "ranks": list(range(k, min(k + ranks_per_node, files))),
+        }
         (attempt / f"node-{k // ranks_per_node}.json").write_text(json.dumps(info))
     paths = [attempt / f"rank-{r}.log" for r in range(files)]
     for path in paths:
@@ -84,8 +87,14 @@ def make_job(home: Path, name: str, files: int, ranks_per_node: int = 8) -> list
 
 
 def set_state(home: Path, name: str, run_dir: Path, state: str) -> None:
-    line = {"job_id": name, "name": name, "run_dir": str(run_dir), "backend": "local", "submitted_at": 1.0,
-            "final_state": state}
+    line = {
+        "job_id": name,
+        "name": name,
+        "run_dir": str(run_dir),
+        "backend": "local",
+        "submitted_at": 1.0,
+        "final_state": state,
+    }
     with (home / "registry.jsonl").open("a") as f:
         f.write(json.dumps(line) + "\n")
 
@@ -136,19 +145,34 @@ def start_followers(home: Path, name: str, paths: list[Path], poll: bool) -> dic
     tail = shutil.which("tail") or "tail"
     extra = ["--poll"] if poll else []
     return {
-        "ddpctl logs -f": subprocess.Popen([*ddpctl_argv(), name, "-f", "--no-color", *extra], env=env,
-                                           stdout=subprocess.PIPE),
-        "tail -F -q": subprocess.Popen([tail, "-F", "-q", "-n", "+1", *map(str, paths)], stdout=subprocess.PIPE,
-                                       stderr=subprocess.DEVNULL),
+        "ddpctl logs -f": subprocess.Popen(
+            [*ddpctl_argv(), name, "-f", "--no-color", *extra], env=env, stdout=subprocess.PIPE
+        ),
+        "tail -F -q": subprocess.Popen(
+            [tail, "-F", "-q", "-n", "+1", *map(str, paths)], stdout=subprocess.PIPE, stderr=subprocess.DEVNULL
+        ),
     }
 
 
 def run_writers(paths: list[Path], writers: int, rate: float, seconds: float) -> tuple[float, int]:
     start = time.time() + 1.0
     share = len(paths) // writers
-    procs = [subprocess.Popen([sys.executable, "-c", WRITER, ",".join(map(str, paths[w * share:(w + 1) * share])),
-                               str(rate / writers), str(seconds), str(start), str(w)], stdout=subprocess.PIPE)
-             for w in range(writers)]
+    procs = [
+        subprocess.Popen(
+            [
+                sys.executable,
+                "-c",
+                WRITER,
+                ",".join(map(str, paths[w * share : (w + 1) * share])),
+                str(rate / writers),
+                str(seconds),
+                str(start),
+                str(w),
+            ],
+            stdout=subprocess.PIPE,
+        )
+        for w in range(writers)
+    ]
     total = sum(int(p.communicate()[0]) for p in procs)
     return start, total
 
@@ -172,8 +196,10 @@ def throughput_phase(args: argparse.Namespace, home: Path, name: str, rate: floa
         capture.join(10)
     offered = f"{rate:.0f} lines/s" if rate > 0 else "unthrottled"
     mode = "polling" if args.poll else "inotify"
-    print(f"phase 1 ({name}, ddpctl {mode}): {args.files} files, {args.writers} writers, {offered} for "
-          f"{args.seconds:.0f} s, {total} lines written; followers run concurrently")
+    print(
+        f"phase 1 ({name}, ddpctl {mode}): {args.files} files, {args.writers} writers, {offered} for "
+        f"{args.seconds:.0f} s, {total} lines written; followers run concurrently"
+    )
     report(captures, cpu, first_write, total)
     print(f"  ddpctl logs -f exited by itself with status {exit_code} after the job was marked COMPLETED")
 
@@ -185,14 +211,17 @@ def report(captures: dict[str, Capture], cpu: dict[str, float], first_write: flo
         rate = count / (last - first_write) if last > first_write else 0.0
         first = min((t for t, _ in capture.chunks), default=last)
         steady = (count - 1) / (last - first) if last > first else 0.0
-        stats[label] = (rate, percentile(lats, 0.5), percentile(lats, 0.95), max(lats, default=float("nan")),
-                        steady)
-        print(f"  {label:15s} delivered {count:8d}/{total} lines  {rate:9.0f} lines/s end to end  "
-              f"{steady:9.0f} first-to-last  p50 {stats[label][1]:.3f} s  p95 {stats[label][2]:.3f} s  "
-              f"max {stats[label][3]:.3f} s  cpu {cpu[label]:.2f} s")
+        stats[label] = (rate, percentile(lats, 0.5), percentile(lats, 0.95), max(lats, default=float("nan")), steady)
+        print(
+            f"  {label:15s} delivered {count:8d}/{total} lines  {rate:9.0f} lines/s end to end  "
+            f"{steady:9.0f} first-to-last  p50 {stats[label][1]:.3f} s  p95 {stats[label][2]:.3f} s  "
+            f"max {stats[label][3]:.3f} s  cpu {cpu[label]:.2f} s"
+        )
     ours, theirs = stats["ddpctl logs -f"], stats["tail -F -q"]
-    print(f"  ratio ddpctl/tail: throughput {ours[0] / theirs[0]:.3f}x end to end, {ours[4] / theirs[4]:.3f}x "
-          f"first-to-last (target >= 1.0); p95 latency {ours[2]:.3f} s vs {theirs[2]:.3f} s (target <= 0.5 s)")
+    print(
+        f"  ratio ddpctl/tail: throughput {ours[0] / theirs[0]:.3f}x end to end, {ours[4] / theirs[4]:.3f}x "
+        f"first-to-last (target >= 1.0); p95 latency {ours[2]:.3f} s vs {theirs[2]:.3f} s (target <= 0.5 s)"
+    )
 
 
 def idle_phase(args: argparse.Namespace, home: Path) -> None:

@@ -57,8 +57,11 @@ WARM_STEPS = 3  # preempt once the victim has done this many steps
 EXAMPLE_STEP = re.compile(r"^\[example\] step (\d+)/", re.M)
 EXAMPLE_RESUMED = re.compile(r"resumed from step (\d+)")
 BASE_STEP = re.compile(r"^step (\d+)/\d+ .* t=([\d.]+)$", re.M)
-BASE_MARK = re.compile(r"^(import|torch|dist|resumed step \d+|checkpoint-start step \d+|checkpoint-end step \d+) "
-                       r"t=([\d.]+)$", re.M)
+BASE_MARK = re.compile(
+    r"^(import|torch|dist|resumed step \d+|checkpoint-start step \d+|checkpoint-end step \d+) "
+    r"t=([\d.]+)$",
+    re.M,
+)
 
 
 def read(path: Path) -> str:
@@ -118,10 +121,26 @@ class DdpctlSide(Side):
     def submit(self) -> str:
         home, runs = self.workdir / f"home-{self.index}", self.workdir / f"runs-{self.index}"
         args = ["--epochs", "1", "--samples", str(SAMPLES), "--ckpt-every", "0", "--sleep-per-step", str(self.sleep)]
-        argv = [sys.executable, "-m", "ddpctl", "submit", str(ROOT / "jobs" / "example.yaml"),
-                "--set", f"run_dir={runs}", "--set", f"args={json.dumps(args)}"]
-        done = subprocess.run(argv, cwd=ROOT, env=job_env(self.res_options, DDPCTL_HOME=str(home)),
-                              capture_output=True, text=True, check=False, timeout=120)
+        argv = [
+            sys.executable,
+            "-m",
+            "ddpctl",
+            "submit",
+            str(ROOT / "jobs" / "example.yaml"),
+            "--set",
+            f"run_dir={runs}",
+            "--set",
+            f"args={json.dumps(args)}",
+        ]
+        done = subprocess.run(
+            argv,
+            cwd=ROOT,
+            env=job_env(self.res_options, DDPCTL_HOME=str(home)),
+            capture_output=True,
+            text=True,
+            check=False,
+            timeout=120,
+        )
         if done.returncode != 0:
             raise SystemExit(f"ddpctl submit failed ({done.returncode}): {done.stderr.strip()}")
         self.job_id = done.stdout.split("job ", 1)[1].split()[0]
@@ -167,10 +186,20 @@ class SubmititSide(Side):
 
     def submit(self) -> str:
         self.base = self.workdir / f"submitit-{self.index}"
-        argv = [sys.executable, str(HERE / "submitit_baseline.py"), str(self.base), "--steps", str(STEPS),
-                "--samples", str(SAMPLES), "--sleep-per-step", str(self.sleep)]
-        done = subprocess.run(argv, cwd=ROOT, env=job_env(self.res_options), capture_output=True, text=True,
-                              check=False, timeout=120)
+        argv = [
+            sys.executable,
+            str(HERE / "submitit_baseline.py"),
+            str(self.base),
+            "--steps",
+            str(STEPS),
+            "--samples",
+            str(SAMPLES),
+            "--sleep-per-step",
+            str(self.sleep),
+        ]
+        done = subprocess.run(
+            argv, cwd=ROOT, env=job_env(self.res_options), capture_output=True, text=True, check=False, timeout=120
+        )
         if done.returncode != 0:
             raise SystemExit(f"submitit baseline submission failed ({done.returncode}): {done.stderr.strip()[-2000:]}")
         self.job_id = done.stdout.strip().splitlines()[-1]
@@ -232,8 +261,19 @@ def one_round(side: Side, jobs: Jobs, workdir: Path, urgent_sleep: float) -> Rou
     jobs.add(side.submit())
     wait_until(lambda: side.steps_done(0) >= WARM_STEPS, 300, f"{WARM_STEPS} training steps", side.job_id)
     t0 = time.time()
-    done = run(["sbatch", "-p", "urgent", "-N2", "--parsable", "--job-name=urgent",
-                f"--output={workdir}/urgent-%j.out", "--wrap", f"sleep {urgent_sleep:g}"])
+    done = run(
+        [
+            "sbatch",
+            "-p",
+            "urgent",
+            "-N2",
+            "--parsable",
+            "--job-name=urgent",
+            f"--output={workdir}/urgent-%j.out",
+            "--wrap",
+            f"sleep {urgent_sleep:g}",
+        ]
+    )
     if done.returncode != 0:
         raise SystemExit(f"sbatch of the urgent job failed: {done.stderr.strip()}")
     rnd = Round(side.name, side.job_id, jobs.add(done.stdout.strip().split(";")[0]), t0)
@@ -267,8 +307,11 @@ def one_round(side: Side, jobs: Jobs, workdir: Path, urgent_sleep: float) -> Rou
 
 def print_round(rnd: Round) -> None:
     note = f"  [other users' jobs {', '.join(rnd.disturbed_by)} ran meanwhile: discarded]" if rnd.disturbed_by else ""
-    print(f"  {rnd.side} job {rnd.job_id}: turnaround {rnd.turnaround:.2f} s, steps recomputed {rnd.recomputed}, "
-          f"c10d DNS stalls {rnd.dns_stalls}  (load {load_average()}){note}", flush=True)
+    print(
+        f"  {rnd.side} job {rnd.job_id}: turnaround {rnd.turnaround:.2f} s, steps recomputed {rnd.recomputed}, "
+        f"c10d DNS stalls {rnd.dns_stalls}  (load {load_average()}){note}",
+        flush=True,
+    )
     for label, t in sorted(rnd.marks.items(), key=lambda kv: kv[1]):
         print(f"      {t:7.2f}  {label}")
     print(f"      {rnd.turnaround:7.2f}  first resumed step seen (poll)", flush=True)
@@ -281,9 +324,11 @@ def summarise(rounds: dict[str, list[Round]], hold: int | None) -> None:
     for side, got in rounds.items():
         med[side] = statistics.median(r.turnaround for r in got)
         rec = [r.recomputed for r in got]
-        print(f"{side:9s}: turnaround median {med[side]:.2f} s over {len(got)} rounds "
-              f"(min {min(r.turnaround for r in got):.2f}, max {max(r.turnaround for r in got):.2f}); "
-              f"steps recomputed {rec}")
+        print(
+            f"{side:9s}: turnaround median {med[side]:.2f} s over {len(got)} rounds "
+            f"(min {min(r.turnaround for r in got):.2f}, max {max(r.turnaround for r in got):.2f}); "
+            f"steps recomputed {rec}"
+        )
         labels = {label for r in got for label in r.marks}
         common = sorted((statistics.median(r.marks[lb] for r in got if lb in r.marks), lb) for lb in labels)
         for t, label in common:
@@ -292,8 +337,10 @@ def summarise(rounds: dict[str, list[Round]], hold: int | None) -> None:
     print(f"ratio ddpctl/submitit = {ratio:.3f}")
     if target is not None:
         verdict = "met" if med["ddpctl"] <= target else "MISSED"
-        print(f"target: ddpctl turnaround <= requeue hold {hold} s + 5 s = {target} s: {verdict}; "
-              f"0 steps recomputed: {'met' if all(r.recomputed == 0 for r in rounds['ddpctl']) else 'MISSED'}")
+        print(
+            f"target: ddpctl turnaround <= requeue hold {hold} s + 5 s = {target} s: {verdict}; "
+            f"0 steps recomputed: {'met' if all(r.recomputed == 0 for r in rounds['ddpctl']) else 'MISSED'}"
+        )
 
 
 def main() -> None:
@@ -302,22 +349,31 @@ def main() -> None:
     parser.add_argument("--sleep-per-step", type=float, default=0.2, help="added to every step on both sides")
     parser.add_argument("--res-options", default="", help=RES_OPTIONS_HELP)
     parser.add_argument("--keep", action="store_true", help="keep the scratch dir and print its path")
-    parser.add_argument("--urgent-sleep", type=float, default=1.0,
-                        help="how long the urgent job runs; at >= the requeue hold the nodes stay busy until the "
-                        "victim may start again, so another user's pending job cannot slip in during the hold")
-    parser.add_argument("--retries", type=int, default=4,
-                        help="extra rounds allowed for rounds disturbed by other users' jobs")
+    parser.add_argument(
+        "--urgent-sleep",
+        type=float,
+        default=1.0,
+        help="how long the urgent job runs; at >= the requeue hold the nodes stay busy until the "
+        "victim may start again, so another user's pending job cannot slip in during the hold",
+    )
+    parser.add_argument(
+        "--retries", type=int, default=4, help="extra rounds allowed for rounds disturbed by other users' jobs"
+    )
     args = parser.parse_args()
     require_cluster()
     partitions = run(["sinfo", "-h", "-o", "%P"]).stdout.split()
     if "urgent" not in partitions:
-        raise SystemExit(f"no 'urgent' partition (found {partitions}); start the test cluster with "
-                         "`bash tests/cluster/start.sh`")
+        raise SystemExit(
+            f"no 'urgent' partition (found {partitions}); start the test cluster with `bash tests/cluster/start.sh`"
+        )
     cred = cred_expire_s()
     hold = None if cred is None else cred + 1
-    print(f"requeue hold (cred_expire + 1): {hold} s; urgent job: sleep {args.urgent_sleep:g}; "
-          f"load average {load_average()}"
-          + (f"; jobs run with RES_OPTIONS={args.res_options!r}" if args.res_options else ""), flush=True)
+    print(
+        f"requeue hold (cred_expire + 1): {hold} s; urgent job: sleep {args.urgent_sleep:g}; "
+        f"load average {load_average()}"
+        + (f"; jobs run with RES_OPTIONS={args.res_options!r}" if args.res_options else ""),
+        flush=True,
+    )
     workdir = Path(tempfile.mkdtemp(prefix="ddpctl-bench-preempt-"))
     jobs = Jobs()
     rounds: dict[str, list[Round]] = {"ddpctl": [], "submitit": []}

@@ -39,8 +39,9 @@ def ddpctl_venv(path: Path) -> Path:
         venv.EnvBuilder(with_pip=True).create(path)
         subprocess.run([str(path / "bin" / "pip"), "install", "-q", "PyYAML", "Jinja2"], check=True)
     # Reinstall each run so the measured code is this checkout's.
-    subprocess.run([str(path / "bin" / "pip"), "install", "-q", "--no-deps", "--force-reinstall", str(ROOT)],
-                   check=True)
+    subprocess.run(
+        [str(path / "bin" / "pip"), "install", "-q", "--no-deps", "--force-reinstall", str(ROOT)], check=True
+    )
     return python
 
 

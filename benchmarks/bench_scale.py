@@ -45,15 +45,30 @@ POLL_S = 0.02
 
 def ddpctl(home: Path, *args: str, timeout: float = 600) -> subprocess.CompletedProcess[str]:
     env = {**os.environ, "DDPCTL_HOME": str(home)}
-    return subprocess.run([sys.executable, "-m", "ddpctl", *args], env=env, cwd=home, capture_output=True,
-                          text=True, timeout=timeout, check=False)
+    return subprocess.run(
+        [sys.executable, "-m", "ddpctl", *args],
+        env=env,
+        cwd=home,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        check=False,
+    )
 
 
 def write_spec(home: Path, nodes: int, ranks: int, backend: str = "sbatch") -> Path:
-    spec = {"name": f"scale{nodes}", "script": str(STANDIN), "nodes": nodes, "nproc_per_node": ranks,
-            "time": "00:20:00", "partition": "scale", "backend": backend,
-            "args": ["--steps", "100000", "--step-s", "0.1"], "env": {"DDPCTL_STANDIN": "1"},
-            "requeue": {"enabled": True, "signal": "USR2", "lead_s": 60, "max_preemptions": 3}}
+    spec = {
+        "name": f"scale{nodes}",
+        "script": str(STANDIN),
+        "nodes": nodes,
+        "nproc_per_node": ranks,
+        "time": "00:20:00",
+        "partition": "scale",
+        "backend": backend,
+        "args": ["--steps", "100000", "--step-s", "0.1"],
+        "env": {"DDPCTL_STANDIN": "1"},
+        "requeue": {"enabled": True, "signal": "USR2", "lead_s": 60, "max_preemptions": 3},
+    }
     path = home / f"scale{nodes}.json"  # JSON is YAML
     path.write_text(json.dumps(spec))
     return path
@@ -84,10 +99,19 @@ def last_of(run_dir: Path, name: str, count: int) -> float | None:
 
 def follow(home: Path, job: str, paths: list[Path], seconds: float) -> dict[str, tuple[float, float, float]]:
     env = {**os.environ, "DDPCTL_HOME": str(home)}
-    procs = {"ddpctl": subprocess.Popen([sys.executable, "-m", "ddpctl", "logs", job, "-f", "--no-color"],
-                                        env=env, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL),
-             "tail": subprocess.Popen([shutil.which("tail") or "tail", "-F", "-q", "-n", "0", *map(str, paths)],
-                                      stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)}
+    procs = {
+        "ddpctl": subprocess.Popen(
+            [sys.executable, "-m", "ddpctl", "logs", job, "-f", "--no-color"],
+            env=env,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.DEVNULL,
+        ),
+        "tail": subprocess.Popen(
+            [shutil.which("tail") or "tail", "-F", "-q", "-n", "0", *map(str, paths)],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.DEVNULL,
+        ),
+    }
     captures = {k: Capture(p) for k, p in procs.items()}
     for c in captures.values():
         c.start()
@@ -134,12 +158,19 @@ def one_size(home: Path, nodes: int, ranks: int, follow_s: float) -> dict[str, f
         signalled = wait_until("the signal event", lambda: last_of(run_dir, "signal", 1))
         exited = wait_until("every node's exit", lambda: last_of(run_dir, "node-exit", nodes), timeout=120)
         decided = wait_until("the decision", lambda: last_of(run_dir, "decision", 1), timeout=120)
-        return {"launched": launched, "fanout": max(s["t"] for s in seen) - asked,
-                "shell_fanout": max(s["t"] for s in seen) - signalled,
-                "indirect": sum(s["source"] == "another node" for s in seen), "decision": decided - exited,
-                "stop_to_decision": decided - asked, "status": statistics.median(status),
-                "logs_rate": followed["ddpctl"][0], "tail_rate": followed["tail"][0],
-                "logs_p95": followed["ddpctl"][2], "tail_p95": followed["tail"][2]}
+        return {
+            "launched": launched,
+            "fanout": max(s["t"] for s in seen) - asked,
+            "shell_fanout": max(s["t"] for s in seen) - signalled,
+            "indirect": sum(s["source"] == "another node" for s in seen),
+            "decision": decided - exited,
+            "stop_to_decision": decided - asked,
+            "status": statistics.median(status),
+            "logs_rate": followed["ddpctl"][0],
+            "tail_rate": followed["tail"][0],
+            "logs_p95": followed["ddpctl"][2],
+            "tail_p95": followed["tail"][2],
+        }
     finally:
         cancel(job)
 
@@ -165,13 +196,20 @@ def dry_run_s(home: Path, nodes: int, ranks: int) -> float:
     return time.perf_counter() - t0
 
 
-COLUMNS = [("launched", "submit->all launched s", "{:.2f}"), ("fanout", "stop->every rank saw s", "{:.2f}"),
-           ("shell_fanout", "shell signal->all saw s", "{:.2f}"),
-           ("indirect", "nodes via agreement", "{:.0f}"), ("decision", "last exit->decision s", "{:.2f}"),
-           ("stop_to_decision", "stop->decision s", "{:.2f}"), ("status", "status s", "{:.2f}"),
-           ("logs_rate", "logs -f lines/s", "{:.0f}"), ("tail_rate", "tail -F lines/s", "{:.0f}"),
-           ("logs_p95", "logs -f p95 s", "{:.2f}"), ("tail_p95", "tail p95 s", "{:.2f}"),
-           ("dry_run", "dry run s", "{:.2f}")]
+COLUMNS = [
+    ("launched", "submit->all launched s", "{:.2f}"),
+    ("fanout", "stop->every rank saw s", "{:.2f}"),
+    ("shell_fanout", "shell signal->all saw s", "{:.2f}"),
+    ("indirect", "nodes via agreement", "{:.0f}"),
+    ("decision", "last exit->decision s", "{:.2f}"),
+    ("stop_to_decision", "stop->decision s", "{:.2f}"),
+    ("status", "status s", "{:.2f}"),
+    ("logs_rate", "logs -f lines/s", "{:.0f}"),
+    ("tail_rate", "tail -F lines/s", "{:.0f}"),
+    ("logs_p95", "logs -f p95 s", "{:.2f}"),
+    ("tail_p95", "tail p95 s", "{:.2f}"),
+    ("dry_run", "dry run s", "{:.2f}"),
+]
 
 
 def report(rows: dict[int, dict[str, float]]) -> None:
@@ -186,8 +224,10 @@ def report(rows: dict[int, dict[str, float]]) -> None:
         print(label.ljust(24) + cells + f"{growth:>10s}")
     big = rows[sizes[-1]]
     if big.get("tail_rate"):
-        print(f"logs -f / tail throughput at {sizes[-1]} nodes: {big['logs_rate'] / big['tail_rate']:.2f}x "
-              "(target >= 1.0)")
+        print(
+            f"logs -f / tail throughput at {sizes[-1]} nodes: {big['logs_rate'] / big['tail_rate']:.2f}x "
+            "(target >= 1.0)"
+        )
     print(f"(nodes {sizes[0]} -> {sizes[-1]}: {sizes[-1] / sizes[0]:.0f}x; load average {os.getloadavg()[0]:.1f})")
 
 

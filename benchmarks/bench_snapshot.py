@@ -27,8 +27,15 @@ from ddpctl.snapshot import take
 from ddpctl.snapshot.store import Limits
 from ddpctl.spec import JobSpec
 
-GIT_ENV = {**os.environ, "GIT_AUTHOR_NAME": "b", "GIT_AUTHOR_EMAIL": "b@b", "GIT_COMMITTER_NAME": "b",
-           "GIT_COMMITTER_EMAIL": "b@b", "GIT_CONFIG_GLOBAL": "/dev/null", "GIT_CONFIG_NOSYSTEM": "1"}
+GIT_ENV = {
+    **os.environ,
+    "GIT_AUTHOR_NAME": "b",
+    "GIT_AUTHOR_EMAIL": "b@b",
+    "GIT_COMMITTER_NAME": "b",
+    "GIT_COMMITTER_EMAIL": "b@b",
+    "GIT_CONFIG_GLOBAL": "/dev/null",
+    "GIT_CONFIG_NOSYSTEM": "1",
+}
 
 
 def git(repo: Path, *args: str) -> None:
@@ -82,23 +89,29 @@ def main() -> int:
         repo.mkdir()
         t0 = time.perf_counter()
         make_repo(repo, args.files, args.mb)
-        print(f"repository: {args.files} files, {args.mb} MB, committed in {time.perf_counter() - t0:.1f} s; "
-              f"load average {os.getloadavg()[0]:.2f}")
+        print(
+            f"repository: {args.files} files, {args.mb} MB, committed in {time.perf_counter() - t0:.1f} s; "
+            f"load average {os.getloadavg()[0]:.2f}"
+        )
         spec = JobSpec(name="bench", script=str(repo / "train.py"), run_dir=str(runs))
         first, copied = timed(spec, scratch / "first.json")
         print(f"first submit (empty store):     {first * 1000:8.1f} ms, {copied / 2**20:.1f} MB copied")
         ours: list[float] = []
         theirs: list[float] = []
         for index in range(args.rounds):
-            pair = [("ours", lambda i=index: timed(spec, scratch / f"again-{i}.json")),
-                    ("theirs", lambda i=index: (naive_copy(repo, scratch / f"copy-{i}"), -1))]
+            pair = [
+                ("ours", lambda i=index: timed(spec, scratch / f"again-{i}.json")),
+                ("theirs", lambda i=index: (naive_copy(repo, scratch / f"copy-{i}"), -1)),
+            ]
             for name, run in pair if index % 2 == 0 else reversed(pair):
                 elapsed, new = run()
                 (ours if name == "ours" else theirs).append(elapsed)
                 assert name == "theirs" or new == 0, f"an unchanged submit copied {new} bytes"
         m_ours, m_theirs = statistics.median(ours), statistics.median(theirs)
-        print(f"unchanged second submit:        {m_ours * 1000:8.1f} ms median of {len(ours)}, 0 bytes copied "
-              "(target < 1000 ms)")
+        print(
+            f"unchanged second submit:        {m_ours * 1000:8.1f} ms median of {len(ours)}, 0 bytes copied "
+            "(target < 1000 ms)"
+        )
         print(f"naive copy (git archive | tar): {m_theirs * 1000:8.1f} ms median of {len(theirs)}")
         print(f"ratio unchanged submit / naive copy = {m_ours / m_theirs:.3f}")
         edited = next(repo.glob("pkg01/*.py"))

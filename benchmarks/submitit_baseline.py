@@ -57,8 +57,18 @@ class Progress:
 
 
 class Trainer(submitit.helpers.Checkpointable):
-    def __init__(self, workdir: str, *, steps: int, samples: int, sleep_per_step: float, batch_size: int = 32,
-                 accum: int = 2, lr: float = 0.05, seed: int = 0) -> None:
+    def __init__(
+        self,
+        workdir: str,
+        *,
+        steps: int,
+        samples: int,
+        sleep_per_step: float,
+        batch_size: int = 32,
+        accum: int = 2,
+        lr: float = 0.05,
+        seed: int = 0,
+    ) -> None:
         self.workdir, self.steps, self.samples, self.sleep_per_step = workdir, steps, samples, sleep_per_step
         self.batch_size, self.accum, self.lr, self.seed = batch_size, accum, lr, seed
         self.ckpt_path: str | None = None  # set by checkpoint(); the requeued copy of self carries it
@@ -94,9 +104,16 @@ class Trainer(submitit.helpers.Checkpointable):
         model = DDP(net, find_unused_parameters=True)
         dataset = SyntheticImages(self.samples, seed=self.seed)
         sampler: DistributedSampler[Any] = DistributedSampler(
-            dataset, num_replicas=env.world_size, rank=env.rank, seed=self.seed, drop_last=True)
-        loader = DataLoader(dataset, self.batch_size, sampler=sampler, drop_last=True, num_workers=0,
-                            generator=torch.Generator().manual_seed(self.seed))
+            dataset, num_replicas=env.world_size, rank=env.rank, seed=self.seed, drop_last=True
+        )
+        loader = DataLoader(
+            dataset,
+            self.batch_size,
+            sampler=sampler,
+            drop_last=True,
+            num_workers=0,
+            generator=torch.Generator().manual_seed(self.seed),
+        )
         steps_per_epoch = len(sampler) // self.batch_size // self.accum
         opt = torch.optim.SGD(net.parameters(), lr=self.lr, momentum=0.9, weight_decay=5e-4)
         sched = torch.optim.lr_scheduler.CosineAnnealingLR(opt, T_max=max(1, self.steps))
@@ -159,25 +176,37 @@ class Trainer(submitit.helpers.Checkpointable):
             live["progress"].log(f"checkpoint-start step {live['state']['step']}")
             path = Path(self.workdir) / "checkpoint.pt"
             tmp = path.with_suffix(".tmp")
-            torch.save({"model": live["net"].state_dict(), "opt": live["opt"].state_dict(),
-                        "sched": live["sched"].state_dict(), "progress": live["state"]}, tmp)
+            torch.save(
+                {
+                    "model": live["net"].state_dict(),
+                    "opt": live["opt"].state_dict(),
+                    "sched": live["sched"].state_dict(),
+                    "progress": live["state"],
+                },
+                tmp,
+            )
             tmp.replace(path)
             self.ckpt_path = str(path)
             live["progress"].log(f"checkpoint-end step {live['state']['step']}")
         return super().checkpoint(*args, **kwargs)
 
 
-def submit(workdir: Path, *, steps: int, samples: int, sleep_per_step: float, partition: str,
-           signal_delay_s: int) -> str:
+def submit(
+    workdir: Path, *, steps: int, samples: int, sleep_per_step: float, partition: str, signal_delay_s: int
+) -> str:
     # The job's python must import this module (to unpickle Trainer) and the example's model/data.
     paths = [str(Path(__file__).resolve().parent), str(EXAMPLE)]
     os.environ["PYTHONPATH"] = os.pathsep.join([*paths, os.environ.get("PYTHONPATH", "")]).rstrip(os.pathsep)
     executor = submitit.AutoExecutor(folder=workdir / "submitit" / "%j", cluster="slurm")
     executor.update_parameters(
-        name="submitit-baseline", nodes=2, tasks_per_node=2, cpus_per_task=1,
+        name="submitit-baseline",
+        nodes=2,
+        tasks_per_node=2,
+        cpus_per_task=1,
         # >= 60 min: submitit counts a signal within min(0.8 x limit, limit - 10 min) as a preemption, not a timeout
         timeout_min=60,
-        slurm_partition=partition, slurm_signal_delay_s=signal_delay_s,
+        slurm_partition=partition,
+        slurm_signal_delay_s=signal_delay_s,
         slurm_setup=["export OMP_NUM_THREADS=1"],
     )
     job = executor.submit(Trainer(str(workdir), steps=steps, samples=samples, sleep_per_step=sleep_per_step))
@@ -194,8 +223,16 @@ def main() -> None:
     parser.add_argument("--signal-delay-s", type=int, default=60, help="ddpctl's example uses lead_s 60")
     args = parser.parse_args()
     args.workdir.mkdir(parents=True, exist_ok=True)
-    print(submit(args.workdir.resolve(), steps=args.steps, samples=args.samples, sleep_per_step=args.sleep_per_step,
-                 partition=args.partition, signal_delay_s=args.signal_delay_s))
+    print(
+        submit(
+            args.workdir.resolve(),
+            steps=args.steps,
+            samples=args.samples,
+            sleep_per_step=args.sleep_per_step,
+            partition=args.partition,
+            signal_delay_s=args.signal_delay_s,
+        )
+    )
 
 
 if __name__ == "__main__":

@@ -37,11 +37,22 @@ if TYPE_CHECKING:
     )
 
 _API = ("Job", "LogLine", "job", "jobs", "load_spec", "submit")
-_ERRORS = ("BackendUnavailable", "CommandError", "DdpctlError", "JobNotFound", "LogsError", "SpecError",
-           "WaitTimeout")
+_ERRORS = ("BackendUnavailable", "CommandError", "DdpctlError", "JobNotFound", "LogsError", "SpecError", "WaitTimeout")
 __all__ = [
-    "BackendUnavailable", "CommandError", "DdpctlError", "Job", "JobNotFound", "LogLine", "LogsError", "SpecError",
-    "WaitTimeout", "__version__", "job", "jobs", "load_spec", "submit",
+    "BackendUnavailable",
+    "CommandError",
+    "DdpctlError",
+    "Job",
+    "JobNotFound",
+    "LogLine",
+    "LogsError",
+    "SpecError",
+    "WaitTimeout",
+    "__version__",
+    "job",
+    "jobs",
+    "load_spec",
+    "submit",
 ]
 
 

@@ -94,8 +94,12 @@ def submit_plan(submission: SubmissionPlan) -> Job:
     from ddpctl.run.events import append_event
     from ddpctl.run.layout import RunLayout
 
-    append_event(RunLayout(Path(record.run_dir)).events, "requeue-mode", mode=submission.spec.requeue.mode,
-                 why=submission.requeue_why)
+    append_event(
+        RunLayout(Path(record.run_dir)).events,
+        "requeue-mode",
+        mode=submission.spec.requeue.mode,
+        why=submission.requeue_why,
+    )
     return Job(record)
 
 
@@ -160,8 +164,9 @@ class Job:
         """The current state (PENDING, RUNNING, REQUEUED, COMPLETED, FAILED, BUDGET_SPENT, ...)."""
         return self._state_fn(self.record)
 
-    def wait(self, timeout: float | None = None, *, poll_s: float = 1.0,
-             on_state: Callable[[JobState], None] | None = None) -> JobState:
+    def wait(
+        self, timeout: float | None = None, *, poll_s: float = 1.0, on_state: Callable[[JobState], None] | None = None
+    ) -> JobState:
         """Poll until the job reaches a terminal state and return it; `on_state` sees every polled state.
 
         Raises `WaitTimeout` (also a `TimeoutError`) after `timeout` seconds; the job keeps running.
@@ -193,11 +198,17 @@ class Job:
             raise DdpctlError(f"preempt kind: got {kind!r}, expected preemption or timeout")
         from ddpctl.backends.control import control
 
-        control(self.record, "preempt", lambda: get_backend(self.backend).preempt(self.record, kind),
-                self._state_fn)
+        control(self.record, "preempt", lambda: get_backend(self.backend).preempt(self.record, kind), self._state_fn)
 
-    def logs(self, *, follow: bool = False, rank: int | Sequence[int] | str | None = None,
-             node: str | None = None, attempt: int | str | None = None, grep: str | None = None) -> Iterator[LogLine]:
+    def logs(
+        self,
+        *,
+        follow: bool = False,
+        rank: int | Sequence[int] | str | None = None,
+        node: str | None = None,
+        attempt: int | str | None = None,
+        grep: str | None = None,
+    ) -> Iterator[LogLine]:
         """The job's rank output as `LogLine`s, as `ddpctl logs` selects it.
 
         `rank`: a rank, ranks, or a spec like "0,3-5"; `attempt`: a number, "all", or None for the latest;
@@ -206,10 +217,20 @@ class Job:
         from ddpctl.logs.core import LineFilter, compile_grep, parse_attempt, parse_nodes, parse_rank_spec
         from ddpctl.logs.show import LogsRequest
 
-        ranks = (parse_rank_spec(rank) if isinstance(rank, str) else
-                 frozenset([rank]) if isinstance(rank, int) else None if rank is None else frozenset(rank))
-        flt = LineFilter(ranks=ranks, nodes=None if node is None else parse_nodes(node),
-                         grep=None if grep is None else compile_grep(grep))
+        ranks = (
+            parse_rank_spec(rank)
+            if isinstance(rank, str)
+            else frozenset([rank])
+            if isinstance(rank, int)
+            else None
+            if rank is None
+            else frozenset(rank)
+        )
+        flt = LineFilter(
+            ranks=ranks,
+            nodes=None if node is None else parse_nodes(node),
+            grep=None if grep is None else compile_grep(grep),
+        )
         attempt_arg = None if attempt is None else parse_attempt(str(attempt))
         request = LogsRequest(follow=follow, attempt=attempt_arg, flt=flt)
         return _stream_logs(self.record, request, self._state_fn)

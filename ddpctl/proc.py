@@ -29,15 +29,17 @@ class Completed:
 Runner = Callable[[Sequence[str]], Completed]
 
 
-def run(
-    argv: Sequence[str], *, timeout: float | None = 60.0, env: Mapping[str, str] | None = None
-) -> Completed:
+def run(argv: Sequence[str], *, timeout: float | None = 60.0, env: Mapping[str, str] | None = None) -> Completed:
     """Run argv and capture its output; a missing program becomes a CommandError naming it."""
     if shutil.which(argv[0], path=(env or {}).get("PATH")) is None:
         raise CommandError(f"command not found: {argv[0]!r} (is it installed and on PATH?)")
     try:
         proc = subprocess.run(
-            list(argv), capture_output=True, text=True, timeout=timeout, env=dict(env) if env else None,
+            list(argv),
+            capture_output=True,
+            text=True,
+            timeout=timeout,
+            env=dict(env) if env else None,
             check=False,
         )
     except subprocess.TimeoutExpired as exc:
@@ -60,15 +62,26 @@ def available(program: str) -> bool:
 
 
 def spawn(
-    argv: Sequence[str], *, env: Mapping[str, str] | None = None, stdout: IO[bytes] | None = None,
-    stderr: int | IO[bytes] | None = None, stdin: int | None = None, new_session: bool = False,
-    preexec_fn: Callable[[], object] | None = None, pass_fds: Sequence[int] = (),
+    argv: Sequence[str],
+    *,
+    env: Mapping[str, str] | None = None,
+    stdout: IO[bytes] | None = None,
+    stderr: int | IO[bytes] | None = None,
+    stdin: int | None = None,
+    new_session: bool = False,
+    preexec_fn: Callable[[], object] | None = None,
+    pass_fds: Sequence[int] = (),
 ) -> subprocess.Popen[bytes]:
     """Start argv without waiting for it (the caller waits, signals and reaps it). `pass_fds`: descriptors the
     child inherits (the local backend's supervisor lock)."""
     return subprocess.Popen(
-        list(argv), env=dict(env) if env is not None else None, stdout=stdout, stderr=stderr, stdin=stdin,
-        start_new_session=new_session, preexec_fn=preexec_fn,  # noqa: PLW1509 - callers are single-threaded
+        list(argv),
+        env=dict(env) if env is not None else None,
+        stdout=stdout,
+        stderr=stderr,
+        stdin=stdin,
+        start_new_session=new_session,
+        preexec_fn=preexec_fn,  # noqa: PLW1509 - callers are single-threaded
         pass_fds=tuple(pass_fds),
     )
 

@@ -25,8 +25,16 @@ def _shown(char: str) -> str:
     return f"<U+{code:04X}>"
 
 
-_TABLE = {code: _shown(chr(code)) for code in [*range(0x00, 0x09), *range(0x0A, 0x20), *range(0x7F, 0xA0),
-                                                *range(0x202A, 0x202F), *range(0x2066, 0x206A)]}
+_TABLE = {
+    code: _shown(chr(code))
+    for code in [
+        *range(0x00, 0x09),
+        *range(0x0A, 0x20),
+        *range(0x7F, 0xA0),
+        *range(0x202A, 0x202F),
+        *range(0x2066, 0x206A),
+    ]
+}
 
 
 def visible(text: str) -> str:

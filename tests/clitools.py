@@ -33,8 +33,15 @@ class Cli:
         self.env = {**os.environ, "DDPCTL_HOME": str(home), **(extra_env or {})}
 
     def run(self, *args: str, check: bool = True, timeout: float = 300) -> subprocess.CompletedProcess[str]:
-        done = subprocess.run([sys.executable, "-m", "ddpctl", *args], cwd=self.cwd, env=self.env,
-                              capture_output=True, text=True, timeout=timeout, check=False)
+        done = subprocess.run(
+            [sys.executable, "-m", "ddpctl", *args],
+            cwd=self.cwd,
+            env=self.env,
+            capture_output=True,
+            text=True,
+            timeout=timeout,
+            check=False,
+        )
         if check and done.returncode != 0:
             raise AssertionError(f"ddpctl {' '.join(args)} exited {done.returncode}:\n{done.stdout}\n{done.stderr}")
         return done

@@ -40,8 +40,13 @@ def test_errors_are_the_clis_one_line_messages(monkeypatch: pytest.MonkeyPatch) 
     monkeypatch.chdir(ROOT)
     with pytest.raises(SpecError) as caught:
         ddpctl.load_spec("jobs/example.yaml", ["nodes=0"])
-    done = subprocess.run([sys.executable, "-m", "ddpctl", "render", "jobs/example.yaml", "--set", "nodes=0"],
-                          cwd=ROOT, capture_output=True, text=True, check=False)
+    done = subprocess.run(
+        [sys.executable, "-m", "ddpctl", "render", "jobs/example.yaml", "--set", "nodes=0"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        check=False,
+    )
     assert (done.returncode, done.stderr) == (2, f"ddpctl: error: {caught.value}\n")
 
 

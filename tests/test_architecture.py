@@ -13,10 +13,22 @@ PKG = Path(__file__).resolve().parents[1] / "ddpctl"
 
 # Lower layers first; a module may import from its own package or from a strictly lower layer only.
 LAYERS: tuple[tuple[str, ...], ...] = (
-    ("exitcodes", "templates", "sanitize"), ("errors",), ("proc",), ("spec", "slurm"), ("snapshot",), ("run",),
+    ("exitcodes", "templates", "sanitize"),
+    ("errors",),
+    ("proc",),
+    ("spec", "slurm"),
+    ("snapshot",),
+    ("run",),
     ("runtime",),
-    ("health",), ("node",),
-    ("plan",), ("backends",), ("logs",), ("api",), ("(init)",), ("cli",), ("__main__",),
+    ("health",),
+    ("node",),
+    ("plan",),
+    ("backends",),
+    ("logs",),
+    ("api",),
+    ("(init)",),
+    ("cli",),
+    ("__main__",),
 )
 LAYER = {name: index for index, names in enumerate(LAYERS) for name in names}
 
@@ -38,7 +50,8 @@ def imported(module: str, tree: ast.Module) -> Iterator[str]:
             for alias in node.names:
                 candidate = f"{node.module}.{alias.name}"
                 is_module = (PKG.parent / Path(*candidate.split("."))).with_suffix(".py").exists() or (
-                    PKG.parent / Path(*candidate.split("."))).is_dir()
+                    PKG.parent / Path(*candidate.split("."))
+                ).is_dir()
                 yield candidate if is_module else node.module
 
 
@@ -72,7 +85,7 @@ def test_no_module_walk_bounces_back() -> None:
 
     def visit(node: str, stack: list[str], done: set[str]) -> None:
         if node in stack:
-            cycles.append([*stack[stack.index(node):], node])
+            cycles.append([*stack[stack.index(node) :], node])
             return
         if node in done:
             return
@@ -102,8 +115,11 @@ def test_only_proc_starts_commands() -> None:
             return any(a.name == "subprocess" for a in node.names)
         if isinstance(node, ast.ImportFrom):
             return node.module == "subprocess"
-        return isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) and (
-            node.value.id == "os" and node.attr in {"system", "popen", "execv", "execvp", "spawnv", "fork"})
+        return (
+            isinstance(node, ast.Attribute)
+            and isinstance(node.value, ast.Name)
+            and (node.value.id == "os" and node.attr in {"system", "popen", "execv", "execvp", "spawnv", "fork"})
+        )
 
     assert calls_outside({"ddpctl.proc"}, starts) == []
 
@@ -113,38 +129,76 @@ SLURM_COMMANDS = {"sbatch", "squeue", "scontrol", "scancel", "srun", "sinfo"}
 
 def test_slurm_command_lines_are_spelled_in_slurm_commands_only() -> None:
     def argv(node: ast.AST) -> bool:  # a list display starting with a Slurm command: an argv being built
-        return ((isinstance(node, ast.List) and bool(node.elts) and isinstance(node.elts[0], ast.Constant)
-                and node.elts[0].value in SLURM_COMMANDS and node.elts[0].value != "sbatch") or (
-                    isinstance(node, ast.List) and len(node.elts) > 1 and isinstance(node.elts[0], ast.Constant)
-                    and node.elts[0].value == "sbatch" and isinstance(node.elts[1], ast.Constant)
-                    and str(node.elts[1].value).startswith("-")))
+        return (
+            isinstance(node, ast.List)
+            and bool(node.elts)
+            and isinstance(node.elts[0], ast.Constant)
+            and node.elts[0].value in SLURM_COMMANDS
+            and node.elts[0].value != "sbatch"
+        ) or (
+            isinstance(node, ast.List)
+            and len(node.elts) > 1
+            and isinstance(node.elts[0], ast.Constant)
+            and node.elts[0].value == "sbatch"
+            and isinstance(node.elts[1], ast.Constant)
+            and str(node.elts[1].value).startswith("-")
+        )
 
     assert calls_outside({"ddpctl.slurm.commands"}, argv) == []
 
 
 def test_signal_names_become_signals_in_one_function() -> None:
     def converts(node: ast.AST) -> bool:
-        return isinstance(node, ast.Subscript) and isinstance(node.value, ast.Attribute) and (
-            node.value.attr == "Signals")
+        return (
+            isinstance(node, ast.Subscript) and isinstance(node.value, ast.Attribute) and (node.value.attr == "Signals")
+        )
 
     assert calls_outside({"ddpctl.proc"}, converts) == []
 
 
-@pytest.mark.parametrize("name", ["supervisor.pid", "submitit", "preempt-request.json", "stopped.json",
-                                  "job.yaml", "events.jsonl", "slurm.out", "rank-", "node-", "stop-node-"])
+@pytest.mark.parametrize(
+    "name",
+    [
+        "supervisor.pid",
+        "submitit",
+        "preempt-request.json",
+        "stopped.json",
+        "job.yaml",
+        "events.jsonl",
+        "slurm.out",
+        "rank-",
+        "node-",
+        "stop-node-",
+    ],
+)
 def test_run_dir_names_are_spelled_in_layout_only(name: str) -> None:
     def spells(node: ast.AST) -> bool:
         if isinstance(node, ast.JoinedStr):  # an f-string's literal parts
             return any(isinstance(v, ast.Constant) and str(v.value).startswith(name) for v in node.values)
-        return isinstance(node, ast.Constant) and isinstance(node.value, str) and (
-            node.value == name or (name.endswith("-") and node.value.startswith(name) and "." in node.value
-                                   and " " not in node.value))  # a file name, not a docstring or an event
+        return (
+            isinstance(node, ast.Constant)
+            and isinstance(node.value, str)
+            and (
+                node.value == name
+                or (name.endswith("-") and node.value.startswith(name) and "." in node.value and " " not in node.value)
+            )
+        )  # a file name, not a docstring or an event
 
     # The submitit backend's name is also "submitit"; the backend table and schema use it as a name, not a path.
     # A checkpoint directory's rank-<r>.pt/.json are the runtime's own layout (ddpctl.runtime.checkpoint).
-    backend_name = {"ddpctl.backends", "ddpctl.spec.schema", "ddpctl.plan.doctor", "ddpctl.plan.submission",
-                    "ddpctl.backends.submitit_backend", "ddpctl.cli.submit", "ddpctl.cli.doctor",
-                    "ddpctl.plan.requeue_mode"}
-    allowed = {"ddpctl.run.layout", *(backend_name if name == "submitit" else ()),
-               *(("ddpctl.runtime.checkpoint",) if name == "rank-" else ())}
+    backend_name = {
+        "ddpctl.backends",
+        "ddpctl.spec.schema",
+        "ddpctl.plan.doctor",
+        "ddpctl.plan.submission",
+        "ddpctl.backends.submitit_backend",
+        "ddpctl.cli.submit",
+        "ddpctl.cli.doctor",
+        "ddpctl.plan.requeue_mode",
+    }
+    allowed = {
+        "ddpctl.run.layout",
+        *(backend_name if name == "submitit" else ()),
+        *(("ddpctl.runtime.checkpoint",) if name == "rank-" else ()),
+    }
     assert calls_outside(allowed, spells) == []

@@ -22,8 +22,11 @@ from ddpctl.run.state import JobState
 if TYPE_CHECKING:  # the plan (and the node code it previews) is not needed to ask a job's state
     from ddpctl.plan.submission import SubmissionPlan
 
-MODULES = {"sbatch": "ddpctl.backends.sbatch", "local": "ddpctl.backends.local",
-           "submitit": "ddpctl.backends.submitit_backend"}
+MODULES = {
+    "sbatch": "ddpctl.backends.sbatch",
+    "local": "ddpctl.backends.local",
+    "submitit": "ddpctl.backends.submitit_backend",
+}
 
 
 class Backend(Protocol):

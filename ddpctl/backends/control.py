@@ -40,8 +40,10 @@ def control(record: JobRecord, action: str, do: Callable[[], None], state_fn: St
     if state.terminal:
         raise ended(record, state, action)
     if action == "preempt" and state.state != "RUNNING":
-        raise JobNotActive(f"{label(record)} is {state.state}: no rank runs yet, so there is nothing to preempt; "
-                           "try again once it is RUNNING")
+        raise JobNotActive(
+            f"{label(record)} is {state.state}: no rank runs yet, so there is nothing to preempt; "
+            "try again once it is RUNNING"
+        )
     try:
         do()
     except CommandError as err:
@@ -52,9 +54,15 @@ def control(record: JobRecord, action: str, do: Callable[[], None], state_fn: St
     return state
 
 
-def wait_until_running(record: JobRecord, timeout_s: float, say: Callable[[str], None], *,
-                       state_fn: StateFn = current_state, poll_s: float = 1.0,
-                       clock: Callable[[], float] = time.monotonic) -> JobState:
+def wait_until_running(
+    record: JobRecord,
+    timeout_s: float,
+    say: Callable[[str], None],
+    *,
+    state_fn: StateFn = current_state,
+    poll_s: float = 1.0,
+    clock: Callable[[], float] = time.monotonic,
+) -> JobState:
     """For `preempt` right after `submit`: wait (bounded) while the job is queued, saying why once per reason."""
     deadline, said = clock() + timeout_s, ""
     while True:

@@ -61,28 +61,54 @@ class LocalBackend:
         try:
             with safeio.open_append_file(layout.batch_log) as out:
                 supervisor = proc.spawn(
-                    [sys.executable, "-m", "ddpctl", "internal", "local-run", str(layout.root),
-                     "--job-number", str(number), "--lock-fd", str(lock)],
-                    stdout=out, stderr=proc.STDOUT, stdin=proc.DEVNULL, new_session=True, pass_fds=(lock,),
+                    [
+                        sys.executable,
+                        "-m",
+                        "ddpctl",
+                        "internal",
+                        "local-run",
+                        str(layout.root),
+                        "--job-number",
+                        str(number),
+                        "--lock-fd",
+                        str(lock),
+                    ],
+                    stdout=out,
+                    stderr=proc.STDOUT,
+                    stdin=proc.DEVNULL,
+                    new_session=True,
+                    pass_fds=(lock,),
                 )
             local_proc.write_pid(layout.root, supervisor.pid)
         finally:
             os.close(lock)
-        return JobRecord(job_id=job_id, name=spec.name, run_dir=str(layout.root), backend=self.name,
-                         submitted_at=time.time(), spec_path=str(spec_path), pid=supervisor.pid)
+        return JobRecord(
+            job_id=job_id,
+            name=spec.name,
+            run_dir=str(layout.root),
+            backend=self.name,
+            submitted_at=time.time(),
+            spec_path=str(spec_path),
+            pid=supervisor.pid,
+        )
 
     def state(self, record: JobRecord) -> JobState:
         run_dir = Path(record.run_dir)
         restarts = restarts_from_events(run_dir)
         if local_proc.lock_held(run_dir):
             if local_proc.supervisor(run_dir) is None:
-                return JobState("RUNNING", restarts, "stopping: its supervisor is gone, its nodes are shutting down",
-                                nodes=nodes_of(run_dir))
+                return JobState(
+                    "RUNNING",
+                    restarts,
+                    "stopping: its supervisor is gone, its nodes are shutting down",
+                    nodes=nodes_of(run_dir),
+                )
             return JobState("RUNNING", restarts, nodes=nodes_of(run_dir))
         if any(e.get("event") == "cancelled" for e in read_events(RunLayout(run_dir).events)):
             return JobState("CANCELLED", restarts)
         return state_from_events(run_dir) or JobState(
-            "FAILED", restarts, "its supervisor ended without a decision (killed?); its nodes were stopped with it")
+            "FAILED", restarts, "its supervisor ended without a decision (killed?); its nodes were stopped with it"
+        )
 
     def cancel(self, record: JobRecord) -> None:
         if not local_proc.signal_supervisor(Path(record.run_dir), signal.SIGTERM):

@@ -58,9 +58,12 @@ class Supervisor:
         self.launchers = [
             # Each launcher holds the job's lock too (it is "running" until the last node is down) and dies
             # with the supervisor: a kill -9 of the supervisor takes its nodes down instead of orphaning them.
-            proc.spawn([sys.executable, "-m", "ddpctl", "launch", str(self.layout.root)],
-                       env={**base, **local_node_env(self.spec, self.job_number, self.attempt, rank)},
-                       pass_fds=self.lock_fds, preexec_fn=local_proc.die_with_parent)
+            proc.spawn(
+                [sys.executable, "-m", "ddpctl", "launch", str(self.layout.root)],
+                env={**base, **local_node_env(self.spec, self.job_number, self.attempt, rank)},
+                pass_fds=self.lock_fds,
+                preexec_fn=local_proc.die_with_parent,
+            )
             for rank in range(self.spec.nodes)
         ]
 
@@ -90,8 +93,9 @@ class Supervisor:
                 append_event(self.layout.events, "cancelled", attempt=self.attempt)
                 return 128 + signal.SIGTERM
             decision = batch.decide_run(self.layout, env, code)
-            print(f"ddpctl local: attempt {self.attempt} ended ({code}): {decision.action}: {decision.reason}",
-                  flush=True)
+            print(
+                f"ddpctl local: attempt {self.attempt} ended ({code}): {decision.action}: {decision.reason}", flush=True
+            )
             if decision.action != "requeue":
                 return decision.exit_code
             self.attempt += 1

@@ -44,7 +44,8 @@ def check_duplicate(registry: Registry, name: str, state_fn: StateFn = current_s
         raise DuplicateName(
             f"name {name!r}: job {record.job_id} of that name is still {state.state}; wait for it, cancel it "
             f"(ddpctl cancel {record.job_id}), choose another name (--set name=...), or submit anyway with "
-            "--allow-duplicate")
+            "--allow-duplicate"
+        )
 
 
 def resolve(registry: Registry, ref: str, state_fn: StateFn = current_state, warn: Warn | None = None) -> JobRecord:
@@ -58,8 +59,10 @@ def resolve(registry: Registry, ref: str, state_fn: StateFn = current_state, war
     chosen, state = running[0] if running else (found[0] if found else (named[-1], None))
     what = state.state if state is not None else "newest"
     others = ", ".join(r.job_id for r in reversed(named) if r is not chosen)
-    (warn or _stderr)(f"ddpctl: name {ref!r} has {len(named)} jobs; using job {chosen.job_id} ({what}); "
-                      f"give a job id for another: {others}")
+    (warn or _stderr)(
+        f"ddpctl: name {ref!r} has {len(named)} jobs; using job {chosen.job_id} ({what}); "
+        f"give a job id for another: {others}"
+    )
     return chosen
 
 

@@ -26,7 +26,8 @@ class SbatchBackend(SlurmJobs):
         if not proc.available("sbatch"):
             raise BackendUnavailable(
                 "backend sbatch: the sbatch command is not on PATH (not a Slurm login node?); "
-                "run without Slurm with --backend local")
+                "run without Slurm with --backend local"
+            )
 
     def submit(self, plan: SubmissionPlan, spec_path: Path) -> JobRecord:
         """Submit `plan.script` as it is (held), commit the run dir, release the job."""
@@ -43,8 +44,14 @@ class SbatchBackend(SlurmJobs):
             except (OSError, CommandError):
                 commands.scancel_unchecked(job_id, self.runner)
                 raise
-        record = JobRecord(job_id=job_id, name=spec.name, run_dir=str(layout.root), backend=self.name,
-                           submitted_at=time.time(), spec_path=str(spec_path))
+        record = JobRecord(
+            job_id=job_id,
+            name=spec.name,
+            run_dir=str(layout.root),
+            backend=self.name,
+            submitted_at=time.time(),
+            spec_path=str(spec_path),
+        )
         append_event(layout.events, "submit", job_id=job_id, backend=self.name, spec=str(spec_path))
         return record
 

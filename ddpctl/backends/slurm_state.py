@@ -66,13 +66,20 @@ def state_from_slurm(record: JobRecord, runner: Runner) -> JobState:
     slurm_state = info.get("JobState", "")
     if slurm_state in ("CANCELLED", "TIMEOUT", "NODE_FAIL", "OUT_OF_MEMORY", "DEADLINE", "BOOT_FAIL"):
         reason = "" if info.get("Reason", "") in ("None", "(null)") else info.get("Reason", "")  # not "(None)"
-        return JobState(slurm_state, restarts, reason, info.get("NodeList", ""),
-                        info.get("RunTime", ""), exit_code=exit_of(info))
+        return JobState(
+            slurm_state, restarts, reason, info.get("NodeList", ""), info.get("RunTime", ""), exit_code=exit_of(info)
+        )
     if from_events is not None and from_events.state != "REQUEUED":
         return from_events
     if slurm_state:
-        return JobState(display_state(slurm_state, restarts), restarts, info.get("Reason", ""),
-                        info.get("NodeList", ""), info.get("RunTime", ""), exit_code=exit_of(info))
+        return JobState(
+            display_state(slurm_state, restarts),
+            restarts,
+            info.get("Reason", ""),
+            info.get("NodeList", ""),
+            info.get("RunTime", ""),
+            exit_code=exit_of(info),
+        )
     return from_events or JobState("UNKNOWN", restarts, "not in squeue or scontrol; no decision recorded")
 
 

@@ -68,8 +68,11 @@ def make_executor(spec: JobSpec, run_base: Path, scripts: list[Path], parameters
         def _make_submission_file_text(self, command: str, uid: str) -> str:
             text = super()._make_submission_file_text(command, uid)
             # No time in the spec means the partition's default, as with sbatch; submitit always writes one.
-            return text if spec.time else "".join(
-                line for line in text.splitlines(keepends=True) if not line.startswith("#SBATCH --time="))
+            return (
+                text
+                if spec.time
+                else "".join(line for line in text.splitlines(keepends=True) if not line.startswith("#SBATCH --time="))
+            )
 
     budgets = spec.requeue.max_preemptions + spec.requeue.max_timeouts + spec.requeue.max_failures
     # Tasks run submitit and ddpctl with this interpreter (it has both); the workers use spec.python.
@@ -98,8 +101,11 @@ def squeue_time_left(job_id: str) -> int | None:
 def wait_node_exits(layout: RunLayout, attempt: int, nodes: int, timeout: float) -> None:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
-        exited = {e.get("node") for e in read_events(layout.events)
-                  if e.get("event") == "node-exit" and e.get("attempt") == attempt}
+        exited = {
+            e.get("node")
+            for e in read_events(layout.events)
+            if e.get("event") == "node-exit" and e.get("attempt") == attempt
+        }
         if len(exited) >= nodes:
             return
         time.sleep(POLL_S)
@@ -123,8 +129,13 @@ class Lead:
         with self._lock:
             if not self._recorded and (force or any(mark.exists() for mark in marks)):
                 # No fan_out: Slurm already sent the signal to every node's task; the stop files cover the rest.
-                batch.on_signal(self.layout, self.env, self.spec.requeue.signal,
-                                lambda: squeue_time_left(self.env.get(JOB_ID, "")), lambda _name: None)
+                batch.on_signal(
+                    self.layout,
+                    self.env,
+                    self.spec.requeue.signal,
+                    lambda: squeue_time_left(self.env.get(JOB_ID, "")),
+                    lambda _name: None,
+                )
                 self._recorded = True
             return self._recorded
 
@@ -214,11 +225,15 @@ class SubmititBackend(SlurmJobs):
         try:
             import submitit  # noqa: F401 - importable, not just present: a broken install fails here
         except ImportError:
-            raise BackendUnavailable("backend submitit: the submitit package is not importable here; "
-                                     "pip install submitit, or use --backend sbatch or --backend local") from None
+            raise BackendUnavailable(
+                "backend submitit: the submitit package is not importable here; "
+                "pip install submitit, or use --backend sbatch or --backend local"
+            ) from None
         if not (proc.available("sbatch") and proc.available("srun")):
-            raise BackendUnavailable("backend submitit: sbatch/srun are not on PATH (not a Slurm login node?); "
-                                     "run without Slurm with --backend local")
+            raise BackendUnavailable(
+                "backend submitit: sbatch/srun are not on PATH (not a Slurm login node?); "
+                "run without Slurm with --backend local"
+            )
 
     def submit(self, plan: SubmissionPlan, spec_path: Path) -> JobRecord:
         """Submit through submitit with exactly the plan's executor parameters (held), commit, release."""
@@ -236,8 +251,14 @@ class SubmititBackend(SlurmJobs):
                 commands.scancel_unchecked(job_id, self.runner)
                 raise
         append_event(layout.events, "submit", job_id=job_id, backend=self.name, spec=str(spec_path))
-        return JobRecord(job_id=job_id, name=spec.name, run_dir=str(layout.root), backend=self.name,
-                         submitted_at=time.time(), spec_path=str(spec_path))
+        return JobRecord(
+            job_id=job_id,
+            name=spec.name,
+            run_dir=str(layout.root),
+            backend=self.name,
+            submitted_at=time.time(),
+            spec_path=str(spec_path),
+        )
 
 
 def submit_held(plan: SubmissionPlan, run_base: Path, token: str) -> str:

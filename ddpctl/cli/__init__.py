@@ -21,7 +21,18 @@ from ddpctl.exitcodes import USAGE
 
 # Order is the order shown in --help.
 COMMAND_MODULES = (
-    "submit", "status", "top", "scale", "jobs", "logs", "preempt", "doctor", "render", "env", "launch", "internal",
+    "submit",
+    "status",
+    "top",
+    "scale",
+    "jobs",
+    "logs",
+    "preempt",
+    "doctor",
+    "render",
+    "env",
+    "launch",
+    "internal",
 )
 
 

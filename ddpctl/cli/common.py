@@ -9,10 +9,17 @@ from ddpctl.cli.completion import complete_with, job_refs, spec_keys
 
 def add_spec_args(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("spec", help="job spec YAML file (e.g. jobs/example.yaml)")
-    complete_with(parser.add_argument(
-        "--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
-        help="override a spec key, value parsed as YAML (repeatable): --set nodes=4 --set nccl.socket_ifname=ib0",
-    ), spec_keys)
+    complete_with(
+        parser.add_argument(
+            "--set",
+            dest="overrides",
+            action="append",
+            default=[],
+            metavar="KEY=VALUE",
+            help="override a spec key, value parsed as YAML (repeatable): --set nodes=4 --set nccl.socket_ifname=ib0",
+        ),
+        spec_keys,
+    )
 
 
 def add_job_arg(parser: argparse.ArgumentParser, help_text: str = "job id or name", **kwargs: object) -> None:

@@ -12,7 +12,8 @@ MARKS = {"ok": "ok  ", "warn": "WARN", "fail": "FAIL"}
 
 def add(sub: Any) -> None:
     parser = sub.add_parser(
-        "doctor", help="preflight checks: Slurm tools, partition limits, torch, network, requeue, files",
+        "doctor",
+        help="preflight checks: Slurm tools, partition limits, torch, network, requeue, files",
         description="Checks a spec against this cluster before you submit; exit status 1 if any check fails.",
     )
     add_spec_args(parser)

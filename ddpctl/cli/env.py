@@ -27,13 +27,16 @@ def _positive_int(text: str) -> int:
 
 def add(sub: Any) -> None:
     parser = sub.add_parser(
-        "env", help="show the torchrun settings (MASTER_ADDR, NODE_RANK, ...) of this Slurm job step",
+        "env",
+        help="show the torchrun settings (MASTER_ADDR, NODE_RANK, ...) of this Slurm job step",
         description="Derive MASTER_ADDR, MASTER_PORT, NODE_RANK, NNODES, WORLD_SIZE ... from the SLURM_* "
         "variables of this job step, as `ddpctl launch` does. Run it under srun.",
     )
     parser.add_argument("--json", action="store_true", help="print one JSON object, not KEY=value lines")
     parser.add_argument(
-        "--nproc-per-node", type=_positive_int, metavar="N",
+        "--nproc-per-node",
+        type=_positive_int,
+        metavar="N",
         help=f"processes per node (default: ${NPROC_VAR}, else $SLURM_GPUS_ON_NODE if > 0, else 1)",
     )
     parser.add_argument("--resolve", action="store_true", help="show MASTER_ADDR as an IPv4 address")

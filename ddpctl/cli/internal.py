@@ -23,9 +23,11 @@ def add(sub: Any) -> None:
     dec.add_argument("run_dir", type=Path)
     dec.add_argument("--exit", dest="exit_code", type=int, required=True)
     dec.set_defaults(func=run_decide)
-    for name, what in (("chain-next", "submit the job that continues this chained run (once per attempt)"),
-                       ("chain-drop", "the run ends here: cancel a successor submitted at the signal"),
-                       ("chain-check", "a chained successor starts: exit 1 if the run is cancelled or done")):
+    for name, what in (
+        ("chain-next", "submit the job that continues this chained run (once per attempt)"),
+        ("chain-drop", "the run ends here: cancel a successor submitted at the signal"),
+        ("chain-check", "a chained successor starts: exit 1 if the run is cancelled or done"),
+    ):
         chain = inner.add_parser(name, help=what)
         chain.add_argument("run_dir", type=Path)
         chain.add_argument("--why", default="")
@@ -60,8 +62,11 @@ def run_on_signal(args: argparse.Namespace) -> int:
 
     layout = batch.run_dir_arg(args.run_dir)
     event = batch.on_signal(layout, env, args.signal, time_left, fan_out)
-    print(f"ddpctl: {args.signal} received ({event['kind']}, {event['time_left_s']} s left): "
-          "stopping all ranks at an agreed step", flush=True)
+    print(
+        f"ddpctl: {args.signal} received ({event['kind']}, {event['time_left_s']} s left): "
+        "stopping all ranks at an agreed step",
+        flush=True,
+    )
     from ddpctl.run.rundir import run_spec
 
     if run_spec(layout).requeue.mode == "chain":
@@ -97,8 +102,10 @@ def run_chain(args: argparse.Namespace) -> int:
             print(f"ddpctl: chain: successor job {dropped} cancelled", file=sys.stderr)
         return 0
     successor = chain.submit_successor(layout, env, args.why or "requeue decision")
-    print(f"ddpctl: chain: {'successor job ' + successor if successor else 'run cancelled: no successor'}",
-          file=sys.stderr)
+    print(
+        f"ddpctl: chain: {'successor job ' + successor if successor else 'run cancelled: no successor'}",
+        file=sys.stderr,
+    )
     return 0
 
 

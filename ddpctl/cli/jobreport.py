@@ -46,9 +46,13 @@ def completed(record: JobRecord, state: JobState, summary: RunSummary) -> JobSta
         return state
     from dataclasses import replace
 
-    return replace(state, reason=state.reason or state.state.lower(), nodes=state.nodes or summary.nodes or "?",
-                   elapsed=state.elapsed or format_elapsed(summary.elapsed_s),
-                   exit_code=state.exit_code if state.exit_code is not None else exit_status(state))
+    return replace(
+        state,
+        reason=state.reason or state.state.lower(),
+        nodes=state.nodes or summary.nodes or "?",
+        elapsed=state.elapsed or format_elapsed(summary.elapsed_s),
+        exit_code=state.exit_code if state.exit_code is not None else exit_status(state),
+    )
 
 
 def checkpoint_dir(record: JobRecord) -> str:
@@ -64,10 +68,18 @@ def payload(record: JobRecord, state: JobState) -> dict[str, Any]:
     layout = RunLayout(Path(record.run_dir))
     summary = summarize(layout)
     stops, notes = run_summary(layout, time.time())
-    return {"job_id": record.job_id, "name": record.name, "backend": record.backend, "run_dir": record.run_dir,
-            **asdict(completed(record, state, summary)), "attempts": summary.attempts,
-            "last_step": summary.last_step, "checkpoints": checkpoint_dir(record),
-            "stops": [s.as_json() for s in stops], "restart_notes": notes}
+    return {
+        "job_id": record.job_id,
+        "name": record.name,
+        "backend": record.backend,
+        "run_dir": record.run_dir,
+        **asdict(completed(record, state, summary)),
+        "attempts": summary.attempts,
+        "last_step": summary.last_step,
+        "checkpoints": checkpoint_dir(record),
+        "stops": [s.as_json() for s in stops],
+        "restart_notes": notes,
+    }
 
 
 def lines(record: JobRecord, state: JobState) -> list[str]:

@@ -10,7 +10,8 @@ from typing import Any
 
 def add(sub: Any) -> None:
     parser = sub.add_parser(
-        "launch", help="(node side) start torchrun for this node of a submitted job",
+        "launch",
+        help="(node side) start torchrun for this node of a submitted job",
         description="Run inside a job step, one task per node: derives the distributed environment from "
         "Slurm's variables and starts torchrun with per-rank logs under RUN_DIR.",
     )

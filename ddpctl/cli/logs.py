@@ -30,8 +30,12 @@ and CR as ^M, as less and git do: a rank cannot drive your terminal or overwrite
 
 
 def add(sub: Any) -> None:
-    parser = sub.add_parser("logs", help="show or follow a job's per-rank logs, merged and prefixed",
-                            description=DESCRIPTION, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = sub.add_parser(
+        "logs",
+        help="show or follow a job's per-rank logs, merged and prefixed",
+        description=DESCRIPTION,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
     arg = parser.add_argument
     add_job_arg(parser, "job id, or name (the newest job with that name)", metavar="JOB_ID|NAME")
     arg("-f", "--follow", action="store_true", help="keep printing new lines until the job ends")
@@ -42,10 +46,17 @@ def add(sub: Any) -> None:
     arg("--errors", action="store_true", help="each rank's first error; name the rank that failed first")
     arg("--no-color", action="store_true", help="no colours (also when not a terminal, or NO_COLOR is set)")
     arg("--json", action="store_true", help="JSON lines: attempt, node, rank, text")
-    arg("--raw", action="store_true", help="rank output exactly as written, terminal control sequences included "
-        "(default: shown visibly, ESC as ^[ and CR as ^M, so no rank can drive your terminal or forge a prefix)")
-    arg("--poll", action="store_true", help="with -f: poll only, no inotify wake-ups (network filesystems "
-        "are always polled)")
+    arg(
+        "--raw",
+        action="store_true",
+        help="rank output exactly as written, terminal control sequences included "
+        "(default: shown visibly, ESC as ^[ and CR as ^M, so no rank can drive your terminal or forge a prefix)",
+    )
+    arg(
+        "--poll",
+        action="store_true",
+        help="with -f: poll only, no inotify wake-ups (network filesystems are always polled)",
+    )
     parser.set_defaults(func=run)
 
 
@@ -63,8 +74,7 @@ def request_from_args(args: argparse.Namespace) -> LogsRequest:
 
     if args.errors and (args.follow or args.grep is not None):
         flag = "-f" if args.follow else "--grep"
-        raise LogsError(f"--errors: cannot be combined with {flag}; "
-                        "allowed with it: --rank, --node, --attempt, --json")
+        raise LogsError(f"--errors: cannot be combined with {flag}; allowed with it: --rank, --node, --attempt, --json")
     flt = LineFilter(
         ranks=None if args.rank is None else parse_rank_spec(args.rank),
         nodes=None if args.node is None else parse_nodes(args.node),

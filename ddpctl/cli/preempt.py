@@ -12,16 +12,27 @@ from ddpctl.cli.common import add_job_arg
 
 def add(sub: Any) -> None:
     parser = sub.add_parser(
-        "preempt", help="deliver the warning signal the way Slurm would (rehearse checkpoint + requeue)",
+        "preempt",
+        help="deliver the warning signal the way Slurm would (rehearse checkpoint + requeue)",
         description="Sends the spec's requeue.signal the way Slurm delivers it for the job's backend before a "
         "time limit or on preemption (sbatch: to the batch shell; submitit: to every task; local: to the "
         "supervisor): all ranks stop at an agreed step, checkpoint, and the job requeues itself.",
     )
     add_job_arg(parser)
-    parser.add_argument("--wait", type=float, default=600.0, metavar="SECONDS",
-                        help="wait this long for a queued job to start running first (default 600; 0: no wait)")
-    parser.add_argument("--as", dest="kind", choices=["preemption", "timeout"], default="preemption",
-                        help="which budget the requeue is charged to (default: preemption)")
+    parser.add_argument(
+        "--wait",
+        type=float,
+        default=600.0,
+        metavar="SECONDS",
+        help="wait this long for a queued job to start running first (default 600; 0: no wait)",
+    )
+    parser.add_argument(
+        "--as",
+        dest="kind",
+        choices=["preemption", "timeout"],
+        default="preemption",
+        help="which budget the requeue is charged to (default: preemption)",
+    )
     parser.set_defaults(func=run)
 
 
@@ -38,8 +49,10 @@ def run(args: argparse.Namespace) -> int:
     if state.state == "RUNNING":
         unheard_after_wait(record, min(args.wait, LISTENER_WAIT_S), say)
     job.preempt(args.kind)
-    print(f"sent the {args.kind} warning to job {record.job_id} ({record.name}); follow with "
-          f"`ddpctl logs -f {record.job_id}`")
+    print(
+        f"sent the {args.kind} warning to job {record.job_id} ({record.name}); follow with "
+        f"`ddpctl logs -f {record.job_id}`"
+    )
     unheard = unheard_after_wait(record, 0, say)
     if unheard:
         say(f"ddpctl: WARNING: {unheard}")

@@ -11,8 +11,11 @@ from ddpctl.cli.common import add_spec_args
 
 
 def add(sub: Any) -> None:
-    parser = sub.add_parser("render", help="print the batch script a job spec renders to",
-                            description="Render the spec's sbatch template (no submission).")
+    parser = sub.add_parser(
+        "render",
+        help="print the batch script a job spec renders to",
+        description="Render the spec's sbatch template (no submission).",
+    )
     add_spec_args(parser)
     parser.add_argument("-o", "--output", type=Path, help="write to FILE (atomically) instead of stdout")
     parser.set_defaults(func=run)

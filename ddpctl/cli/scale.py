@@ -25,14 +25,18 @@ def sizes(text: str) -> list[int]:
 
 
 def add(sub: Any) -> None:
-    parser = sub.add_parser("scale", help="run a job at several sizes and report speedup and efficiency",
-                            description="Submits the spec once per size (nodes x nproc), one after the other, each "
-                                        "to its own run dir. Needs ranks that report progress (runtime.Heartbeat).")
+    parser = sub.add_parser(
+        "scale",
+        help="run a job at several sizes and report speedup and efficiency",
+        description="Submits the spec once per size (nodes x nproc), one after the other, each "
+        "to its own run dir. Needs ranks that report progress (runtime.Heartbeat).",
+    )
     add_spec_args(parser)
     parser.add_argument("--nodes", type=sizes, required=True, metavar="N,N,...", help="node counts, e.g. 1,2,4")
     parser.add_argument("--nproc", type=int, metavar="N", help="processes per node (default: the spec's)")
-    parser.add_argument("--steps", type=int, metavar="N",
-                        help="cancel each run once every rank passed step N (default: let it finish)")
+    parser.add_argument(
+        "--steps", type=int, metavar="N", help="cancel each run once every rank passed step N (default: let it finish)"
+    )
     parser.add_argument("--warmup", type=int, default=5, metavar="N", help="steps excluded as warm-up (default 5)")
     from ddpctl.backends import MODULES  # the backend names, spelled in one place
 
@@ -53,9 +57,13 @@ def check(args: argparse.Namespace) -> None:
 def size_spec(spec: Any, nodes: int, nproc: int | None) -> Any:
     """The spec at one size: its own name (so its own run dirs) and the default checkpoint dir inside its run dir,
     so no size resumes from another's checkpoint."""
-    return dataclasses.replace(spec, nodes=nodes, nproc_per_node=nproc or spec.nproc_per_node,
-                               name=f"{spec.name}-scale-n{nodes}",
-                               checkpoint=dataclasses.replace(spec.checkpoint, dir=None))
+    return dataclasses.replace(
+        spec,
+        nodes=nodes,
+        nproc_per_node=nproc or spec.nproc_per_node,
+        name=f"{spec.name}-scale-n{nodes}",
+        checkpoint=dataclasses.replace(spec.checkpoint, dir=None),
+    )
 
 
 def measure(spec: Any, steps: int | None, warmup: int) -> Any:
@@ -74,8 +82,9 @@ def measure(spec: Any, steps: int | None, warmup: int) -> Any:
     while not (state := current_state(record)).terminal:
         attempt = latest_attempt(layout)
         records = progress_records(layout, attempt) if attempt is not None else {}
-        reached = len(records) == spec.world_size and all((r.get("step") or 0) >= (steps or 0)
-                                                          for r in records.values())
+        reached = len(records) == spec.world_size and all(
+            (r.get("step") or 0) >= (steps or 0) for r in records.values()
+        )
         if steps is not None and reached and not cancelled:
             time.sleep(1.5)  # one more record write, so the history holds step N
             job.cancel()
@@ -100,14 +109,22 @@ def run(args: argparse.Namespace) -> int:
     results = with_speedups(results)
     print(table(results))
     out.mkdir(parents=True, exist_ok=True)
-    meta = {"name": spec.name, "spec": str(Path(args.spec).resolve()), "steps": args.steps, "warmup": args.warmup,
-            "backend": spec.backend, "time": time.time()}
+    meta = {
+        "name": spec.name,
+        "spec": str(Path(args.spec).resolve()),
+        "steps": args.steps,
+        "warmup": args.warmup,
+        "backend": spec.backend,
+        "time": time.time(),
+    }
     write_json(out / "scaling.json", results, meta)
     print(f"wrote {out / 'scaling.json'}")
     why = write_png(out / "scaling.png", results, spec.name)
     print(f"wrote {out / 'scaling.png'}" if why is None else f"scaling.png not written: {why}")
     missing = [r for r in results if r.samples_per_s is None]
     for r in missing:
-        print(f"no steady-state rate at {r.nodes} node(s) (job {r.job_id}, {r.state}): too few progress records "
-              f"after warm-up, or ranks that never report (runtime.Heartbeat)")
+        print(
+            f"no steady-state rate at {r.nodes} node(s) (job {r.job_id}, {r.state}): too few progress records "
+            f"after warm-up, or ranks that never report (runtime.Heartbeat)"
+        )
     return 1 if missing else 0

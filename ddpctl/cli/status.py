@@ -10,8 +10,11 @@ from ddpctl.cli.common import add_job_arg
 
 
 def add(sub: Any) -> None:
-    parser = sub.add_parser("status", help="state of a job: PENDING/RUNNING/REQUEUED/..., restarts, nodes",
-                            description="Works without accounting (squeue, scontrol, the run's events).")
+    parser = sub.add_parser(
+        "status",
+        help="state of a job: PENDING/RUNNING/REQUEUED/..., restarts, nodes",
+        description="Works without accounting (squeue, scontrol, the run's events).",
+    )
     add_job_arg(parser, "job id or name (default: the most recently submitted job)", nargs="?")
     parser.add_argument("--json", action="store_true", help="one JSON object")
     parser.set_defaults(func=run)
@@ -49,5 +52,11 @@ def code_info(run_dir: str) -> dict[str, Any] | None:
     info = read_info(RunLayout(Path(run_dir)).snapshot_file)
     if info is None:
         return None
-    return {"mode": info.mode, "commit": info.commit, "branch": info.branch, "dirty": info.dirty,
-            "tree": info.tree, "path": info.path}
+    return {
+        "mode": info.mode,
+        "commit": info.commit,
+        "branch": info.branch,
+        "dirty": info.dirty,
+        "tree": info.tree,
+        "path": info.path,
+    }

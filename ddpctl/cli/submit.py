@@ -11,19 +11,30 @@ from ddpctl.cli.common import add_spec_args
 
 def add(sub: Any) -> None:
     parser = sub.add_parser(
-        "submit", help="submit a job spec (sbatch, submitit or local backend)",
+        "submit",
+        help="submit a job spec (sbatch, submitit or local backend)",
         description="Create the job's run directory, submit it and record it in the local registry. "
         "Returns at once unless --wait.",
     )
     add_spec_args(parser)
-    parser.add_argument("--backend", choices=["sbatch", "submitit", "local"],
-                        help="override the spec's backend (default: the spec's, else sbatch)")
-    parser.add_argument("--dry-run", action="store_true",
-                        help="print the batch script and each node's torchrun command and environment; submit nothing")
-    parser.add_argument("--allow-duplicate", action="store_true",
-                        help="submit even if a job of the same name is still queued or running")
-    parser.add_argument("--wait", action="store_true",
-                        help="follow the job's state until it ends; exit with the job's exit status")
+    parser.add_argument(
+        "--backend",
+        choices=["sbatch", "submitit", "local"],
+        help="override the spec's backend (default: the spec's, else sbatch)",
+    )
+    parser.add_argument(
+        "--dry-run",
+        action="store_true",
+        help="print the batch script and each node's torchrun command and environment; submit nothing",
+    )
+    parser.add_argument(
+        "--allow-duplicate",
+        action="store_true",
+        help="submit even if a job of the same name is still queued or running",
+    )
+    parser.add_argument(
+        "--wait", action="store_true", help="follow the job's state until it ends; exit with the job's exit status"
+    )
     parser.set_defaults(func=run)
 
 

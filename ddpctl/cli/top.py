@@ -11,10 +11,13 @@ STATE_EVERY_S = 5.0  # the scheduler is asked about the job this often, the run 
 
 
 def add(sub: Any) -> None:
-    parser = sub.add_parser("top", help="live view: step, step time, lag, silence, last log line per rank",
-                            description="Reads progress records and logs from the run dir (no node is touched). "
-                                        "Marks stalls and stragglers, follows requeues, exits when the job ends. "
-                                        "Ranks that do not fit the terminal are summarised per node.")
+    parser = sub.add_parser(
+        "top",
+        help="live view: step, step time, lag, silence, last log line per rank",
+        description="Reads progress records and logs from the run dir (no node is touched). "
+        "Marks stalls and stragglers, follows requeues, exits when the job ends. "
+        "Ranks that do not fit the terminal are summarised per node.",
+    )
     parser.add_argument("job", nargs="?", help="job id or name (default: the most recently submitted job)")
     parser.add_argument("--interval", type=float, default=1.0, metavar="S", help="refresh period (default 1 s)")
     parser.add_argument("--once", action="store_true", help="print one frame and exit (no live screen)")
@@ -44,8 +47,12 @@ def snapshot(run_dir: Path, now: float) -> dict[str, Any]:
     nodes = {rank: str(info.get("node", "?")) for rank, info in placements(layout, attempt).items()}
     events = [e for e in health_events(layout) if e.get("attempt") == attempt]
     flagged = {e["rank"] for e in events if e["event"] == "straggler" and isinstance(e.get("rank"), int)}
-    return {"attempt": attempt, "rows": rank_rows(records, logs, nodes=nodes, flagged=flagged, policy=policy, now=now),
-            "summary": summarize(records, now) if records else None, "events": events}
+    return {
+        "attempt": attempt,
+        "rows": rank_rows(records, logs, nodes=nodes, flagged=flagged, policy=policy, now=now),
+        "summary": summarize(records, now) if records else None,
+        "events": events,
+    }
 
 
 def run(args: argparse.Namespace) -> int:
@@ -67,8 +74,9 @@ def run(args: argparse.Namespace) -> int:
             while True:
                 if time.monotonic() - asked >= STATE_EVERY_S:
                     state, asked = current_state(record), time.monotonic()
-                live.update(frame(record, state, snapshot(Path(record.run_dir), time.time()), console.size),
-                            refresh=True)
+                live.update(
+                    frame(record, state, snapshot(Path(record.run_dir), time.time()), console.size), refresh=True
+                )
                 if state.terminal:
                     break
                 time.sleep(max(0.1, args.interval))

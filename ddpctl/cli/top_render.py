@@ -35,8 +35,10 @@ def _flags(stall: bool | int, straggler: bool | int) -> Text:
 
 def title(record: JobRecord, state: JobState, snap: dict[str, Any]) -> Text:
     summary = snap.get("summary")
-    parts = [f"{visible(record.job_id, 40)} {visible(record.name, 40)} {state.state}",
-             f"attempt {snap.get('attempt')}" if snap.get("attempt") is not None else "no attempt yet"]
+    parts = [
+        f"{visible(record.job_id, 40)} {visible(record.name, 40)} {state.state}",
+        f"attempt {snap.get('attempt')}" if snap.get("attempt") is not None else "no attempt yet",
+    ]
     if summary is not None and state.state == "RUNNING":  # a finished job's last rates are no forecast
         total = f"/{summary.total_steps}" if summary.total_steps is not None else ""
         parts.append(f"step {summary.step}{total}")
@@ -51,14 +53,28 @@ def title(record: JobRecord, state: JobState, snap: dict[str, Any]) -> Text:
 
 def rank_table(rows: list[RankRow]) -> Table:
     table = Table(expand=True, pad_edge=False, padding=(0, 1), show_edge=False)
-    for name, justify in (("rank", "right"), ("node", "left"), ("step", "right"), ("step s", "right"),
-                          ("lag", "right"), ("idle", "right"), ("flags", "left")):
+    for name, justify in (
+        ("rank", "right"),
+        ("node", "left"),
+        ("step", "right"),
+        ("step s", "right"),
+        ("lag", "right"),
+        ("idle", "right"),
+        ("flags", "left"),
+    ):
         table.add_column(name, justify=justify, no_wrap=True)  # type: ignore[arg-type]
     table.add_column("last log line", no_wrap=True, overflow="ellipsis", ratio=1)
     for row in rows:
-        table.add_row(Text(str(row.rank)), Text(visible(row.node, 20)), Text(_num(row.step, "{}")),
-                      Text(_num(row.step_s)), Text(_num(row.lag, "{}")), Text(_num(row.since_s, "{:.0f}s")),
-                      _flags(row.stall, row.straggler), Text(row.line))
+        table.add_row(
+            Text(str(row.rank)),
+            Text(visible(row.node, 20)),
+            Text(_num(row.step, "{}")),
+            Text(_num(row.step_s)),
+            Text(_num(row.lag, "{}")),
+            Text(_num(row.since_s, "{:.0f}s")),
+            _flags(row.stall, row.straggler),
+            Text(row.line),
+        )
     return table
 
 
@@ -67,10 +83,19 @@ def node_table(nodes: list[NodeRow]) -> Table:
     for name in ("node", "ranks", "steps", "step s", "idle", "flags"):
         table.add_column(name, no_wrap=True)
     for node in nodes:
-        steps = "-" if node.step_min is None else (
-            f"{node.step_min}" if node.step_min == node.step_max else f"{node.step_min}-{node.step_max}")
-        table.add_row(Text(visible(node.node, 20)), Text(str(node.ranks)), Text(steps), Text(_num(node.step_s)),
-                      Text(_num(node.since_s, "{:.0f}s")), _flags(node.stalls, node.stragglers))
+        steps = (
+            "-"
+            if node.step_min is None
+            else (f"{node.step_min}" if node.step_min == node.step_max else f"{node.step_min}-{node.step_max}")
+        )
+        table.add_row(
+            Text(visible(node.node, 20)),
+            Text(str(node.ranks)),
+            Text(steps),
+            Text(_num(node.step_s)),
+            Text(_num(node.since_s, "{:.0f}s")),
+            _flags(node.stalls, node.stragglers),
+        )
     return table
 
 
@@ -78,9 +103,15 @@ def frame(record: JobRecord, state: JobState, snap: dict[str, Any], size: Any) -
     height = max(10, int(getattr(size, "height", 24)))
     rows: list[RankRow] = snap.get("rows", [])
     events = snap.get("events", [])
-    notes = [Text(visible(describe_hang(e) if e["event"] == "hang" else describe_straggler(e), 300),
-                  style="red" if e["event"] == "hang" else "yellow", overflow="ellipsis", no_wrap=True)
-             for e in events[-2:]]
+    notes = [
+        Text(
+            visible(describe_hang(e) if e["event"] == "hang" else describe_straggler(e), 300),
+            style="red" if e["event"] == "hang" else "yellow",
+            overflow="ellipsis",
+            no_wrap=True,
+        )
+        for e in events[-2:]
+    ]
     parts: list[RenderableType] = [title(record, state, snap)]
     if not rows:
         parts.append(Text("no rank has started yet (no rank log in the attempt directory)"))
@@ -90,8 +121,14 @@ def frame(record: JobRecord, state: JobState, snap: dict[str, Any], size: Any) -
         nodes = node_rows(rows)
         flagged = [r for r in rows if r.stall or r.straggler]
         room = height - len(notes) - len(nodes) - 8
-        parts.append(Text(f"{len(rows)} ranks on {len(nodes)} nodes, per node (a taller terminal lists every rank)",
-                          style="dim", overflow="ellipsis", no_wrap=True))
+        parts.append(
+            Text(
+                f"{len(rows)} ranks on {len(nodes)} nodes, per node (a taller terminal lists every rank)",
+                style="dim",
+                overflow="ellipsis",
+                no_wrap=True,
+            )
+        )
         parts.append(node_table(nodes[: max(1, height - len(notes) - 6)]))
         if flagged and room > 2:
             shown = flagged[: room - 1]

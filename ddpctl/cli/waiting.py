@@ -16,7 +16,7 @@ PROGRESS_EVERY_S = 15.0
 
 
 def progress(record: JobRecord, state: JobState) -> str:
-    """", step N" once rank 0 of a running job logged a step (read from the run's files)."""
+    """ ", step N" once rank 0 of a running job logged a step (read from the run's files)."""
     if state.state != "RUNNING":
         return ""
     from pathlib import Path
@@ -28,9 +28,14 @@ def progress(record: JobRecord, state: JobState) -> str:
     return "" if step is None else f", step {step}"
 
 
-def poll_until_terminal(record: JobRecord, show: Callable[[str], None], *, live: bool,
-                        query: Callable[[JobRecord], JobState] = current_state,
-                        clock: Callable[[], float] = time.monotonic) -> JobState:
+def poll_until_terminal(
+    record: JobRecord,
+    show: Callable[[str], None],
+    *,
+    live: bool,
+    query: Callable[[JobRecord], JobState] = current_state,
+    clock: Callable[[], float] = time.monotonic,
+) -> JobState:
     """A live status line is refreshed every poll (state, elapsed, step). Without a terminal, a line is printed
     on each change of state, and every PROGRESS_EVERY_S while the job runs (with its step and elapsed time)."""
     from ddpctl.api import Job

@@ -39,8 +39,9 @@ def derived_timeout(policy: HealthSettings, records: Mapping[int, Record]) -> fl
     return max(float(policy.hang_floor_s), HANG_STEP_FACTOR * max(steps, default=0.0))
 
 
-def check_hang(now: float, attempt_started: float, records: Mapping[int, Record],
-               policy: HealthSettings) -> HangVerdict | None:
+def check_hang(
+    now: float, attempt_started: float, records: Mapping[int, Record], policy: HealthSettings
+) -> HangVerdict | None:
     if policy.hang_timeout_s == 0:
         return None
     if any(r.get("phase") == "done" for r in records.values()):
@@ -54,8 +55,11 @@ def check_hang(now: float, attempt_started: float, records: Mapping[int, Record]
         idle, allowed, why = now - max(times), float(policy.startup_s), "health.startup_s before the first step"
     else:
         idle, allowed = now - max(times), derived_timeout(policy, records)
-        why = "health.hang_timeout_s" if policy.hang_timeout_s else (
-            f"derived: max(health.hang_floor_s, {HANG_STEP_FACTOR} x the slowest median step)")
+        why = (
+            "health.hang_timeout_s"
+            if policy.hang_timeout_s
+            else (f"derived: max(health.hang_floor_s, {HANG_STEP_FACTOR} x the slowest median step)")
+        )
     if any(r.get("phase") == "checkpoint" for r in records.values()):
         allowed += policy.checkpoint_s
         why += " + health.checkpoint_s (a checkpoint save)"

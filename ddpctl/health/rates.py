@@ -38,8 +38,9 @@ def _rate(points: list[tuple[float, float, float]], index: int) -> float | None:
     return (points[-1][index] - points[0][index]) / (points[-1][0] - points[0][0])
 
 
-def rate_until(points: list[tuple[float, float, float]], index: int, now: float,
-               window_s: float = WINDOW_S) -> float | None:
+def rate_until(
+    points: list[tuple[float, float, float]], index: int, now: float, window_s: float = WINDOW_S
+) -> float | None:
     """Rate over the window ending *now*: a rank that stopped moving drifts to 0 instead of keeping its
     last rate. Starts at the last point before the window (or the first inside it)."""
     before = [p for p in points if p[0] < now - window_s]

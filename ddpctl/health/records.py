@@ -83,8 +83,11 @@ def latest_attempt(layout: RunLayout) -> int | None:
         names = _names(layout.root)
     except OSError:
         return None
-    numbers = [int(n.removeprefix("attempt-")) for n in names
-               if n.startswith("attempt-") and n.removeprefix("attempt-").isdigit()]
+    numbers = [
+        int(n.removeprefix("attempt-"))
+        for n in names
+        if n.startswith("attempt-") and n.removeprefix("attempt-").isdigit()
+    ]
     return max(numbers) if numbers else None
 
 

@@ -46,17 +46,24 @@ def collect(run_dir: Path, running: bool, now: float | None = None) -> dict[str,
 
 def describe_hang(event: dict[str, Any]) -> str:
     culprits = event.get("culprits") or []
-    names = "; ".join(f"rank {c.get('rank')} on {c.get('node')} at step {c.get('step')}: {c.get('where')}"
-                      for c in culprits[:4] if isinstance(c, dict))
+    names = "; ".join(
+        f"rank {c.get('rank')} on {c.get('node')} at step {c.get('step')}: {c.get('where')}"
+        for c in culprits[:4]
+        if isinstance(c, dict)
+    )
     more = f" (+{len(culprits) - 4} more)" if len(culprits) > 4 else ""
-    return (f"hang in attempt {event.get('attempt')}: no progress for {event.get('idle_s')} s "
-            f"(allowed {event.get('timeout_s')} s); stopped first: {names or '?'}{more}")
+    return (
+        f"hang in attempt {event.get('attempt')}: no progress for {event.get('idle_s')} s "
+        f"(allowed {event.get('timeout_s')} s); stopped first: {names or '?'}{more}"
+    )
 
 
 def describe_straggler(event: dict[str, Any]) -> str:
-    return (f"straggler in attempt {event.get('attempt')}: rank {event.get('rank')} on {event.get('node')} "
-            f"busy {event.get('busy_s')} s/step = {event.get('factor')}x the other ranks' median "
-            f"{event.get('median_s')} s (threshold {event.get('threshold')}x over {event.get('steps')} steps)")
+    return (
+        f"straggler in attempt {event.get('attempt')}: rank {event.get('rank')} on {event.get('node')} "
+        f"busy {event.get('busy_s')} s/step = {event.get('factor')}x the other ranks' median "
+        f"{event.get('median_s')} s (threshold {event.get('threshold')}x over {event.get('steps')} steps)"
+    )
 
 
 def text_lines(report: dict[str, Any]) -> list[str]:
@@ -66,8 +73,10 @@ def text_lines(report: dict[str, Any]) -> list[str]:
         rate = f"{progress['steps_per_s']:.2f} steps/s" if progress.get("steps_per_s") else "? steps/s"
         samples = f", {progress['samples_per_s']:.1f} samples/s" if progress.get("samples_per_s") else ""
         eta = f", ETA {duration(progress['eta_s'])}" if progress.get("eta_s") is not None else ""
-        lines.append(f"  step {progress.get('step')}{total} ({progress['ranks']} ranks reporting): {rate}{samples}"
-                     f"{eta}; last progress {duration(progress.get('last_progress_s'))} ago")
+        lines.append(
+            f"  step {progress.get('step')}{total} ({progress['ranks']} ranks reporting): {rate}{samples}"
+            f"{eta}; last progress {duration(progress.get('last_progress_s'))} ago"
+        )
     if ckpt := report.get("checkpoint"):
         lines.append(f"  last complete checkpoint: step {ckpt['step']}, {duration(ckpt['age_s'])} ago")
     lines += [f"  {describe_hang(e)}" for e in report.get("hangs", [])[-3:]]

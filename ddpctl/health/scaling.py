@@ -33,8 +33,9 @@ def with_speedups(results: list[SizeResult]) -> list[SizeResult]:
             out.append(result)
             continue
         speedup = result.samples_per_s / base.samples_per_s
-        out.append(SizeResult(**{**asdict(result), "speedup": speedup,
-                                 "efficiency": speedup / (result.ranks / base.ranks)}))
+        out.append(
+            SizeResult(**{**asdict(result), "speedup": speedup, "efficiency": speedup / (result.ranks / base.ranks)})
+        )
     return out
 
 

@@ -43,7 +43,7 @@ def parse_dump(text: str) -> dict[int, list[Frame]]:
     start = text.rfind(DUMP_MARK)
     threads: dict[int, list[Frame]] = {}
     current: list[Frame] | None = None
-    for line in text[start if start >= 0 else 0:].splitlines():
+    for line in text[start if start >= 0 else 0 :].splitlines():
         if header := _HEADER.match(line):
             current = threads.setdefault(int(header.group(1), 16), [])
             current.clear()

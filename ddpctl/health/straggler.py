@@ -32,9 +32,14 @@ class Straggler:
 def find_stragglers(records: Mapping[int, Mapping[str, Any]], factor: float, steps: int) -> list[Straggler]:
     if factor <= 0:
         return []
-    busy = {rank: float(r["busy_s"]) for rank, r in records.items()
-            if isinstance(r.get("busy_s"), (int, float)) and isinstance(r.get("window"), int)
-            and r["window"] >= steps and r.get("phase") == "train"}
+    busy = {
+        rank: float(r["busy_s"])
+        for rank, r in records.items()
+        if isinstance(r.get("busy_s"), (int, float))
+        and isinstance(r.get("window"), int)
+        and r["window"] >= steps
+        and r.get("phase") == "train"
+    }
     out = []
     for rank, value in sorted(busy.items()):
         others = [v for r, v in busy.items() if r != rank]

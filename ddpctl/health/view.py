@@ -52,8 +52,15 @@ class NodeRow:
     stragglers: int
 
 
-def rank_rows(records: Mapping[int, Mapping[str, Any]], logs: Mapping[int, tuple[str, float | None]], *,
-              nodes: Mapping[int, str], flagged: Iterable[int], policy: HealthSettings, now: float) -> list[RankRow]:
+def rank_rows(
+    records: Mapping[int, Mapping[str, Any]],
+    logs: Mapping[int, tuple[str, float | None]],
+    *,
+    nodes: Mapping[int, str],
+    flagged: Iterable[int],
+    policy: HealthSettings,
+    now: float,
+) -> list[RankRow]:
     """`logs`: rank -> (last log line, log mtime); a rank without a progress record goes by its log's age."""
     steps = [r["step"] for r in records.values() if isinstance(r.get("step"), int)]
     fastest = max(steps) if steps else None
@@ -70,9 +77,19 @@ def rank_rows(records: Mapping[int, Mapping[str, Any]], logs: Mapping[int, tuple
         since = max(0.0, now - seen) if seen is not None else None
         limit = max(STALL_MIN_S, STALL_STEPS * (step_s or 0.0))
         done = record.get("phase") == "done"
-        rows.append(RankRow(rank, str(record.get("node") or nodes.get(rank, "?")), step, step_s,
-                            fastest - step if step is not None and fastest is not None else None, since,
-                            visible(line), since is not None and since > limit and not done, rank in flagged))
+        rows.append(
+            RankRow(
+                rank,
+                str(record.get("node") or nodes.get(rank, "?")),
+                step,
+                step_s,
+                fastest - step if step is not None and fastest is not None else None,
+                since,
+                visible(line),
+                since is not None and since > limit and not done,
+                rank in flagged,
+            )
+        )
     return rows
 
 
@@ -85,9 +102,18 @@ def node_rows(rows: list[RankRow]) -> list[NodeRow]:
         steps = [r.step for r in group if r.step is not None]
         times = [r.step_s for r in group if r.step_s is not None]
         since = [r.since_s for r in group if r.since_s is not None]
-        out.append(NodeRow(node, len(group), min(steps, default=None), max(steps, default=None),
-                           max(times, default=None), max(since, default=None),
-                           sum(r.stall for r in group), sum(r.straggler for r in group)))
+        out.append(
+            NodeRow(
+                node,
+                len(group),
+                min(steps, default=None),
+                max(steps, default=None),
+                max(times, default=None),
+                max(since, default=None),
+                sum(r.stall for r in group),
+                sum(r.straggler for r in group),
+            )
+        )
     return out
 
 

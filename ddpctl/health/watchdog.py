@@ -35,8 +35,16 @@ RECORD_WAIT_S = 15.0  # how long the other nodes wait for the recording node bef
 
 
 class Watchdog:
-    def __init__(self, layout: RunLayout, attempt: int, node: str, node_rank: int, policy: HealthSettings,
-                 *, end_attempt: Callable[[], None]) -> None:
+    def __init__(
+        self,
+        layout: RunLayout,
+        attempt: int,
+        node: str,
+        node_rank: int,
+        policy: HealthSettings,
+        *,
+        end_attempt: Callable[[], None],
+    ) -> None:
         self.layout, self.attempt, self.node, self.node_rank = layout, attempt, node, node_rank
         self.policy, self.end_attempt = policy, end_attempt
         self.started = time.time()
@@ -70,17 +78,31 @@ class Watchdog:
         for found in find_stragglers(records, self.policy.straggler_factor, self.policy.straggler_steps):
             if found.rank not in self._flagged:
                 self._flagged.add(found.rank)
-                append_event(self.layout.events, "straggler", attempt=self.attempt, rank=found.rank,
-                             node=found.node, busy_s=round(found.busy_s, 4), median_s=round(found.median_s, 4),
-                             factor=round(found.factor, 2), threshold=self.policy.straggler_factor,
-                             steps=self.policy.straggler_steps)
+                append_event(
+                    self.layout.events,
+                    "straggler",
+                    attempt=self.attempt,
+                    rank=found.rank,
+                    node=found.node,
+                    busy_s=round(found.busy_s, 4),
+                    median_s=round(found.median_s, 4),
+                    factor=round(found.factor, 2),
+                    threshold=self.policy.straggler_factor,
+                    steps=self.policy.straggler_steps,
+                )
 
     def on_hang(self, verdict: HangVerdict | None, records: dict[int, dict[str, Any]]) -> None:
         first = verdict is not None and self._claim(verdict)
-        local = {rank: info for rank, info in placements(self.layout, self.attempt).items()
-                 if info.get("node") == self.node and isinstance(info.get("pid"), int)}
-        why = f"no rank progressed for {verdict.idle_s} s (allowed {verdict.allowed_s:g} s)" if verdict else \
-            "another node found the attempt hung"
+        local = {
+            rank: info
+            for rank, info in placements(self.layout, self.attempt).items()
+            if info.get("node") == self.node and isinstance(info.get("pid"), int)
+        }
+        why = (
+            f"no rank progressed for {verdict.idle_s} s (allowed {verdict.allowed_s:g} s)"
+            if verdict
+            else "another node found the attempt hung"
+        )
         for rank, info in sorted(local.items()):
             dump_stacks(self.layout.rank_log(self.attempt, rank), int(info["pid"]), why)
         time.sleep(DUMP_WAIT_S)
@@ -127,11 +149,16 @@ class Watchdog:
             step = records.get(rank, {}).get("step")
             states.append(RankState(rank, node, step if isinstance(step, int) else None, tuple(frames)))
         first = culprits(states)
-        append_event(self.layout.events, "hang", attempt=self.attempt, idle_s=verdict.idle_s,
-                     timeout_s=verdict.allowed_s, allowance=verdict.why,
-                     culprits=[{"rank": s.rank, "node": s.node, "step": s.step, "where": where(list(s.frames))}
-                               for s in first],
-                     ranks={str(s.rank): {"step": s.step, "where": where(list(s.frames))} for s in states})
+        append_event(
+            self.layout.events,
+            "hang",
+            attempt=self.attempt,
+            idle_s=verdict.idle_s,
+            timeout_s=verdict.allowed_s,
+            allowance=verdict.why,
+            culprits=[{"rank": s.rank, "node": s.node, "step": s.step, "where": where(list(s.frames))} for s in first],
+            ranks={str(s.rank): {"step": s.step, "where": where(list(s.frames))} for s in states},
+        )
 
 
 def dump_stacks(log: Path, pid: int, why: str) -> None:

@@ -42,13 +42,13 @@ def parse_rank_spec(spec: str) -> frozenset[int]:
         item = raw.strip()
         match = _RANK_ITEM.match(item)
         if not match:
-            raise LogsError(f"--rank {spec!r}: bad item {item!r}; allowed: ranks and ranges separated by "
-                            "commas, e.g. 0,3-5")
+            raise LogsError(
+                f"--rank {spec!r}: bad item {item!r}; allowed: ranks and ranges separated by commas, e.g. 0,3-5"
+            )
         low = int(match.group(1))
         high = int(match.group(2) or low)
         if high < low:
-            raise LogsError(f"--rank {spec!r}: range {item!r} runs backwards; "
-                            f"allowed: LOW-HIGH, e.g. {high}-{low}")
+            raise LogsError(f"--rank {spec!r}: range {item!r} runs backwards; allowed: LOW-HIGH, e.g. {high}-{low}")
         if high > _MAX_RANK:
             raise LogsError(f"--rank {spec!r}: rank {high} is too large; allowed: 0-{_MAX_RANK}")
         ranks.update(range(low, high + 1))
@@ -61,8 +61,7 @@ def check_ranks(ranks: frozenset[int] | None, world: int) -> None:
         return
     outside = sorted(r for r in ranks if r >= world)
     if outside:
-        raise LogsError(f"--rank: rank {outside[0]} is outside the job's world size {world}; "
-                        f"allowed: 0-{world - 1}")
+        raise LogsError(f"--rank: rank {outside[0]} is outside the job's world size {world}; allowed: 0-{world - 1}")
 
 
 def parse_nodes(spec: str) -> frozenset[str]:
@@ -108,8 +107,9 @@ def compile_grep(pattern: str) -> re.Pattern[str]:
     try:
         return re.compile(pattern)
     except re.error as err:
-        raise LogsError(f"--grep {pattern!r}: not a valid regular expression ({err}); "
-                        "allowed: Python re syntax") from None
+        raise LogsError(
+            f"--grep {pattern!r}: not a valid regular expression ({err}); allowed: Python re syntax"
+        ) from None
 
 
 @dataclass(frozen=True)
@@ -147,7 +147,7 @@ class LineSplitter:
         if cut < 0:
             self._pending = buf
             return self.flush() if len(buf) > MAX_PENDING else []
-        self._pending = buf[cut + 1:]
+        self._pending = buf[cut + 1 :]
         lines = buf[:cut].decode("utf-8", "replace").split("\n")
         if len(self._pending) > MAX_PENDING:
             lines.extend(self.flush())

@@ -115,12 +115,16 @@ def root_cause_note(failures: list[RankFailure], attempt: int, scanned: int) -> 
     first = order_failures(failures)[0]
     why = "earliest NCCL/Gloo error; no other kind" if first.hit.collateral else "earliest non-NCCL error"
     where = f"rank {first.source.rank} on {first.source.node or '?'}, {first.hit.where}"
-    return (f"-- first failure in attempt {attempt}: {where}"
-            f" ({why}, {len(failures)} of {scanned} ranks failed): {first.hit.text} --")
+    return (
+        f"-- first failure in attempt {attempt}: {where}"
+        f" ({why}, {len(failures)} of {scanned} ranks failed): {first.hit.text} --"
+    )
 
 
-def with_launcher_reports(found: dict[int, RankFailure], reports: list[tuple[Source, LauncherFailure, str, float]],
-                          ) -> list[RankFailure]:
+def with_launcher_reports(
+    found: dict[int, RankFailure],
+    reports: list[tuple[Source, LauncherFailure, str, float]],
+) -> list[RankFailure]:
     """Each rank's failure from its own log and its launcher's report (source, failure, log name, fallback
     time): the rank log's real error wins (it has the detail), then a death the launcher saw (a signal, or
     an exit status with nothing in the rank log), then the rank log's collateral error."""

@@ -125,9 +125,18 @@ def poll_files(files: AttemptFiles, sink: Sink, flt: LineFilter) -> bool:
 
 
 class Follower:
-    def __init__(self, layout: RunLayout, job_id: str, flt: LineFilter, sink: Sink,
-                 query: Callable[[], JobState], *, attempt: int | None = None, pinned: bool = False,
-                 config: FollowConfig | None = None) -> None:
+    def __init__(
+        self,
+        layout: RunLayout,
+        job_id: str,
+        flt: LineFilter,
+        sink: Sink,
+        query: Callable[[], JobState],
+        *,
+        attempt: int | None = None,
+        pinned: bool = False,
+        config: FollowConfig | None = None,
+    ) -> None:
         self.layout, self.job_id, self.flt, self.sink, self.query = layout, job_id, flt, sink, query
         self.config = config or FollowConfig()
         self.pinned = pinned

@@ -31,7 +31,8 @@ _RANK = re.compile(r"^(\d+)")
 _EXIT = re.compile(r"^(-?\d+)(?:\s*\(pid:\s*(\d+)\))?")
 _GLOG_FAILED = re.compile(
     r"^[EWIF](\d{2})(\d{2}) (\d{2}):(\d{2}):(\d{2})(\.\d+)? .*failed \(exitcode: -?\d+\) local_rank: \d+ "
-    r"\(pid: (\d+)\)")
+    r"\(pid: (\d+)\)"
+)
 
 
 @dataclass(frozen=True)

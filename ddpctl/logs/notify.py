@@ -14,8 +14,9 @@ import select
 import sys
 from pathlib import Path
 
-LOCAL_FS = frozenset({"ext2", "ext3", "ext4", "xfs", "btrfs", "tmpfs", "ramfs", "f2fs", "zfs", "overlay",
-                      "jfs", "reiserfs", "bcachefs"})
+LOCAL_FS = frozenset(
+    {"ext2", "ext3", "ext4", "xfs", "btrfs", "tmpfs", "ramfs", "f2fs", "zfs", "overlay", "jfs", "reiserfs", "bcachefs"}
+)
 _IN_MODIFY, _IN_ATTRIB, _IN_MOVED_TO, _IN_CREATE, _IN_DELETE = 0x2, 0x4, 0x80, 0x100, 0x200
 _MASK = _IN_MODIFY | _IN_ATTRIB | _IN_MOVED_TO | _IN_CREATE | _IN_DELETE
 _IN_NONBLOCK, _IN_CLOEXEC = 0o4000, 0o2000000

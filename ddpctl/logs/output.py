@@ -15,8 +15,20 @@ from ddpctl.logs.failures import ErrorHit
 from ddpctl.sanitize import visible, visible_lines
 
 # Prefix colours cycle by rank: a rank has the same colour in every attempt and every run of the command.
-PALETTE = ("cyan", "green", "yellow", "magenta", "blue", "red",
-           "bright_cyan", "bright_green", "bright_yellow", "bright_magenta", "bright_blue", "bright_red")
+PALETTE = (
+    "cyan",
+    "green",
+    "yellow",
+    "magenta",
+    "blue",
+    "red",
+    "bright_cyan",
+    "bright_green",
+    "bright_yellow",
+    "bright_magenta",
+    "bright_blue",
+    "bright_red",
+)
 
 
 class Sink(Protocol):
@@ -65,7 +77,6 @@ class PlainSink(Buffered):
         self.lines(source, [f"{hit.where}: {hit.text}{kind}"])
 
 
-
 class ColorSink(PlainSink):
     """Plain output with each prefix in its rank's colour; styles are rendered to ANSI once per source."""
 
@@ -107,14 +118,21 @@ class JsonSink(Buffered):
         print(text if self.raw else visible(text), file=self.err, flush=True)
 
     def failure(self, source: Source, hit: ErrorHit) -> None:
-        obj = {"attempt": source.attempt, "node": source.node, "rank": source.rank, "text": hit.text,
-               "line": hit.line_no, "collateral": hit.collateral, **({"file": hit.file} if hit.file else {})}
+        obj = {
+            "attempt": source.attempt,
+            "node": source.node,
+            "rank": source.rank,
+            "text": hit.text,
+            "line": hit.line_no,
+            "collateral": hit.collateral,
+            **({"file": hit.file} if hit.file else {}),
+        }
         self._buf.append(json.dumps(obj) + "\n")
 
 
-
-def make_sink(out: TextIO, err: TextIO, env: Mapping[str, str], *, json_lines: bool, no_color: bool,
-              raw: bool = False) -> Sink:
+def make_sink(
+    out: TextIO, err: TextIO, env: Mapping[str, str], *, json_lines: bool, no_color: bool, raw: bool = False
+) -> Sink:
     """JSON, or colour when allowed (not --no-color, no NO_COLOR, a terminal or FORCE_COLOR), else plain.
     `raw`: rank output as written, control characters included (--raw)."""
     if json_lines:

@@ -58,8 +58,13 @@ def job_state(record: JobRecord, state_fn: StateFn = current_state) -> JobState:
     return state_fn(record)
 
 
-def show_logs(record: JobRecord, request: LogsRequest, sink: Sink, state_fn: StateFn = current_state,
-              config: FollowConfig | None = None) -> JobState | None:
+def show_logs(
+    record: JobRecord,
+    request: LogsRequest,
+    sink: Sink,
+    state_fn: StateFn = current_state,
+    config: FollowConfig | None = None,
+) -> JobState | None:
     """Print the job's logs as requested; with `follow`, returns the terminal state the job reached."""
     layout = RunLayout(Path(record.run_dir))
     available = list_attempts(layout.root)
@@ -83,9 +88,16 @@ def show_logs(record: JobRecord, request: LogsRequest, sink: Sink, state_fn: Sta
     if request.attempt == ALL and selected:
         dump(layout, selected[:-1], request, sink, lambda: True)
         sink.note(attempt_banner(selected[-1]))
-    follower = Follower(layout, record.job_id, request.flt, sink, query,
-                        attempt=selected[-1] if selected else None, pinned=isinstance(request.attempt, int),
-                        config=config)
+    follower = Follower(
+        layout,
+        record.job_id,
+        request.flt,
+        sink,
+        query,
+        attempt=selected[-1] if selected else None,
+        pinned=isinstance(request.attempt, int),
+        config=config,
+    )
     return follower.run()
 
 
@@ -101,8 +113,9 @@ def check_filters(layout: RunLayout, attempts: list[int], flt: LineFilter) -> No
     check_nodes(flt.nodes, names)
 
 
-def dump(layout: RunLayout, attempts: list[int], request: LogsRequest, sink: Sink,
-         terminal: Callable[[], bool]) -> None:
+def dump(
+    layout: RunLayout, attempts: list[int], request: LogsRequest, sink: Sink, terminal: Callable[[], bool]
+) -> None:
     """All written so far; a partial last line only where its writer is gone (older attempt, job ended).
 
     The job state is asked for only if some file of the newest attempt ends without a newline.

@@ -20,8 +20,9 @@ def overdue(requested_at: float | None, lead_s: int, now: float, acknowledged: b
 
 
 class AckWatch:
-    def __init__(self, layout: RunLayout, attempt: int, node_rank: int, lead_s: int,
-                 clock: Callable[[], float] = time.time) -> None:
+    def __init__(
+        self, layout: RunLayout, attempt: int, node_rank: int, lead_s: int, clock: Callable[[], float] = time.time
+    ) -> None:
         self.layout, self.attempt, self.node_rank, self.lead_s, self.clock = layout, attempt, node_rank, lead_s, clock
         self.requested_at: float | None = None
         self.reported = False
@@ -40,10 +41,18 @@ class AckWatch:
             return False
         self.reported = True
         listeners = read_listeners(self.layout, self.attempt)
-        append_event(self.layout.events, "stop-unacknowledged", attempt=self.attempt, waited_s=self.lead_s,
-                     listeners=list(listeners))
+        append_event(
+            self.layout.events,
+            "stop-unacknowledged",
+            attempt=self.attempt,
+            waited_s=self.lead_s,
+            listeners=list(listeners),
+        )
         who = "no rank listens for stops" if not listeners else f"{len(listeners)} rank(s) listen but did not stop"
-        print(f"ddpctl launch: WARNING: no rank acknowledged the stop within its lead time ({self.lead_s} s): "
-              f"{who}; the script keeps training until it ends or is killed, and work since its own last "
-              f"checkpoint is lost; {HOW_TO}", flush=True)
+        print(
+            f"ddpctl launch: WARNING: no rank acknowledged the stop within its lead time ({self.lead_s} s): "
+            f"{who}; the script keeps training until it ends or is killed, and work since its own last "
+            f"checkpoint is lost; {HOW_TO}",
+            flush=True,
+        )
         return True

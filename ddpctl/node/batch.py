@@ -41,9 +41,15 @@ def batch_start(layout: RunLayout, env: Mapping[str, str]) -> None:
     # SLURM_JOB_ID 7: the events name it with that one id. On Slurm it is the id of the job running this attempt
     # (a chained successor has its own).
     job_id = layout.root.name if env.get(LOCAL_ENV_FLAG) else env.get("SLURM_JOB_ID")
-    append_event(layout.events, "attempt-start", attempt=attempt, job_id=job_id,
-                 nodes=env.get("SLURM_JOB_NODELIST"), batch_host=socket.gethostname(),
-                 checkpoints_present=checkpoints_present(layout))
+    append_event(
+        layout.events,
+        "attempt-start",
+        attempt=attempt,
+        job_id=job_id,
+        nodes=env.get("SLURM_JOB_NODELIST"),
+        batch_host=socket.gethostname(),
+        checkpoints_present=checkpoints_present(layout),
+    )
 
 
 def checkpoints_present(layout: RunLayout) -> bool | None:
@@ -65,8 +71,14 @@ def record_unacknowledged(layout: RunLayout, attempt: int) -> None:
     events = [e for e in read_events(layout.events) if e.get("attempt") == attempt]
     names = {e.get("event") for e in events}
     if "signal" in names and "stop-unacknowledged" not in names and not layout.stopped_marker(attempt).exists():
-        append_event(layout.events, "stop-unacknowledged", attempt=attempt, waited_s=None,
-                     listeners=list(read_listeners(layout, attempt)), killed=True)
+        append_event(
+            layout.events,
+            "stop-unacknowledged",
+            attempt=attempt,
+            waited_s=None,
+            listeners=list(read_listeners(layout, attempt)),
+            killed=True,
+        )
 
 
 # A rehearsal's signal arrives within a second of its request; an older request is stale and must not relabel
@@ -103,14 +115,14 @@ def parse_time_left(text: str | None) -> int | None:
         return None
 
 
-def on_signal(layout: RunLayout, env: Mapping[str, str], signal_name: str,
-              time_left: Callable[[], int | None], fan_out: FanOut) -> dict[str, Any]:
+def on_signal(
+    layout: RunLayout, env: Mapping[str, str], signal_name: str, time_left: Callable[[], int | None], fan_out: FanOut
+) -> dict[str, Any]:
     spec = run_spec(layout)
     attempt = attempt_of(env)
     left = time_left()
     kind = requested_kind(layout) or classify_signal(left, spec.requeue.lead_s)
-    event = append_event(layout.events, "signal", attempt=attempt, signal=signal_name, kind=kind,
-                         time_left_s=left)
+    event = append_event(layout.events, "signal", attempt=attempt, signal=signal_name, kind=kind, time_left_s=left)
     # Two routes to every node: the stop files on the shared run dir, and the signal itself to each node's
     # launcher (which catches it; torchrun and the workers ignore it).
     for node_rank in range(spec.nodes):
@@ -127,8 +139,9 @@ def run_outcome(layout: RunLayout, events: list[dict[str, Any]], attempt: int, e
     kinds = [e.get("kind") for e in events if e.get("event") == "signal"]
     kind = kinds[-1] if kinds and kinds[-1] in ("timeout", "preemption") else None
     node_exits = [e["exit"] for e in events if e.get("event") == "node-exit" and isinstance(e.get("exit"), int)]
-    return RunOutcome(exit_code=root_exit(exit_code, node_exits), stopped=layout.stopped_marker(attempt).exists(),
-                      signal_kind=kind)
+    return RunOutcome(
+        exit_code=root_exit(exit_code, node_exits), stopped=layout.stopped_marker(attempt).exists(), signal_kind=kind
+    )
 
 
 def decide_run(layout: RunLayout, env: Mapping[str, str], exit_code: int) -> Decision:
@@ -138,8 +151,9 @@ def decide_run(layout: RunLayout, env: Mapping[str, str], exit_code: int) -> Dec
     outcome = run_outcome(layout, events, attempt, exit_code)
     used = count_requeues(events, attempt)
     decision = decide(outcome, spec.requeue, used)
-    append_event(layout.events, "decision", attempt=attempt, step_exit=exit_code, stopped=outcome.stopped,
-                 **decision.as_event())
+    append_event(
+        layout.events, "decision", attempt=attempt, step_exit=exit_code, stopped=outcome.stopped, **decision.as_event()
+    )
     return decision
 
 

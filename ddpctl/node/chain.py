@@ -65,10 +65,16 @@ def submit_successor(layout: RunLayout, env: Mapping[str, str], why: str, runner
     if existing is not None:
         return existing
     options = [f"--dependency=afterany:{job_id}", f"--output={layout.batch_log}", "--open-mode=append"]
-    successor = commands.sbatch(str(layout.script_file), options, runner,
-                                args=[str(layout.root), str(attempt + 1)])
-    append_event(layout.events, "chain-submit", attempt=attempt, job_id=successor, predecessor=job_id,
-                 next_attempt=attempt + 1, why=why)
+    successor = commands.sbatch(str(layout.script_file), options, runner, args=[str(layout.root), str(attempt + 1)])
+    append_event(
+        layout.events,
+        "chain-submit",
+        attempt=attempt,
+        job_id=successor,
+        predecessor=job_id,
+        next_attempt=attempt + 1,
+        why=why,
+    )
     if layout.cancel_request.exists():  # `cancel` ran meanwhile and may not have seen the event above
         cancel_quietly(successor, runner)
         append_event(layout.events, "chain-drop", attempt=attempt, job_id=successor, why="run cancelled")
@@ -92,8 +98,12 @@ def may_start(layout: RunLayout, env: Mapping[str, str]) -> str | None:
         return "the run was cancelled"
     attempt = attempt_number(env)
     for event in read_events(layout.events):
-        if event.get("event") == "decision" and event.get("action") == "finish" and \
-                isinstance(event.get("attempt"), int) and event["attempt"] < attempt:
+        if (
+            event.get("event") == "decision"
+            and event.get("action") == "finish"
+            and isinstance(event.get("attempt"), int)
+            and event["attempt"] < attempt
+        ):
             return f"the run already finished in attempt {event['attempt']} ({event.get('reason')})"
     return None
 

@@ -59,8 +59,7 @@ class Decision:
 
 
 def budget_of(policy: RequeuePolicy, kind: Kind) -> int:
-    return {"preemption": policy.max_preemptions, "timeout": policy.max_timeouts,
-            "failure": policy.max_failures}[kind]
+    return {"preemption": policy.max_preemptions, "timeout": policy.max_timeouts, "failure": policy.max_failures}[kind]
 
 
 def count_requeues(events: Iterable[Mapping[str, Any]], current_attempt: int) -> dict[Kind, int]:

@@ -70,8 +70,7 @@ def prepare(run_dir: Path, env: Mapping[str, str]) -> tuple[JobSpec, DistEnv, Ru
         ifname = spec.nccl.socket_ifname or netif.pick_ifname(dist.node_name)
         local_addr = local_address(dist.node_name, ifname)
     python = spec.python or sys.executable
-    plan = node_plan(spec, dist, layout, python=python, ifname=ifname, local_addr=local_addr,
-                     inherited=dict(env))
+    plan = node_plan(spec, dist, layout, python=python, ifname=ifname, local_addr=local_addr, inherited=dict(env))
     return spec, dist, layout, plan
 
 
@@ -82,8 +81,14 @@ def write_node_info(layout: RunLayout, dist: DistEnv, static: bool) -> None:
     # placement (rank-<r>.json), and an empty list here says "not known by the launcher".
     first = dist.node_rank * dist.nproc_per_node
     ranks = list(range(first, first + dist.nproc_per_node)) if static else []
-    info = {"node": dist.node_name, "node_rank": dist.node_rank, "nproc_per_node": dist.nproc_per_node,
-            "ranks": ranks, "pid": os.getpid(), "started": time.time()}
+    info = {
+        "node": dist.node_name,
+        "node_rank": dist.node_rank,
+        "nproc_per_node": dist.nproc_per_node,
+        "ranks": ranks,
+        "pid": os.getpid(),
+        "started": time.time(),
+    }
     safeio.write_text_atomic(path, json.dumps(info) + "\n")
 
 
@@ -108,8 +113,13 @@ class Relay:
         stop_file.parent.mkdir(parents=True, exist_ok=True)
         safeio.touch(stop_file)
         if not self.stop_received:
-            append_event(self.layout.events, "stop-signal", node=self.dist.node_name,
-                         attempt=self.dist.restart_count, signal=signal.Signals(signum).name)
+            append_event(
+                self.layout.events,
+                "stop-signal",
+                node=self.dist.node_name,
+                attempt=self.dist.restart_count,
+                signal=signal.Signals(signum).name,
+            )
         self.stop_received = True
         self.ack.stop_requested()
 
@@ -129,8 +139,13 @@ class Relay:
 def run_torchrun(plan: NodePlan, relay: Relay, log_path: Path, env: Mapping[str, str]) -> int:
     log_path.parent.mkdir(parents=True, exist_ok=True)
     with safeio.open_append_file(log_path) as log:
-        relay.child = proc.spawn(plan.argv, env={**env, **plan.env_dict()}, stdout=log, stderr=proc.STDOUT,
-                                 preexec_fn=relay.ignore_stop_in_child)  # single-threaded here; sets SIG_IGN only
+        relay.child = proc.spawn(
+            plan.argv,
+            env={**env, **plan.env_dict()},
+            stdout=log,
+            stderr=proc.STDOUT,
+            preexec_fn=relay.ignore_stop_in_child,
+        )  # single-threaded here; sets SIG_IGN only
         # Polled, not a blocking wait: a stop that no rank acknowledges must be reported while it still matters.
         while (code := relay.child.poll()) is None:
             relay.ack.tick()
@@ -143,10 +158,17 @@ def launch(run_dir: Path, env: Mapping[str, str]) -> int:
     relay = Relay(layout, dist, proc.signal_named(spec.requeue.signal), spec.requeue.lead_s)
     relay.install()
     write_node_info(layout, dist, static=spec.rdzv == "static")
-    append_event(layout.events, "launch", node=dist.node_name, attempt=dist.restart_count, dist=dist.as_json(),
-                 argv=list(plan.argv))
-    watchdog = Watchdog(layout, dist.restart_count, dist.node_name, dist.node_rank, spec.health,
-                        end_attempt=relay.end_attempt)
+    append_event(
+        layout.events,
+        "launch",
+        node=dist.node_name,
+        attempt=dist.restart_count,
+        dist=dist.as_json(),
+        argv=list(plan.argv),
+    )
+    watchdog = Watchdog(
+        layout, dist.restart_count, dist.node_name, dist.node_rank, spec.health, end_attempt=relay.end_attempt
+    )
     watchdog.start()
     code = run_torchrun(plan, relay, layout.node_log(dist.restart_count, dist.node_rank), env)
     watchdog.stop()
@@ -154,8 +176,19 @@ def launch(run_dir: Path, env: Mapping[str, str]) -> int:
     # A node stopped for requeue exits 0 like a finished one: srun --kill-on-bad-exit must not take down
     # nodes still leaving cleanly. The stopped marker, not this status, tells the batch shell to requeue.
     final = code or (exitcodes.FAILURE if watchdog.hung else 0)  # a hung attempt is a failure, never a success
-    append_event(layout.events, "node-exit", node=dist.node_name, attempt=dist.restart_count,
-                 torchrun_exit=code, exit=final, stopped=stopped, hang=watchdog.hung)
-    print(f"ddpctl launch [{dist.node_name}]: torchrun exited {code}; launch exits {final}"
-          f"{' (stopped for requeue)' if stopped else ''}", flush=True)
+    append_event(
+        layout.events,
+        "node-exit",
+        node=dist.node_name,
+        attempt=dist.restart_count,
+        torchrun_exit=code,
+        exit=final,
+        stopped=stopped,
+        hang=watchdog.hung,
+    )
+    print(
+        f"ddpctl launch [{dist.node_name}]: torchrun exited {code}; launch exits {final}"
+        f"{' (stopped for requeue)' if stopped else ''}",
+        flush=True,
+    )
     return final

@@ -23,10 +23,17 @@ def local_hosts(nodes: int) -> tuple[tuple[str, ...], str]:
 def local_node_env(spec: JobSpec, job_number: int, attempt: int, node_rank: int) -> dict[str, str]:
     hosts, node_list = local_hosts(spec.nodes)
     env = {
-        "SLURM_JOB_ID": str(job_number), "SLURM_JOB_NAME": spec.name, "SLURM_JOB_NODELIST": node_list,
-        "SLURM_JOB_NUM_NODES": str(spec.nodes), "SLURM_NNODES": str(spec.nodes), "SLURM_NODEID": str(node_rank),
-        "SLURMD_NODENAME": hosts[node_rank], "SLURM_STEP_ID": "0", "SLURM_PROCID": str(node_rank),
-        "SLURM_NTASKS": str(spec.nodes), LOCAL_ENV_FLAG: "1",
+        "SLURM_JOB_ID": str(job_number),
+        "SLURM_JOB_NAME": spec.name,
+        "SLURM_JOB_NODELIST": node_list,
+        "SLURM_JOB_NUM_NODES": str(spec.nodes),
+        "SLURM_NNODES": str(spec.nodes),
+        "SLURM_NODEID": str(node_rank),
+        "SLURMD_NODENAME": hosts[node_rank],
+        "SLURM_STEP_ID": "0",
+        "SLURM_PROCID": str(node_rank),
+        "SLURM_NTASKS": str(spec.nodes),
+        LOCAL_ENV_FLAG: "1",
     }
     if attempt > 0:  # like Slurm: absent on the first run
         env["SLURM_RESTART_COUNT"] = str(attempt)

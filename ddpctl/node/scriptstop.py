@@ -129,14 +129,19 @@ def after_script(status: int, env: Mapping[str, str]) -> dict[str, Any] | None:
     if marker.exists():  # the script also used ddpctl.runtime, which recorded the agreed stop itself
         return None
     newest = newest_checkpoint(Path(env.get(envvars.CKPT_DIR, "") or layout.default_checkpoints))
-    record = {"step": None, "checkpoint": newest["path"] if newest else None,
-              "checkpoint_mtime": newest["mtime"] if newest else None, "signal_time": stopflag.stop_time(),
-              "source": "script", "attempt": attempt, "time": time.time()}
+    record = {
+        "step": None,
+        "checkpoint": newest["path"] if newest else None,
+        "checkpoint_mtime": newest["mtime"] if newest else None,
+        "signal_time": stopflag.stop_time(),
+        "source": "script",
+        "attempt": attempt,
+        "time": time.time(),
+    }
     tmp = marker.with_name(f".{marker.name}.{os.getpid()}")
     tmp.write_text(json.dumps(record) + "\n")
     tmp.replace(marker)
     append_event(layout.events, "stop", **{k: v for k, v in record.items() if k != "time"})
     saved = f"newest checkpoint {newest['path']}" if newest else "no file in the checkpoint directory"
-    print(f"[ddpctl.worker] the script stopped itself after the stop request ({saved}); the job requeues",
-          flush=True)
+    print(f"[ddpctl.worker] the script stopped itself after the stop request ({saved}); the job requeues", flush=True)
     return record

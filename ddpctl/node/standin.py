@@ -78,12 +78,15 @@ class Node:
             path = Path(pattern.format(rank=rank))
             fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW, 0o644)
             self.logs.append(os.fdopen(fd, "a", buffering=1))
-            atomic_json(rank_info_of(path), {"rank": rank, "local_rank": local, "group_rank": args.node_rank,
-                                             "node": self.node})
+            atomic_json(
+                rank_info_of(path), {"rank": rank, "local_rank": local, "group_rank": args.node_rank, "node": self.node}
+            )
             # As a rank using StopAgreement does: `ddpctl preempt` waits for a rank that listens for stops.
             stopflag.announce_listener("ddpctl.node.standin (agreed stop)", {**env, "RANK": str(rank)})
-        self.say(f"[ddpctl.worker] rank={{rank}} attempt={self.attempt} node={self.node} pid={os.getpid()} "
-                 "script=ddpctl.node.standin")
+        self.say(
+            f"[ddpctl.worker] rank={{rank}} attempt={self.attempt} node={self.node} pid={os.getpid()} "
+            "script=ddpctl.node.standin"
+        )
         self.seen_recorded = False
 
     def say(self, line: str) -> None:
@@ -108,8 +111,9 @@ class Node:
             source = stopflag.stop_source() if own else "another node"
             if own:
                 (self.shared / "requested").touch()
-            atomic_json(self.shared / f"seen-node-{self.args.node_rank}.json",
-                        {"t": seen, "source": source, "node": self.node})
+            atomic_json(
+                self.shared / f"seen-node-{self.args.node_rank}.json", {"t": seen, "source": source, "node": self.node}
+            )
             self.say(f"[standin] stop seen at t={seen:.3f} ({source})")
         return True
 
@@ -142,9 +146,15 @@ class Node:
             self.ckpt.parent.mkdir(parents=True, exist_ok=True)
             atomic_json(self.ckpt, {"step": target})
             seen = [json.loads(p.read_text())["t"] for p in self.shared.glob("seen-node-*.json")]
-            record = {"step": target, "checkpoint": str(self.ckpt), "signal_time": min(seen, default=None),
-                      "source": stopflag.stop_source() or "another rank", "attempt": self.attempt,
-                      "world_size": self.args.nnodes * self.args.nproc_per_node, "time": time.time()}
+            record = {
+                "step": target,
+                "checkpoint": str(self.ckpt),
+                "signal_time": min(seen, default=None),
+                "source": stopflag.stop_source() or "another rank",
+                "attempt": self.attempt,
+                "world_size": self.args.nnodes * self.args.nproc_per_node,
+                "time": time.time(),
+            }
             atomic_json(marker, record)
             append_event(self.layout.events, "stop", **{k: v for k, v in record.items() if k != "time"})
         deadline = time.monotonic() + AGREE_TIMEOUT_S

@@ -35,8 +35,12 @@ def checkpoint_dir(spec: JobSpec, layout: RunLayout) -> Path:
 def rendezvous_args(spec: JobSpec, dist: DistEnv, local_addr: str | None) -> list[str]:
     endpoint = f"{dist.master_addr}:{dist.master_port}"
     if spec.rdzv == "static":
-        return [f"--master-addr={dist.master_addr}", f"--master-port={dist.master_port}",
-                f"--node-rank={dist.node_rank}", "--rdzv-backend=static"]
+        return [
+            f"--master-addr={dist.master_addr}",
+            f"--master-port={dist.master_port}",
+            f"--node-rank={dist.node_rank}",
+            "--rdzv-backend=static",
+        ]
     args = ["--rdzv-backend=c10d", f"--rdzv-endpoint={endpoint}", f"--rdzv-id={dist.rdzv_id}"]
     if local_addr:
         # The address this agent advertises; without it torchrun uses the FQDN, which on many clusters
@@ -47,20 +51,35 @@ def rendezvous_args(spec: JobSpec, dist: DistEnv, local_addr: str | None) -> lis
 
 def standin_argv(spec: JobSpec, dist: DistEnv, python: str) -> list[str]:
     """Test/benchmark-only (envvars.STANDIN): the torch-free stand-in plays this node's ranks."""
-    return [python, "-m", "ddpctl.node.standin", f"--nnodes={dist.nnodes}",
-            f"--nproc-per-node={dist.nproc_per_node}", f"--node-rank={dist.node_rank}", *spec.args]
+    return [
+        python,
+        "-m",
+        "ddpctl.node.standin",
+        f"--nnodes={dist.nnodes}",
+        f"--nproc-per-node={dist.nproc_per_node}",
+        f"--node-rank={dist.node_rank}",
+        *spec.args,
+    ]
 
 
 def torchrun_argv(spec: JobSpec, dist: DistEnv, python: str, local_addr: str | None = None) -> list[str]:
     if dict(spec.env).get(envvars.STANDIN) == "1":
         return standin_argv(spec, dist, python)
     return [
-        python, "-m", "torch.distributed.run",
-        f"--nnodes={dist.nnodes}", f"--nproc-per-node={dist.nproc_per_node}",
+        python,
+        "-m",
+        "torch.distributed.run",
+        f"--nnodes={dist.nnodes}",
+        f"--nproc-per-node={dist.nproc_per_node}",
         f"--max-restarts={spec.max_restarts}",
         *rendezvous_args(spec, dist, local_addr),
         # ddpctl.node.worker redirects each rank's output to its stable rank-<N>.log and watches for the stop flag.
-        "--no-python", python, "-m", "ddpctl.node.worker", spec.script, *spec.args,
+        "--no-python",
+        python,
+        "-m",
+        "ddpctl.node.worker",
+        spec.script,
+        *spec.args,
     ]
 
 
@@ -101,8 +120,14 @@ def omp_threads(spec: JobSpec) -> int:
 
 
 def node_plan(
-    spec: JobSpec, dist: DistEnv, layout: RunLayout, *, python: str, ifname: str | None,
-    local_addr: str | None = None, inherited: dict[str, str] | None = None,
+    spec: JobSpec,
+    dist: DistEnv,
+    layout: RunLayout,
+    *,
+    python: str,
+    ifname: str | None,
+    local_addr: str | None = None,
+    inherited: dict[str, str] | None = None,
 ) -> NodePlan:
     env = [*spec.env, *network_env(spec, ifname), *ddpctl_env(spec, dist, layout)]
     if "OMP_NUM_THREADS" not in (inherited or {}) and "OMP_NUM_THREADS" not in dict(spec.env):

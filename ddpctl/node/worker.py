@@ -52,10 +52,15 @@ def redirect_output(env: Mapping[str, str]) -> Path | None:
 def record_placement(log: Path, env: Mapping[str, str]) -> None:
     """rank-<R>.json beside the log: which node this rank runs on. Only the worker knows: with c10d rendezvous
     torchrun orders nodes by address, not by SLURM_NODEID, so the launcher cannot tell which ranks it got."""
-    info = {"rank": int(env.get("RANK", "0")), "local_rank": int(env.get("LOCAL_RANK", "0")),
-            "group_rank": int(env.get("GROUP_RANK", "0")), "node": env.get(envvars.NODE_NAME, "?"),
-            # For the hang watchdog: whom to signal for a stack dump, and which thread in it is the main one.
-            "pid": os.getpid(), "main_thread": threading.main_thread().ident}
+    info = {
+        "rank": int(env.get("RANK", "0")),
+        "local_rank": int(env.get("LOCAL_RANK", "0")),
+        "group_rank": int(env.get("GROUP_RANK", "0")),
+        "node": env.get(envvars.NODE_NAME, "?"),
+        # For the hang watchdog: whom to signal for a stack dump, and which thread in it is the main one.
+        "pid": os.getpid(),
+        "main_thread": threading.main_thread().ident,
+    }
     target = rank_info_of(log)
     safeio.write_text_atomic(target, json.dumps(info) + "\n")
 

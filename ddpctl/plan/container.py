@@ -85,8 +85,11 @@ def container_command(spec: JobSpec) -> ContainerCommand:
 def pyxis_options(spec: JobSpec, mounts: tuple[str, ...]) -> tuple[str, ...]:
     """srun's pyxis options; GPUs come from enroot's NVIDIA hook for the GPUs Slurm allocated (no flag)."""
     box = spec.container
-    options = [f"--container-image={box.image}", f"--container-mounts={','.join(mounts)}",
-               f"--container-workdir={workdir(spec)}"]
+    options = [
+        f"--container-image={box.image}",
+        f"--container-mounts={','.join(mounts)}",
+        f"--container-workdir={workdir(spec)}",
+    ]
     if box.env:
         options.append(f"--container-env={','.join(box.env)}")  # the host's value wins over the image's
     return (*options, *box.options)
@@ -156,5 +159,7 @@ def probe_verdict(spec: JobSpec, returncode: int | None, output: str) -> tuple[b
     if returncode == 0 and version.startswith("ddpctl "):
         return True, f"{box.runtime} image {box.image}: {version} ({python})"
     why = version or f"exit {returncode}"
-    return False, (f"{box.runtime} image {box.image}: `{python} -m ddpctl --version` failed ({why}); "
-                   f"the image must contain {python} with torch and ddpctl (pip install ddpctl in the image)")
+    return False, (
+        f"{box.runtime} image {box.image}: `{python} -m ddpctl --version` failed ({why}); "
+        f"the image must contain {python} with torch and ddpctl (pip install ddpctl in the image)"
+    )

@@ -89,8 +89,11 @@ def check_network(spec: JobSpec, facts: Facts) -> Check:
         return Check(OK, "network", f"interface set in the spec: {spec.nccl.socket_ifname}")
     if facts.host_address and facts.host_address.startswith("127."):
         where = f"will use {facts.ifname}" if facts.ifname else "no other interface found: set nccl.socket_ifname"
-        return Check(WARN if facts.ifname else FAIL, "network",
-                     f"{facts.hostname} resolves to loopback {facts.host_address}; {where}")
+        return Check(
+            WARN if facts.ifname else FAIL,
+            "network",
+            f"{facts.hostname} resolves to loopback {facts.host_address}; {where}",
+        )
     return Check(OK, "network", f"{facts.hostname} → {facts.host_address or '?'} (interface {facts.ifname or '?'})")
 
 
@@ -98,8 +101,11 @@ def check_requeue(spec: JobSpec, facts: Facts) -> Check:
     if not spec.requeue.enabled:
         return Check(WARN, "requeue", "disabled: a time limit or preemption ends the job")
     if spec.requeue.lead_s < 60:
-        return Check(WARN, "requeue", f"lead_s={spec.requeue.lead_s}: Slurm may signal up to 30 s late; "
-                     "leave room for the checkpoint")
+        return Check(
+            WARN,
+            "requeue",
+            f"lead_s={spec.requeue.lead_s}: Slurm may signal up to 30 s late; leave room for the checkpoint",
+        )
     return Check(OK, "requeue", f"signal {spec.requeue.signal} {spec.requeue.lead_s} s before the limit")
 
 
@@ -115,8 +121,12 @@ def check_container(spec: JobSpec, facts: Facts) -> Check:
     if not spec.container.enabled:
         return Check(OK, "container", "none: the nodes run this host's Python")
     if facts.container is None:  # pyxis
-        return Check(WARN, "container", f"not checked here (pyxis needs a node): run `srun -N1 "
-                     f"--container-image={spec.container.image} {spec.python or 'python3'} -m ddpctl --version`")
+        return Check(
+            WARN,
+            "container",
+            f"not checked here (pyxis needs a node): run `srun -N1 "
+            f"--container-image={spec.container.image} {spec.python or 'python3'} -m ddpctl --version`",
+        )
     ok, detail = facts.container
     return Check(OK if ok else FAIL, "container", detail)
 
@@ -129,8 +139,17 @@ def check_stop_handling(spec: JobSpec, facts: Facts) -> Check:
     return Check(OK, "stop handling", "the script shows a sign of handling stops")
 
 
-CHECKS = (check_tools, check_partition, check_backend, check_torch, check_network, check_requeue,
-          check_stop_handling, check_files, check_container)
+CHECKS = (
+    check_tools,
+    check_partition,
+    check_backend,
+    check_torch,
+    check_network,
+    check_requeue,
+    check_stop_handling,
+    check_files,
+    check_container,
+)
 
 
 def evaluate(spec: JobSpec, facts: Facts) -> list[Check]:
@@ -163,11 +182,19 @@ def gather(spec: JobSpec, script: str | None, runner: proc.Runner = proc.run) ->
         address: str | None = socket.gethostbyname(hostname)
     except OSError:
         address = None
-    return Facts(tools=tools, partition=partition, torch_version=torch_version(),
-                 submitit=importlib.util.find_spec("submitit") is not None, hostname=hostname, host_address=address,
-                 ifname=netif.pick_ifname(hostname), run_dir_writable=writable(Path(spec.run_dir)),
-                 script_syntax_error=bash_syntax_error(script), stop_handling=stopscan.check_script(spec),
-                 container=probe_container(spec))
+    return Facts(
+        tools=tools,
+        partition=partition,
+        torch_version=torch_version(),
+        submitit=importlib.util.find_spec("submitit") is not None,
+        hostname=hostname,
+        host_address=address,
+        ifname=netif.pick_ifname(hostname),
+        run_dir_writable=writable(Path(spec.run_dir)),
+        script_syntax_error=bash_syntax_error(script),
+        stop_handling=stopscan.check_script(spec),
+        container=probe_container(spec),
+    )
 
 
 def probe_container(spec: JobSpec) -> tuple[bool, str] | None:

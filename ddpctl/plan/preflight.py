@@ -46,18 +46,24 @@ def problem(spec: JobSpec, partitions: dict[str, Partition]) -> str | None:
     if not partitions:
         return None
     if spec.partition and spec.partition not in partitions:
-        return (f"{spec.source}: partition: got {spec.partition!r}, expected one of "
-                f"{', '.join(sorted(partitions))} (partitions on this cluster, per sinfo)")
+        return (
+            f"{spec.source}: partition: got {spec.partition!r}, expected one of "
+            f"{', '.join(sorted(partitions))} (partitions on this cluster, per sinfo)"
+        )
     part = partitions.get(spec.partition or "") or next((p for p in partitions.values() if p.default), None)
     if part is None:
         return None
     if spec.nodes > part.nodes:
-        return (f"{spec.source}: nodes: got {spec.nodes}, partition {part.name} has {part.nodes} node(s); the job "
-                "would pend forever (PartitionNodeLimit)")
+        return (
+            f"{spec.source}: nodes: got {spec.nodes}, partition {part.name} has {part.nodes} node(s); the job "
+            "would pend forever (PartitionNodeLimit)"
+        )
     wanted = time_to_seconds(spec.time) if spec.time else None
     if part.max_s is not None and wanted is not None and wanted > part.max_s:
-        return (f"{spec.source}: time: got {spec.time}, partition {part.name} allows at most {part.max_s} s; the "
-                "job would pend forever (PartitionTimeLimit)")
+        return (
+            f"{spec.source}: time: got {spec.time}, partition {part.name} allows at most {part.max_s} s; the "
+            "job would pend forever (PartitionTimeLimit)"
+        )
     return None
 
 

@@ -51,11 +51,19 @@ class RenderInputs:
 def sbatch_options(spec: JobSpec, run_base: Path) -> list[tuple[str, str | None]]:
     """The #SBATCH options in order; a None value is a flag without a value."""
     opts: list[tuple[str, str | None]] = [
-        ("job-name", spec.name), ("nodes", str(spec.nodes)), ("ntasks-per-node", "1"),
+        ("job-name", spec.name),
+        ("nodes", str(spec.nodes)),
+        ("ntasks-per-node", "1"),
     ]
-    optional = [("gpus-per-node", spec.gpus_per_node or None), ("cpus-per-task", spec.cpus_per_task),
-                ("mem", spec.mem), ("time", spec.time), ("partition", spec.partition),
-                ("account", spec.account), ("qos", spec.qos)]
+    optional = [
+        ("gpus-per-node", spec.gpus_per_node or None),
+        ("cpus-per-task", spec.cpus_per_task),
+        ("mem", spec.mem),
+        ("time", spec.time),
+        ("partition", spec.partition),
+        ("account", spec.account),
+        ("qos", spec.qos),
+    ]
     opts += [(key, str(value)) for key, value in optional if value is not None]
     for key, value in spec.sbatch:
         if value is True:

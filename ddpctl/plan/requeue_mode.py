@@ -77,9 +77,11 @@ def pick(spec: JobSpec, facts: ClusterFacts) -> tuple[str, str]:
     reason = needs_chain(facts)
     if backend == "submitit" and spec.requeue.enabled and (mode == "chain" or (mode == "auto" and reason)):
         why = "requeue.mode: chain in the spec" if mode == "chain" else reason
-        raise RequeueModeError(f"{spec.source}: requeue.mode: {mode}: {why}, but the submitit backend can only requeue "
-                        "(submitit resubmits through scontrol requeue); expected backend: sbatch, or "
-                        "requeue.mode: requeue")
+        raise RequeueModeError(
+            f"{spec.source}: requeue.mode: {mode}: {why}, but the submitit backend can only requeue "
+            "(submitit resubmits through scontrol requeue); expected backend: sbatch, or "
+            "requeue.mode: requeue"
+        )
     if mode != "auto":
         return mode, f"requeue.mode: {mode} in the spec"
     if reason:

@@ -36,13 +36,20 @@ class TemplateSandbox(ImmutableSandboxedEnvironment):
     def call_binop(self, context: jinja2.runtime.Context, operator: str, left: Any, right: Any) -> Any:
         if operator == "**" and isinstance(right, (int, float)) and abs(right) > MAX_EXPONENT:
             raise SecurityError(f"exponent {right} is larger than {MAX_EXPONENT}")
-        if operator == "**" and isinstance(left, int) and isinstance(right, int) \
-                and left.bit_length() * right > MAX_INT_BITS:
+        if (
+            operator == "**"
+            and isinstance(left, int)
+            and isinstance(right, int)
+            and left.bit_length() * right > MAX_INT_BITS
+        ):
             raise SecurityError(f"{left} ** {right} would have more than {MAX_INT_BITS} bits")
         if operator == "*":
             for seq, count in ((left, right), (right, left)):
-                if isinstance(seq, (str, bytes, list, tuple)) and isinstance(count, int) \
-                        and len(seq) * count > MAX_VALUE_LEN:
+                if (
+                    isinstance(seq, (str, bytes, list, tuple))
+                    and isinstance(count, int)
+                    and len(seq) * count > MAX_VALUE_LEN
+                ):
                     raise SecurityError(f"a value of {len(seq) * count} items is larger than {MAX_VALUE_LEN}")
         return super().call_binop(context, operator, left, right)
 

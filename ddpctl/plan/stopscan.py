@@ -27,13 +27,17 @@ def stop_handling_problem(source: str, script_signal: str | None) -> str | None:
     if script_signal:
         if HANDLER.search(source):
             return None
-        return (f"requeue.script_signal is {script_signal}, but the script installs no signal handler: the signal's "
-                "default action applies")
+        return (
+            f"requeue.script_signal is {script_signal}, but the script installs no signal handler: the signal's "
+            "default action applies"
+        )
     if SIGNS.search(source):
         return None
-    return ("shows no sign of handling stops (no ddpctl.runtime, no $DDPCTL_STOP_FILE poll, no signal handler): a "
-            "preemption or time limit loses the work since its own last checkpoint; see README \"Scripts with "
-            "their own checkpoints\"")
+    return (
+        "shows no sign of handling stops (no ddpctl.runtime, no $DDPCTL_STOP_FILE poll, no signal handler): a "
+        'preemption or time limit loses the work since its own last checkpoint; see README "Scripts with '
+        'their own checkpoints"'
+    )
 
 
 def check_script(spec: JobSpec) -> str | None:

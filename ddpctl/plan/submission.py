@@ -62,8 +62,10 @@ class SubmissionPlan:
         if self.script is not None:
             parts += ["# ===== batch script =====", self.script.rstrip("\n")]
         if self.executor_json is not None:
-            parts += ["# ===== submitit executor parameters (SlurmExecutor.update_parameters) =====",
-                      self.executor_json]
+            parts += [
+                "# ===== submitit executor parameters (SlurmExecutor.update_parameters) =====",
+                self.executor_json,
+            ]
         parts.append(f"# ===== per node ({self.node_note()}) =====")
         parts += [node_text(node, container_line(self.spec)) for node in self.nodes]
         return "\n".join(parts) + "\n"
@@ -87,8 +89,10 @@ def container_line(spec: JobSpec) -> str | None:
 
 def node_text(node: NodePreview, container: str | None = None) -> str:
     dist, plan = node.dist, node.plan
-    lines = [f"# node {dist.node_rank} ({dist.node_name}): NODE_RANK={dist.node_rank} MASTER_ADDR={dist.master_addr} "
-             f"MASTER_PORT={dist.master_port} WORLD_SIZE={dist.world_size}"]
+    lines = [
+        f"# node {dist.node_rank} ({dist.node_name}): NODE_RANK={dist.node_rank} MASTER_ADDR={dist.master_addr} "
+        f"MASTER_PORT={dist.master_port} WORLD_SIZE={dist.world_size}"
+    ]
     lines += [container] if container else []
     lines += [f"{key}={shlex.quote(value)}" for key, value in plan.env]
     lines.append(shlex.join(plan.argv))
@@ -110,9 +114,13 @@ def placeholder_hosts(nodes: int) -> tuple[tuple[str, ...], str]:
 def placeholder_env(spec: JobSpec, node_rank: int) -> dict[str, str]:
     hosts, node_list = placeholder_hosts(spec.nodes)
     return {
-        "SLURM_JOB_ID": PLACEHOLDER_JOB_NUMBER, "SLURM_JOB_NODELIST": node_list,
-        "SLURM_JOB_NUM_NODES": str(spec.nodes), "SLURM_NODEID": str(node_rank),
-        "SLURMD_NODENAME": hosts[node_rank], "SLURM_STEP_ID": "0", "SLURM_PROCID": str(node_rank),
+        "SLURM_JOB_ID": PLACEHOLDER_JOB_NUMBER,
+        "SLURM_JOB_NODELIST": node_list,
+        "SLURM_JOB_NUM_NODES": str(spec.nodes),
+        "SLURM_NODEID": str(node_rank),
+        "SLURMD_NODENAME": hosts[node_rank],
+        "SLURM_STEP_ID": "0",
+        "SLURM_PROCID": str(node_rank),
     }
 
 

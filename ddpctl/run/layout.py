@@ -1,26 +1,26 @@
 """Every path under a run directory, in one place (pure: nothing here touches the filesystem).
 
-    <run_dir>/<name>/<job_id>/
-        job.yaml            resolved spec as submitted
-        job.sbatch          rendered batch script (sbatch backend)
-        snapshot.json       the code snapshot every attempt runs (ddpctl.snapshot; absent with snapshot: off)
-        slurm.out           batch-shell output, appended across requeues (--open-mode=append)
-        events.jsonl        one JSON object per line: submit, start, signal, stop, checkpoint, decision, exit
-        checkpoints/        default checkpoint directory (spec checkpoint.dir overrides)
-        preempt-request.json  left by `ddpctl preempt --as KIND` just before it signals; consumed by the decision
-        supervisor.pid      local backend: the supervisor playing the batch shell (pid and start time)
-        supervisor.lock     local backend: held by the supervisor and its launchers while the job runs
-        submitit/           submitit backend: submitit's own folder (pickles, its logs)
-        attempt-<restart>/  one per run of the job (SLURM_RESTART_COUNT, 0 on the first run)
-            rank-<global rank>.log    worker stdout+stderr, appended
-            rank-<global rank>.json   written by that worker: which node it runs on (c10d decides placement)
-            node-<node rank>.log      launcher (torchrun agent) output for that node
-            node-<node rank>.json     written by that node's launcher: node name, node rank, global ranks
-            stop-node-<node rank>     exists once that node's launcher received the stop signal
-            stopped.json              written by rank 0 after the agreed stop checkpoint (or the script's own stop)
-            progress-<rank>.json      that rank's latest progress record (runtime.Heartbeat, rewritten <= 1/s)
-            hang.json                 exists once a node's watchdog declared the attempt hung
-            listen-rank-<rank>.json   a rank announced that it listens for stops (and how)
+<run_dir>/<name>/<job_id>/
+    job.yaml            resolved spec as submitted
+    job.sbatch          rendered batch script (sbatch backend)
+    snapshot.json       the code snapshot every attempt runs (ddpctl.snapshot; absent with snapshot: off)
+    slurm.out           batch-shell output, appended across requeues (--open-mode=append)
+    events.jsonl        one JSON object per line: submit, start, signal, stop, checkpoint, decision, exit
+    checkpoints/        default checkpoint directory (spec checkpoint.dir overrides)
+    preempt-request.json  left by `ddpctl preempt --as KIND` just before it signals; consumed by the decision
+    supervisor.pid      local backend: the supervisor playing the batch shell (pid and start time)
+    supervisor.lock     local backend: held by the supervisor and its launchers while the job runs
+    submitit/           submitit backend: submitit's own folder (pickles, its logs)
+    attempt-<restart>/  one per run of the job (SLURM_RESTART_COUNT, 0 on the first run)
+        rank-<global rank>.log    worker stdout+stderr, appended
+        rank-<global rank>.json   written by that worker: which node it runs on (c10d decides placement)
+        node-<node rank>.log      launcher (torchrun agent) output for that node
+        node-<node rank>.json     written by that node's launcher: node name, node rank, global ranks
+        stop-node-<node rank>     exists once that node's launcher received the stop signal
+        stopped.json              written by rank 0 after the agreed stop checkpoint (or the script's own stop)
+        progress-<rank>.json      that rank's latest progress record (runtime.Heartbeat, rewritten <= 1/s)
+        hang.json                 exists once a node's watchdog declared the attempt hung
+        listen-rank-<rank>.json   a rank announced that it listens for stops (and how)
 """
 
 from __future__ import annotations

@@ -66,8 +66,9 @@ class Registry:
                 os.close(os.open(probe, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o600))
                 probe.unlink()
         except OSError as err:
-            raise DdpctlError(f"registry {self.path} is not writable ({err.strerror or err}): set DDPCTL_HOME "
-                              "to a writable directory") from err
+            raise DdpctlError(
+                f"registry {self.path} is not writable ({err.strerror or err}): set DDPCTL_HOME to a writable directory"
+            ) from err
 
     def records(self) -> list[JobRecord]:
         """All jobs, newest submission last; later lines for a job id replace earlier ones.
@@ -102,15 +103,22 @@ class Registry:
         names = sorted({r.name for r in records})
         guess = difflib.get_close_matches(ref, names, n=1, cutoff=0.6)
         if guess:
-            raise JobNotFound(f"job {ref!r}: no such job id or name in the registry {self.path}; "
-                              f"did you mean {guess[0]!r}?")
+            raise JobNotFound(
+                f"job {ref!r}: no such job id or name in the registry {self.path}; did you mean {guess[0]!r}?"
+            )
         known = ", ".join(names[:8]) or "none yet"
         raise JobNotFound(f"job {ref!r}: no such job id or name in the registry {self.path} (names: {known})")
 
 
 _FIELD_TYPES: dict[str, tuple[type, ...]] = {
-    "job_id": (str,), "name": (str,), "run_dir": (str,), "backend": (str,), "submitted_at": (int, float),
-    "spec_path": (str,), "pid": (int, type(None)), "final_state": (str, type(None)),
+    "job_id": (str,),
+    "name": (str,),
+    "run_dir": (str,),
+    "backend": (str,),
+    "submitted_at": (int, float),
+    "spec_path": (str,),
+    "pid": (int, type(None)),
+    "final_state": (str, type(None)),
 }
 
 

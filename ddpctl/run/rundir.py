@@ -28,8 +28,9 @@ def staging(spec: JobSpec, script_text: str | None) -> Iterator[RunLayout]:
     try:
         stage.root.mkdir(parents=True)
     except OSError as err:  # read-only, a file in the way, no space: the user's run_dir, one line
-        raise SpecError(f"{spec.source}: run_dir: cannot create a run directory under {base}: "
-                        f"{err.strerror or err}") from err
+        raise SpecError(
+            f"{spec.source}: run_dir: cannot create a run directory under {base}: {err.strerror or err}"
+        ) from err
     try:
         stage.spec_file.write_text(yaml.safe_dump(spec_to_mapping(spec), sort_keys=False))
         take(spec, stage.snapshot_file)  # the code every attempt runs, pinned before the job exists

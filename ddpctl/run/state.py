@@ -4,8 +4,19 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-TERMINAL = frozenset({"COMPLETED", "FAILED", "CANCELLED", "TIMEOUT", "OUT_OF_MEMORY", "NODE_FAIL", "BOOT_FAIL",
-                      "DEADLINE", "BUDGET_SPENT"})
+TERMINAL = frozenset(
+    {
+        "COMPLETED",
+        "FAILED",
+        "CANCELLED",
+        "TIMEOUT",
+        "OUT_OF_MEMORY",
+        "NODE_FAIL",
+        "BOOT_FAIL",
+        "DEADLINE",
+        "BUDGET_SPENT",
+    }
+)
 
 
 @dataclass(frozen=True)

@@ -21,8 +21,10 @@ from ddpctl.run.layout import RunLayout
 
 AckState = Literal["acknowledged", "waiting", "unacknowledged"]
 MAX_LISTENERS_READ = 64  # enough to say who listens; bounded for a job with thousands of ranks
-HOW_TO = ("to stop cleanly: use ddpctl.runtime.StopAgreement, or set requeue.script_signal and save + exit 0 "
-          "in your handler, or poll $DDPCTL_STOP_FILE (README: \"Scripts with their own checkpoints\")")
+HOW_TO = (
+    "to stop cleanly: use ddpctl.runtime.StopAgreement, or set requeue.script_signal and save + exit 0 "
+    'in your handler, or poll $DDPCTL_STOP_FILE (README: "Scripts with their own checkpoints")'
+)
 
 
 @dataclass(frozen=True)
@@ -47,8 +49,13 @@ class StopReport:
     listeners: tuple[str, ...] = field(default=())
 
     def as_json(self) -> dict[str, Any]:
-        return {"attempt": self.attempt, "kind": self.kind, "state": self.state, "text": self.text,
-                "listeners": list(self.listeners)}
+        return {
+            "attempt": self.attempt,
+            "kind": self.kind,
+            "state": self.state,
+            "text": self.text,
+            "listeners": list(self.listeners),
+        }
 
 
 def report(facts: AttemptFacts, lead_s: int, now: float) -> StopReport | None:
@@ -59,16 +66,22 @@ def report(facts: AttemptFacts, lead_s: int, now: float) -> StopReport | None:
     asked = float(facts.signal.get("t") or 0.0)
     head = f"attempt {facts.attempt}: {kind} stop"
     if facts.stopped is not None:
-        return StopReport(facts.attempt, kind, "acknowledged", f"{head} acknowledged: {stopped_text(facts.stopped)}",
-                          facts.listeners)
+        return StopReport(
+            facts.attempt, kind, "acknowledged", f"{head} acknowledged: {stopped_text(facts.stopped)}", facts.listeners
+        )
     if not facts.ended and now - asked < lead_s:
         wait = f"requested {now - asked:.0f} s ago, waiting for the ranks (lead time {lead_s} s)"
         unheard = "; so far no rank has announced that it listens for stops" if not facts.listeners else ""
         return StopReport(facts.attempt, kind, "waiting", f"{head} {wait}{unheard}", facts.listeners)
-    who = ("no rank listens for stops (the script does not handle them)" if not facts.listeners
-           else f"{len(facts.listeners)} rank(s) listen but none stopped in time")
-    text = (f"{head} NOT ACKNOWLEDGED by any rank (lead time {lead_s} s): {who}. The script kept "
-            f"training until it ended or was killed: work since its own last checkpoint is lost; {HOW_TO}")
+    who = (
+        "no rank listens for stops (the script does not handle them)"
+        if not facts.listeners
+        else f"{len(facts.listeners)} rank(s) listen but none stopped in time"
+    )
+    text = (
+        f"{head} NOT ACKNOWLEDGED by any rank (lead time {lead_s} s): {who}. The script kept "
+        f"training until it ended or was killed: work since its own last checkpoint is lost; {HOW_TO}"
+    )
     return StopReport(facts.attempt, kind, "unacknowledged", text, facts.listeners)
 
 
@@ -80,7 +93,7 @@ def stopped_text(stopped: Mapping[str, Any]) -> str:
         return "the script exited cleanly, but its checkpoint directory is empty: it saved nothing ddpctl can see"
     if isinstance(saved, (int, float)) and isinstance(asked, (int, float)):
         delta = saved - asked
-        lost = ("nothing lost" if delta >= 0 else f"the steps of the {-delta:.1f} s before the request are lost")
+        lost = "nothing lost" if delta >= 0 else f"the steps of the {-delta:.1f} s before the request are lost"
         when = f"{abs(delta):.1f} s {'after' if delta >= 0 else 'before'} the stop request"
         return f"the script saved its own checkpoint {path} {when} and exited cleanly ({lost})"
     return f"the script exited cleanly; its newest checkpoint is {path}"
@@ -123,10 +136,18 @@ def read_facts(layout: RunLayout, events: Iterable[Mapping[str, Any]] | None = N
         elif name in ("decision", "cancelled"):
             slot["ended"] = True
     last = max(found, default=-1)
-    return [AttemptFacts(attempt=a, signal=s.get("signal"), stopped=read_json(layout.stopped_marker(a)),
-                         listeners=read_listeners(layout, a), resume=s.get("resume"), start=s.get("start"),
-                         ended=bool(s.get("ended")) or a < last)
-            for a, s in sorted(found.items())]
+    return [
+        AttemptFacts(
+            attempt=a,
+            signal=s.get("signal"),
+            stopped=read_json(layout.stopped_marker(a)),
+            listeners=read_listeners(layout, a),
+            resume=s.get("resume"),
+            start=s.get("start"),
+            ended=bool(s.get("ended")) or a < last,
+        )
+        for a, s in sorted(found.items())
+    ]
 
 
 def read_listeners(layout: RunLayout, attempt: int) -> tuple[str, ...]:
@@ -174,10 +195,12 @@ def run_summary(layout: RunLayout, now: float) -> tuple[list[StopReport], list[s
 def listening_now(layout: RunLayout, script_signal: str | None) -> str | None:
     """For `preempt`: None when some rank of the newest attempt listens (or the script asked for a signal);
     else the plain statement that this stop will not be acted on."""
-    attempts = sorted(int(p.name.split("-", 1)[1]) for p in layout.root.glob("attempt-*")
-                      if p.name.split("-", 1)[1].isdigit())
+    attempts = sorted(
+        int(p.name.split("-", 1)[1]) for p in layout.root.glob("attempt-*") if p.name.split("-", 1)[1].isdigit()
+    )
     if script_signal or (attempts and read_listeners(layout, attempts[-1])):
         return None
-    return ("no rank of this job has announced that it listens for stops: unless the script handles them on its "
-            "own, it keeps training until it ends or is killed, and work since its own last checkpoint is lost; "
-            + HOW_TO)
+    return (
+        "no rank of this job has announced that it listens for stops: unless the script handles them on its "
+        "own, it keeps training until it ends or is killed, and work since its own last checkpoint is lost; " + HOW_TO
+    )

@@ -28,8 +28,12 @@ class RunSummary:
     last_step: int | None
 
     def as_json(self) -> dict[str, Any]:
-        return {"elapsed_s": self.elapsed_s, "nodes": self.nodes, "attempts": self.attempts,
-                "last_step": self.last_step}
+        return {
+            "elapsed_s": self.elapsed_s,
+            "nodes": self.nodes,
+            "attempts": self.attempts,
+            "last_step": self.last_step,
+        }
 
 
 def format_elapsed(seconds: float | None) -> str:

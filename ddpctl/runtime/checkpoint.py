@@ -154,8 +154,13 @@ class Checkpointer:
                     )
                 time.sleep(0.05)
             files.update(table["files"])
-        marker = {"step": step, "world_size": self.ctx.world_size, "files": files, "time": time.time(),
-                  "owner": self._owner}
+        marker = {
+            "step": step,
+            "world_size": self.ctx.world_size,
+            "files": files,
+            "time": time.time(),
+            "owner": self._owner,
+        }
         ckptio.atomic_write_json(marker, path / MARKER)
         self._prune(step)
 
@@ -209,8 +214,13 @@ class Checkpointer:
     def _record_resume(self, step: int | None) -> None:
         # `status` tells "resumed from step N" from "restarted from scratch" by this event.
         if self.ctx.is_main and self._events is not None:
-            append_event(RunLayout(self._events).events, "resume", attempt=self.ctx.attempt, step=step,
-                         checkpoint=str(self.dir / step_dirname(step)) if step is not None else None)
+            append_event(
+                RunLayout(self._events).events,
+                "resume",
+                attempt=self.ctx.attempt,
+                step=step,
+                checkpoint=str(self.dir / step_dirname(step)) if step is not None else None,
+            )
 
     def _agreed_candidates(self) -> list[int]:
         """Rank 0 lists marked checkpoints, newest first, and broadcasts them: every rank tries the same."""

@@ -74,8 +74,9 @@ def _write_atomically(path: Path, write: Callable[[int], None]) -> None:
     except BaseException as exc:
         tmp.unlink(missing_ok=True)
         if isinstance(exc, OSError):
-            raise CheckpointWriteError(exc.errno, f"cannot write checkpoint file {path}: {exc.strerror or exc}") \
-                from exc
+            raise CheckpointWriteError(
+                exc.errno, f"cannot write checkpoint file {path}: {exc.strerror or exc}"
+            ) from exc
         raise
     fsync_dir(path.parent)
 

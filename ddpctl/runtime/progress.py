@@ -33,16 +33,28 @@ _ACTIVE: list[Heartbeat] = []  # the process's heartbeat, so the Checkpointer ca
 
 
 class Heartbeat:
-    def __init__(self, total_steps: int | None = None, *, model: Any = None, every_s: float = 1.0,
-                 window: int = 20, env: Mapping[str, str] | None = None) -> None:
+    def __init__(
+        self,
+        total_steps: int | None = None,
+        *,
+        model: Any = None,
+        every_s: float = 1.0,
+        window: int = 20,
+        env: Mapping[str, str] | None = None,
+    ) -> None:
         env = os.environ if env is None else env
         self.rank = int(env.get("RANK", "0"))
         self.total_steps = total_steps
         self.every_s = every_s
         run_dir, attempt = env.get(envvars.RUN_DIR), int(env.get(envvars.ATTEMPT, "0"))
         self.path = RunLayout(Path(run_dir)).progress_file(attempt, self.rank) if run_dir else None
-        self.base = {"rank": self.rank, "node": env.get(envvars.NODE_NAME, "?"), "pid": os.getpid(),
-                     "attempt": attempt, "total_steps": total_steps}
+        self.base = {
+            "rank": self.rank,
+            "node": env.get(envvars.NODE_NAME, "?"),
+            "pid": os.getpid(),
+            "attempt": attempt,
+            "total_steps": total_steps,
+        }
         self.step_times: deque[float] = deque(maxlen=window)
         self.busy_times: deque[float] = deque(maxlen=window)
         self.history: deque[list[float]] = deque(maxlen=HISTORY)
@@ -90,10 +102,18 @@ class Heartbeat:
         now = time.time()
         if self.current["step"] is not None:
             self.history.append([round(now, 3), self.current["step"], self.current["samples"]])
-        record = {**self.base, **self.current, "phase": self.phase_name, "written": round(now, 3),
-                  "started": round(self.started, 3), "step_s": _median(self.step_times),
-                  "busy_s": _median(self.busy_times), "window": len(self.step_times),
-                  "values": {k: _number(v) for k, v in self.values.items()}, "history": list(self.history)}
+        record = {
+            **self.base,
+            **self.current,
+            "phase": self.phase_name,
+            "written": round(now, 3),
+            "started": round(self.started, 3),
+            "step_s": _median(self.step_times),
+            "busy_s": _median(self.busy_times),
+            "window": len(self.step_times),
+            "values": {k: _number(v) for k, v in self.values.items()},
+            "history": list(self.history),
+        }
         tmp = self.path.with_name(f".{self.path.name}.tmp")
         try:
             self.path.parent.mkdir(parents=True, exist_ok=True)

@@ -31,22 +31,24 @@ RESTART_COUNT = "SLURM_RESTART_COUNT"
 CHAIN_ATTEMPT = "DDPCTL_CHAIN_ATTEMPT"
 GPUS_ON_NODE = "SLURM_GPUS_ON_NODE"
 
-VARIABLES: Mapping[str, str] = MappingProxyType({
-    JOB_ID: "job id; each array task has its own",
-    ARRAY_JOB_ID: "array tasks only: the array's id (`scontrol requeue` wants <array id>_<task id>)",
-    ARRAY_TASK_ID: "array tasks only: this task's index",
-    JOB_NODELIST: "the job's hosts as a hostlist expression; first host is MASTER_ADDR",
-    NODELIST: "older spelling of SLURM_JOB_NODELIST, still exported",
-    JOB_NUM_NODES: "number of nodes in the job -> NNODES",
-    NNODES: "fallback for SLURM_JOB_NUM_NODES (inside a step it counts the step's nodes)",
-    STEP_NUM_NODES: "set by srun; must equal the job's node count or some nodes would never join",
-    NODEID: "this node's index in the step -> NODE_RANK; set by srun (the batch shell sees only 0)",
-    NODENAME: "this node's Slurm name (set by slurmd)",
-    STEP_ID: "set inside a job step (srun); its absence means we run in the batch shell",
-    PROCID: "task rank within the step (one task per node under ddpctl launch)",
-    RESTART_COUNT: "absent on the first run, then 1, 2, ... after each requeue",
-    GPUS_ON_NODE: "GPUs allocated on this node; default processes per node",
-})
+VARIABLES: Mapping[str, str] = MappingProxyType(
+    {
+        JOB_ID: "job id; each array task has its own",
+        ARRAY_JOB_ID: "array tasks only: the array's id (`scontrol requeue` wants <array id>_<task id>)",
+        ARRAY_TASK_ID: "array tasks only: this task's index",
+        JOB_NODELIST: "the job's hosts as a hostlist expression; first host is MASTER_ADDR",
+        NODELIST: "older spelling of SLURM_JOB_NODELIST, still exported",
+        JOB_NUM_NODES: "number of nodes in the job -> NNODES",
+        NNODES: "fallback for SLURM_JOB_NUM_NODES (inside a step it counts the step's nodes)",
+        STEP_NUM_NODES: "set by srun; must equal the job's node count or some nodes would never join",
+        NODEID: "this node's index in the step -> NODE_RANK; set by srun (the batch shell sees only 0)",
+        NODENAME: "this node's Slurm name (set by slurmd)",
+        STEP_ID: "set inside a job step (srun); its absence means we run in the batch shell",
+        PROCID: "task rank within the step (one task per node under ddpctl launch)",
+        RESTART_COUNT: "absent on the first run, then 1, 2, ... after each requeue",
+        GPUS_ON_NODE: "GPUs allocated on this node; default processes per node",
+    }
+)
 
 # Launcher ports: below torchrun's defaults (29400 c10d, 29500 static) and the Linux ephemeral range
 # (32768-60999, where outgoing sockets and NCCL/Gloo's own listeners land), above the 1xxxx ports that Slurm
@@ -106,10 +108,17 @@ class SlurmContext:
         if num_nodes is None:
             raise SlurmEnvError(f"{JOB_NUM_NODES} (or {NNODES}) is not set in Slurm job {job_id}")
         return cls(
-            job_id=job_id, array_job_id=_get(env, ARRAY_JOB_ID), array_task_id=_get(env, ARRAY_TASK_ID),
-            node_list=node_list, num_nodes=num_nodes, node_id=node_id, node_name=_get(env, NODENAME),
-            restart_count=attempt_number(env), step_id=step_id,
-            step_num_nodes=_int(env, STEP_NUM_NODES), gpus_on_node=_int(env, GPUS_ON_NODE),
+            job_id=job_id,
+            array_job_id=_get(env, ARRAY_JOB_ID),
+            array_task_id=_get(env, ARRAY_TASK_ID),
+            node_list=node_list,
+            num_nodes=num_nodes,
+            node_id=node_id,
+            node_name=_get(env, NODENAME),
+            restart_count=attempt_number(env),
+            step_id=step_id,
+            step_num_nodes=_int(env, STEP_NUM_NODES),
+            gpus_on_node=_int(env, GPUS_ON_NODE),
         )
 
     @property
@@ -165,10 +174,17 @@ class DistEnv:
 
     def as_json(self) -> dict[str, object]:
         return {
-            "MASTER_ADDR": self.master_addr, "MASTER_PORT": self.master_port, "NODE_RANK": self.node_rank,
-            "NNODES": self.nnodes, "NPROC_PER_NODE": self.nproc_per_node, "WORLD_SIZE": self.world_size,
-            "RESTART_COUNT": self.restart_count, "RDZV_ID": self.rdzv_id, "JOB_ID": self.job_id,
-            "NODE_NAME": self.node_name, "HOSTS": list(self.hosts),
+            "MASTER_ADDR": self.master_addr,
+            "MASTER_PORT": self.master_port,
+            "NODE_RANK": self.node_rank,
+            "NNODES": self.nnodes,
+            "NPROC_PER_NODE": self.nproc_per_node,
+            "WORLD_SIZE": self.world_size,
+            "RESTART_COUNT": self.restart_count,
+            "RDZV_ID": self.rdzv_id,
+            "JOB_ID": self.job_id,
+            "NODE_NAME": self.node_name,
+            "HOSTS": list(self.hosts),
         }
 
     def as_lines(self) -> list[str]:
@@ -212,9 +228,7 @@ def _resolve(host: str, resolve_addr: Callable[[str], str] | None) -> str:
         raise SlurmEnvError(f"cannot resolve master host {host!r} (first of {JOB_NODELIST}): {err}") from err
 
 
-def derive(
-    env: Mapping[str, str], nproc_per_node: int, *, resolve_addr: Callable[[str], str] | None = None
-) -> DistEnv:
+def derive(env: Mapping[str, str], nproc_per_node: int, *, resolve_addr: Callable[[str], str] | None = None) -> DistEnv:
     """DistEnv for this node from a job step's environment; MASTER_ADDR is the first host of the node list."""
     if nproc_per_node < 1:
         raise ValueError(f"nproc_per_node must be >= 1, got {nproc_per_node}")
@@ -223,11 +237,15 @@ def derive(
     return DistEnv(
         master_addr=_resolve(hosts[0], resolve_addr),
         master_port=master_port(ctx.job_id, ctx.array_task_id, ctx.restart_count),
-        node_rank=ctx.node_id, nnodes=ctx.num_nodes, nproc_per_node=nproc_per_node,
+        node_rank=ctx.node_id,
+        nnodes=ctx.num_nodes,
+        nproc_per_node=nproc_per_node,
         world_size=ctx.num_nodes * nproc_per_node,
         rdzv_id=f"{ctx.requeue_id}.{ctx.restart_count}",
-        restart_count=ctx.restart_count, job_id=ctx.job_id,
-        node_name=ctx.node_name or hosts[ctx.node_id], hosts=hosts,
+        restart_count=ctx.restart_count,
+        job_id=ctx.job_id,
+        node_name=ctx.node_name or hosts[ctx.node_id],
+        hosts=hosts,
     )
 
 

@@ -62,27 +62,21 @@ def _names(text: str) -> list[str]:
 
 def _check_gap(text: str, start: int, end: int) -> None:
     if _SPLIT_RE.fullmatch(text, start, end) is None and start != end:
-        raise HostlistError(
-            f"invalid hostlist {text!r}: unbalanced or nested brackets at {text[start:end].strip()!r}"
-        )
+        raise HostlistError(f"invalid hostlist {text!r}: unbalanced or nested brackets at {text[start:end].strip()!r}")
 
 
 def _expand_token(tok: str, text: str) -> list[str]:
     if "[" not in tok and "]" not in tok:
         return [tok]
     if _BRACKETED_RE.fullmatch(tok) is None:
-        raise HostlistError(
-            f"invalid hostlist {text!r}: {tok!r} has text after its last ']' (Slurm allows none)"
-        )
+        raise HostlistError(f"invalid hostlist {text!r}: {tok!r} has text after its last ']' (Slurm allows none)")
     pieces = _PIECE_RE.findall(tok)
     groups = [_parse_ranges(body, tok, text) for _, body in pieces]
     total = 1
     for items in groups:
         total *= sum(hi - lo + 1 for lo, hi, _ in items)
     if total > MAX_HOSTS:
-        raise HostlistError(
-            f"invalid hostlist {text!r}: {tok!r} expands to {total} hosts (at most {MAX_HOSTS})"
-        )
+        raise HostlistError(f"invalid hostlist {text!r}: {tok!r} expands to {total} hosts (at most {MAX_HOSTS})")
     strings = [_group_strings(prefix, items) for (prefix, _), items in zip(pieces, groups, strict=True)]
     return _product(strings)
 
@@ -162,9 +156,7 @@ def compress(hosts: Sequence[str]) -> str:
 
 def _check_name(host: str) -> None:
     if not host or not _FORBIDDEN_IN_NAME.isdisjoint(host):
-        raise HostlistError(
-            f"cannot write host name {host!r} in a hostlist (empty, or has a separator or bracket)"
-        )
+        raise HostlistError(f"cannot write host name {host!r} in a hostlist (empty, or has a separator or bracket)")
 
 
 def _add_number(items: list[list[int]], number: int, digits: int) -> None:

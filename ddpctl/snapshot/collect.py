@@ -140,8 +140,11 @@ def dir_manifest(root: Path, exclude: Iterable[Path], max_files: int, max_bytes:
     total = 0
     for current, dirs, files in os.walk(root):
         here = Path(current)
-        dirs[:] = sorted(d for d in dirs if d not in SKIP_DIRS and not d.startswith(".")
-                         and not inside((here / d).resolve(), excluded))
+        dirs[:] = sorted(
+            d
+            for d in dirs
+            if d not in SKIP_DIRS and not d.startswith(".") and not inside((here / d).resolve(), excluded)
+        )
         for name in sorted(files):
             total += (here / name).lstat().st_size
             if len(manifest.entries) >= max_files or total > max_bytes:

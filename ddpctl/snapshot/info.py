@@ -51,8 +51,10 @@ def take(spec: JobSpec, record: Path, limits: Limits | None = None) -> SnapshotI
     exclude = [Path(spec.run_dir), *([Path(spec.checkpoint.dir)] if spec.checkpoint.dir else [])]
     root = git_root(script.parent) if spec.snapshot in ("auto", "git") else None
     if spec.snapshot == "git" and root is None:
-        raise SpecError(f"{spec.source}: snapshot: git, but the script {spec.script} is not in a git work tree "
-                        "(or git is not installed); expected snapshot: dir, auto or off")
+        raise SpecError(
+            f"{spec.source}: snapshot: git, but the script {spec.script} is not in a git work tree "
+            "(or git is not installed); expected snapshot: dir, auto or off"
+        )
     if root is not None:
         manifest = git_manifest(Path(os.path.realpath(root)), exclude)
     else:
@@ -61,14 +63,25 @@ def take(spec: JobSpec, record: Path, limits: Limits | None = None) -> SnapshotI
         raise too_big(manifest, len(manifest.entries), limits.max_bytes, limits)
     rel = script.relative_to(manifest.root).as_posix()
     if not any(e.path == rel for e in manifest.entries):
-        raise SpecError(f"{spec.source}: snapshot: the script {spec.script} is not part of the snapshot of "
-                        f"{manifest.root} (ignored by git, or inside run_dir?); expected snapshot: dir or off")
+        raise SpecError(
+            f"{spec.source}: snapshot: the script {spec.script} is not part of the snapshot of "
+            f"{manifest.root} (ignored by git, or inside run_dir?); expected snapshot: dir or off"
+        )
     stored = store_tree(Path(spec.run_dir) / STORE_DIR, manifest, limits)
     info = SnapshotInfo(
-        mode="git" if root is not None else "dir", source=str(manifest.root), tree=stored.tree_id,
-        path=str(stored.path), script=str(stored.path / rel), files=stored.files, bytes=stored.bytes,
-        new_bytes=stored.new_bytes, commit=manifest.commit, branch=manifest.branch, dirty=manifest.dirty,
-        skipped=tuple(manifest.skipped))
+        mode="git" if root is not None else "dir",
+        source=str(manifest.root),
+        tree=stored.tree_id,
+        path=str(stored.path),
+        script=str(stored.path / rel),
+        files=stored.files,
+        bytes=stored.bytes,
+        new_bytes=stored.new_bytes,
+        commit=manifest.commit,
+        branch=manifest.branch,
+        dirty=manifest.dirty,
+        skipped=tuple(manifest.skipped),
+    )
     write_atomic(record, json.dumps(dataclasses.asdict(info), indent=1) + "\n")
     return info
 
@@ -96,8 +109,10 @@ def pin(spec: JobSpec, record: Path) -> JobSpec:
     if info is None:
         return spec
     if not Path(info.script).is_file():
-        raise SpecError(f"snapshot: {info.script} is missing (was {Path(info.path).parent} removed?); "
-                        "the run cannot continue with the code it was submitted with")
+        raise SpecError(
+            f"snapshot: {info.script} is missing (was {Path(info.path).parent} removed?); "
+            "the run cannot continue with the code it was submitted with"
+        )
     return dataclasses.replace(spec, script=info.script)
 
 

@@ -40,8 +40,10 @@ class Limits:
                 raise SpecError(f"{name}: got {value!r}, expected a whole number")
             return int(value)
 
-        return cls(number("DDPCTL_SNAPSHOT_MAX_FILES", cls.max_files),
-                   number("DDPCTL_SNAPSHOT_MAX_MB", cls.max_bytes // MiB) * MiB)
+        return cls(
+            number("DDPCTL_SNAPSHOT_MAX_FILES", cls.max_files),
+            number("DDPCTL_SNAPSHOT_MAX_MB", cls.max_bytes // MiB) * MiB,
+        )
 
 
 @dataclass(frozen=True)
@@ -63,7 +65,8 @@ def too_big(manifest: Manifest, files: int, size: int, limits: Limits) -> SpecEr
         f"snapshot: {manifest.root} holds {'more than ' if manifest.truncated else ''}{files} files / "
         f"{size / MiB:.1f} MB of code to snapshot; allowed are {limits.max_files} files / "
         f"{limits.max_bytes // MiB} MB (DDPCTL_SNAPSHOT_MAX_FILES, DDPCTL_SNAPSHOT_MAX_MB): keep data and outputs "
-        "out of the repository (or .gitignore them), or set snapshot: off")
+        "out of the repository (or .gitignore them), or set snapshot: off"
+    )
 
 
 def store_tree(store: Path, manifest: Manifest, limits: Limits) -> Stored:

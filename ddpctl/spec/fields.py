@@ -135,8 +135,9 @@ def boolean(value: Any, at: At) -> bool:
 setattr(boolean, "choices", ("true", "false"))  # noqa: B010 - read by shell completion (schema.key_choices)
 
 
-def text(pattern: str | None = None, *, nullable: bool = False, what: str = "a non-empty string",
-         path: bool = False) -> Conv:
+def text(
+    pattern: str | None = None, *, nullable: bool = False, what: str = "a non-empty string", path: bool = False
+) -> Conv:
     """A string field; with `path`, a leading `~user` must name a user (it is expanded at submit)."""
     expected = f"a string matching {pattern}" if pattern else what
     expected += " or null" if nullable else ""

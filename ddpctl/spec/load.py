@@ -42,8 +42,9 @@ from ddpctl.spec.schema import apply_override, check_spec, is_template_path, val
 from ddpctl.spec.yamldoc import At, Doc, read_doc
 
 
-def load_spec(path: str | Path, overrides: Sequence[str] = (), *, check_paths: bool = True,
-              nofollow: bool = False) -> JobSpec:
+def load_spec(
+    path: str | Path, overrides: Sequence[str] = (), *, check_paths: bool = True, nofollow: bool = False
+) -> JobSpec:
     """Read a YAML spec, apply `--set key.sub=value` overrides in order, validate; `source` is `path`.
     `nofollow`: a run dir's job.yaml, never read through a symlink."""
     doc = read_doc(path, nofollow=nofollow)
@@ -52,8 +53,9 @@ def load_spec(path: str | Path, overrides: Sequence[str] = (), *, check_paths: b
     return _build(doc, check_paths=check_paths)
 
 
-def spec_from_mapping(data: Mapping[str, Any], source: str = "<spec>", *, check_paths: bool = True,
-                      overrides: Sequence[str] = ()) -> JobSpec:
+def spec_from_mapping(
+    data: Mapping[str, Any], source: str = "<spec>", *, check_paths: bool = True, overrides: Sequence[str] = ()
+) -> JobSpec:
     """Validate an already-parsed mapping, `--set` overrides applied first (errors name `source`, no lines)."""
     doc = Doc(source, {})
     if not isinstance(data, Mapping):
@@ -66,8 +68,13 @@ def spec_from_mapping(data: Mapping[str, Any], source: str = "<spec>", *, check_
 
 def _build(doc: Doc, *, check_paths: bool) -> JobSpec:
     kwargs = validate(doc)
-    sections = {"nccl": NcclSettings, "requeue": RequeuePolicy, "checkpoint": CheckpointSettings,
-                "health": HealthSettings, "container": ContainerSettings}
+    sections = {
+        "nccl": NcclSettings,
+        "requeue": RequeuePolicy,
+        "checkpoint": CheckpointSettings,
+        "health": HealthSettings,
+        "container": ContainerSettings,
+    }
     for name, cls in sections.items():
         kwargs[name] = cls(**kwargs.get(name, {}))
     spec = JobSpec(**kwargs, source=doc.source)
@@ -83,8 +90,9 @@ def spec_to_mapping(spec: JobSpec) -> dict[str, Any]:
         data[key] = list(data[key])
     for key in ("sbatch", "env"):
         data[key] = dict(data[key])
-    data["container"] = {key: list(value) if isinstance(value, tuple) else value
-                         for key, value in data["container"].items()}
+    data["container"] = {
+        key: list(value) if isinstance(value, tuple) else value for key, value in data["container"].items()
+    }
     return data
 
 

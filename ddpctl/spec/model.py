@@ -1,7 +1,6 @@
 """The job spec as frozen dataclasses: the contract every other part of ddpctl reads (no I/O, no validation here;
 `ddpctl.spec.load` builds them from YAML and checks every field)."""
 
-
 from __future__ import annotations
 
 from dataclasses import dataclass, field

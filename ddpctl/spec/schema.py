@@ -126,8 +126,10 @@ def sbatch_options(value: Any, at: At) -> tuple[tuple[str, str | int | bool], ..
             if reserved == [name]:
                 raise where.error(f"ddpctl sets --{name} itself: {RESERVED_SBATCH[name]}")
             means = " or ".join(f"--{r}" for r in reserved)
-            raise where.error(f"--{name} is an abbreviation sbatch reads as {means}, which ddpctl sets itself: "
-                              f"{RESERVED_SBATCH[reserved[0]]}")
+            raise where.error(
+                f"--{name} is an abbreviation sbatch reads as {means}, which ddpctl sets itself: "
+                f"{RESERVED_SBATCH[reserved[0]]}"
+            )
         if item is False:
             continue
         if item is True or (isinstance(item, int) and where.raw() in (None, str(item))):

@@ -164,8 +164,10 @@ def _reader_problem(err: yaml.reader.ReaderError) -> str:
     char = err.character if isinstance(err.character, str) else chr(err.character)
     if 0xDC80 <= ord(char) <= 0xDCFF:  # how Python hands over a byte of a command-line argument that is not UTF-8
         return f"byte 0x{ord(char) - 0xDC00:02X} is not UTF-8 text"
-    return (f"character U+{ord(char):04X} is not allowed in YAML text "
-            "(write it as an escape inside a double-quoted string, e.g. \"\\t\")")
+    return (
+        f"character U+{ord(char):04X} is not allowed in YAML text "
+        '(write it as an escape inside a double-quoted string, e.g. "\\t")'
+    )
 
 
 class _Builder:
@@ -240,7 +242,8 @@ class _Builder:
             sizes[id(mapping)] = total
             if total > self.budget:
                 raise At(self.doc, path).error(
-                    f"more than {_MAX_NODES} YAML values (merge keys expanded), expected a spec")
+                    f"more than {_MAX_NODES} YAML values (merge keys expanded), expected a spec"
+                )
             return total
 
         size(node, 0)

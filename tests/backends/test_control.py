@@ -20,8 +20,11 @@ def states(*seq: JobState):  # type: ignore[no-untyped-def]
 @pytest.mark.parametrize(
     ("action", "state", "message"),
     [
-        ("cancel", JobState("COMPLETED", 0, "training completed"),
-         "job 29 (ex) already ended: COMPLETED (training completed); nothing to cancel"),
+        (
+            "cancel",
+            JobState("COMPLETED", 0, "training completed"),
+            "job 29 (ex) already ended: COMPLETED (training completed); nothing to cancel",
+        ),
         ("preempt", JobState("CANCELLED", 1, "None"), "job 29 (ex) already ended: CANCELLED; nothing to preempt"),
         ("preempt", JobState("PENDING", 0, "Resources"), "job 29 (ex) is PENDING: no rank runs yet"),
         ("preempt", JobState("REQUEUED", 1), "job 29 (ex) is REQUEUED: no rank runs yet"),
@@ -54,11 +57,11 @@ def test_preempt_waits_for_a_queued_job_to_run_saying_why_once() -> None:
     from ddpctl.backends.control import wait_until_running
 
     said: list[str] = []
-    seq = states(JobState("PENDING", reason="Resources"), JobState("PENDING", reason="Resources"),
-                 JobState("RUNNING"))
+    seq = states(JobState("PENDING", reason="Resources"), JobState("PENDING", reason="Resources"), JobState("RUNNING"))
     got = wait_until_running(RECORD, 60, said.append, state_fn=seq, poll_s=0.0)
     assert got.state == "RUNNING" and said == ["waiting for job 29 (ex) to run: PENDING (Resources)"]
     clock = iter([0.0, 0.0, 5.0])
-    got = wait_until_running(RECORD, 1, said.append, state_fn=lambda _r: JobState("PENDING"), poll_s=0.0,
-                             clock=lambda: next(clock))
+    got = wait_until_running(
+        RECORD, 1, said.append, state_fn=lambda _r: JobState("PENDING"), poll_s=0.0, clock=lambda: next(clock)
+    )
     assert got.state == "PENDING"  # gave up: control() then says it is not running

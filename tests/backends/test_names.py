@@ -60,8 +60,17 @@ def test_unknown_name_did_you_mean(tmp_path: Path) -> None:
         resolve(reg, "zzz", states({}))
 
 
-@pytest.mark.parametrize(("state", "refused"), [("RUNNING", True), ("PENDING", True), ("REQUEUED", True),
-                                                ("COMPLETED", False), ("CANCELLED", False), ("UNKNOWN", False)])
+@pytest.mark.parametrize(
+    ("state", "refused"),
+    [
+        ("RUNNING", True),
+        ("PENDING", True),
+        ("REQUEUED", True),
+        ("COMPLETED", False),
+        ("CANCELLED", False),
+        ("UNKNOWN", False),
+    ],
+)
 def test_duplicate(tmp_path: Path, state: str, refused: bool) -> None:
     reg = registry(tmp_path, ("7", "ex"))
     if refused:
@@ -76,13 +85,29 @@ def test_cli_refuses_a_second_live_job_of_a_name(tmp_path: Path) -> None:
     script = tmp_path / "sleepy.py"
     script.write_text("from ddpctl import runtime\nimport time\ntime.sleep(60)\n")
     spec = tmp_path / "s.yaml"
-    spec.write_text(yaml.safe_dump({"name": "sleepy", "script": str(script), "run_dir": str(tmp_path / "runs"),
-                                    "backend": "local", "nproc_per_node": 1}))
+    spec.write_text(
+        yaml.safe_dump(
+            {
+                "name": "sleepy",
+                "script": str(script),
+                "run_dir": str(tmp_path / "runs"),
+                "backend": "local",
+                "nproc_per_node": 1,
+            }
+        )
+    )
     env = {"DDPCTL_HOME": str(tmp_path / "home"), "PATH": "/usr/bin:/bin", "PYTHONPATH": str(REPO)}
 
     def ddpctl(*args: str) -> subprocess.CompletedProcess[str]:
-        return subprocess.run([sys.executable, "-m", "ddpctl", *args], capture_output=True, text=True, env=env,
-                              cwd=tmp_path, timeout=120, check=False)
+        return subprocess.run(
+            [sys.executable, "-m", "ddpctl", *args],
+            capture_output=True,
+            text=True,
+            env=env,
+            cwd=tmp_path,
+            timeout=120,
+            check=False,
+        )
 
     first = ddpctl("submit", str(spec))
     try:

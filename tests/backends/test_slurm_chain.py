@@ -48,8 +48,15 @@ def test_the_predecessor_is_current_while_it_checkpoints(tmp_path: Path) -> None
 
 def test_a_pending_successor_is_a_requeued_run(tmp_path: Path) -> None:
     record = chained_run(tmp_path)
-    append_event(RunLayout(tmp_path).events, "decision", attempt=0, action="requeue", kind="preemption",
-                 reason="preemption: requeue 1 of 10", exit_code=0)
+    append_event(
+        RunLayout(tmp_path).events,
+        "decision",
+        attempt=0,
+        action="requeue",
+        kind="preemption",
+        reason="preemption: requeue 1 of 10",
+        exit_code=0,
+    )
     slurm = Slurm({"11": "PENDING"})
     assert current_job(record, slurm) == "11"
     state = chain_state(record, slurm)

@@ -24,8 +24,13 @@ REPO = Path(__file__).resolve().parents[2]
 
 
 def make_spec(tmp_path: Path, **fields: object) -> JobSpec:
-    base: dict[str, object] = {"name": "job", "script": "train.py", "nodes": 2, "nproc_per_node": 2,
-                               "run_dir": str(tmp_path / "runs")}
+    base: dict[str, object] = {
+        "name": "job",
+        "script": "train.py",
+        "nodes": 2,
+        "nproc_per_node": 2,
+        "run_dir": str(tmp_path / "runs"),
+    }
     return JobSpec(**{**base, **fields})  # type: ignore[arg-type]
 
 
@@ -39,25 +44,49 @@ def fake_srun(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("PATH", f"{bin_dir}{os.pathsep}{os.environ['PATH']}")
 
 
-@pytest.mark.parametrize(("time", "minutes"), [("1:30:00", 90), ("10", 10), ("0:30", 1), ("1-00:00:00", 1440),
-                                               ("UNLIMITED", 0), (None, 0)])
+@pytest.mark.parametrize(
+    ("time", "minutes"), [("1:30:00", 90), ("10", 10), ("0:30", 1), ("1-00:00:00", 1440), ("UNLIMITED", 0), (None, 0)]
+)
 def test_time_in_minutes(tmp_path: Path, time: str | None, minutes: int) -> None:
     params = executor_parameters(make_spec(tmp_path, time=time), tmp_path)
     assert params["time"] == minutes
 
 
 def test_parameters_mirror_the_sbatch_backend(tmp_path: Path) -> None:
-    spec = make_spec(tmp_path, partition="debug", mem="4G", cpus_per_task=4, gpus_per_node=2, nproc_per_node=2,
-                     sbatch=(("constraint", "a100"), ("exclusive", True)), env=(("A", "x y"),),
-                     setup=("module load cuda",), requeue=RequeuePolicy(signal="USR1", lead_s=300))
+    spec = make_spec(
+        tmp_path,
+        partition="debug",
+        mem="4G",
+        cpus_per_task=4,
+        gpus_per_node=2,
+        nproc_per_node=2,
+        sbatch=(("constraint", "a100"), ("exclusive", True)),
+        env=(("A", "x y"),),
+        setup=("module load cuda",),
+        requeue=RequeuePolicy(signal="USR1", lead_s=300),
+    )
     params = executor_parameters(spec, Path("/base"))
-    assert {k: params[k] for k in ("nodes", "ntasks_per_node", "partition", "mem", "cpus_per_task",
-                                   "gpus_per_node", "signal_delay_s")} == {
-        "nodes": 2, "ntasks_per_node": 1, "partition": "debug", "mem": "4G", "cpus_per_task": 4,
-        "gpus_per_node": 2, "signal_delay_s": 300}
+    assert {
+        k: params[k]
+        for k in ("nodes", "ntasks_per_node", "partition", "mem", "cpus_per_task", "gpus_per_node", "signal_delay_s")
+    } == {
+        "nodes": 2,
+        "ntasks_per_node": 1,
+        "partition": "debug",
+        "mem": "4G",
+        "cpus_per_task": 4,
+        "gpus_per_node": 2,
+        "signal_delay_s": 300,
+    }
     assert params["additional_parameters"] == {
-        "constraint": "a100", "exclusive": True, "hold": True, "open-mode": "append", "signal": "USR1@300",
-        "output": "/base/%j/slurm.out", "requeue": True}
+        "constraint": "a100",
+        "exclusive": True,
+        "hold": True,
+        "open-mode": "append",
+        "signal": "USR1@300",
+        "output": "/base/%j/slurm.out",
+        "requeue": True,
+    }
     assert params["setup"] == ["module load cuda", "export A='x y'", "export SUBMITIT_PREEMPT_SIGNAL=USR1"]
     assert "account" not in params and "qos" not in params
 
@@ -69,15 +98,23 @@ def test_requeue_disabled_means_no_requeue(tmp_path: Path) -> None:
 
 
 @pytest.mark.usefixtures("fake_srun")
-@pytest.mark.parametrize(("time", "line"), [("00:10:00", "#SBATCH --time=10"), ("UNLIMITED", "#SBATCH --time=0"),
-                                            (None, None)])
+@pytest.mark.parametrize(
+    ("time", "line"), [("00:10:00", "#SBATCH --time=10"), ("UNLIMITED", "#SBATCH --time=0"), (None, None)]
+)
 def test_script_submitit_writes(tmp_path: Path, time: str | None, line: str | None) -> None:
     spec = make_spec(tmp_path, time=time, requeue=RequeuePolicy(lead_s=60, max_preemptions=4, max_timeouts=2))
     executor = sb.make_executor(spec, tmp_path / "base", [], executor_parameters(spec, tmp_path / "base"))
     lines = executor._make_submission_file_text("CMD", "uid").splitlines()
-    for expected in ("#SBATCH --hold", "#SBATCH --signal=USR2@60", "#SBATCH --nodes=2", "#SBATCH --ntasks-per-node=1",
-                     "#SBATCH --open-mode=append", "#SBATCH --requeue", "export SUBMITIT_PREEMPT_SIGNAL=USR2",
-                     f"#SBATCH --output={tmp_path}/base/%j/slurm.out"):
+    for expected in (
+        "#SBATCH --hold",
+        "#SBATCH --signal=USR2@60",
+        "#SBATCH --nodes=2",
+        "#SBATCH --ntasks-per-node=1",
+        "#SBATCH --open-mode=append",
+        "#SBATCH --requeue",
+        "export SUBMITIT_PREEMPT_SIGNAL=USR2",
+        f"#SBATCH --output={tmp_path}/base/%j/slurm.out",
+    ):
         assert expected in lines
     assert [x for x in lines if x.startswith("#SBATCH --time=")] == ([line] if line else [])
     assert not [x for x in lines if x.startswith("#SBATCH --error")]
@@ -90,8 +127,10 @@ def test_node_task_is_checkpointable_and_pickles_by_reference() -> None:
     task = sb.NodeTask("/runs/job", "token")
     assert isinstance(task, Checkpointable) and isinstance(task, sb.NodeRun)
     data = pickle.dumps(task)
-    code = ("import pickle, sys; t = pickle.loads(sys.stdin.buffer.read()); "
-            "print(type(t).__module__, type(t).__qualname__, t.run_base, t.submission)")
+    code = (
+        "import pickle, sys; t = pickle.loads(sys.stdin.buffer.read()); "
+        "print(type(t).__module__, type(t).__qualname__, t.run_base, t.submission)"
+    )
     done = subprocess.run([sys.executable, "-c", code], input=data, capture_output=True, check=True)
     assert done.stdout.decode().split() == ["ddpctl.backends.submitit_backend", "NodeTask", "/runs/job", "token"]
 
@@ -128,10 +167,25 @@ def test_checkpoint_finishes_when_the_budget_is_spent(tmp_path: Path, monkeypatc
 
 
 def cli(tmp_path: Path, **env: str) -> subprocess.CompletedProcess[str]:
-    argv = [sys.executable, "-m", "ddpctl", "submit", "jobs/example.yaml", "--backend", "submitit",
-            "--set", f"run_dir={tmp_path / 'runs'}"]
-    return subprocess.run(argv, cwd=REPO, capture_output=True, text=True, check=False,
-                          env={**os.environ, "DDPCTL_HOME": str(tmp_path / "home"), **env})
+    argv = [
+        sys.executable,
+        "-m",
+        "ddpctl",
+        "submit",
+        "jobs/example.yaml",
+        "--backend",
+        "submitit",
+        "--set",
+        f"run_dir={tmp_path / 'runs'}",
+    ]
+    return subprocess.run(
+        argv,
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        check=False,
+        env={**os.environ, "DDPCTL_HOME": str(tmp_path / "home"), **env},
+    )
 
 
 def test_unavailable_without_submitit(tmp_path: Path) -> None:

@@ -24,16 +24,22 @@ print(json.dumps(sorted({m.split('.')[0] for m in sys.modules} & set(HEAVY))), f
 
 
 def heavy_imports(*argv: str, env: dict[str, str] | None = None) -> list[str]:
-    done = subprocess.run([sys.executable, "-c", PROBE, *argv], cwd=ROOT, capture_output=True, text=True,
-                          timeout=60, env=env, check=False)
+    done = subprocess.run(
+        [sys.executable, "-c", PROBE, *argv], cwd=ROOT, capture_output=True, text=True, timeout=60, env=env, check=False
+    )
     loaded: list[str] = json.loads(done.stderr.strip().splitlines()[-1])
     return loaded
 
 
 @pytest.mark.parametrize(
     "argv",
-    [("--help",), ("render", "jobs/example.yaml"), ("submit", "jobs/example.yaml", "--dry-run"),
-     ("env", "--json"), ("render", "jobs/nonexistent.yaml")],
+    [
+        ("--help",),
+        ("render", "jobs/example.yaml"),
+        ("submit", "jobs/example.yaml", "--dry-run"),
+        ("env", "--json"),
+        ("render", "jobs/nonexistent.yaml"),
+    ],
 )
 def test_light_paths_import_nothing_heavy(argv: tuple[str, ...]) -> None:
     assert heavy_imports(*argv) == []

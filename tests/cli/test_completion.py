@@ -16,27 +16,47 @@ ROOT = Path(__file__).resolve().parents[2]
 
 
 def complete(line: str, home: Path) -> list[str]:
-    env = {**os.environ, "COMP_LINE": line, "COMP_POINT": str(len(line)), "_ARGCOMPLETE": "1",
-           "_ARGCOMPLETE_IFS": "\n", "DDPCTL_HOME": str(home)}
-    done = subprocess.run(["bash", "-c", 'exec "$0" -m ddpctl 8>&1 9>/dev/null', sys.executable], cwd=ROOT,
-                          env=env, capture_output=True, text=True, timeout=60, check=False)
+    env = {
+        **os.environ,
+        "COMP_LINE": line,
+        "COMP_POINT": str(len(line)),
+        "_ARGCOMPLETE": "1",
+        "_ARGCOMPLETE_IFS": "\n",
+        "DDPCTL_HOME": str(home),
+    }
+    done = subprocess.run(
+        ["bash", "-c", 'exec "$0" -m ddpctl 8>&1 9>/dev/null', sys.executable],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
     assert done.returncode == 0, done.stderr
     return sorted(done.stdout.split("\n")) if done.stdout else []
 
 
-@pytest.mark.parametrize(("line", "expected"), [
-    ("ddpctl sub", ["submit "]),  # one match: the shell moves on to the next word
-    ("ddpctl st", ["status "]),
-    ("ddpctl submit --dr", ["--dry-run "]),
-    ("ddpctl submit --backend ", ["local", "sbatch", "submitit"]),
-    ("ddpctl submit jobs/example.yaml --set nod", ["nodes="]),  # no space after "=": the value comes next
-    ("ddpctl submit jobs/example.yaml --set requeue.max_", [
-        "requeue.max_failures=", "requeue.max_preemptions=", "requeue.max_timeouts="]),
-    ("ddpctl render jobs/example.yaml --set backend=s", ["backend=sbatch", "backend=submitit"]),
-    ("ddpctl submit jobs/example.yaml --set requeue.signal=U", ["requeue.signal=URG", "requeue.signal=USR1",
-                                                                 "requeue.signal=USR2"]),
-    ("ddpctl doctor jobs/example.yaml --set nccl.ib_disable=", ["nccl.ib_disable=false", "nccl.ib_disable=true"]),
-])
+@pytest.mark.parametrize(
+    ("line", "expected"),
+    [
+        ("ddpctl sub", ["submit "]),  # one match: the shell moves on to the next word
+        ("ddpctl st", ["status "]),
+        ("ddpctl submit --dr", ["--dry-run "]),
+        ("ddpctl submit --backend ", ["local", "sbatch", "submitit"]),
+        ("ddpctl submit jobs/example.yaml --set nod", ["nodes="]),  # no space after "=": the value comes next
+        (
+            "ddpctl submit jobs/example.yaml --set requeue.max_",
+            ["requeue.max_failures=", "requeue.max_preemptions=", "requeue.max_timeouts="],
+        ),
+        ("ddpctl render jobs/example.yaml --set backend=s", ["backend=sbatch", "backend=submitit"]),
+        (
+            "ddpctl submit jobs/example.yaml --set requeue.signal=U",
+            ["requeue.signal=URG", "requeue.signal=USR1", "requeue.signal=USR2"],
+        ),
+        ("ddpctl doctor jobs/example.yaml --set nccl.ib_disable=", ["nccl.ib_disable=false", "nccl.ib_disable=true"]),
+    ],
+)
 def test_commands_options_and_spec_keys(line: str, expected: list[str], tmp_path: Path) -> None:
     assert complete(line, tmp_path) == expected
 

@@ -21,15 +21,23 @@ from ddpctl.run.summary import format_elapsed, last_step_in, summarize
 REPO = Path(__file__).resolve().parents[2]
 
 
-@pytest.mark.parametrize(("seconds", "text"), [(None, "?"), (0.4, "0s"), (9.6, "10s"), (65, "1m05s"),
-                                               (3723, "1h02m03s")])
+@pytest.mark.parametrize(
+    ("seconds", "text"), [(None, "?"), (0.4, "0s"), (9.6, "10s"), (65, "1m05s"), (3723, "1h02m03s")]
+)
 def test_format_elapsed(seconds: float | None, text: str) -> None:
     assert format_elapsed(seconds) == text
 
 
-@pytest.mark.parametrize(("text", "step"), [("", None), ("[example] step 5/12 epoch 0\n", 5),
-                                            ("step 3/9\nsaved step 10\ndone: 12 steps in 3s\n", 10),
-                                            ("stop agreed at step 7\n", 7), ("steps=4\n", None)])
+@pytest.mark.parametrize(
+    ("text", "step"),
+    [
+        ("", None),
+        ("[example] step 5/12 epoch 0\n", 5),
+        ("step 3/9\nsaved step 10\ndone: 12 steps in 3s\n", 10),
+        ("stop agreed at step 7\n", 7),
+        ("steps=4\n", None),
+    ],
+)
 def test_last_step_in(text: str, step: int | None) -> None:
     assert last_step_in(text) == step
 
@@ -61,32 +69,49 @@ def test_finished_status_has_no_empty_fields_and_tells_the_story(tmp_path: Path)
 
 def test_wait_shows_state_then_step_and_elapsed(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     record = finished_run(tmp_path)
-    seq = iter([JobState("PENDING", reason="Resources"), JobState("RUNNING", elapsed="0:05"),
-                JobState("RUNNING", elapsed="0:20"), JobState("RUNNING", elapsed="0:21"),
-                JobState("COMPLETED", 1, "training completed")])
+    seq = iter(
+        [
+            JobState("PENDING", reason="Resources"),
+            JobState("RUNNING", elapsed="0:05"),
+            JobState("RUNNING", elapsed="0:20"),
+            JobState("RUNNING", elapsed="0:21"),
+            JobState("COMPLETED", 1, "training completed"),
+        ]
+    )
     clock = iter([0.0, 0.0, 1.0, 2.0, 20.0, 20.0, 21.0, 22.0, 23.0])
     shown: list[str] = []
     monkeypatch.setattr("ddpctl.cli.waiting.POLL_S", 0.0)
-    final = poll_until_terminal(record, shown.append, live=False, query=lambda _r: next(seq),
-                                clock=lambda: next(clock))
+    final = poll_until_terminal(record, shown.append, live=False, query=lambda _r: next(seq), clock=lambda: next(clock))
     assert final.state == "COMPLETED"
-    assert shown == ["PENDING (Resources)", "RUNNING, step 4, elapsed 0:05", "RUNNING, step 4, elapsed 0:20",
-                     "COMPLETED (training completed) restart 1"], shown
+    assert shown == [
+        "PENDING (Resources)",
+        "RUNNING, step 4, elapsed 0:05",
+        "RUNNING, step 4, elapsed 0:20",
+        "COMPLETED (training completed) restart 1",
+    ], shown
 
 
 def cli(home: Path, *args: str, **kw: object) -> subprocess.CompletedProcess[str]:
     env = {**os.environ, "DDPCTL_HOME": str(home), "PYTHONPATH": str(REPO), "COLUMNS": "80"}
     done: subprocess.CompletedProcess[str] = subprocess.run(  # type: ignore[call-overload]
-        [sys.executable, "-m", "ddpctl", *args], text=True, env=env, timeout=60, check=False, **kw)
+        [sys.executable, "-m", "ddpctl", *args], text=True, env=env, timeout=60, check=False, **kw
+    )
     return done
 
 
 def test_list_fits_80_columns(tmp_path: Path) -> None:
     registry = Registry(tmp_path)
     for n in range(3):
-        registry.add(JobRecord(job_id=f"local-{n}", name="a-rather-long-experiment-name-" * 2 + str(n),
-                               run_dir=str(tmp_path / ("deep/" * 20) / str(n)), backend="local",
-                               submitted_at=1.7e9 + n, final_state="COMPLETED"))
+        registry.add(
+            JobRecord(
+                job_id=f"local-{n}",
+                name="a-rather-long-experiment-name-" * 2 + str(n),
+                run_dir=str(tmp_path / ("deep/" * 20) / str(n)),
+                backend="local",
+                submitted_at=1.7e9 + n,
+                final_state="COMPLETED",
+            )
+        )
     done = cli(tmp_path, "list", capture_output=True)
     assert done.returncode == 0, done.stderr
     rows = done.stdout.splitlines()

@@ -33,8 +33,12 @@ def rec(step: int | None, t: float | None = None, **extra: object) -> dict[str, 
         (HealthSettings(), {0: rec(5, NOW - 200, step_s=30.0)}, False, ""),
         # a checkpoint save adds checkpoint_s
         (HealthSettings(hang_timeout_s=20), {0: rec(5, NOW - 30, phase="checkpoint")}, False, ""),
-        (HealthSettings(hang_timeout_s=20, checkpoint_s=5), {0: rec(5, NOW - 30, phase="checkpoint")}, True,
-         "checkpoint_s"),
+        (
+            HealthSettings(hang_timeout_s=20, checkpoint_s=5),
+            {0: rec(5, NOW - 30, phase="checkpoint")},
+            True,
+            "checkpoint_s",
+        ),
         # before the first step: startup_s from the heartbeat's start (1000 s ago)
         (HealthSettings(hang_timeout_s=20, startup_s=900), {0: rec(None)}, True, "startup_s"),
         (HealthSettings(hang_timeout_s=20, startup_s=1200), {0: rec(None)}, False, ""),
@@ -86,7 +90,7 @@ Current thread 0x00007f0000000001 (most recent call first):
 
 
 def test_parse_dump_finds_the_main_thread_innermost_frame() -> None:
-    threads = parse_dump("Thread 0x1 (most recent call first):\n  File \"old.py\", line 1 in f\n\n" + DUMP)
+    threads = parse_dump('Thread 0x1 (most recent call first):\n  File "old.py", line 1 in f\n\n' + DUMP)
     assert sorted(threads) == [0x7F0000000001, 0x7F0000000002], "the dump before the mark was read"
     assert threads[0x7F0000000001][0] == Frame("/job/train.py", 150, "inject_delays")
     assert where(main_frames(threads, 0x7F0000000001)) == "/job/train.py:150 in inject_delays"
@@ -97,8 +101,12 @@ def test_parse_dump_finds_the_main_thread_innermost_frame() -> None:
 def test_culprits_are_the_lowest_step_outside_torch() -> None:
     torch_wait = (Frame("/x/site-packages/torch/nn/parallel/distributed.py", 1, "forward"),)
     sleeping = (Frame("/job/train.py", 150, "inject_delays"),)
-    states = [RankState(0, "a", 6, torch_wait), RankState(1, "a", 5, torch_wait),
-              RankState(2, "b", 5, sleeping), RankState(3, "b", 5, torch_wait)]
+    states = [
+        RankState(0, "a", 6, torch_wait),
+        RankState(1, "a", 5, torch_wait),
+        RankState(2, "b", 5, sleeping),
+        RankState(3, "b", 5, torch_wait),
+    ]
     assert [s.rank for s in culprits(states)] == [2]
     all_waiting = [RankState(0, "a", 5, torch_wait), RankState(1, "a", 5, torch_wait)]
     assert [s.rank for s in culprits(all_waiting)] == [0, 1]
@@ -111,8 +119,12 @@ def history(*points: tuple[float, int, int]) -> dict[str, object]:
 
 def test_summary_figures() -> None:
     records = {
-        0: {"step": 40, "total_steps": 100, "t": NOW - 2, **history((NOW - 60, 10, 100), (NOW - 22, 20, 200),
-                                                                    (NOW - 2, 40, 400))},
+        0: {
+            "step": 40,
+            "total_steps": 100,
+            "t": NOW - 2,
+            **history((NOW - 60, 10, 100), (NOW - 22, 20, 200), (NOW - 2, 40, 400)),
+        },
         1: {"step": 39, "total_steps": 100, "t": NOW - 3, **history((NOW - 23, 19, 190), (NOW - 3, 39, 390))},
     }
     summary = summarize(records, NOW)

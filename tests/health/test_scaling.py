@@ -12,8 +12,13 @@ from ddpctl.health.scaling import SizeResult, table, with_speedups, write_json, 
 
 
 def test_speedup_is_relative_to_the_first_size_and_efficiency_divides_by_the_growth_in_ranks() -> None:
-    results = with_speedups([SizeResult(1, 4, "j1", "CANCELLED", 100.0), SizeResult(2, 8, "j2", "CANCELLED", 180.0),
-                             SizeResult(4, 16, "j4", "FAILED", None)])
+    results = with_speedups(
+        [
+            SizeResult(1, 4, "j1", "CANCELLED", 100.0),
+            SizeResult(2, 8, "j2", "CANCELLED", 180.0),
+            SizeResult(4, 16, "j4", "FAILED", None),
+        ]
+    )
     assert [(r.speedup, r.efficiency) for r in results] == [(1.0, 1.0), (1.8, 0.9), (None, None)]
     text = table(results)
     assert text.splitlines()[2].split()[:5] == ["2", "8", "180.0", "1.80x", "90%"]

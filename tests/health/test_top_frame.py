@@ -15,8 +15,18 @@ NOW = 1000.0
 
 
 def snap(ranks: int, per_node: int, **extra: object) -> dict[str, object]:
-    records = {r: {"step": 50, "t": NOW - 1, "step_s": 0.2, "busy_s": 0.1, "window": 20, "phase": "train",
-                   "node": f"n{r // per_node:02d}"} for r in range(ranks)}
+    records = {
+        r: {
+            "step": 50,
+            "t": NOW - 1,
+            "step_s": 0.2,
+            "busy_s": 0.1,
+            "window": 20,
+            "phase": "train",
+            "node": f"n{r // per_node:02d}",
+        }
+        for r in range(ranks)
+    }
     records[13].update(step=41, t=NOW - 120)  # silent for 2 minutes: a stall
     records[min(40, ranks - 1)].update(busy_s=0.9)  # 9x the others: a straggler
     logs = {r: (f"step 50 loss 1.0 rank {r}", NOW - 1) for r in range(ranks)}

@@ -40,7 +40,8 @@ def debian_mirror() -> str:
             continue
         text = path.read_text(errors="replace")
         found = re.search(r"^URIs:\s*(\S+/debian)\s*$", text, re.M) or re.search(
-            r"^deb\s+(?:\[[^\]]*\]\s+)?(\S+/debian)\s+bookworm\b", text, re.M)
+            r"^deb\s+(?:\[[^\]]*\]\s+)?(\S+/debian)\s+bookworm\b", text, re.M
+        )
         if found:
             return found.group(1)
     return "http://deb.debian.org/debian"
@@ -59,13 +60,31 @@ def ddpctl_sources_key() -> str:
 
 
 def _pip(target: Path, *args: str) -> None:
-    subprocess.run([sys.executable, "-m", "pip", "install", "--quiet", "--disable-pip-version-check", "--no-compile",
-                    "--target", str(target / SITE), *args], check=True, timeout=900)
+    subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pip",
+            "install",
+            "--quiet",
+            "--disable-pip-version-check",
+            "--no-compile",
+            "--target",
+            str(target / SITE),
+            *args,
+        ],
+        check=True,
+        timeout=900,
+    )
 
 
 def _build_base(dest: Path) -> None:
-    subprocess.run(["debootstrap", "--variant=minbase", "--include=python3", SUITE, str(dest), debian_mirror()],
-                   check=True, timeout=900, stdout=subprocess.DEVNULL)
+    subprocess.run(
+        ["debootstrap", "--variant=minbase", "--include=python3", SUITE, str(dest), debian_mirror()],
+        check=True,
+        timeout=900,
+        stdout=subprocess.DEVNULL,
+    )
     (dest / "etc" / "hosts").touch()  # ch-run binds the host's /etc/hosts (node names) only onto an existing file
     _pip(dest, *BASE_PACKAGES)
 

@@ -35,9 +35,17 @@ def registry(home: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Non
 
 
 def example(tmp_path: Path, name: str, *extra: str) -> Path:
-    return write_spec(tmp_path / f"{name}.yaml", name=name, script=str(REPO / "jobs/example/train.py"),
-                      args=[*ARGS, *extra], nodes=2, nproc_per_node=2, run_dir="runs",
-                      env={"OMP_NUM_THREADS": "1"}, backend="sbatch")
+    return write_spec(
+        tmp_path / f"{name}.yaml",
+        name=name,
+        script=str(REPO / "jobs/example/train.py"),
+        args=[*ARGS, *extra],
+        nodes=2,
+        nproc_per_node=2,
+        run_dir="runs",
+        env={"OMP_NUM_THREADS": "1"},
+        backend="sbatch",
+    )
 
 
 def first_step(job: Job) -> LogLine:

@@ -48,8 +48,7 @@ def attempt_started(job: Job, attempt: int) -> Callable[[], bool]:
     return lambda: any(e["attempt"] == attempt for e in job.events("attempt-start"))
 
 
-def preempt_by_urgent(job: Job, cleanup: Callable[[str], str], attempt: int, after_step: int,
-                      hold_s: int = 1) -> int:
+def preempt_by_urgent(job: Job, cleanup: Callable[[str], str], attempt: int, after_step: int, hold_s: int = 1) -> int:
     """Wait for `attempt` to train past `after_step`, preempt it with an urgent job; return its stop step."""
     job.wait_step(attempt, after_step + 1)
     cleanup(sbatch_text(f"sleep {hold_s}", "-p", "urgent", "-N2", "-J", "ddpctl-test-urgent"))
@@ -87,8 +86,16 @@ def assert_one_job_at_a_time(job: Job) -> None:
 def test_chain_survives_two_cancelling_preemptions_and_a_time_limit(
     cli: Cli, tmp_path: Path, cleanup_jobs: Callable[[str], str], reference: Reference
 ) -> None:
-    job = submit(cli, tmp_path / "runs", cleanup_jobs, "--ckpt-every", "4", "--sleep-per-step", "2",
-                 sets=(*LOWPRIO, "time=00:03:00", "requeue.lead_s=60"))
+    job = submit(
+        cli,
+        tmp_path / "runs",
+        cleanup_jobs,
+        "--ckpt-every",
+        "4",
+        "--sleep-per-step",
+        "2",
+        sets=(*LOWPRIO, "time=00:03:00", "requeue.lead_s=60"),
+    )
 
     def register() -> None:
         for job_id in chain_ids(job):
@@ -138,8 +145,9 @@ def test_cancel_of_a_chained_run_leaves_no_job_behind(
 ) -> None:
     doctor = cli.run("doctor", "jobs/example.yaml", "--set", "partition=lowprio", check=False).stdout
     assert "requeue mode: chain (partition lowprio has PreemptMode=CANCEL" in doctor, doctor
-    job = submit(cli, tmp_path / "runs", cleanup_jobs, "--ckpt-every", "4", "--sleep-per-step", "2",
-                 sets=("requeue.mode=chain",))
+    job = submit(
+        cli, tmp_path / "runs", cleanup_jobs, "--ckpt-every", "4", "--sleep-per-step", "2", sets=("requeue.mode=chain",)
+    )
     job.wait_step(0, 1)
     cli.run("preempt", job.job_id)  # the signal submits the successor at once; it waits on this job
     job.wait(lambda: job.events("chain-submit"), "the successor's submission", 60)
@@ -157,8 +165,16 @@ def test_cancel_of_a_chained_run_leaves_no_job_behind(
 
 # --- a spent budget ends the chain ---------------------------------------------------------------------------------
 def test_spent_budget_ends_the_chain(cli: Cli, tmp_path: Path, cleanup_jobs: Callable[[str], str]) -> None:
-    job = submit(cli, tmp_path / "runs", cleanup_jobs, "--ckpt-every", "4", "--sleep-per-step", "0.5",
-                 sets=("requeue.mode=chain", "requeue.max_preemptions=1"))
+    job = submit(
+        cli,
+        tmp_path / "runs",
+        cleanup_jobs,
+        "--ckpt-every",
+        "4",
+        "--sleep-per-step",
+        "0.5",
+        sets=("requeue.mode=chain", "requeue.max_preemptions=1"),
+    )
     job.wait_step(0, 1)
     cli.run("preempt", job.job_id)
     job.wait(attempt_started(job, 1), "attempt 1 in the successor job", 120)

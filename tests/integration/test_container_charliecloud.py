@@ -78,8 +78,9 @@ def test_example_preempted_and_resumed_inside_charliecloud(
     cli = Cli(tmp_path / "home", extra_env={"USER": os.environ.get("USER", "root")})
     train = trainer_copy(tmp_path)
     sets = (f"script={train}", "container.runtime=charliecloud", f"container.image={image}")
-    dry = cli.run("submit", str(REPO / "jobs" / "example.yaml"), *[a for s in sets for a in ("--set", s)],
-                  "--dry-run").stdout
+    dry = cli.run(
+        "submit", str(REPO / "jobs" / "example.yaml"), *[a for s in sets for a in ("--set", s)], "--dry-run"
+    ).stdout
     assert f"--bind {train.parent}:{train.parent} --cd {train.parent} {image} -- python3 -m ddpctl launch" in dry, dry
     assert "--no-python python3 -m ddpctl.node.worker" in dry, dry
     job = submit(cli, tmp_path / "runs", cleanup_jobs, "--ckpt-every", "4", "--sleep-per-step", "0.5", sets=sets)
@@ -121,8 +122,15 @@ def test_doctor_runs_ddpctl_in_the_image(image: Path, tmp_path: Path) -> None:
     base = next(image.parent.glob("base-*"))
     lines = {}
     for name, img in (("good", image), ("base", base)):
-        done = cli.run("doctor", str(REPO / "jobs" / "example.yaml"), "--set", "container.runtime=charliecloud",
-                       "--set", f"container.image={img}", check=False)
+        done = cli.run(
+            "doctor",
+            str(REPO / "jobs" / "example.yaml"),
+            "--set",
+            "container.runtime=charliecloud",
+            "--set",
+            f"container.image={img}",
+            check=False,
+        )
         lines[name] = next(line for line in done.stdout.splitlines() if "container:" in line)
     assert lines["good"].startswith("[ok  ] container: charliecloud image"), lines
     assert "ddpctl 0.1.0 (python3)" in lines["good"], lines

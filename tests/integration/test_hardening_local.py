@@ -25,22 +25,29 @@ def cli(tmp_path: Path) -> Cli:
 
 
 def spec(tmp_path: Path, name: str, **extra: object) -> Path:
-    fields = {"name": name, "script": str(REPO / "jobs/example/train.py"), "args": ARGS, "nodes": 2,
-              "nproc_per_node": 1, "run_dir": str(tmp_path / "runs"), "env": {"OMP_NUM_THREADS": "1"},
-              "backend": "local", **extra}
+    fields = {
+        "name": name,
+        "script": str(REPO / "jobs/example/train.py"),
+        "args": ARGS,
+        "nodes": 2,
+        "nproc_per_node": 1,
+        "run_dir": str(tmp_path / "runs"),
+        "env": {"OMP_NUM_THREADS": "1"},
+        "backend": "local",
+        **extra,
+    }
     return write_spec(tmp_path / f"{name}.yaml", **fields)
 
 
-def test_item1_a_run_with_another_world_size_never_deletes_the_first_runs_checkpoints(
-    cli: Cli, tmp_path: Path
-) -> None:
+def test_item1_a_run_with_another_world_size_never_deletes_the_first_runs_checkpoints(cli: Cli, tmp_path: Path) -> None:
     ck = tmp_path / "ck"
     first, _ = cli.submit(spec(tmp_path, "f1"), "--set", f"checkpoint.dir={ck}", "--wait")
     assert cli.status(first)["state"] == "COMPLETED"
     saved = sorted(p.name for p in ck.iterdir())
     assert len(saved) >= 2, saved
-    done = cli.run("submit", str(spec(tmp_path, "f1")), "--set", f"checkpoint.dir={ck}", "--set", "nodes=1",
-                   "--wait", check=False)
+    done = cli.run(
+        "submit", str(spec(tmp_path, "f1")), "--set", f"checkpoint.dir={ck}", "--set", "nodes=1", "--wait", check=False
+    )
     second = done.stdout.split("job ", 1)[1].split()[0]
     assert cli.status(second)["state"] == "FAILED", done.stdout
     assert sorted(p.name for p in ck.iterdir()) == saved
@@ -80,9 +87,7 @@ def test_item2_kill_9_of_the_supervisor_takes_its_nodes_down_and_status_tells_th
     assert done.returncode != 0 and "not running" in done.stderr
 
 
-def test_item3_a_stranger_with_the_supervisors_pid_is_neither_running_nor_cancelled(
-    cli: Cli, tmp_path: Path
-) -> None:
+def test_item3_a_stranger_with_the_supervisors_pid_is_neither_running_nor_cancelled(cli: Cli, tmp_path: Path) -> None:
     job_id, run_dir = cli.submit(spec(tmp_path, "stranger", args=["--epochs", "1", "--samples", "128"]), "--wait")
     assert cli.status(job_id)["state"] == "COMPLETED"
     stranger = subprocess.Popen(["sleep", "120"])
@@ -101,8 +106,9 @@ def test_item3_a_stranger_with_the_supervisors_pid_is_neither_running_nor_cancel
 
 def test_item6_a_run_dir_with_braces_and_percent_runs_and_logs(cli: Cli, tmp_path: Path) -> None:
     runs = tmp_path / "r{x}{rank}{0}%j"
-    job_id, run_dir = cli.submit(spec(tmp_path, "braces", run_dir=str(runs), args=["--epochs", "1", "--samples",
-                                                                                    "128"]), "--wait")
+    job_id, run_dir = cli.submit(
+        spec(tmp_path, "braces", run_dir=str(runs), args=["--epochs", "1", "--samples", "128"]), "--wait"
+    )
     assert cli.status(job_id)["state"] == "COMPLETED"
     assert run_dir.parent.parent == runs
     assert sorted(p.name for p in (run_dir / "attempt-0").glob("rank-*.log")) == ["rank-0.log", "rank-1.log"]
@@ -127,8 +133,9 @@ for _ in range(400):
 def test_item15_errors_names_the_sigkilled_rank_not_the_gloo_collateral(cli: Cli, tmp_path: Path) -> None:
     script = tmp_path / "kill_one.py"
     script.write_text(KILL_ONE_RANK)
-    done = cli.run("submit", str(spec(tmp_path, "killer", script=str(script), args=[], nproc_per_node=2)),
-                   "--wait", check=False)
+    done = cli.run(
+        "submit", str(spec(tmp_path, "killer", script=str(script), args=[], nproc_per_node=2)), "--wait", check=False
+    )
     job_id = done.stdout.split("job ", 1)[1].split()[0]
     assert cli.status(job_id)["state"] == "FAILED"
     out = cli.run("logs", job_id, "--errors", "--no-color").stdout.splitlines()

@@ -26,15 +26,34 @@ def cli(tmp_path: Path) -> Cli:
 
 
 def spec(tmp_path: Path, name: str, *extra: str, **fields: object) -> Path:
-    return write_spec(tmp_path / f"{name}.yaml", name=name, script=str(REPO / "jobs/example/train.py"),
-                      args=[*ARGS, *extra], nodes=2, nproc_per_node=2, run_dir=str(tmp_path / "runs"),
-                      env={"OMP_NUM_THREADS": "1"}, backend="local", **fields)
+    return write_spec(
+        tmp_path / f"{name}.yaml",
+        name=name,
+        script=str(REPO / "jobs/example/train.py"),
+        args=[*ARGS, *extra],
+        nodes=2,
+        nproc_per_node=2,
+        run_dir=str(tmp_path / "runs"),
+        env={"OMP_NUM_THREADS": "1"},
+        backend="local",
+        **fields,
+    )
 
 
 def test_hidden_stall_is_dumped_named_requeued_and_resumed_to_the_same_weights(cli: Cli, tmp_path: Path) -> None:
     reference_id, reference_dir = cli.submit(spec(tmp_path, "reference"))
-    job_id, run_dir = cli.submit(spec(tmp_path, "stall", "--hang-at-step", "5", "--hang-rank", "2",
-                                      requeue={"max_failures": 1}, health={"hang_timeout_s": HANG_TIMEOUT_S}))
+    job_id, run_dir = cli.submit(
+        spec(
+            tmp_path,
+            "stall",
+            "--hang-at-step",
+            "5",
+            "--hang-rank",
+            "2",
+            requeue={"max_failures": 1},
+            health={"hang_timeout_s": HANG_TIMEOUT_S},
+        )
+    )
     status = cli.wait_terminal(job_id, timeout=400)
     assert (status["state"], status["restarts"]) == ("COMPLETED", 1), events(run_dir)
     assert cli.wait_terminal(reference_id, timeout=300)["state"] == "COMPLETED"
@@ -67,8 +86,19 @@ def test_hidden_stall_is_dumped_named_requeued_and_resumed_to_the_same_weights(c
 
 
 def test_a_slow_rank_is_flagged_as_straggler_and_the_job_finishes(cli: Cli, tmp_path: Path) -> None:
-    job_id, run_dir = cli.submit(spec(tmp_path, "slow", "--samples", "2048", "--slow-rank", "3", "--slow-s", "1",
-                                      health={"straggler_factor": 2.0, "straggler_steps": 5}))
+    job_id, run_dir = cli.submit(
+        spec(
+            tmp_path,
+            "slow",
+            "--samples",
+            "2048",
+            "--slow-rank",
+            "3",
+            "--slow-s",
+            "1",
+            health={"straggler_factor": 2.0, "straggler_steps": 5},
+        )
+    )
     status = cli.wait_terminal(job_id, timeout=400)
     assert (status["state"], status["restarts"]) == ("COMPLETED", 0), events(run_dir)
     stragglers = [e for e in events(run_dir) if e["event"] == "straggler"]
@@ -79,15 +109,23 @@ def test_a_slow_rank_is_flagged_as_straggler_and_the_job_finishes(cli: Cli, tmp_
 
 
 def test_scale_at_1_and_2_nodes_writes_the_table_and_files(cli: Cli, tmp_path: Path) -> None:
-    path = write_spec(tmp_path / "ex.yaml", name="ex", script=str(REPO / "jobs/example/train.py"),
-                      args=["--epochs", "2", "--samples", "4096"], nodes=1, nproc_per_node=1,
-                      run_dir=str(tmp_path / "runs"), env={"OMP_NUM_THREADS": "1"}, backend="local")
+    path = write_spec(
+        tmp_path / "ex.yaml",
+        name="ex",
+        script=str(REPO / "jobs/example/train.py"),
+        args=["--epochs", "2", "--samples", "4096"],
+        nodes=1,
+        nproc_per_node=1,
+        run_dir=str(tmp_path / "runs"),
+        env={"OMP_NUM_THREADS": "1"},
+        backend="local",
+    )
     out = tmp_path / "scaling"
     done = cli.run("scale", str(path), "--nodes", "1,2", "--steps", "20", "--out", str(out), timeout=600)
     print(done.stdout)
     lines = done.stdout.splitlines()
     header = next(i for i, line in enumerate(lines) if line.split()[:2] == ["nodes", "ranks"])
-    rows = [line.split() for line in lines[header + 1: header + 3]]
+    rows = [line.split() for line in lines[header + 1 : header + 3]]
     assert [row[:2] for row in rows] == [["1", "1"], ["2", "2"]] and rows[0][3:5] == ["1.00x", "100%"]
     data = json.loads((out / "scaling.json").read_text())
     assert [(s["nodes"], s["ranks"]) for s in data["sizes"]] == [(1, 1), (2, 2)]

@@ -21,8 +21,9 @@ TRAIN = ["--epochs", "2", "--steps-per-epoch", "6", "--ckpt-every", "2"]
 HANG_TIMEOUT_S = 20
 
 
-def submit(cli: Cli, runs: Path, *train: str, sets: tuple[str, ...] = (),
-           backend: str | None = None) -> tuple[str, Path]:
+def submit(
+    cli: Cli, runs: Path, *train: str, sets: tuple[str, ...] = (), backend: str | None = None
+) -> tuple[str, Path]:
     options = ["--set", f"run_dir={runs}", "--set", f"args={json.dumps([*TRAIN, *train])}"]
     for item in sets:
         options += ["--set", item]
@@ -32,8 +33,15 @@ def submit(cli: Cli, runs: Path, *train: str, sets: tuple[str, ...] = (),
 def test_hidden_stall_on_slurm_is_dumped_named_requeued_and_resumed(tmp_path: Path, cleanup_jobs) -> None:  # type: ignore[no-untyped-def]
     cli = Cli(tmp_path / "home")
     ref_id, ref_dir = submit(cli, tmp_path / "ref", sets=("name=reference",), backend="local")  # its own name
-    job_id, run_dir = submit(cli, tmp_path / "runs", "--hang-at-step", "5", "--hang-rank", "2",
-                             sets=(f"health.hang_timeout_s={HANG_TIMEOUT_S}", "requeue.max_failures=1"))
+    job_id, run_dir = submit(
+        cli,
+        tmp_path / "runs",
+        "--hang-at-step",
+        "5",
+        "--hang-rank",
+        "2",
+        sets=(f"health.hang_timeout_s={HANG_TIMEOUT_S}", "requeue.max_failures=1"),
+    )
     cleanup_jobs(job_id)
     status = cli.wait_terminal(job_id, timeout=480)
     assert (status["state"], status["restarts"]) == ("COMPLETED", 1), events(run_dir)
@@ -50,14 +58,17 @@ def test_hidden_stall_on_slurm_is_dumped_named_requeued_and_resumed(tmp_path: Pa
         assert "(most recent call first)" in log.split(DUMP_MARK)[-1], f"rank {rank} has no stack dump"
     assert "in inject_delays" in (run_dir / "attempt-0" / "rank-2.log").read_text().split(DUMP_MARK)[-1]
     assert [(e["action"], e["kind"]) for e in events(run_dir) if e["event"] == "decision"] == [
-        ("requeue", "failure"), ("finish", None)]
+        ("requeue", "failure"),
+        ("finish", None),
+    ]
     assert "stopped first: rank 2 on node" in cli.run("logs", job_id, "--errors", "--attempt", "0").stdout
 
 
 def test_slowed_rank_on_slurm_is_named_a_straggler(tmp_path: Path, cleanup_jobs) -> None:  # type: ignore[no-untyped-def]
     cli = Cli(tmp_path / "home")
-    job_id, run_dir = submit(cli, tmp_path / "runs", "--slow-rank", "3", "--slow-s", "1",
-                             sets=("health.straggler_steps=5",))
+    job_id, run_dir = submit(
+        cli, tmp_path / "runs", "--slow-rank", "3", "--slow-s", "1", sets=("health.straggler_steps=5",)
+    )
     cleanup_jobs(job_id)
     status = cli.wait_terminal(job_id, timeout=400)
     assert (status["state"], status["restarts"]) == ("COMPLETED", 0), events(run_dir)

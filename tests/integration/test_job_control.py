@@ -12,8 +12,15 @@ from clitools import Cli, write_spec
 def quick_job(cli: Cli, tmp_path: Path, backend: str) -> str:
     script = tmp_path / "quick.py"
     script.write_text("from ddpctl import runtime  # handles stops (no warning)\nprint('hello', flush=True)\n")
-    spec = write_spec(tmp_path / "quick.yaml", name="quick", script=str(script), run_dir=str(tmp_path / "runs"),
-                      backend=backend, time="00:05:00", requeue={"lead_s": 30})
+    spec = write_spec(
+        tmp_path / "quick.yaml",
+        name="quick",
+        script=str(script),
+        run_dir=str(tmp_path / "runs"),
+        backend=backend,
+        time="00:05:00",
+        requeue={"lead_s": 30},
+    )
     job_id, _ = cli.submit(spec)
     return job_id
 

@@ -29,9 +29,17 @@ def cli(tmp_path: Path) -> Cli:
 
 
 def example_spec(tmp_path: Path, name: str, *extra: str) -> Path:
-    return write_spec(tmp_path / f"{name}.yaml", name=name, script=str(REPO / "jobs/example/train.py"),
-                      args=[*ARGS, *extra], nodes=2, nproc_per_node=2, run_dir=str(tmp_path / "runs"),
-                      env={"OMP_NUM_THREADS": "1"}, backend="local")
+    return write_spec(
+        tmp_path / f"{name}.yaml",
+        name=name,
+        script=str(REPO / "jobs/example/train.py"),
+        args=[*ARGS, *extra],
+        nodes=2,
+        nproc_per_node=2,
+        run_dir=str(tmp_path / "runs"),
+        env={"OMP_NUM_THREADS": "1"},
+        backend="local",
+    )
 
 
 def steps_logged(log: Path) -> list[int]:
@@ -74,8 +82,10 @@ def test_preempt_and_resume_reaches_the_uninterrupted_hash(cli: Cli, tmp_path: P
     # Under c10d the ranks' placement is torchrun's choice (both simulated nodes share 127.0.0.1, so it goes
     # by pid): the prefixes must match what each worker recorded, for every rank of both attempts.
     for attempt in (0, 1):
-        placed = {json.loads(p.read_text())["rank"]: json.loads(p.read_text())["node"]
-                  for p in (run_dir / f"attempt-{attempt}").glob("rank-*.json")}
+        placed = {
+            json.loads(p.read_text())["rank"]: json.loads(p.read_text())["node"]
+            for p in (run_dir / f"attempt-{attempt}").glob("rank-*.json")
+        }
         assert sorted(placed) == [0, 1, 2, 3] and set(placed.values()) == {"local1", "local2"}
         expected = {f"[a{attempt} {node} r{rank}]" for rank, node in placed.items()}
         assert expected <= set(re.findall(r"\[a\d local\d r\d\]", merged))

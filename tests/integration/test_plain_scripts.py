@@ -51,8 +51,9 @@ def dump(run_dir: Path, job_id: str) -> str:
     return "\n".join(parts) + "\n" + cluster_dump(job_id)
 
 
-def preempt_for_real(cli: Cli, tmp_path: Path, cleanup: Callable[[str], str], args: list[str],
-                     *sets: str) -> tuple[str, Path, dict[str, Any]]:
+def preempt_for_real(
+    cli: Cli, tmp_path: Path, cleanup: Callable[[str], str], args: list[str], *sets: str
+) -> tuple[str, Path, dict[str, Any]]:
     options = ["--set", f"run_dir={tmp_path / 'runs'}", "--set", f"args={json.dumps(args)}"]
     for item in sets:
         options += ["--set", item]
@@ -107,5 +108,6 @@ def test_own_checkpoint_script_gets_its_signal_and_loses_nothing(
     assert [(s["attempt"], s["state"]) for s in status["stops"]] == [(0, "acknowledged")], status
     assert "(nothing lost)" in status["stops"][0]["text"], status
     assert status["restart_notes"] == [
-        f"attempt 1: restarted; the script's own checkpoint {stopped['checkpoint']} was there to resume from"]
+        f"attempt 1: restarted; the script's own checkpoint {stopped['checkpoint']} was there to resume from"
+    ]
     assert not [e for e in events(run_dir) if e["event"] == "stop-unacknowledged"], info

@@ -34,15 +34,20 @@ def run_quickstart(tmp_path: Path, local: bool) -> dict[str, subprocess.Complete
     shutil.copytree(REPO / "jobs", tmp_path / "jobs")  # relative paths resolve against the cwd, as for a user
     bin_dir = tmp_path / "bin"
     bin_dir.mkdir()
-    (bin_dir / "ddpctl").write_text(f"#!/bin/sh\nexec {sys.executable} -m ddpctl \"$@\"\n")
+    (bin_dir / "ddpctl").write_text(f'#!/bin/sh\nexec {sys.executable} -m ddpctl "$@"\n')
     (bin_dir / "ddpctl").chmod(0o755)
-    env = {**os.environ, "DDPCTL_HOME": str(tmp_path / "home"), "PYTHONPATH": str(REPO),
-           "PATH": f"{bin_dir}:{os.environ['PATH']}"}
+    env = {
+        **os.environ,
+        "DDPCTL_HOME": str(tmp_path / "home"),
+        "PYTHONPATH": str(REPO),
+        "PATH": f"{bin_dir}:{os.environ['PATH']}",
+    }
     done: dict[str, subprocess.CompletedProcess[str]] = {}
     for line in quickstart():
         command = local_variant(line) if local else line
-        result = subprocess.run(["bash", "-c", command], cwd=tmp_path, env=env, capture_output=True, text=True,
-                                timeout=600, check=False)
+        result = subprocess.run(
+            ["bash", "-c", command], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=600, check=False
+        )
         done[command.split()[1]] = result
         assert result.returncode == 0, f"{command} exited {result.returncode}:\n{result.stdout}\n{result.stderr}"
     return done

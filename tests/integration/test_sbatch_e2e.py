@@ -19,8 +19,15 @@ def cli(tmp_path: Path) -> Cli:
 
 def allreduce_spec(tmp_path: Path, **extra: object) -> Path:
     (tmp_path / "allreduce.py").write_text(ALLREDUCE_SCRIPT)
-    fields = {"name": "allreduce", "script": "allreduce.py", "nodes": 2, "nproc_per_node": 2, "time": "00:05:00",
-              "partition": "debug", **extra}
+    fields = {
+        "name": "allreduce",
+        "script": "allreduce.py",
+        "nodes": 2,
+        "nproc_per_node": 2,
+        "time": "00:05:00",
+        "partition": "debug",
+        **extra,
+    }
     return write_spec(tmp_path / "allreduce.yaml", **fields)
 
 
@@ -44,8 +51,7 @@ def test_two_nodes_form_one_world(cli: Cli, tmp_path: Path, cleanup_jobs) -> Non
 
 def test_wait_returns_the_jobs_exit_status(cli: Cli, tmp_path: Path, cleanup_jobs) -> None:  # type: ignore[no-untyped-def]
     (tmp_path / "fail.py").write_text("import sys\nprint('failing on purpose')\nsys.exit(3)\n")
-    spec = write_spec(tmp_path / "fail.yaml", name="fail", script="fail.py", nodes=2, nproc_per_node=1,
-                      time="00:05:00")
+    spec = write_spec(tmp_path / "fail.yaml", name="fail", script="fail.py", nodes=2, nproc_per_node=1, time="00:05:00")
     done = cli.run("submit", str(spec), "--wait", check=False)
     cleanup_jobs(done.stdout.split("job ", 1)[1].split()[0])
     assert done.returncode == 1, done.stdout + done.stderr  # torchrun reports a failed worker as 1
@@ -78,8 +84,10 @@ def test_rejected_submission_leaves_nothing_behind(cli: Cli, tmp_path: Path) -> 
 
 
 def test_env_inside_srun_matches_the_launcher(cli: Cli, tmp_path: Path, cleanup_jobs) -> None:  # type: ignore[no-untyped-def]
-    probe = (f"srun --ntasks-per-node=1 bash -c '\"$0\" -m ddpctl env --json --nproc-per-node 2 "
-             f"> {tmp_path}/env-$SLURM_NODEID.json' \"$(command -v python)\"")
+    probe = (
+        f'srun --ntasks-per-node=1 bash -c \'"$0" -m ddpctl env --json --nproc-per-node 2 '
+        f'> {tmp_path}/env-$SLURM_NODEID.json\' "$(command -v python)"'
+    )
     spec = allreduce_spec(tmp_path, setup=[probe])
     done = cli.run("submit", str(spec), "--wait")
     cleanup_jobs(done.stdout.split("job ", 1)[1].split()[0])

@@ -38,15 +38,26 @@ def launches(run_dir: Path, attempt: int) -> int:
 
 def test_sixteen_nodes_stop_at_one_step_requeue_and_resume(tmp_path: Path, cleanup_jobs) -> None:  # type: ignore[no-untyped-def]
     cli = Cli(tmp_path / "home", cwd=tmp_path)
-    spec = write_spec(tmp_path / "scale.yaml", name="scale16", script=str(STANDIN), nodes=NODES,
-                      nproc_per_node=RANKS, time="00:10:00", partition="scale",
-                      args=["--steps", str(STEPS), "--step-s", str(STEP_S)], env={"DDPCTL_STANDIN": "1"},
-                      requeue={"enabled": True, "signal": "USR2", "lead_s": 60, "max_preemptions": 1})
+    spec = write_spec(
+        tmp_path / "scale.yaml",
+        name="scale16",
+        script=str(STANDIN),
+        nodes=NODES,
+        nproc_per_node=RANKS,
+        time="00:10:00",
+        partition="scale",
+        args=["--steps", str(STEPS), "--step-s", str(STEP_S)],
+        env={"DDPCTL_STANDIN": "1"},
+        requeue={"enabled": True, "signal": "USR2", "lead_s": 60, "max_preemptions": 1},
+    )
     job_id, run_dir = cli.submit(spec)
     cleanup_jobs(job_id)
     cli.wait_for(lambda: launches(run_dir, 0) == NODES, timeout=120, what=f"{NODES} launchers")
-    cli.wait_for(lambda: "step 5/" in read(run_dir / "attempt-0" / f"rank-{NODES * RANKS - 1}.log"),
-                 timeout=60, what="the last rank's 5th step")
+    cli.wait_for(
+        lambda: "step 5/" in read(run_dir / "attempt-0" / f"rank-{NODES * RANKS - 1}.log"),
+        timeout=60,
+        what="the last rank's 5th step",
+    )
     asked = time.time()
     cli.run("preempt", job_id)
     status = cli.wait_terminal(job_id, timeout=180)

@@ -21,20 +21,36 @@ pytestmark = pytest.mark.torchrun
 ARGS = ["--epochs", "2", "--samples", "1024", "--ckpt-every", "2"]
 STEP_LINE = re.compile(r"\[example\] step (\d+)/")
 EDITED = "EDITED-AFTER-SUBMIT"
-GIT_ENV = {"GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@t", "GIT_COMMITTER_NAME": "t",
-           "GIT_COMMITTER_EMAIL": "t@t", "GIT_CONFIG_GLOBAL": "/dev/null", "GIT_CONFIG_NOSYSTEM": "1"}
+GIT_ENV = {
+    "GIT_AUTHOR_NAME": "t",
+    "GIT_AUTHOR_EMAIL": "t@t",
+    "GIT_COMMITTER_NAME": "t",
+    "GIT_COMMITTER_EMAIL": "t@t",
+    "GIT_CONFIG_GLOBAL": "/dev/null",
+    "GIT_CONFIG_NOSYSTEM": "1",
+}
 
 
 def git(repo: Path, *args: str) -> str:
-    done = subprocess.run(["git", "-C", str(repo), *args], capture_output=True, text=True, check=True,
-                          env={**os.environ, **GIT_ENV})
+    done = subprocess.run(
+        ["git", "-C", str(repo), *args], capture_output=True, text=True, check=True, env={**os.environ, **GIT_ENV}
+    )
     return done.stdout.strip()
 
 
 def spec(tmp_path: Path, name: str, script: Path, *extra: str, snapshot: str = "auto") -> Path:
-    return write_spec(tmp_path / f"{name}.yaml", name=name, script=str(script), args=[*ARGS, *extra], nodes=2,
-                      nproc_per_node=2, run_dir=str(tmp_path / "runs"), env={"OMP_NUM_THREADS": "1"},
-                      backend="local", snapshot=snapshot)
+    return write_spec(
+        tmp_path / f"{name}.yaml",
+        name=name,
+        script=str(script),
+        args=[*ARGS, *extra],
+        nodes=2,
+        nproc_per_node=2,
+        run_dir=str(tmp_path / "runs"),
+        env={"OMP_NUM_THREADS": "1"},
+        backend="local",
+        snapshot=snapshot,
+    )
 
 
 def steps_logged(log: Path) -> list[int]:
@@ -50,8 +66,9 @@ def test_resumed_attempt_runs_the_submitted_code(tmp_path: Path) -> None:
     git(code, "commit", "-qm", "example")
     commit = git(code, "rev-parse", "HEAD")
     script = code / "train.py"
-    reference_id, reference_dir = cli.submit(spec(tmp_path, "reference", REPO / "jobs/example/train.py",
-                                                  snapshot="off"))
+    reference_id, reference_dir = cli.submit(
+        spec(tmp_path, "reference", REPO / "jobs/example/train.py", snapshot="off")
+    )
     submitted = cli.run("submit", str(spec(tmp_path, "pinned", script, "--sleep-per-step", "0.5"))).stdout
     assert f"code: git {commit[:12]} on exp, clean; snapshot " in submitted, submitted
     assert "requeue:  requeue (local backend: its supervisor starts every attempt itself" in submitted, submitted
@@ -74,8 +91,9 @@ def test_resumed_attempt_runs_the_submitted_code(tmp_path: Path) -> None:
     assert not any(EDITED in p.read_text() for p in run_dir.glob("attempt-*/rank-*.log"))
     assert final_hash(run_dir) is not None and final_hash(run_dir) == final_hash(reference_dir)
     launched = [e["argv"] for e in events(run_dir) if e["event"] == "launch"]
-    assert len(launched) == 4 and all(str(script) not in argv and "/.snapshots/trees/" in " ".join(argv)
-                                      for argv in launched)
+    assert len(launched) == 4 and all(
+        str(script) not in argv and "/.snapshots/trees/" in " ".join(argv) for argv in launched
+    )
     assert status["code"]["commit"] == commit and status["code"]["dirty"] is False
     assert status["code"]["branch"] == "exp"
     human = cli.run("status", job_id).stdout

@@ -96,8 +96,17 @@ def requeued_and_pending(job_id: str) -> bool:
 
 def test_rejected_submission_leaves_nothing_behind(tmp_path: Path) -> None:
     cli = Cli(tmp_path / "home")
-    done = cli.run("submit", str(SPEC), "--backend", "submitit", "--set", f"run_dir={tmp_path / 'runs'}",
-                   "--set", "partition=nosuch", check=False)
+    done = cli.run(
+        "submit",
+        str(SPEC),
+        "--backend",
+        "submitit",
+        "--set",
+        f"run_dir={tmp_path / 'runs'}",
+        "--set",
+        "partition=nosuch",
+        check=False,
+    )
     assert done.returncode != 0
     assert len(done.stderr.strip().splitlines()) == 1 and "sbatch failed" in done.stderr, done.stderr
     assert "partition" in done.stderr.lower()

@@ -24,7 +24,7 @@ def home(tmp_path: Path) -> Path:
     a1 = make_attempt(run_dir, 1, {"node2": [0, 1], "node1": [2, 3]})
     for r in range(4):
         append(a1 / f"rank-{r}.log", f"a1 r{r} step 1\na1 r{r} loss 0.5\n".encode())
-    append(a1 / "rank-3.log", b"Traceback (most recent call last):\n  File \"t.py\"\nValueError: bad lr\n")
+    append(a1 / "rank-3.log", b'Traceback (most recent call last):\n  File "t.py"\nValueError: bad lr\n')
     add_record(tmp_path, final_state="COMPLETED")
     return tmp_path
 
@@ -37,17 +37,26 @@ def add_record(home: Path, **fields: object) -> None:
 def ddpctl(home: Path, *args: str, timeout: float = 30) -> subprocess.CompletedProcess[str]:
     env = {**os.environ, "DDPCTL_HOME": str(home)}
     env.pop("FORCE_COLOR", None)
-    return subprocess.run([sys.executable, "-m", "ddpctl", "logs", *args], env=env, capture_output=True,
-                          text=True, timeout=timeout, check=False)
+    return subprocess.run(
+        [sys.executable, "-m", "ddpctl", "logs", *args],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        check=False,
+    )
 
 
 def test_latest_attempt_plain(home: Path) -> None:
     proc = ddpctl(home, "train", "--rank", "0,3")
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout.splitlines() == [
-        "[a1 node2 r0] a1 r0 step 1", "[a1 node2 r0] a1 r0 loss 0.5",
-        "[a1 node1 r3] a1 r3 step 1", "[a1 node1 r3] a1 r3 loss 0.5",
-        "[a1 node1 r3] Traceback (most recent call last):", '[a1 node1 r3]   File "t.py"',
+        "[a1 node2 r0] a1 r0 step 1",
+        "[a1 node2 r0] a1 r0 loss 0.5",
+        "[a1 node1 r3] a1 r3 step 1",
+        "[a1 node1 r3] a1 r3 loss 0.5",
+        "[a1 node1 r3] Traceback (most recent call last):",
+        '[a1 node1 r3]   File "t.py"',
         "[a1 node1 r3] ValueError: bad lr",
     ]
     assert "\x1b[" not in proc.stdout  # not a terminal: no colour
@@ -56,8 +65,12 @@ def test_latest_attempt_plain(home: Path) -> None:
 def test_all_attempts_with_grep_and_node(home: Path) -> None:
     proc = ddpctl(home, "123", "--attempt", "all", "--node", "node1", "--grep", r"hello|loss")
     assert proc.stdout.splitlines() == [
-        "-- attempt 0 --", "[a0 node1 r0] a0 r0 hello", "[a0 node1 r1] a0 r1 hello",
-        "-- attempt 1 --", "[a1 node1 r2] a1 r2 loss 0.5", "[a1 node1 r3] a1 r3 loss 0.5",
+        "-- attempt 0 --",
+        "[a0 node1 r0] a0 r0 hello",
+        "[a0 node1 r1] a0 r1 hello",
+        "-- attempt 1 --",
+        "[a1 node1 r2] a1 r2 loss 0.5",
+        "[a1 node1 r3] a1 r3 loss 0.5",
     ]
 
 
@@ -78,15 +91,18 @@ def test_errors(home: Path) -> None:
     ]
 
 
-@pytest.mark.parametrize(("args", "message"), [
-    (["nosuchjob"], "job 'nosuchjob': no such job id or name"),
-    (["123", "--rank", "9"], "--rank: rank 9 is outside the job's world size 4; allowed: 0-3"),
-    (["123", "--rank", "1-x"], "--rank '1-x': bad item '1-x'; allowed:"),
-    (["123", "--grep", "(unclosed"], "--grep '(unclosed': not a valid regular expression"),
-    (["123", "--attempt", "7"], "--attempt 7: this job has no such attempt; allowed: 0, 1 or 'all'"),
-    (["123", "--node", "node9"], "--node: no node 'node9' in this job (did you mean 'node"),
-    (["123", "--errors", "-f"], "--errors: cannot be combined with -f"),
-])
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["nosuchjob"], "job 'nosuchjob': no such job id or name"),
+        (["123", "--rank", "9"], "--rank: rank 9 is outside the job's world size 4; allowed: 0-3"),
+        (["123", "--rank", "1-x"], "--rank '1-x': bad item '1-x'; allowed:"),
+        (["123", "--grep", "(unclosed"], "--grep '(unclosed': not a valid regular expression"),
+        (["123", "--attempt", "7"], "--attempt 7: this job has no such attempt; allowed: 0, 1 or 'all'"),
+        (["123", "--node", "node9"], "--node: no node 'node9' in this job (did you mean 'node"),
+        (["123", "--errors", "-f"], "--errors: cannot be combined with -f"),
+    ],
+)
 def test_bad_input_exits_2_with_one_line(home: Path, args: list[str], message: str) -> None:
     proc = ddpctl(home, *args)
     assert proc.returncode == 2
@@ -107,8 +123,13 @@ def test_follow_live_across_a_requeue_until_the_registry_says_done(home: Path) -
     # The record says RUNNING (no scheduler involved); a later registry line with a terminal final_state ends -f.
     add_record(home, final_state="RUNNING")
     env = {**os.environ, "DDPCTL_HOME": str(home)}
-    follower = subprocess.Popen([sys.executable, "-m", "ddpctl", "logs", "123", "-f", "--rank", "1"], env=env,
-                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    follower = subprocess.Popen(
+        [sys.executable, "-m", "ddpctl", "logs", "123", "-f", "--rank", "1"],
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     try:
         time.sleep(1.0)
         a2 = make_attempt(home / "runs" / "train" / "123", 2, {"node3": [0, 1]})
@@ -121,8 +142,11 @@ def test_follow_live_across_a_requeue_until_the_registry_says_done(home: Path) -
             follower.kill()
     assert follower.returncode == 0, err
     assert out.splitlines() == [
-        "[a1 node2 r1] a1 r1 step 1", "[a1 node2 r1] a1 r1 loss 0.5",
-        "-- attempt 2 --", "[a2 node3 r1] a2 r1 resumed", "-- job 123 COMPLETED --",
+        "[a1 node2 r1] a1 r1 step 1",
+        "[a1 node2 r1] a1 r1 loss 0.5",
+        "-- attempt 2 --",
+        "[a2 node3 r1] a2 r1 resumed",
+        "-- job 123 COMPLETED --",
     ]
 
 
@@ -130,8 +154,15 @@ def test_broken_pipe_is_quiet(home: Path) -> None:
     log = home / "runs" / "train" / "123" / "attempt-1" / "rank-0.log"
     append(log, b"".join(b"line %d\n" % i for i in range(200_000)))
     env = {**os.environ, "DDPCTL_HOME": str(home)}
-    proc = subprocess.run(f"{sys.executable} -m ddpctl logs 123 | head -n 2", shell=True, env=env,  # noqa: S602
-                          capture_output=True, text=True, timeout=30, check=False)
+    proc = subprocess.run(  # noqa: S602 (the pipe into head is the point)
+        f"{sys.executable} -m ddpctl logs 123 | head -n 2",
+        shell=True,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=30,
+        check=False,
+    )
     assert proc.stdout.splitlines() == ["[a1 node2 r0] a1 r0 step 1", "[a1 node2 r0] a1 r0 loss 0.5"]
     assert proc.stderr == ""
 
@@ -141,8 +172,7 @@ def test_colour_when_forced(home: Path) -> None:
     env.pop("NO_COLOR", None)
     run = [sys.executable, "-m", "ddpctl", "logs", "123", "--rank", "0"]
     coloured = subprocess.run(run, env=env, capture_output=True, text=True, timeout=30, check=True).stdout
-    plain = subprocess.run([*run, "--no-color"], env=env, capture_output=True, text=True, timeout=30,
-                           check=True).stdout
+    plain = subprocess.run([*run, "--no-color"], env=env, capture_output=True, text=True, timeout=30, check=True).stdout
     assert "\x1b[" in coloured and "\x1b[" not in plain
     assert coloured.splitlines()[0].endswith("[a1 node2 r0]\x1b[0m a1 r0 step 1")
 
@@ -156,8 +186,9 @@ def test_errors_as_json(home: Path) -> None:
 
 
 def test_job_without_attempts_says_so(tmp_path: Path) -> None:
-    Registry(tmp_path).add(JobRecord("9", "queued", str(tmp_path / "runs" / "queued" / "9"), "local", 1.0,
-                                     final_state="CANCELLED"))
+    Registry(tmp_path).add(
+        JobRecord("9", "queued", str(tmp_path / "runs" / "queued" / "9"), "local", 1.0, final_state="CANCELLED")
+    )
     proc = ddpctl(tmp_path, "queued")
     assert proc.returncode == 0
     assert proc.stdout.startswith("-- job 9: no attempt has started yet")

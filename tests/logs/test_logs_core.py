@@ -25,28 +25,34 @@ from ddpctl.logs.core import (
 from ddpctl.logs.follow import Backoff
 
 
-@pytest.mark.parametrize(("spec", "ranks"), [
-    ("0", {0}),
-    ("0,3-5", {0, 3, 4, 5}),
-    (" 1 , 2 ", {1, 2}),
-    ("7-7", {7}),
-    ("2,2,1-2", {1, 2}),
-    ("0-1023", set(range(1024))),
-])
+@pytest.mark.parametrize(
+    ("spec", "ranks"),
+    [
+        ("0", {0}),
+        ("0,3-5", {0, 3, 4, 5}),
+        (" 1 , 2 ", {1, 2}),
+        ("7-7", {7}),
+        ("2,2,1-2", {1, 2}),
+        ("0-1023", set(range(1024))),
+    ],
+)
 def test_rank_spec(spec: str, ranks: set[int]) -> None:
     assert parse_rank_spec(spec) == ranks
 
 
-@pytest.mark.parametrize(("spec", "message"), [
-    ("", "bad item ''"),
-    ("a", "bad item 'a'"),
-    ("1,,2", "bad item ''"),
-    ("-1", "bad item '-1'"),
-    ("3-", "bad item '3-'"),
-    ("1-a", "bad item '1-a'"),
-    ("5-3", "runs backwards; allowed: LOW-HIGH, e.g. 3-5"),
-    ("0-99999999", "too large"),
-])
+@pytest.mark.parametrize(
+    ("spec", "message"),
+    [
+        ("", "bad item ''"),
+        ("a", "bad item 'a'"),
+        ("1,,2", "bad item ''"),
+        ("-1", "bad item '-1'"),
+        ("3-", "bad item '3-'"),
+        ("1-a", "bad item '1-a'"),
+        ("5-3", "runs backwards; allowed: LOW-HIGH, e.g. 3-5"),
+        ("0-99999999", "too large"),
+    ],
+)
 def test_bad_rank_spec(spec: str, message: str) -> None:
     with pytest.raises(LogsError, match=r"^--rank") as err:
         parse_rank_spec(spec)
@@ -54,12 +60,15 @@ def test_bad_rank_spec(spec: str, message: str) -> None:
     assert "\n" not in str(err.value)
 
 
-@pytest.mark.parametrize(("ranks", "world", "ok"), [
-    (frozenset({0, 3}), 4, True),
-    (frozenset({4}), 4, False),
-    (frozenset({100}), 0, True),  # world not known yet: nothing to check against
-    (None, 4, True),
-])
+@pytest.mark.parametrize(
+    ("ranks", "world", "ok"),
+    [
+        (frozenset({0, 3}), 4, True),
+        (frozenset({4}), 4, False),
+        (frozenset({100}), 0, True),  # world not known yet: nothing to check against
+        (None, 4, True),
+    ],
+)
 def test_check_ranks(ranks: frozenset[int] | None, world: int, ok: bool) -> None:
     if ok:
         check_ranks(ranks, world)
@@ -78,13 +87,16 @@ def test_nodes_parse_and_check() -> None:
         check_nodes(frozenset({"node3"}), ["node1", "node2"])
 
 
-@pytest.mark.parametrize(("spec", "choice", "available", "selected"), [
-    (None, None, [0, 1, 2], [2]),
-    ("all", "all", [0, 1, 2], [0, 1, 2]),
-    ("1", 1, [0, 1, 2], [1]),
-    (None, None, [], []),
-    ("all", "all", [], []),
-])
+@pytest.mark.parametrize(
+    ("spec", "choice", "available", "selected"),
+    [
+        (None, None, [0, 1, 2], [2]),
+        ("all", "all", [0, 1, 2], [0, 1, 2]),
+        ("1", 1, [0, 1, 2], [1]),
+        (None, None, [], []),
+        ("all", "all", [], []),
+    ],
+)
 def test_attempts(spec: str | None, choice: object, available: list[int], selected: list[int]) -> None:
     assert parse_attempt(spec) == choice
     assert select_attempts(parse_attempt(spec), available) == selected
@@ -103,14 +115,17 @@ def test_grep() -> None:
         compile_grep("(")
 
 
-@pytest.mark.parametrize(("flt", "rank", "node", "wanted"), [
-    (LineFilter(), 3, None, True),
-    (LineFilter(ranks=frozenset({1, 3})), 3, "n1", True),
-    (LineFilter(ranks=frozenset({1, 3})), 2, "n1", False),
-    (LineFilter(nodes=frozenset({"n2"})), 2, "n2", True),
-    (LineFilter(nodes=frozenset({"n2"})), 2, "n1", False),
-    (LineFilter(nodes=frozenset({"n2"})), 2, None, False),  # node not known yet: wait for node info
-])
+@pytest.mark.parametrize(
+    ("flt", "rank", "node", "wanted"),
+    [
+        (LineFilter(), 3, None, True),
+        (LineFilter(ranks=frozenset({1, 3})), 3, "n1", True),
+        (LineFilter(ranks=frozenset({1, 3})), 2, "n1", False),
+        (LineFilter(nodes=frozenset({"n2"})), 2, "n2", True),
+        (LineFilter(nodes=frozenset({"n2"})), 2, "n1", False),
+        (LineFilter(nodes=frozenset({"n2"})), 2, None, False),  # node not known yet: wait for node info
+    ],
+)
 def test_filter_wants(flt: LineFilter, rank: int, node: str | None, wanted: bool) -> None:
     assert flt.wants(rank, node) is wanted
 
@@ -121,16 +136,19 @@ def test_filter_grep_selects_lines() -> None:
     assert LineFilter().select(["a"]) == ["a"]
 
 
-@pytest.mark.parametrize(("chunks", "lines", "partial"), [
-    ([b"a\nb\n"], ["a", "b"], ""),
-    ([b"a\nb"], ["a"], "b"),
-    ([b"par", b"tial\n"], ["partial"], ""),
-    ([b"\n\n"], ["", ""], ""),
-    ([b"caf\xc3", b"\xa9\n"], ["café"], ""),  # a UTF-8 character cut between two reads
-    ([b"bad \xff\xfe bytes\n"], ["bad \ufffd\ufffd bytes"], ""),
-    ([b"crlf\r\n"], ["crlf\r"], ""),
-    ([b"x" * 10, b"y" * 5], [], "x" * 10 + "y" * 5),
-])
+@pytest.mark.parametrize(
+    ("chunks", "lines", "partial"),
+    [
+        ([b"a\nb\n"], ["a", "b"], ""),
+        ([b"a\nb"], ["a"], "b"),
+        ([b"par", b"tial\n"], ["partial"], ""),
+        ([b"\n\n"], ["", ""], ""),
+        ([b"caf\xc3", b"\xa9\n"], ["café"], ""),  # a UTF-8 character cut between two reads
+        ([b"bad \xff\xfe bytes\n"], ["bad \ufffd\ufffd bytes"], ""),
+        ([b"crlf\r\n"], ["crlf\r"], ""),
+        ([b"x" * 10, b"y" * 5], [], "x" * 10 + "y" * 5),
+    ],
+)
 def test_splitter(chunks: list[bytes], lines: list[str], partial: str) -> None:
     splitter = LineSplitter()
     got = [line for chunk in chunks for line in splitter.feed(chunk)]
@@ -154,8 +172,10 @@ def test_render() -> None:
     assert render_plain(src.prefix, ["a", "", "b"]) == "[a1 node2 r3] a\n[a1 node2 r3] \n[a1 node2 r3] b\n"
     assert render_plain(src.prefix, []) == ""
     rows = [json.loads(line) for line in render_json(src, ["x", 'q"\\']).splitlines()]
-    assert rows == [{"attempt": 1, "node": "node2", "rank": 3, "text": "x"},
-                    {"attempt": 1, "node": "node2", "rank": 3, "text": 'q"\\'}]
+    assert rows == [
+        {"attempt": 1, "node": "node2", "rank": 3, "text": "x"},
+        {"attempt": 1, "node": "node2", "rank": 3, "text": 'q"\\'},
+    ]
 
 
 def test_backoff() -> None:

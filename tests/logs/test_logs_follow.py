@@ -50,7 +50,7 @@ def test_concurrent_writers_every_line_once_whole_and_prefixed(tmp_path: Path, m
     for r in range(ranks):
         node = "node1" if r < 3 else "node2"
         prefix = f"[a0 {node} r{r}] "
-        got = [line[len(prefix):] for line in lines if line.startswith(prefix)]
+        got = [line[len(prefix) :] for line in lines if line.startswith(prefix)]
         assert got == expected_lines(f"t{r}", count, seed=r)
     assert len(lines) == ranks * count + 1
 
@@ -186,7 +186,7 @@ def test_filters_on_real_files(tmp_path: Path) -> None:
 def test_errors_names_the_root_cause_not_the_nccl_collateral(tmp_path: Path) -> None:
     a0 = make_attempt(tmp_path, 0, {"n1": [0, 1], "n2": [2, 3]})
     collateral = b"step 9\nRuntimeError: NCCL communicator was aborted on rank 0.\n"
-    root = b"step 9\nTraceback (most recent call last):\n  File \"t.py\", line 3\nRuntimeError: CUDA error: oom\n"
+    root = b'step 9\nTraceback (most recent call last):\n  File "t.py", line 3\nRuntimeError: CUDA error: oom\n'
     for r, data in enumerate([collateral, collateral, root, b"step 9\nstep 10\n"]):
         append(a0 / f"rank-{r}.log", data)
     os.utime(a0 / "rank-0.log", (100, 100))  # collateral written earlier than the real error still loses
@@ -231,14 +231,17 @@ tmpfs /scratch/local\\040disk tmpfs rw 0 0
 """
 
 
-@pytest.mark.parametrize(("path", "fstype"), [
-    ("/data/run", "ext4"),
-    ("/home/alice/runs", "nfs4"),
-    ("/home", "nfs4"),
-    ("/homework", "ext4"),
-    ("/scratch/job/attempt-0", "lustre"),
-    ("/scratch/local disk/run", "tmpfs"),
-])
+@pytest.mark.parametrize(
+    ("path", "fstype"),
+    [
+        ("/data/run", "ext4"),
+        ("/home/alice/runs", "nfs4"),
+        ("/home", "nfs4"),
+        ("/homework", "ext4"),
+        ("/scratch/job/attempt-0", "lustre"),
+        ("/scratch/local disk/run", "tmpfs"),
+    ],
+)
 def test_mount_fs_type_decides_whether_inotify_is_trusted(path: str, fstype: str) -> None:
     assert mount_fs_type(path, MOUNTS) == fstype
 
@@ -289,5 +292,8 @@ def test_follow_says_why_a_job_is_pending_once_per_reason(tmp_path: Path) -> Non
     follower.start()
     follower.join(20)
     assert follower.result is not None and follower.result.state == "COMPLETED"
-    assert sink.notes() == ["-- job 123 PENDING (Priority) --", "-- job 123 PENDING (PartitionNodeLimit) --",
-                            "-- job 123 COMPLETED --"], sink.notes()
+    assert sink.notes() == [
+        "-- job 123 PENDING (Priority) --",
+        "-- job 123 PENDING (PartitionNodeLimit) --",
+        "-- job 123 COMPLETED --",
+    ], sink.notes()

@@ -78,4 +78,7 @@ def test_an_exit_status_with_a_silent_rank_log_is_named() -> None:
     report = LauncherFailure(rank=4, exitcode=3, line_no=9, when=None)
     (failure,) = with_launcher_reports({}, [(Source(0, "n", 4), report, "node-2.log", 123.0)])
     assert (failure.hit.text, failure.mtime, failure.hit.collateral) == (
-        "exited with status 3, as its launcher reported", 123.0, False)
+        "exited with status 3, as its launcher reported",
+        123.0,
+        False,
+    )

@@ -21,16 +21,19 @@ CLEAR = "\x1b[2J\x1b[H"
 FORGED = "\r[a0 node1 r0] all good, rank 0 here"  # rank 3 pretending to be rank 0
 
 
-@pytest.mark.parametrize(("text", "shown"), [
-    ("plain text, tabs\tstay", "plain text, tabs\tstay"),
-    (OSC52, "^[]52;c;cm0gLXJmIH4=^G"),
-    (CLEAR, "^[[2J^[[H"),
-    ("progress\r50%", "progress^M50%"),
-    ("nul\x00 del\x7f bs\x08", "nul^@ del^? bs^H"),
-    ("c1 csi \x9b2J", "c1 csi <U+009B>2J"),
-    ("bidi \u202eevil\u202c", "bidi <U+202E>evil<U+202C>"),
-    ("ünïcödé ✓ 日本", "ünïcödé ✓ 日本"),
-])
+@pytest.mark.parametrize(
+    ("text", "shown"),
+    [
+        ("plain text, tabs\tstay", "plain text, tabs\tstay"),
+        (OSC52, "^[]52;c;cm0gLXJmIH4=^G"),
+        (CLEAR, "^[[2J^[[H"),
+        ("progress\r50%", "progress^M50%"),
+        ("nul\x00 del\x7f bs\x08", "nul^@ del^? bs^H"),
+        ("c1 csi \x9b2J", "c1 csi <U+009B>2J"),
+        ("bidi \u202eevil\u202c", "bidi <U+202E>evil<U+202C>"),
+        ("ünïcödé ✓ 日本", "ünïcödé ✓ 日本"),
+    ],
+)
 def test_visible(text: str, shown: str) -> None:
     assert visible(text) == shown
     assert visible_lines(["ok", text]) == ["ok", shown]
@@ -42,8 +45,10 @@ def home(tmp_path: Path) -> Path:
     attempt = make_attempt(run_dir, 0, {"node1": [0, 1], "node2\x1b[31m": [2, 3]})
     for rank in range(3):
         append(attempt / f"rank-{rank}.log", f"r{rank} fine\n".encode())
-    append(attempt / "rank-3.log", f"{OSC52}{TITLE}{CLEAR}{FORGED}\nTraceback (most recent call last):\n"
-           f"RuntimeError: bad{OSC52}\n".encode())
+    append(
+        attempt / "rank-3.log",
+        f"{OSC52}{TITLE}{CLEAR}{FORGED}\nTraceback (most recent call last):\nRuntimeError: bad{OSC52}\n".encode(),
+    )
     Registry(tmp_path).add(JobRecord("9", "evil", str(run_dir), "local", 1.0, final_state="FAILED"))
     return tmp_path
 
@@ -55,8 +60,9 @@ def logs(home: Path, *args: str, color: bool = False) -> subprocess.CompletedPro
     env.pop("NO_COLOR", None)
     if color:
         env["FORCE_COLOR"] = "1"
-    done = subprocess.run([sys.executable, "-m", "ddpctl", "logs", "evil", *args], env=env, capture_output=True,
-                          timeout=30, check=False)
+    done = subprocess.run(
+        [sys.executable, "-m", "ddpctl", "logs", "evil", *args], env=env, capture_output=True, timeout=30, check=False
+    )
     return subprocess.CompletedProcess(done.args, done.returncode, done.stdout.decode(), done.stderr.decode())
 
 

@@ -97,8 +97,11 @@ class Recorder:
         pass
 
     def texts(self, rank: int | None = None, attempt: int | None = None) -> list[str]:
-        return [text for _, src, text in list(self.rows)
-                if src is not None and rank in (None, src.rank) and attempt in (None, src.attempt)]
+        return [
+            text
+            for _, src, text in list(self.rows)
+            if src is not None and rank in (None, src.rank) and attempt in (None, src.attempt)
+        ]
 
     def notes(self) -> list[str]:
         return [text for _, src, text in list(self.rows) if src is None]
@@ -128,8 +131,14 @@ class JobStateSwitch:
 class FollowThread(threading.Thread):
     """`show_logs(..., follow=True)` in a thread, as `ddpctl logs -f` runs it."""
 
-    def __init__(self, run_dir: Path, sink: Recorder, states: JobStateSwitch,
-                 request: LogsRequest | None = None, config: FollowConfig = FAST) -> None:
+    def __init__(
+        self,
+        run_dir: Path,
+        sink: Recorder,
+        states: JobStateSwitch,
+        request: LogsRequest | None = None,
+        config: FollowConfig = FAST,
+    ) -> None:
         super().__init__(daemon=True)
         self.record = JobRecord("123", "job", str(run_dir), "local", 0.0)
         self.sink, self.states, self.config = sink, states, config

@@ -25,8 +25,14 @@ def test_item13_a_symlinked_rank_log_is_named_not_followed(tmp_path: Path) -> No
     Registry(tmp_path).add(JobRecord("5", "j", str(run_dir), "local", 1.0, final_state="COMPLETED"))
     env = {**os.environ, "DDPCTL_HOME": str(tmp_path)}
     for args in ([], ["--errors"], ["--json"], ["-f"]):
-        done = subprocess.run([sys.executable, "-m", "ddpctl", "logs", "j", "--no-color", *args], env=env,
-                              capture_output=True, text=True, timeout=30, check=False)
+        done = subprocess.run(
+            [sys.executable, "-m", "ddpctl", "logs", "j", "--no-color", *args],
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=30,
+            check=False,
+        )
         assert done.returncode == 0, done.stderr
         assert "secret-hash" not in done.stdout + done.stderr
         if not args or args == ["-f"]:

@@ -70,8 +70,11 @@ def test_the_run_spec_is_parsed_once_per_process(tmp_path: Path) -> None:
 
 def test_the_outcome_comes_from_the_events_the_caller_read(tmp_path: Path) -> None:
     layout = run_dir(tmp_path)  # no events.jsonl at all: run_outcome must use the list it is given
-    events = [{"event": "signal", "attempt": 1, "kind": "timeout"}, {"event": "node-exit", "attempt": 1, "exit": 3},
-              {"event": "signal", "attempt": 0, "kind": "preemption"}]
+    events = [
+        {"event": "signal", "attempt": 1, "kind": "timeout"},
+        {"event": "node-exit", "attempt": 1, "exit": 3},
+        {"event": "signal", "attempt": 0, "kind": "preemption"},
+    ]
     assert run_outcome(layout, events, 1, 143) == RunOutcome(exit_code=3, stopped=False, signal_kind="timeout")
 
 

@@ -45,8 +45,18 @@ def test_submit_successor_once_per_attempt_and_never_after_cancel(tmp_path: Path
     layout = RunLayout(tmp_path)
     runner, env = Recorder(), {"SLURM_JOB_ID": "10", "DDPCTL_CHAIN_ATTEMPT": "2"}
     assert chain.submit_successor(layout, env, "preemption signal", runner) == "77"
-    assert runner.calls == [["sbatch", "--parsable", "--dependency=afterany:10", f"--output={tmp_path}/slurm.out",
-                             "--open-mode=append", f"{tmp_path}/job.sbatch", str(tmp_path), "3"]]
+    assert runner.calls == [
+        [
+            "sbatch",
+            "--parsable",
+            "--dependency=afterany:10",
+            f"--output={tmp_path}/slurm.out",
+            "--open-mode=append",
+            f"{tmp_path}/job.sbatch",
+            str(tmp_path),
+            "3",
+        ]
+    ]
     assert chain.submit_successor(layout, env, "requeue decision", runner) == "77"
     assert len(runner.calls) == 1  # the signal already submitted it
     submitted = [e for e in read_events(layout.events) if e["event"] == "chain-submit"]
@@ -71,9 +81,11 @@ def test_may_start(tmp_path: Path) -> None:
 
 
 CONFIG = "Configuration data as of ...\nJobCompType             = jobcomp/filetxt\nJobRequeue              = 0\n"
-PARTS = ("PartitionName=debug AllowGroups=ALL Default=YES PriorityTier=1 PreemptMode=REQUEUE State=UP\n"
-         "PartitionName=lowprio Default=NO PreemptMode=CANCEL State=UP\n"
-         "PartitionName=urgent Default=NO PreemptMode=OFF State=UP\n")
+PARTS = (
+    "PartitionName=debug AllowGroups=ALL Default=YES PriorityTier=1 PreemptMode=REQUEUE State=UP\n"
+    "PartitionName=lowprio Default=NO PreemptMode=CANCEL State=UP\n"
+    "PartitionName=urgent Default=NO PreemptMode=OFF State=UP\n"
+)
 
 
 def test_parse_cluster_facts() -> None:
@@ -104,8 +116,10 @@ def test_pick(mode: str, backend: str, facts: ClusterFacts, chosen: str, why: st
     assert got == chosen and why in reason
 
 
-@pytest.mark.parametrize(("mode", "facts"), [("chain", ClusterFacts()), ("auto", ClusterFacts(0)),
-                                             ("auto", ClusterFacts(1, "lowprio", "CANCEL"))])
+@pytest.mark.parametrize(
+    ("mode", "facts"),
+    [("chain", ClusterFacts()), ("auto", ClusterFacts(0)), ("auto", ClusterFacts(1, "lowprio", "CANCEL"))],
+)
 def test_submitit_cannot_chain(mode: str, facts: ClusterFacts) -> None:
     with pytest.raises(SpecError, match="the submitit backend can only requeue"):
         pick(spec(mode, "submitit"), facts)

@@ -22,7 +22,7 @@ n=$(ls "$out" | wc -l)
 printf '%s\\0' "$@" > "$out/argv.$n"
 env -0 > "$out/env.$n"
 """
-ANSWERS = {"sbatch": 'echo 99\n', "scontrol": 'echo "Requested operation is presently disabled" >&2; exit 1\n'}
+ANSWERS = {"sbatch": "echo 99\n", "scontrol": 'echo "Requested operation is presently disabled" >&2; exit 1\n'}
 
 
 def prepare(tmp_path: Path, mode: str) -> Path:
@@ -33,8 +33,9 @@ def prepare(tmp_path: Path, mode: str) -> Path:
         (stubs / name).chmod(0o755)
     (tmp_path / "train.py").write_text("")
     spec_file = tmp_path / "spec.yaml"
-    spec_file.write_text(yaml.safe_dump({"name": "c", "script": "train.py", "run_dir": "runs",
-                                         "requeue": {"mode": mode}}))
+    spec_file.write_text(
+        yaml.safe_dump({"name": "c", "script": "train.py", "run_dir": "runs", "requeue": {"mode": mode}})
+    )
     spec = resolve_paths(load_spec(spec_file, check_paths=False), tmp_path)
     run_dir = tmp_path / "runs" / "c" / "4242"
     run_dir.mkdir(parents=True)
@@ -45,11 +46,22 @@ def prepare(tmp_path: Path, mode: str) -> Path:
 
 
 def run(tmp_path: Path, run_dir: Path, *args: str) -> subprocess.CompletedProcess[str]:
-    env = {**os.environ, "PATH": f"{tmp_path / 'bin'}:{os.environ['PATH']}", "STUB_OUT": str(tmp_path / "out"),
-           "SLURM_JOB_ID": "4242"}
+    env = {
+        **os.environ,
+        "PATH": f"{tmp_path / 'bin'}:{os.environ['PATH']}",
+        "STUB_OUT": str(tmp_path / "out"),
+        "SLURM_JOB_ID": "4242",
+    }
     env.pop("DDPCTL_CHAIN_ATTEMPT", None)
-    return subprocess.run(["bash", str(run_dir / "job.sbatch"), *args], cwd=tmp_path, env=env,
-                          capture_output=True, text=True, timeout=120, check=False)
+    return subprocess.run(
+        ["bash", str(run_dir / "job.sbatch"), *args],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
 
 
 def argv(tmp_path: Path, name: str, n: int = 0) -> list[str]:
@@ -67,8 +79,15 @@ def test_a_failed_scontrol_requeue_continues_the_run_in_a_chained_job(tmp_path: 
     done = run(tmp_path, run_dir)
     assert done.returncode == 0, done.stderr
     assert argv(tmp_path, "scontrol") == ["requeue", "4242"]
-    assert argv(tmp_path, "sbatch") == ["--parsable", "--dependency=afterany:4242", f"--output={run_dir}/slurm.out",
-                                        "--open-mode=append", f"{run_dir}/job.sbatch", str(run_dir), "1"]
+    assert argv(tmp_path, "sbatch") == [
+        "--parsable",
+        "--dependency=afterany:4242",
+        f"--output={run_dir}/slurm.out",
+        "--open-mode=append",
+        f"{run_dir}/job.sbatch",
+        str(run_dir),
+        "1",
+    ]
     chained = [e for e in events(run_dir) if e["event"] == "chain-submit"]
     assert [(e["attempt"], e["job_id"], e["why"]) for e in chained] == [(0, "99", "scontrol requeue failed")]
     assert "the run continues in a chained job" in done.stderr
@@ -88,8 +107,9 @@ def test_a_successor_runs_as_the_next_attempt_of_the_run(tmp_path: Path) -> None
 
 def test_a_successor_of_a_finished_run_does_not_train(tmp_path: Path) -> None:
     run_dir = prepare(tmp_path, "chain")
-    (run_dir / "events.jsonl").write_text(json.dumps({"event": "decision", "attempt": 0, "action": "finish",
-                                                      "reason": "training completed"}) + "\n")
+    (run_dir / "events.jsonl").write_text(
+        json.dumps({"event": "decision", "attempt": 0, "action": "finish", "reason": "training completed"}) + "\n"
+    )
     done = run(tmp_path, run_dir, str(run_dir), "1")
     assert done.returncode == 0 and "the run already finished in attempt 0" in done.stderr, done.stderr
     assert not (tmp_path / "out" / "srun").exists()

@@ -59,8 +59,16 @@ def test_budget_reason_names_the_key_and_numbers() -> None:
 
 @pytest.mark.parametrize(
     ("time_left", "lead", "kind"),
-    [(120, 120, "timeout"), (90, 120, "timeout"), (160, 120, "timeout"), (170, 120, "preemption"),
-     (3600, 120, "preemption"), (None, 120, "preemption"), (0, 60, "timeout"), (106, 60, "preemption")],
+    [
+        (120, 120, "timeout"),
+        (90, 120, "timeout"),
+        (160, 120, "timeout"),
+        (170, 120, "preemption"),
+        (3600, 120, "preemption"),
+        (None, 120, "preemption"),
+        (0, 60, "timeout"),
+        (106, 60, "preemption"),
+    ],
 )
 def test_classify_signal(time_left: int | None, lead: int, kind: str) -> None:
     assert classify_signal(time_left, lead) == kind
@@ -82,7 +90,10 @@ def test_count_requeues_charges_each_earlier_attempt_once() -> None:
 
 def test_count_requeues_on_the_first_attempt_is_zero() -> None:
     assert count_requeues([{"event": "decision", "attempt": 0, "action": "requeue", "kind": "timeout"}], 0) == {
-        "preemption": 0, "timeout": 0, "failure": 0}
+        "preemption": 0,
+        "timeout": 0,
+        "failure": 0,
+    }
 
 
 def test_finished_attempt_is_not_charged() -> None:
@@ -92,14 +103,25 @@ def test_finished_attempt_is_not_charged() -> None:
 
 def test_decision_event_fields() -> None:
     assert Decision("requeue", "timeout", "r", 0).as_event() == {
-        "action": "requeue", "kind": "timeout", "reason": "r", "exit_code": 0}
+        "action": "requeue",
+        "kind": "timeout",
+        "reason": "r",
+        "exit_code": 0,
+    }
     assert exitcodes.BUDGET_SPENT not in (exitcodes.OK, exitcodes.USAGE)
 
 
 @pytest.mark.parametrize(
     ("step_exit", "node_exits", "root"),
-    [(0, [0, 0], 0), (143, [1, 143], 1), (143, [143, 1], 1), (1, [1, 143], 1), (137, [137, 143], 137),
-     (143, [], 143), (2, [3, 2], 3)],
+    [
+        (0, [0, 0], 0),
+        (143, [1, 143], 1),
+        (143, [143, 1], 1),
+        (1, [1, 143], 1),
+        (137, [137, 143], 137),
+        (143, [], 143),
+        (2, [3, 2], 3),
+    ],
 )
 def test_root_exit_prefers_the_node_that_failed_on_its_own(step_exit: int, node_exits: list[int], root: int) -> None:
     assert root_exit(step_exit, node_exits) == root

@@ -15,10 +15,17 @@ from ddpctl.logs.files import read_node_map
 def test_worker_records_its_placement(tmp_path: Path) -> None:
     script = tmp_path / "hello.py"
     script.write_text("print('hi')\n")
-    env = {**os.environ, "RANK": "3", "LOCAL_RANK": "1", "GROUP_RANK": "0", "DDPCTL_NODE": "node7",
-           "DDPCTL_RANK_LOG_PATTERN": str(tmp_path / "attempt-0" / "rank-{rank}.log")}
-    done = subprocess.run([sys.executable, "-m", "ddpctl.node.worker", str(script)], env=env, capture_output=True,
-                          timeout=60, check=False)
+    env = {
+        **os.environ,
+        "RANK": "3",
+        "LOCAL_RANK": "1",
+        "GROUP_RANK": "0",
+        "DDPCTL_NODE": "node7",
+        "DDPCTL_RANK_LOG_PATTERN": str(tmp_path / "attempt-0" / "rank-{rank}.log"),
+    }
+    done = subprocess.run(
+        [sys.executable, "-m", "ddpctl.node.worker", str(script)], env=env, capture_output=True, timeout=60, check=False
+    )
     assert done.returncode == 0, done.stderr
     info = json.loads((tmp_path / "attempt-0" / "rank-3.json").read_text())
     pid, main_thread = info.pop("pid"), info.pop("main_thread")  # whom the hang watchdog signals for a dump

@@ -39,11 +39,26 @@ def run_worker(tmp_path: Path, body: str, **extra: str) -> tuple[subprocess.Comp
     (run_dir / "ckpt").mkdir(parents=True)
     (run_dir / "attempt-0").mkdir()
     env = {k: v for k, v in os.environ.items() if not k.startswith("DDPCTL_")}
-    env.update(DDPCTL_RUN_DIR=str(run_dir), DDPCTL_ATTEMPT="0", DDPCTL_RESTART_COUNT="0", RANK="0",
-               DDPCTL_CKPT_DIR=str(run_dir / "ckpt"), DDPCTL_STOP_FILE=str(run_dir / "attempt-0" / "stop-node-0"),
-               DDPCTL_STOP_SIGNAL="USR2", DDPCTL_STOP_LEAD_S="8", **extra)
-    done = subprocess.run([sys.executable, "-m", "ddpctl.node.worker", str(script)], capture_output=True,
-                          text=True, env=env, cwd=REPO, timeout=60, check=False)
+    env.update(
+        DDPCTL_RUN_DIR=str(run_dir),
+        DDPCTL_ATTEMPT="0",
+        DDPCTL_RESTART_COUNT="0",
+        RANK="0",
+        DDPCTL_CKPT_DIR=str(run_dir / "ckpt"),
+        DDPCTL_STOP_FILE=str(run_dir / "attempt-0" / "stop-node-0"),
+        DDPCTL_STOP_SIGNAL="USR2",
+        DDPCTL_STOP_LEAD_S="8",
+        **extra,
+    )
+    done = subprocess.run(
+        [sys.executable, "-m", "ddpctl.node.worker", str(script)],
+        capture_output=True,
+        text=True,
+        env=env,
+        cwd=REPO,
+        timeout=60,
+        check=False,
+    )
     return done, run_dir
 
 

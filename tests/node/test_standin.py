@@ -13,14 +13,28 @@ from ddpctl.node.torchrun import torchrun_argv
 from ddpctl.slurm.env import DistEnv
 from ddpctl.spec import JobSpec
 
-DIST = DistEnv(master_addr="n1", master_port=23456, node_rank=1, nnodes=2, nproc_per_node=3, world_size=6,
-               rdzv_id="77.0", restart_count=0, job_id="77", node_name="n2", hosts=("n1", "n2"))
+DIST = DistEnv(
+    master_addr="n1",
+    master_port=23456,
+    node_rank=1,
+    nnodes=2,
+    nproc_per_node=3,
+    world_size=6,
+    rdzv_id="77.0",
+    restart_count=0,
+    job_id="77",
+    node_name="n2",
+    hosts=("n1", "n2"),
+)
 
 
 def test_only_the_flag_selects_the_standin() -> None:
     base = {"name": "j", "script": "/w/t.py", "args": ("--steps", "9"), "nodes": 2, "nproc_per_node": 3}
-    cases = [((), "torch.distributed.run"), ((("DDPCTL_STANDIN", "0"),), "torch.distributed.run"),
-             ((("DDPCTL_STANDIN", "1"),), "ddpctl.node.standin")]
+    cases = [
+        ((), "torch.distributed.run"),
+        ((("DDPCTL_STANDIN", "0"),), "torch.distributed.run"),
+        ((("DDPCTL_STANDIN", "1"),), "ddpctl.node.standin"),
+    ]
     for env, module in cases:
         argv = torchrun_argv(JobSpec(**{**base, "env": env}), DIST, "py")  # type: ignore[arg-type]
         assert argv[:3] == ["py", "-m", module]
@@ -30,10 +44,18 @@ def test_only_the_flag_selects_the_standin() -> None:
 
 def test_local_preempt_stops_every_rank_at_one_step_and_resumes(tmp_path: Path) -> None:
     cli = Cli(tmp_path / "home", cwd=REPO)
-    spec = write_spec(tmp_path / "s.yaml", name="standin", script=str(REPO / "ddpctl/node/standin.py"),
-                      args=["--steps", "60", "--step-s", "0.05"], nodes=2, nproc_per_node=3, backend="local",
-                      run_dir=str(tmp_path / "runs"), env={"DDPCTL_STANDIN": "1"},
-                      requeue={"enabled": True, "signal": "USR2", "max_preemptions": 1})
+    spec = write_spec(
+        tmp_path / "s.yaml",
+        name="standin",
+        script=str(REPO / "ddpctl/node/standin.py"),
+        args=["--steps", "60", "--step-s", "0.05"],
+        nodes=2,
+        nproc_per_node=3,
+        backend="local",
+        run_dir=str(tmp_path / "runs"),
+        env={"DDPCTL_STANDIN": "1"},
+        requeue={"enabled": True, "signal": "USR2", "max_preemptions": 1},
+    )
     job_id, run_dir = cli.submit(spec)
     log = run_dir / "attempt-0" / "rank-5.log"
     cli.wait_for(lambda: log.exists() and "step 3/" in log.read_text(), what="step 3 on rank 5")

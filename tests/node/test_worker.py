@@ -63,8 +63,9 @@ def test_exit_status_propagates(tmp_path: Path, body: str, status: int, stderr_h
 
 def test_missing_script_and_no_args_are_usage_errors(tmp_path: Path) -> None:
     assert subprocess.run([sys.executable, "-m", "ddpctl.node.worker"], cwd=REPO, check=False).returncode == 2
-    missing = subprocess.run([sys.executable, "-m", "ddpctl.node.worker", str(tmp_path / "nope.py")], cwd=REPO,
-                             check=False)
+    missing = subprocess.run(
+        [sys.executable, "-m", "ddpctl.node.worker", str(tmp_path / "nope.py")], cwd=REPO, check=False
+    )
     assert missing.returncode == 2
 
 
@@ -152,12 +153,14 @@ def test_item13_worker_never_writes_through_a_symlink_in_the_run_dir(tmp_path: P
     victim = tmp_path / "victim.txt"
     victim.write_text("precious\n")
     (attempt / planted).symlink_to(victim)
-    done = run_worker(tmp_path, "print('hello')\n",
-                      env={"DDPCTL_RANK_LOG_PATTERN": str(attempt / "rank-{rank}.log"), "RANK": "0"})
+    done = run_worker(
+        tmp_path, "print('hello')\n", env={"DDPCTL_RANK_LOG_PATTERN": str(attempt / "rank-{rank}.log"), "RANK": "0"}
+    )
     assert victim.read_text() == "precious\n"
     if planted == "rank-0.log":
         assert done.returncode == 2
-        assert done.stderr.strip().endswith("rank-0.log: is a symbolic link, refused (run-dir files are never "
-                                            "followed through links)")
+        assert done.stderr.strip().endswith(
+            "rank-0.log: is a symbolic link, refused (run-dir files are never followed through links)"
+        )
     else:  # the placement file is replaced atomically: the link itself goes, its target stays untouched
         assert done.returncode == 0 and not (attempt / planted).is_symlink()

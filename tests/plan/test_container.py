@@ -36,34 +36,114 @@ MOUNTS = "/p/runs/ex:/p/runs/ex,/p/runs/.snapshots:/p/runs/.snapshots,/p/jobs:/p
 
 
 def spec_for(runtime: str, gpus: int = 0, **container: object) -> object:
-    box = {"runtime": runtime, "image": "/img/train.sqsh", "mounts": ["/data:/data:ro"], "env": ["HF_HOME"],
-           **container}
-    return spec_from_mapping({"name": "ex", "script": "/p/jobs/train.py", "run_dir": "/p/runs",
-                              "gpus_per_node": gpus, "env": {"OMP_NUM_THREADS": "1"}, "container": box},
-                             check_paths=False)
+    box = {
+        "runtime": runtime,
+        "image": "/img/train.sqsh",
+        "mounts": ["/data:/data:ro"],
+        "env": ["HF_HOME"],
+        **container,
+    }
+    return spec_from_mapping(
+        {
+            "name": "ex",
+            "script": "/p/jobs/train.py",
+            "run_dir": "/p/runs",
+            "gpus_per_node": gpus,
+            "env": {"OMP_NUM_THREADS": "1"},
+            "container": box,
+        },
+        check_paths=False,
+    )
 
 
 LAUNCH = ["python3", "-m", "ddpctl", "launch"]
-PODMAN = ["podman", "run", "--rm", "--init", "--sig-proxy=true", "--network=host", "--ipc=host",
-          "--volume", "/p/runs/ex:/p/runs/ex", "--volume", "/p/runs/.snapshots:/p/runs/.snapshots",
-          "--volume", "/p/jobs:/p/jobs", "--volume", "/data:/data:ro",
-          "--workdir", "/p/jobs",
-          *[w for n in ("SLURM_*", "SLURMD_*", "DDPCTL_*", "NCCL_*", "GLOO_*", "TORCH*", "OMP_*", "CUDA_*",
-                        "OMP_NUM_THREADS", "HF_HOME") for w in ("--env", n)]]
+PODMAN = [
+    "podman",
+    "run",
+    "--rm",
+    "--init",
+    "--sig-proxy=true",
+    "--network=host",
+    "--ipc=host",
+    "--volume",
+    "/p/runs/ex:/p/runs/ex",
+    "--volume",
+    "/p/runs/.snapshots:/p/runs/.snapshots",
+    "--volume",
+    "/p/jobs:/p/jobs",
+    "--volume",
+    "/data:/data:ro",
+    "--workdir",
+    "/p/jobs",
+    *[
+        w
+        for n in (
+            "SLURM_*",
+            "SLURMD_*",
+            "DDPCTL_*",
+            "NCCL_*",
+            "GLOO_*",
+            "TORCH*",
+            "OMP_*",
+            "CUDA_*",
+            "OMP_NUM_THREADS",
+            "HF_HOME",
+        )
+        for w in ("--env", n)
+    ],
+]
 CASES = [
-    ("pyxis", 0, ["--container-image=/img/train.sqsh", f"--container-mounts={MOUNTS}", "--container-workdir=/p/jobs",
-                  "--container-env=HF_HOME", *LAUNCH]),
-    ("pyxis", 4, ["--container-image=/img/train.sqsh", f"--container-mounts={MOUNTS}", "--container-workdir=/p/jobs",
-                  "--container-env=HF_HOME", *LAUNCH]),
+    (
+        "pyxis",
+        0,
+        [
+            "--container-image=/img/train.sqsh",
+            f"--container-mounts={MOUNTS}",
+            "--container-workdir=/p/jobs",
+            "--container-env=HF_HOME",
+            *LAUNCH,
+        ],
+    ),
+    (
+        "pyxis",
+        4,
+        [
+            "--container-image=/img/train.sqsh",
+            f"--container-mounts={MOUNTS}",
+            "--container-workdir=/p/jobs",
+            "--container-env=HF_HOME",
+            *LAUNCH,
+        ],
+    ),
     ("apptainer", 0, ["apptainer", "exec", "--bind", MOUNTS, "--pwd", "/p/jobs", "/img/train.sqsh", *LAUNCH]),
     ("apptainer", 4, ["apptainer", "exec", "--nv", "--bind", MOUNTS, "--pwd", "/p/jobs", "/img/train.sqsh", *LAUNCH]),
-    ("singularity", 2, ["singularity", "exec", "--nv", "--bind", MOUNTS, "--pwd", "/p/jobs", "/img/train.sqsh",
-                        *LAUNCH]),
+    (
+        "singularity",
+        2,
+        ["singularity", "exec", "--nv", "--bind", MOUNTS, "--pwd", "/p/jobs", "/img/train.sqsh", *LAUNCH],
+    ),
     ("podman", 0, [*PODMAN, "/img/train.sqsh", *LAUNCH]),
     ("podman", 4, [*PODMAN, "--device", "nvidia.com/gpu=all", "/img/train.sqsh", *LAUNCH]),
-    ("charliecloud", 0, ["ch-run", "--bind", "/p/runs/ex:/p/runs/ex", "--bind", "/p/runs/.snapshots:/p/runs/.snapshots",
-                         "--bind", "/p/jobs:/p/jobs", "--bind",
-                         "/data:/data:ro", "--cd", "/p/jobs", "/img/train.sqsh", "--", *LAUNCH]),
+    (
+        "charliecloud",
+        0,
+        [
+            "ch-run",
+            "--bind",
+            "/p/runs/ex:/p/runs/ex",
+            "--bind",
+            "/p/runs/.snapshots:/p/runs/.snapshots",
+            "--bind",
+            "/p/jobs:/p/jobs",
+            "--bind",
+            "/data:/data:ro",
+            "--cd",
+            "/p/jobs",
+            "/img/train.sqsh",
+            "--",
+            *LAUNCH,
+        ],
+    ),
 ]
 
 
@@ -73,13 +153,38 @@ def test_command_per_runtime(runtime: str, gpus: int, words: list[str]) -> None:
 
 
 def test_workdir_python_and_options_are_the_users() -> None:
-    spec = spec_from_mapping({"name": "ex", "script": "/p/train.py", "run_dir": "/r", "python": "/opt/py/bin/python",
-                              "snapshot": "off",
-                              "container": {"runtime": "apptainer", "image": "i.sif", "workdir": "/w",
-                                            "options": ["--cleanenv", "--contain"]}}, check_paths=False)
+    spec = spec_from_mapping(
+        {
+            "name": "ex",
+            "script": "/p/train.py",
+            "run_dir": "/r",
+            "python": "/opt/py/bin/python",
+            "snapshot": "off",
+            "container": {
+                "runtime": "apptainer",
+                "image": "i.sif",
+                "workdir": "/w",
+                "options": ["--cleanenv", "--contain"],
+            },
+        },
+        check_paths=False,
+    )
     words = container_command(spec).words()
-    assert words == ("apptainer", "exec", "--bind", "/r/ex:/r/ex,/p:/p", "--pwd", "/w", "--cleanenv", "--contain",
-                     "i.sif", "/opt/py/bin/python", "-m", "ddpctl", "launch")
+    assert words == (
+        "apptainer",
+        "exec",
+        "--bind",
+        "/r/ex:/r/ex,/p:/p",
+        "--pwd",
+        "/w",
+        "--cleanenv",
+        "--contain",
+        "i.sif",
+        "/opt/py/bin/python",
+        "-m",
+        "ddpctl",
+        "launch",
+    )
     assert resolve_paths(spec, Path("/cwd")).python == "/opt/py/bin/python"  # the image's path, left alone
 
 
@@ -89,8 +194,11 @@ def test_workdir_python_and_options_are_the_users() -> None:
         ({"image": "x"}, "sbatch", "container.runtime: got null, expected one of pyxis"),
         ({"runtime": "podman"}, "sbatch", "container.image: got null, expected the image for podman"),
         ({"runtime": "docker", "image": "x"}, "sbatch", "container.runtime: got 'docker', expected one of"),
-        ({"runtime": "podman", "image": "x", "mounts": ["data:/data"]}, "sbatch",
-         "container.mounts.0: got 'data:/data'"),
+        (
+            {"runtime": "podman", "image": "x", "mounts": ["data:/data"]},
+            "sbatch",
+            "container.mounts.0: got 'data:/data'",
+        ),
         ({"runtime": "podman", "image": "x", "mounts": ["/a,/b"]}, "sbatch", "no commas"),
         ({"runtime": "podman", "image": "x", "env": ["A-B"]}, "sbatch", "container.env.0: got 'A-B'"),
         ({"runtime": "podman", "image": "x"}, "local", "containers run with backend sbatch only"),
@@ -99,8 +207,9 @@ def test_workdir_python_and_options_are_the_users() -> None:
 )
 def test_bad_container_blocks(container: dict[str, object], backend: str, message: str) -> None:
     with pytest.raises(SpecError, match=message.replace("(", r"\(").replace(".", r"\.")):
-        spec_from_mapping({"name": "ex", "script": "t.py", "backend": backend, "container": container},
-                          check_paths=False)
+        spec_from_mapping(
+            {"name": "ex", "script": "t.py", "backend": backend, "container": container}, check_paths=False
+        )
 
 
 def test_spec_round_trips_through_job_yaml() -> None:
@@ -110,8 +219,10 @@ def test_spec_round_trips_through_job_yaml() -> None:
 
 
 def render_example(runtime: str) -> str:
-    spec = load_spec(ROOT / "jobs" / "example.yaml",
-                     [f"container.runtime={runtime}", "container.image=/images/train.img", "container.env=[HF_HOME]"])
+    spec = load_spec(
+        ROOT / "jobs" / "example.yaml",
+        [f"container.runtime={runtime}", "container.image=/images/train.img", "container.env=[HF_HOME]"],
+    )
     spec = resolve_paths(spec, Path("/project"))
     return render_script(spec, RenderInputs(run_base=Path("/project/runs/example"), python="/usr/bin/python3"))
 
@@ -143,8 +254,13 @@ out="$STUB_OUT/runtime"; mkdir -p "$out"; printf '%s\\0' "$0" "$@" > "$out/argv"
 def test_rendered_script_runs_the_runtime(tmp_path: Path, runtime: str, gpus: int, words: list[str]) -> None:
     stubs, out = tmp_path / "bin", tmp_path / "out"
     stubs.mkdir()
-    for name, text in [("srun", SRUN), ("scontrol", RUNTIME), ("scancel", RUNTIME), ("squeue", RUNTIME),
-                       ("python3" if runtime == "pyxis" else words[0], RUNTIME)]:
+    for name, text in [
+        ("srun", SRUN),
+        ("scontrol", RUNTIME),
+        ("scancel", RUNTIME),
+        ("squeue", RUNTIME),
+        ("python3" if runtime == "pyxis" else words[0], RUNTIME),
+    ]:
         (stubs / name).write_text(text)
         (stubs / name).chmod(0o755)
     spec = spec_for(runtime, gpus)
@@ -153,11 +269,17 @@ def test_rendered_script_runs_the_runtime(tmp_path: Path, runtime: str, gpus: in
     (run_dir / "job.yaml").write_text(yaml.safe_dump(spec_to_mapping(spec)))  # type: ignore[arg-type]
     script = tmp_path / "job.sbatch"
     script.write_text(render_script(spec, RenderInputs(run_base=run_dir.parent, python=sys.executable)))  # type: ignore[arg-type]
-    env = {**os.environ, "PATH": f"{stubs}:{os.environ['PATH']}", "STUB_OUT": str(out), "SLURM_JOB_ID": "4242",
-           "HF_HOME": "/hf cache"}
+    env = {
+        **os.environ,
+        "PATH": f"{stubs}:{os.environ['PATH']}",
+        "STUB_OUT": str(out),
+        "SLURM_JOB_ID": "4242",
+        "HF_HOME": "/hf cache",
+    }
     env.pop("USER", None)
-    done = subprocess.run(["bash", str(script)], cwd=tmp_path, env=env, capture_output=True, text=True,
-                          timeout=60, check=False)
+    done = subprocess.run(
+        ["bash", str(script)], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=60, check=False
+    )
     assert done.returncode == 0, done.stderr
     srun = (out / "srun" / "argv").read_bytes().decode().split("\0")[:-1]
     assert srun == ["--ntasks-per-node=1", "--kill-on-bad-exit=1", *words, str(run_dir)]
@@ -176,9 +298,14 @@ def test_rendered_script_runs_the_runtime(tmp_path: Path, runtime: str, gpus: in
     ("runtime", "returncode", "output", "ok", "detail"),
     [
         ("charliecloud", 0, "ddpctl 0.1.0\n", True, "charliecloud image /img/train.sqsh: ddpctl 0.1.0 (python3)"),
-        ("podman", 1, "/usr/bin/python3: No module named ddpctl\n", False,
-         "podman image /img/train.sqsh: `python3 -m ddpctl --version` failed (/usr/bin/python3: No module named "
-         "ddpctl); the image must contain python3 with torch and ddpctl (pip install ddpctl in the image)"),
+        (
+            "podman",
+            1,
+            "/usr/bin/python3: No module named ddpctl\n",
+            False,
+            "podman image /img/train.sqsh: `python3 -m ddpctl --version` failed (/usr/bin/python3: No module named "
+            "ddpctl); the image must contain python3 with torch and ddpctl (pip install ddpctl in the image)",
+        ),
         ("apptainer", 127, "", False, "`python3 -m ddpctl --version` failed (exit 127)"),
         ("charliecloud", None, "", False, "ch-run is not on PATH here (the nodes need it too)"),
     ],

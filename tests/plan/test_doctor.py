@@ -13,8 +13,15 @@ from ddpctl.plan.doctor import FAIL, OK, WARN, Facts, evaluate, parse_sinfo
 from ddpctl.spec import JobSpec
 
 ALL_TOOLS = dict.fromkeys(("sbatch", "srun", "squeue", "scontrol", "scancel"), True)
-GOOD = Facts(tools=ALL_TOOLS, partition=("debug", 4, 3600), torch_version="torch 2.13.0", submitit=True,
-             hostname="login1", host_address="10.0.0.5", ifname="eth0")
+GOOD = Facts(
+    tools=ALL_TOOLS,
+    partition=("debug", 4, 3600),
+    torch_version="torch 2.13.0",
+    submitit=True,
+    hostname="login1",
+    host_address="10.0.0.5",
+    ifname="eth0",
+)
 SPEC = JobSpec(name="x", script="t.py", nodes=2, time="00:30:00", partition="debug")
 
 
@@ -53,8 +60,12 @@ def test_verdicts(spec: JobSpec, facts: Facts, name: str, status: str, fragment:
 
 @pytest.mark.parametrize(
     ("text", "parsed"),
-    [("debug*|2|infinite\n", ("debug", 2, None)), ("gpu|3|1-00:00:00\ngpu|5|1-00:00:00\n", ("gpu", 8, 86400)),
-     ("", None), ("garbage\n", None)],
+    [
+        ("debug*|2|infinite\n", ("debug", 2, None)),
+        ("gpu|3|1-00:00:00\ngpu|5|1-00:00:00\n", ("gpu", 8, 86400)),
+        ("", None),
+        ("garbage\n", None),
+    ],
 )
 def test_parse_sinfo(text: str, parsed: tuple[str, int, int | None] | None) -> None:
     assert parse_sinfo(text) == parsed
@@ -62,7 +73,22 @@ def test_parse_sinfo(text: str, parsed: tuple[str, int, int | None] | None) -> N
 
 def test_doctor_command_runs_for_the_local_backend(tmp_path: Path) -> None:
     root = Path(__file__).resolve().parents[2]
-    done = subprocess.run([sys.executable, "-m", "ddpctl", "doctor", "jobs/example.yaml", "--backend", "local",
-                           "--set", f"run_dir={tmp_path}"], cwd=root, capture_output=True, text=True, check=False)
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "ddpctl",
+            "doctor",
+            "jobs/example.yaml",
+            "--backend",
+            "local",
+            "--set",
+            f"run_dir={tmp_path}",
+        ],
+        cwd=root,
+        capture_output=True,
+        text=True,
+        check=False,
+    )
     assert done.returncode == 0, done.stdout + done.stderr
     assert "[ok  ] torch: torch" in done.stdout and "[ok  ] backend: local" in done.stdout

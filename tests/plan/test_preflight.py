@@ -16,8 +16,10 @@ SPEC = JobSpec(name="x", script="t.py", nodes=2, time="00:10:00", source="jobs/x
 
 def test_parse_partitions() -> None:
     assert parse_partitions(SINFO) == {
-        "debug": Partition("debug", 2, None, True), "gpu": Partition("gpu", 4, 86400, False),
-        "short": Partition("short", 2, 1800, False)}
+        "debug": Partition("debug", 2, None, True),
+        "gpu": Partition("gpu", 4, 86400, False),
+        "short": Partition("short", 2, 1800, False),
+    }
     assert parse_partitions("garbage\n") == {}
 
 
@@ -28,8 +30,10 @@ def test_parse_partitions() -> None:
         (replace(SPEC, partition="gpu", nodes=4, time="1-00:00:00"), None),
         (replace(SPEC, partition="gpux"), "jobs/x.yaml: partition: got 'gpux', expected one of debug, gpu, short"),
         (replace(SPEC, nodes=3), "jobs/x.yaml: nodes: got 3, partition debug has 2 node(s)"),
-        (replace(SPEC, partition="short", time="01:00:00"),
-         "jobs/x.yaml: time: got 01:00:00, partition short allows at most 1800 s"),
+        (
+            replace(SPEC, partition="short", time="01:00:00"),
+            "jobs/x.yaml: time: got 01:00:00, partition short allows at most 1800 s",
+        ),
     ],
 )
 def test_problem(spec: JobSpec, says: str | None) -> None:

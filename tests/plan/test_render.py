@@ -89,8 +89,17 @@ def test_rendered_script_executes_with_values_arriving_literally(tmp_path: Path)
     (tmp_path / "train.py").write_text("")
     env_values = {f"V{i}": value for i, value in enumerate(NASTY)}
     spec_file = tmp_path / "spec.yaml"
-    spec_file.write_text(yaml.safe_dump({"name": "inj", "script": "train.py", "env": env_values,
-                                         "run_dir": "we ird $(dir)", "sbatch": {"comment": "a b"}}))
+    spec_file.write_text(
+        yaml.safe_dump(
+            {
+                "name": "inj",
+                "script": "train.py",
+                "env": env_values,
+                "run_dir": "we ird $(dir)",
+                "sbatch": {"comment": "a b"},
+            }
+        )
+    )
     spec = resolve_paths(load_spec(spec_file, check_paths=False), tmp_path)
     run_base = tmp_path / "we ird $(dir)" / "inj"
     run_dir = run_base / "4242"
@@ -99,8 +108,9 @@ def test_rendered_script_executes_with_values_arriving_literally(tmp_path: Path)
     script = tmp_path / "job.sbatch"
     script.write_text(render_script(spec, RenderInputs(run_base=run_base, python=sys.executable)))
     env = {**os.environ, "PATH": f"{stubs}:{os.environ['PATH']}", "STUB_OUT": str(out), "SLURM_JOB_ID": "4242"}
-    done = subprocess.run(["bash", str(script)], cwd=tmp_path, env=env, capture_output=True, text=True,
-                          timeout=60, check=False)
+    done = subprocess.run(
+        ["bash", str(script)], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=60, check=False
+    )
     assert done.returncode == 0, done.stderr
     assert not list(tmp_path.rglob("pwned")), "a value was executed by the shell"
     argv = (out / "srun" / "argv.0").read_bytes().split(b"\0")[:-1]
@@ -123,14 +133,12 @@ def test_unknown_template_is_a_spec_error(tmp_path: Path) -> None:
         render_script(replace(spec, template="nope"), RenderInputs(Path("/r"), "python"))
 
 
-
-
 def test_item6_run_dir_is_data_in_slurms_output_pattern(tmp_path: Path) -> None:
     """`%` starts a Slurm filename pattern (%j, %x, ...): a run_dir with one must arrive literally."""
     spec = resolve_paths(load_spec(ROOT / "jobs/example.yaml"), ROOT)
     base = Path("/data/50%x/{x}{rank}") / spec.name
     text = render_script(spec, RenderInputs(run_base=base, python="/usr/bin/python3"))
-    assert "#SBATCH --output=\"/data/50%%x/{x}{rank}/example/%j/slurm.out\"\n" in text
+    assert '#SBATCH --output="/data/50%%x/{x}{rank}/example/%j/slurm.out"\n' in text
 
 
 ESCAPES = [
@@ -154,14 +162,17 @@ def test_item11_templates_cannot_reach_python(tmp_path: Path, monkeypatch: pytes
     assert not (tmp_path / "PWNED").exists()
 
 
-@pytest.mark.parametrize(("body", "message"), [
-    ("{{ 'x' * 100000000 }}", "a value of 100000000 items is larger than"),
-    ("{{ 2 ** 100000 }}", "exponent 100000 is larger than 256"),
-    ("{{ ((2 ** 256) ** 256) ** 256 }}", r"\*\* 256 would have more than 65536 bits"),
-    ("{% for i in range(100000) %}{{ 'y' * 1000 }}{% endfor %}", "rendered script is larger than 1048576 bytes"),
-    ("{% for i in range(100000) %}{% for j in range(100000) %}{% endfor %}{% endfor %}", "took longer than 0.5 s"),
-    ("{{ 1 / 0 }}", "ZeroDivisionError: division by zero"),
-])
+@pytest.mark.parametrize(
+    ("body", "message"),
+    [
+        ("{{ 'x' * 100000000 }}", "a value of 100000000 items is larger than"),
+        ("{{ 2 ** 100000 }}", "exponent 100000 is larger than 256"),
+        ("{{ ((2 ** 256) ** 256) ** 256 }}", r"\*\* 256 would have more than 65536 bits"),
+        ("{% for i in range(100000) %}{{ 'y' * 1000 }}{% endfor %}", "rendered script is larger than 1048576 bytes"),
+        ("{% for i in range(100000) %}{% for j in range(100000) %}{% endfor %}{% endfor %}", "took longer than 0.5 s"),
+        ("{{ 1 / 0 }}", "ZeroDivisionError: division by zero"),
+    ],
+)
 def test_item11_template_work_is_bounded(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, body: str, message: str
 ) -> None:

@@ -45,8 +45,17 @@ def test_golden_dry_run(backend: str, monkeypatch: pytest.MonkeyPatch) -> None:
 @pytest.mark.parametrize("backend", BACKENDS)
 def test_cli_dry_run_prints_exactly_the_plan(backend: str, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.chdir(ROOT)
-    argv = [sys.executable, "-m", "ddpctl", "submit", "jobs/example.yaml", "--dry-run", "--backend", backend,
-            *(f"--set={item}" for item in FIXED)]
+    argv = [
+        sys.executable,
+        "-m",
+        "ddpctl",
+        "submit",
+        "jobs/example.yaml",
+        "--dry-run",
+        "--backend",
+        backend,
+        *(f"--set={item}" for item in FIXED),
+    ]
     done = subprocess.run(argv, cwd=ROOT, capture_output=True, text=True, timeout=60, check=True)
     assert done.stdout == example_plan(backend, ROOT).text()
 
@@ -64,8 +73,9 @@ def test_submitit_plan_shows_its_executor_parameters(monkeypatch: pytest.MonkeyP
 
 def test_local_plan_is_what_each_launcher_computes(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.chdir(ROOT)
-    spec = dataclasses.replace(resolve_paths(load_spec(ROOT / "jobs" / "example.yaml", FIXED), ROOT),
-                               run_dir=str(tmp_path))
+    spec = dataclasses.replace(
+        resolve_paths(load_spec(ROOT / "jobs" / "example.yaml", FIXED), ROOT), run_dir=str(tmp_path)
+    )
     plan = build(spec, "local")
     run_dir = plan.spec.run_base / PLACEHOLDER_JOB_ID
     run_dir.mkdir(parents=True)
@@ -104,8 +114,9 @@ def sbatch_on_path(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
 @pytest.mark.usefixtures("sbatch_on_path")
 def test_sbatch_backend_submits_the_plans_script_as_it_is(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.chdir(ROOT)
-    spec = dataclasses.replace(resolve_paths(load_spec(ROOT / "jobs" / "example.yaml", FIXED), ROOT),
-                               run_dir=str(tmp_path / "runs"))
+    spec = dataclasses.replace(
+        resolve_paths(load_spec(ROOT / "jobs" / "example.yaml", FIXED), ROOT), run_dir=str(tmp_path / "runs")
+    )
     plan = build(spec, "sbatch")
     assert plan.script is not None
     changed = dataclasses.replace(plan, script=plan.script + "# this line is only in the plan\n")

@@ -22,10 +22,18 @@ SCRIPT_STOP = {"step": None, "checkpoint": "/ck/checkpoint.pt", "source": "scrip
     [
         (AttemptFacts(0), 2000.0, None, None),
         (AttemptFacts(0, SIGNAL, RUNTIME_STOP), 1001.0, "acknowledged", "all ranks stopped at step 7"),
-        (AttemptFacts(0, SIGNAL, {**SCRIPT_STOP, "checkpoint_mtime": 1000.5}), 1001.0, "acknowledged",
-         "saved its own checkpoint /ck/checkpoint.pt 0.5 s after the stop request and exited cleanly (nothing lost)"),
-        (AttemptFacts(0, SIGNAL, {**SCRIPT_STOP, "checkpoint_mtime": 990.0}), 1001.0, "acknowledged",
-         "10.0 s before the stop request and exited cleanly (the steps of the 10.0 s before the request are lost)"),
+        (
+            AttemptFacts(0, SIGNAL, {**SCRIPT_STOP, "checkpoint_mtime": 1000.5}),
+            1001.0,
+            "acknowledged",
+            "saved its own checkpoint /ck/checkpoint.pt 0.5 s after the stop request and exited cleanly (nothing lost)",
+        ),
+        (
+            AttemptFacts(0, SIGNAL, {**SCRIPT_STOP, "checkpoint_mtime": 990.0}),
+            1001.0,
+            "acknowledged",
+            "10.0 s before the stop request and exited cleanly (the steps of the 10.0 s before the request are lost)",
+        ),
         (AttemptFacts(0, SIGNAL), 1010.0, "waiting", "so far no rank has announced that it listens"),
         (AttemptFacts(0, SIGNAL, listeners=("rank 0: x",)), 1010.0, "waiting", "waiting for the ranks (lead"),
         (AttemptFacts(0, SIGNAL), 1060.0, "unacknowledged", "no rank listens for stops"),
@@ -50,16 +58,28 @@ START = {"event": "attempt-start", "attempt": 1}
         (AttemptFacts(0, start=START), None, None),
         (AttemptFacts(1), None, None),  # not started yet
         (AttemptFacts(1, start=START, resume={"step": 7}), None, "attempt 1: resumed from step 7"),
-        (AttemptFacts(1, start=START, resume={"step": None}), None,
-         "attempt 1: restarted from scratch (no complete checkpoint to resume from)"),
-        (AttemptFacts(1, start={**START, "checkpoints_present": False}, ended=True), None,
-         "attempt 1: restarted from scratch (its checkpoint directory was empty)"),
-        (AttemptFacts(1, start={**START, "checkpoints_present": True}), AttemptFacts(0, SIGNAL, SCRIPT_STOP),
-         "attempt 1: restarted; the script's own checkpoint /ck/checkpoint.pt was there to resume from"),
+        (
+            AttemptFacts(1, start=START, resume={"step": None}),
+            None,
+            "attempt 1: restarted from scratch (no complete checkpoint to resume from)",
+        ),
+        (
+            AttemptFacts(1, start={**START, "checkpoints_present": False}, ended=True),
+            None,
+            "attempt 1: restarted from scratch (its checkpoint directory was empty)",
+        ),
+        (
+            AttemptFacts(1, start={**START, "checkpoints_present": True}),
+            AttemptFacts(0, SIGNAL, SCRIPT_STOP),
+            "attempt 1: restarted; the script's own checkpoint /ck/checkpoint.pt was there to resume from",
+        ),
         (AttemptFacts(1, start={**START, "checkpoints_present": True}), None, None),  # runtime may still report
-        (AttemptFacts(1, start={**START, "checkpoints_present": True}, ended=True), None,
-         "attempt 1: restarted; the script does not report resuming (ddpctl cannot tell whether it loaded a "
-         "checkpoint)"),
+        (
+            AttemptFacts(1, start={**START, "checkpoints_present": True}, ended=True),
+            None,
+            "attempt 1: restarted; the script does not report resuming (ddpctl cannot tell whether it loaded a "
+            "checkpoint)",
+        ),
     ],
 )
 def test_restart_note(facts: AttemptFacts, previous: AttemptFacts | None, note: str | None) -> None:
@@ -68,8 +88,12 @@ def test_restart_note(facts: AttemptFacts, previous: AttemptFacts | None, note: 
 
 @pytest.mark.parametrize(
     ("requested", "now", "acked", "expected"),
-    [(None, 500.0, False, False), (100.0, 159.0, False, False), (100.0, 160.0, False, True),
-     (100.0, 999.0, True, False)],
+    [
+        (None, 500.0, False, False),
+        (100.0, 159.0, False, False),
+        (100.0, 160.0, False, True),
+        (100.0, 999.0, True, False),
+    ],
 )
 def test_overdue(requested: float | None, now: float, acked: bool, expected: bool) -> None:
     assert overdue(requested, 60, now, acked) is expected
@@ -86,7 +110,9 @@ def test_read_facts_from_a_run_directory(tmp_path: Path) -> None:
     append_event(layout.events, "resume", attempt=1, step=None)
     facts = read_facts(layout)
     assert [(f.attempt, f.ended, f.signal is not None, f.listeners) for f in facts] == [
-        (0, True, True, ()), (1, False, False, ("rank 3: ddpctl.runtime.StopAgreement",))]
+        (0, True, True, ()),
+        (1, False, False, ("rank 3: ddpctl.runtime.StopAgreement",)),
+    ]
     stops, notes = summary(layout, lead_s=60, now=0.0)
     assert [s.state for s in stops] == ["unacknowledged"]
     assert notes == ["attempt 1: restarted from scratch (no complete checkpoint to resume from)"]

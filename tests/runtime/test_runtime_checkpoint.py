@@ -217,8 +217,9 @@ ckpt.save(2, {"w": torch.zeros(1_000_000), "rank": {}})
 
 
 def test_a_failed_save_removes_its_partial_files_and_names_the_path(tmp_path: Path) -> None:
-    done = subprocess.run([sys.executable, "-c", FULL_DISK, str(tmp_path)], capture_output=True, text=True,
-                          timeout=120, check=False)
+    done = subprocess.run(
+        [sys.executable, "-c", FULL_DISK, str(tmp_path)], capture_output=True, text=True, timeout=120, check=False
+    )
     assert done.returncode == 1
     last = done.stderr.strip().splitlines()[-1]
     assert "CheckpointWriteError" in last and "step-000000002/shared.pt: File too large" in last, done.stderr

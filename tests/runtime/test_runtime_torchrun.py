@@ -81,16 +81,22 @@ def start(run_dir: Path, number: int, *args: str) -> Attempt:
     """Start torchrun as `ddpctl launch` would on a single local node (node rank 0): the argv and env come from
     the launcher's own `node_plan`, for the local backend's loopback network, on a free port."""
     layout = RunLayout(run_dir)
-    spec = JobSpec(name="torchrun-test", script=TRAIN, args=tuple(args), nodes=1, nproc_per_node=2,
-                   env=(("OMP_NUM_THREADS", "1"),), requeue=RequeuePolicy(signal="USR2"))
+    spec = JobSpec(
+        name="torchrun-test",
+        script=TRAIN,
+        args=tuple(args),
+        nodes=1,
+        nproc_per_node=2,
+        env=(("OMP_NUM_THREADS", "1"),),
+        requeue=RequeuePolicy(signal="USR2"),
+    )
     dist, ifname, local_addr = local_network(derive(local_node_env(spec, 1, number, 0), spec.nproc_per_node))
     dist = dataclasses.replace(dist, master_port=free_port())
     plan = node_plan(spec, dist, layout, python=sys.executable, ifname=ifname, local_addr=local_addr)
     env = {k: v for k, v in os.environ.items() if not k.startswith(("DDPCTL_", "TORCHELASTIC_"))}
     layout.attempt_dir(number).mkdir(parents=True, exist_ok=True)
     out = (layout.node_log(number, 0)).open("ab")
-    proc = subprocess.Popen(plan.argv, cwd=REPO, env={**env, **plan.env_dict()}, stdout=out,
-                            stderr=subprocess.STDOUT)
+    proc = subprocess.Popen(plan.argv, cwd=REPO, env={**env, **plan.env_dict()}, stdout=out, stderr=subprocess.STDOUT)
     out.close()
     return Attempt(run_dir, number, proc)
 

@@ -12,16 +12,22 @@ import pytest
 from ddpctl.slurm.env import master_port
 
 STEP = {
-    "SLURM_JOB_ID": "4242", "SLURM_JOB_NODELIST": "rack[1-2]-node[01-02]", "SLURM_JOB_NUM_NODES": "4",
-    "SLURM_NODEID": "1", "SLURM_STEP_ID": "0", "SLURMD_NODENAME": "rack1-node02", "SLURM_RESTART_COUNT": "2",
+    "SLURM_JOB_ID": "4242",
+    "SLURM_JOB_NODELIST": "rack[1-2]-node[01-02]",
+    "SLURM_JOB_NUM_NODES": "4",
+    "SLURM_NODEID": "1",
+    "SLURM_STEP_ID": "0",
+    "SLURMD_NODENAME": "rack1-node02",
+    "SLURM_RESTART_COUNT": "2",
 }
 
 
 def ddpctl(*args: str, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
     # This process's environment minus anything Slurm or ddpctl set: CI may itself run under Slurm.
     base = {k: v for k, v in os.environ.items() if not k.startswith(("SLURM_", "SLURMD_", "DDPCTL_"))}
-    return subprocess.run([sys.executable, *args], env={**base, **env}, capture_output=True, text=True,
-                          timeout=60, check=False)
+    return subprocess.run(
+        [sys.executable, *args], env={**base, **env}, capture_output=True, text=True, timeout=60, check=False
+    )
 
 
 def env_json(env: dict[str, str], *flags: str) -> dict[str, object]:
@@ -34,9 +40,16 @@ def env_json(env: dict[str, str], *flags: str) -> dict[str, object]:
 
 def test_json() -> None:
     assert env_json(STEP) == {
-        "MASTER_ADDR": "rack1-node01", "MASTER_PORT": master_port("4242", None, 2), "NODE_RANK": 1,
-        "NNODES": 4, "NPROC_PER_NODE": 1, "WORLD_SIZE": 4, "RESTART_COUNT": 2, "RDZV_ID": "4242.2",
-        "JOB_ID": "4242", "NODE_NAME": "rack1-node02",
+        "MASTER_ADDR": "rack1-node01",
+        "MASTER_PORT": master_port("4242", None, 2),
+        "NODE_RANK": 1,
+        "NNODES": 4,
+        "NPROC_PER_NODE": 1,
+        "WORLD_SIZE": 4,
+        "RESTART_COUNT": 2,
+        "RDZV_ID": "4242.2",
+        "JOB_ID": "4242",
+        "NODE_NAME": "rack1-node02",
         "HOSTS": ["rack1-node01", "rack1-node02", "rack2-node01", "rack2-node02"],
     }
 
@@ -76,10 +89,14 @@ def test_resolve() -> None:
 ERRORS = [
     ({}, "ddpctl: error: not inside a Slurm job: run under sbatch/srun (or use --backend local)"),
     ({"SLURM_JOB_ID": "7"}, "ddpctl: error: not inside a Slurm job step: run under srun"),
-    ({**STEP, "SLURM_JOB_NUM_NODES": "2"},
-     "ddpctl: error: SLURM_JOB_NODELIST='rack[1-2]-node[01-02]' names 4 hosts but SLURM_JOB_NUM_NODES=2"),
-    ({**STEP, "DDPCTL_NPROC_PER_NODE": "many"},
-     "ddpctl: error: DDPCTL_NPROC_PER_NODE='many' is not a positive integer"),
+    (
+        {**STEP, "SLURM_JOB_NUM_NODES": "2"},
+        "ddpctl: error: SLURM_JOB_NODELIST='rack[1-2]-node[01-02]' names 4 hosts but SLURM_JOB_NUM_NODES=2",
+    ),
+    (
+        {**STEP, "DDPCTL_NPROC_PER_NODE": "many"},
+        "ddpctl: error: DDPCTL_NPROC_PER_NODE='many' is not a positive integer",
+    ),
 ]
 
 

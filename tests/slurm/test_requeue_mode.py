@@ -16,8 +16,9 @@ pytestmark = pytest.mark.slurm
 
 
 def start_cluster(**env: str) -> None:
-    done = subprocess.run(["bash", str(START_SCRIPT)], capture_output=True, text=True, timeout=300, check=False,
-                          env={**os.environ, **env})
+    done = subprocess.run(
+        ["bash", str(START_SCRIPT)], capture_output=True, text=True, timeout=300, check=False, env={**os.environ, **env}
+    )
     assert done.returncode == 0, done.stderr[-3000:]
 
 
@@ -51,7 +52,9 @@ def test_auto_picks_chain_on_a_cluster_without_job_requeue(no_requeue_cluster: N
 def test_auto_on_the_default_cluster(tmp_path: Path) -> None:
     cli = Cli(tmp_path / "home")
     doctor = cli.run("doctor", str(REPO / "jobs" / "example.yaml"), check=False).stdout
-    assert "requeue mode: requeue (JobRequeue=1, partition debug PreemptMode=REQUEUE; a failed scontrol " \
-           "requeue falls back to a chained job)" in doctor, doctor
+    assert (
+        "requeue mode: requeue (JobRequeue=1, partition debug PreemptMode=REQUEUE; a failed scontrol "
+        "requeue falls back to a chained job)" in doctor
+    ), doctor
     assert "internal chain-next" not in dry_run(cli).split("scontrol requeue")[0]
     assert "--no-requeue" in dry_run(cli, "partition=lowprio")

@@ -18,8 +18,7 @@ pytestmark = pytest.mark.slurm
 def test_sbatch_reads_an_abbreviated_job_name_in_a_batch_script(tmp_path: Path) -> None:
     script = tmp_path / "abbrev.sh"
     script.write_text("#!/bin/bash\n#SBATCH --job-n=ddpctl-abbrev-check\n#SBATCH --hold\ntrue\n")
-    done = subprocess.run(["sbatch", "--parsable", str(script)], capture_output=True, text=True, timeout=30,
-                          check=True)
+    done = subprocess.run(["sbatch", "--parsable", str(script)], capture_output=True, text=True, timeout=30, check=True)
     job_id = done.stdout.strip().split(";")[0]
     try:
         assert job_info(job_id)["JobName"] == "ddpctl-abbrev-check"

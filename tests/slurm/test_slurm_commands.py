@@ -29,7 +29,9 @@ def test_parse_job_id_rejects(text: str) -> None:
 def test_parse_squeue_rows() -> None:
     rows = parse_squeue("12|RUNNING|None|node[1-2]|0:05\n13|PENDING|BeginTime||0:00\ngarbage\n")
     assert [(r.job_id, r.state, r.reason, r.nodes) for r in rows] == [
-        ("12", "RUNNING", "None", "node[1-2]"), ("13", "PENDING", "BeginTime", "")]
+        ("12", "RUNNING", "None", "node[1-2]"),
+        ("13", "PENDING", "BeginTime", ""),
+    ]
 
 
 def test_parse_scontrol_job() -> None:
@@ -70,8 +72,14 @@ def test_requeue_hold_before_the_next_attempt_starts_is_requeued(tmp_path: Path)
 
 
 def test_finished_job_uses_the_recorded_decision(tmp_path: Path) -> None:
-    append_event(tmp_path / "events.jsonl", "decision", action="finish", kind="preemption",
-                 reason="preemption budget spent", exit_code=76)
+    append_event(
+        tmp_path / "events.jsonl",
+        "decision",
+        action="finish",
+        kind="preemption",
+        reason="preemption budget spent",
+        exit_code=76,
+    )
     runner = Answers(squeue=(0, ""), scontrol=(0, "JobId=12 JobState=FAILED ExitCode=76:0"))
     state = state_from_slurm(record(tmp_path), runner)
     assert (state.state, state.exit_code, state.terminal) == ("BUDGET_SPENT", 76, True)

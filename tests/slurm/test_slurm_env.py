@@ -22,30 +22,87 @@ from ddpctl.slurm.env import (
 )
 
 STEP = {
-    "SLURM_JOB_ID": "1234", "SLURM_JOB_NODELIST": "rack[1-2]-node[01-02]", "SLURM_JOB_NUM_NODES": "4",
-    "SLURM_NODEID": "2", "SLURM_STEP_ID": "0", "SLURMD_NODENAME": "rack2-node01",
+    "SLURM_JOB_ID": "1234",
+    "SLURM_JOB_NODELIST": "rack[1-2]-node[01-02]",
+    "SLURM_JOB_NUM_NODES": "4",
+    "SLURM_NODEID": "2",
+    "SLURM_STEP_ID": "0",
+    "SLURMD_NODENAME": "rack2-node01",
 }
 
 CASES = [
-    (STEP, 4, DistEnv(
-        master_addr="rack1-node01", master_port=20942, node_rank=2, nnodes=4, nproc_per_node=4, world_size=16,
-        rdzv_id="1234.0", restart_count=0, job_id="1234", node_name="rack2-node01",
-        hosts=("rack1-node01", "rack1-node02", "rack2-node01", "rack2-node02"),
-    )),
+    (
+        STEP,
+        4,
+        DistEnv(
+            master_addr="rack1-node01",
+            master_port=20942,
+            node_rank=2,
+            nnodes=4,
+            nproc_per_node=4,
+            world_size=16,
+            rdzv_id="1234.0",
+            restart_count=0,
+            job_id="1234",
+            node_name="rack2-node01",
+            hosts=("rack1-node01", "rack1-node02", "rack2-node01", "rack2-node02"),
+        ),
+    ),
     # Requeued: new restart count, new port and rendezvous id; the old spelling SLURM_NODELIST and
     # SLURM_NNODES still work; no SLURMD_NODENAME -> the node list names this node.
-    ({"SLURM_JOB_ID": "1234", "SLURM_NODELIST": "n[09-10]", "SLURM_NNODES": "2", "SLURM_NODEID": "1",
-      "SLURM_STEP_ID": "3", "SLURM_RESTART_COUNT": "1"}, 1, DistEnv(
-        master_addr="n09", master_port=24338, node_rank=1, nnodes=2, nproc_per_node=1, world_size=2,
-        rdzv_id="1234.1", restart_count=1, job_id="1234", node_name="n10", hosts=("n09", "n10"),
-    )),
+    (
+        {
+            "SLURM_JOB_ID": "1234",
+            "SLURM_NODELIST": "n[09-10]",
+            "SLURM_NNODES": "2",
+            "SLURM_NODEID": "1",
+            "SLURM_STEP_ID": "3",
+            "SLURM_RESTART_COUNT": "1",
+        },
+        1,
+        DistEnv(
+            master_addr="n09",
+            master_port=24338,
+            node_rank=1,
+            nnodes=2,
+            nproc_per_node=1,
+            world_size=2,
+            rdzv_id="1234.1",
+            restart_count=1,
+            job_id="1234",
+            node_name="n10",
+            hosts=("n09", "n10"),
+        ),
+    ),
     # Array task: requeue id and rendezvous id use <array job id>_<task id>.
-    ({"SLURM_JOB_ID": "1240", "SLURM_ARRAY_JOB_ID": "1237", "SLURM_ARRAY_TASK_ID": "3",
-      "SLURM_JOB_NODELIST": "gpu1", "SLURM_JOB_NUM_NODES": "1", "SLURM_NODEID": "0", "SLURM_STEP_ID": "0",
-      "SLURMD_NODENAME": "gpu1", "SLURM_RESTART_COUNT": "", "SLURM_STEP_NUM_NODES": "1"}, 8, DistEnv(
-        master_addr="gpu1", master_port=master_port("1240", "3", 0), node_rank=0, nnodes=1, nproc_per_node=8,
-        world_size=8, rdzv_id="1237_3.0", restart_count=0, job_id="1240", node_name="gpu1", hosts=("gpu1",),
-    )),
+    (
+        {
+            "SLURM_JOB_ID": "1240",
+            "SLURM_ARRAY_JOB_ID": "1237",
+            "SLURM_ARRAY_TASK_ID": "3",
+            "SLURM_JOB_NODELIST": "gpu1",
+            "SLURM_JOB_NUM_NODES": "1",
+            "SLURM_NODEID": "0",
+            "SLURM_STEP_ID": "0",
+            "SLURMD_NODENAME": "gpu1",
+            "SLURM_RESTART_COUNT": "",
+            "SLURM_STEP_NUM_NODES": "1",
+        },
+        8,
+        DistEnv(
+            master_addr="gpu1",
+            master_port=master_port("1240", "3", 0),
+            node_rank=0,
+            nnodes=1,
+            nproc_per_node=8,
+            world_size=8,
+            rdzv_id="1237_3.0",
+            restart_count=0,
+            job_id="1240",
+            node_name="gpu1",
+            hosts=("gpu1",),
+        ),
+    ),
 ]
 
 
@@ -85,8 +142,15 @@ def test_context_and_requeue_id() -> None:
 def test_as_json_and_lines() -> None:
     dist = derive(STEP, 2)
     assert dist.as_json() == {
-        "MASTER_ADDR": "rack1-node01", "MASTER_PORT": 20942, "NODE_RANK": 2, "NNODES": 4, "NPROC_PER_NODE": 2,
-        "WORLD_SIZE": 8, "RESTART_COUNT": 0, "RDZV_ID": "1234.0", "JOB_ID": "1234",
+        "MASTER_ADDR": "rack1-node01",
+        "MASTER_PORT": 20942,
+        "NODE_RANK": 2,
+        "NNODES": 4,
+        "NPROC_PER_NODE": 2,
+        "WORLD_SIZE": 8,
+        "RESTART_COUNT": 0,
+        "RDZV_ID": "1234.0",
+        "JOB_ID": "1234",
         "NODE_NAME": "rack2-node01",
         "HOSTS": ["rack1-node01", "rack1-node02", "rack2-node01", "rack2-node02"],
     }
@@ -101,8 +165,10 @@ ERRORS = [
     ({k: v for k, v in STEP.items() if k != "SLURM_STEP_ID"}, NOT_IN_STEP),
     ({k: v for k, v in STEP.items() if k != "SLURM_JOB_NODELIST"}, "SLURM_JOB_NODELIST (or SLURM_NODELIST)"),
     ({k: v for k, v in STEP.items() if k != "SLURM_JOB_NUM_NODES"}, "SLURM_JOB_NUM_NODES (or SLURM_NNODES)"),
-    ({**STEP, "SLURM_JOB_NUM_NODES": "3"},
-     "SLURM_JOB_NODELIST='rack[1-2]-node[01-02]' names 4 hosts but SLURM_JOB_NUM_NODES=3"),
+    (
+        {**STEP, "SLURM_JOB_NUM_NODES": "3"},
+        "SLURM_JOB_NODELIST='rack[1-2]-node[01-02]' names 4 hosts but SLURM_JOB_NUM_NODES=3",
+    ),
     ({**STEP, "SLURM_NODEID": "4"}, "SLURM_NODEID=4 is outside 0..3"),
     ({**STEP, "SLURM_NODEID": "x"}, "SLURM_NODEID='x' is not a non-negative integer"),
     ({**STEP, "SLURM_NODEID": "-1"}, "SLURM_NODEID='-1' is not a non-negative integer"),
@@ -158,8 +224,12 @@ def test_master_port_same_in_a_fresh_interpreter() -> None:
 
 
 def test_master_port_range_and_spread() -> None:
-    ports = [master_port(str(job), task, restart) for job in range(5000, 5400) for task in (None, "1")
-             for restart in range(3)]
+    ports = [
+        master_port(str(job), task, restart)
+        for job in range(5000, 5400)
+        for task in (None, "1")
+        for restart in range(3)
+    ]
     assert all(PORT_MIN <= p <= PORT_MAX for p in ports)
     assert not any(p in (29400, 29500, 8080) or 32768 <= p <= 60999 for p in ports)
     assert len(set(ports)) > 0.8 * len(ports)

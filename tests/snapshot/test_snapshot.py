@@ -14,15 +14,22 @@ from ddpctl.snapshot.collect import parse_status
 from ddpctl.snapshot.store import Limits
 from ddpctl.spec import JobSpec
 
-GIT_ENV = {"GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@t", "GIT_COMMITTER_NAME": "t",
-           "GIT_COMMITTER_EMAIL": "t@t", "GIT_CONFIG_GLOBAL": "/dev/null", "GIT_CONFIG_NOSYSTEM": "1"}
+GIT_ENV = {
+    "GIT_AUTHOR_NAME": "t",
+    "GIT_AUTHOR_EMAIL": "t@t",
+    "GIT_COMMITTER_NAME": "t",
+    "GIT_COMMITTER_EMAIL": "t@t",
+    "GIT_CONFIG_GLOBAL": "/dev/null",
+    "GIT_CONFIG_NOSYSTEM": "1",
+}
 
 
 def git(repo: Path, *args: str) -> str:
     import os
 
-    done = subprocess.run(["git", "-C", str(repo), *args], capture_output=True, text=True, check=True,
-                          env={**os.environ, **GIT_ENV})
+    done = subprocess.run(
+        ["git", "-C", str(repo), *args], capture_output=True, text=True, check=True, env={**os.environ, **GIT_ENV}
+    )
     return done.stdout.strip()
 
 
@@ -70,8 +77,12 @@ def test_git_snapshot_holds_tracked_dirty_and_untracked_files_but_not_ignored_on
     (repo / "runs" / "big.bin").write_text("checkpoint")
     info = take(spec_for(repo / "jobs" / "train.py", repo / "runs"), tmp_path / "snapshot.json")
     assert info is not None and info.mode == "git"
-    assert tree_files(info.path) == {".gitignore": "ignored.txt\nruns/\n", "jobs/train.py": "print('v1')\n",
-                                     "lib.py": "X = 2\n", "new.py": "Y = 1\n"}
+    assert tree_files(info.path) == {
+        ".gitignore": "ignored.txt\nruns/\n",
+        "jobs/train.py": "print('v1')\n",
+        "lib.py": "X = 2\n",
+        "new.py": "Y = 1\n",
+    }
     assert (info.commit, info.branch, info.dirty) == (git(repo, "rev-parse", "HEAD"), "main", True)
     assert info.script == str(Path(info.path) / "jobs" / "train.py")
     assert read_info(tmp_path / "snapshot.json") == info

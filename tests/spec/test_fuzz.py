@@ -28,37 +28,122 @@ from ddpctl.cli import main
 TRAIN = str(REPO / "jobs/example/train.py")
 TIME_LIMIT_S = 15.0  # per command; a merge-key bomb took 21 s before the fix, 10,000 dry-run nodes 26 s
 MEMORY_LIMIT = 256 << 20  # peak Python allocations per command; the same bomb took 4 GB
-BUDGET = settings(max_examples=800, deadline=None, derandomize=True, database=None,
-                  suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+BUDGET = settings(
+    max_examples=800,
+    deadline=None,
+    derandomize=True,
+    database=None,
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
+)
 
-NASTY_TEXT = st.sampled_from([
-    "", " ", "~", "~nosuchuser/x", "{x}", "{rank}", "%j", "%%", "a\x00b", "a\x07b", "\x1b[31m", "\udc80", "x\ud800",
-    "\u202e", "é", "日本", "a" * 300, "-", "--x", "$(id)", "`id`", "'", '"', "\\", "\n", "\r", "\t", "null", "yes",
-    "on", "010", "0x10", "1:00", "1_000", "1e3", ".inf", "-.nan", "!!python/object:os.system", "*a", "&a x", "<<",
-    "[", "{", "}", "]", ":", "#", "|", ">", "@", "`",
-])
+NASTY_TEXT = st.sampled_from(
+    [
+        "",
+        " ",
+        "~",
+        "~nosuchuser/x",
+        "{x}",
+        "{rank}",
+        "%j",
+        "%%",
+        "a\x00b",
+        "a\x07b",
+        "\x1b[31m",
+        "\udc80",
+        "x\ud800",
+        "\u202e",
+        "é",
+        "日本",
+        "a" * 300,
+        "-",
+        "--x",
+        "$(id)",
+        "`id`",
+        "'",
+        '"',
+        "\\",
+        "\n",
+        "\r",
+        "\t",
+        "null",
+        "yes",
+        "on",
+        "010",
+        "0x10",
+        "1:00",
+        "1_000",
+        "1e3",
+        ".inf",
+        "-.nan",
+        "!!python/object:os.system",
+        "*a",
+        "&a x",
+        "<<",
+        "[",
+        "{",
+        "}",
+        "]",
+        ":",
+        "#",
+        "|",
+        ">",
+        "@",
+        "`",
+    ]
+)
 TEXT = st.one_of(NASTY_TEXT, st.text(max_size=20))
-INTEGER = st.one_of(st.integers(-3, 70), st.sampled_from([0, 1, 2, 4097, 16385, 65535, 65536,
-                                                          2**31 - 1, 2**31, 2**63, 10**12, -(2**63)]))
+INTEGER = st.one_of(
+    st.integers(-3, 70),
+    st.sampled_from([0, 1, 2, 4097, 16385, 65535, 65536, 2**31 - 1, 2**31, 2**63, 10**12, -(2**63)]),
+)
 SCALAR = st.one_of(TEXT, INTEGER, st.booleans(), st.none(), st.floats(allow_nan=True, allow_infinity=True))
-VALUE = st.recursive(SCALAR, lambda inner: st.one_of(st.lists(inner, max_size=4),
-                                                     st.dictionaries(TEXT, inner, max_size=4)), max_leaves=12)
-TOP_KEYS = ["name", "script", "args", "nodes", "gpus_per_node", "nproc_per_node", "cpus_per_task", "mem", "time",
-            "partition", "account", "qos", "sbatch", "setup", "env", "run_dir", "template", "backend",
-            "max_restarts", "rdzv", "python", "nccl", "requeue", "checkpoint"]
-SUB_KEYS = {"nccl": ["socket_ifname", "ib_disable", "debug", "timeout_s", "async_error_handling"],
-            "requeue": ["enabled", "signal", "lead_s", "max_preemptions", "max_timeouts", "max_failures"],
-            "checkpoint": ["dir", "keep"],
-            "sbatch": ["constraint", "exclusive", "job-n", "ntasks-per-n", "outp", "gpus", "gres", "time"],
-            "env": ["A", "OMP_NUM_THREADS", "1BAD", "PATH"]}
+VALUE = st.recursive(
+    SCALAR,
+    lambda inner: st.one_of(st.lists(inner, max_size=4), st.dictionaries(TEXT, inner, max_size=4)),
+    max_leaves=12,
+)
+TOP_KEYS = [
+    "name",
+    "script",
+    "args",
+    "nodes",
+    "gpus_per_node",
+    "nproc_per_node",
+    "cpus_per_task",
+    "mem",
+    "time",
+    "partition",
+    "account",
+    "qos",
+    "sbatch",
+    "setup",
+    "env",
+    "run_dir",
+    "template",
+    "backend",
+    "max_restarts",
+    "rdzv",
+    "python",
+    "nccl",
+    "requeue",
+    "checkpoint",
+]
+SUB_KEYS = {
+    "nccl": ["socket_ifname", "ib_disable", "debug", "timeout_s", "async_error_handling"],
+    "requeue": ["enabled", "signal", "lead_s", "max_preemptions", "max_timeouts", "max_failures"],
+    "checkpoint": ["dir", "keep"],
+    "sbatch": ["constraint", "exclusive", "job-n", "ntasks-per-n", "outp", "gpus", "gres", "time"],
+    "env": ["A", "OMP_NUM_THREADS", "1BAD", "PATH"],
+}
 KEY_PATH = st.one_of(
     st.sampled_from(TOP_KEYS).map(lambda k: k),
     st.sampled_from(sorted(SUB_KEYS)).flatmap(lambda k: st.sampled_from(SUB_KEYS[k]).map(lambda s: f"{k}.{s}")),
     TEXT,
 )
 OVERRIDE = st.one_of(
-    st.tuples(KEY_PATH, st.one_of(TEXT, INTEGER.map(str), VALUE.map(lambda v: yaml.safe_dump(v).strip())))
-    .map(lambda kv: f"{kv[0]}={kv[1]}"),
+    st.tuples(KEY_PATH, st.one_of(TEXT, INTEGER.map(str), VALUE.map(lambda v: yaml.safe_dump(v).strip()))).map(
+        lambda kv: f"{kv[0]}={kv[1]}"
+    ),
     TEXT,
 )
 GOOD = {"name": "fuzz", "script": TRAIN, "backend": "sbatch", "nodes": 2}
@@ -108,8 +193,10 @@ def test_render_and_dry_run_fail_cleanly(text: str, overrides: list[str], to_fil
         before = listing(root)
         out_file = root / "out" / "job.sh"
         (root / "out").mkdir()
-        commands = [["render", str(spec), *sets, *(["-o", str(out_file)] if to_file else [])],
-                    ["submit", str(spec), "--dry-run", *sets]]
+        commands = [
+            ["render", str(spec), *sets, *(["-o", str(out_file)] if to_file else [])],
+            ["submit", str(spec), "--dry-run", *sets],
+        ]
         for argv in commands:
             cwd = Path.cwd()
             os.chdir(root)  # relative paths in a generated spec resolve here, not in the repository
@@ -127,8 +214,13 @@ def test_render_and_dry_run_fail_cleanly(text: str, overrides: list[str], to_fil
                 out_file.unlink()
 
 
-@settings(max_examples=8, deadline=None, derandomize=True, database=None,
-          suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+@settings(
+    max_examples=8,
+    deadline=None,
+    derandomize=True,
+    database=None,
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
+)
 @given(text=spec_text(), overrides=st.lists(OVERRIDE, max_size=2))
 def test_the_real_cli_fails_cleanly_too(text: str, overrides: list[str]) -> None:
     """A few of the same through a real `python -m ddpctl` process: its real stdout/stderr encodings."""
@@ -143,9 +235,20 @@ def test_the_real_cli_fails_cleanly_too(text: str, overrides: list[str]) -> None
         root = Path(tmp)
         (root / "spec.yaml").write_bytes(text.encode("utf-8", "surrogatepass"))
         done = subprocess.run(
-            [sys.executable, "-m", "ddpctl", "submit", "spec.yaml", "--dry-run",
-             *[f"--set={o}".encode("utf-8", "surrogateescape") for o in overrides]],
-            cwd=root, capture_output=True, timeout=60, check=False, preexec_fn=limited,
+            [
+                sys.executable,
+                "-m",
+                "ddpctl",
+                "submit",
+                "spec.yaml",
+                "--dry-run",
+                *[f"--set={o}".encode("utf-8", "surrogateescape") for o in overrides],
+            ],
+            cwd=root,
+            capture_output=True,
+            timeout=60,
+            check=False,
+            preexec_fn=limited,
             env={**os.environ, "DDPCTL_HOME": str(root / "home"), "PYTHONPATH": str(REPO)},
         )
         err = done.stderr.decode("utf-8", "backslashreplace")

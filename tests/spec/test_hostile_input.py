@@ -27,9 +27,15 @@ def limited() -> None:
 
 
 def ddpctl(cwd: Path, *args: str | bytes, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[bytes]:
-    return subprocess.run([sys.executable, "-m", "ddpctl", *args], cwd=cwd, capture_output=True, timeout=60,
-                          check=False, preexec_fn=limited,
-                          env={**os.environ, "DDPCTL_HOME": str(cwd / "home"), **(env or {})})
+    return subprocess.run(
+        [sys.executable, "-m", "ddpctl", *args],
+        cwd=cwd,
+        capture_output=True,
+        timeout=60,
+        check=False,
+        preexec_fn=limited,
+        env={**os.environ, "DDPCTL_HOME": str(cwd / "home"), **(env or {})},
+    )
 
 
 def one_line_error(done: subprocess.CompletedProcess[bytes], *needles: str) -> str:
@@ -53,13 +59,16 @@ def files_under(root: Path) -> set[str]:
     return {str(p.relative_to(root)) for p in root.rglob("*") if p.relative_to(root).parts[0] != "home"}
 
 
-@pytest.mark.parametrize(("body", "needles"), [
-    (b"name: probe\x01\n", ("ok.yaml:1", "U+0001 is not allowed")),
-    (b"name: probe\nargs: [a]\x1b[31m\n", ("ok.yaml:2", "U+001B")),
-    (b'name: probe\nargs: ["\\udc80"]\n', ("args.0", "lone surrogates")),
-    (b'name: probe\nenv: {A: "x\\udcff"}\n', ("env.A", "lone surrogates")),
-    (b"name: \xff\n", ("not UTF-8",)),
-])
+@pytest.mark.parametrize(
+    ("body", "needles"),
+    [
+        (b"name: probe\x01\n", ("ok.yaml:1", "U+0001 is not allowed")),
+        (b"name: probe\nargs: [a]\x1b[31m\n", ("ok.yaml:2", "U+001B")),
+        (b'name: probe\nargs: ["\\udc80"]\n', ("args.0", "lone surrogates")),
+        (b'name: probe\nenv: {A: "x\\udcff"}\n', ("env.A", "lone surrogates")),
+        (b"name: \xff\n", ("not UTF-8",)),
+    ],
+)
 def test_item7_spec_file_errors(tmp_path: Path, body: bytes, needles: tuple[str, ...]) -> None:
     path = tmp_path / "ok.yaml"
     path.write_bytes(body + f"script: {TRAIN}\n".encode())
@@ -68,14 +77,17 @@ def test_item7_spec_file_errors(tmp_path: Path, body: bytes, needles: tuple[str,
     assert not (tmp_path / "runs").exists()
 
 
-@pytest.mark.parametrize(("override", "needles"), [
-    ('args=["\\udc80"]', ("--set", "lone surrogates")),
-    (b"args=[\xff]", ("--set", "byte 0xFF is not UTF-8")),
-    (b"env.A=\xfe", ("--set", "byte 0xFE is not UTF-8")),
-    ("run_dir=~nosuchuser/r", ("run_dir", "~nosuchuser/r", "names a user")),
-    ("checkpoint.dir=~nosuchuser", ("checkpoint.dir", "names a user")),
-    ("nodes=\x07", ("U+0007",)),
-])
+@pytest.mark.parametrize(
+    ("override", "needles"),
+    [
+        ('args=["\\udc80"]', ("--set", "lone surrogates")),
+        (b"args=[\xff]", ("--set", "byte 0xFF is not UTF-8")),
+        (b"env.A=\xfe", ("--set", "byte 0xFE is not UTF-8")),
+        ("run_dir=~nosuchuser/r", ("run_dir", "~nosuchuser/r", "names a user")),
+        ("checkpoint.dir=~nosuchuser", ("checkpoint.dir", "names a user")),
+        ("nodes=\x07", ("U+0007",)),
+    ],
+)
 def test_item7_override_errors(tmp_path: Path, spec: Path, override: str | bytes, needles: tuple[str, ...]) -> None:
     for command in (["render"], ["submit", "--dry-run"], ["submit"]):
         one_line_error(ddpctl(tmp_path, *command, str(spec), "--set", override), *needles)
@@ -83,8 +95,11 @@ def test_item7_override_errors(tmp_path: Path, spec: Path, override: str | bytes
 
 
 def test_item7_render_output_errors_leave_nothing(tmp_path: Path, spec: Path) -> None:
-    one_line_error(ddpctl(tmp_path, "render", str(spec), "-o", "/nonexistent/x.sh"), "-o /nonexistent/x.sh",
-                   "No such file or directory")
+    one_line_error(
+        ddpctl(tmp_path, "render", str(spec), "-o", "/nonexistent/x.sh"),
+        "-o /nonexistent/x.sh",
+        "No such file or directory",
+    )
     (tmp_path / "adir").mkdir()
     one_line_error(ddpctl(tmp_path, "render", str(spec), "-o", str(tmp_path / "adir")), "is a directory")
     assert files_under(tmp_path) == {"ok.yaml", "adir"}
@@ -93,10 +108,16 @@ def test_item7_render_output_errors_leave_nothing(tmp_path: Path, spec: Path) ->
 def test_item7_unwritable_run_dir_and_home(tmp_path: Path, spec: Path) -> None:
     # As root a read-only mode is no obstacle; a file where a directory must be is one for everybody.
     (tmp_path / "afile").write_text("")
-    one_line_error(ddpctl(tmp_path, "submit", str(spec), "--set", f"run_dir={tmp_path / 'afile'}"),
-                   "run_dir: cannot create a run directory", "Not a directory")
-    one_line_error(ddpctl(tmp_path, "submit", str(spec), env={"DDPCTL_HOME": str(tmp_path / "afile" / "h")}),
-                   "registry", "not writable")
+    one_line_error(
+        ddpctl(tmp_path, "submit", str(spec), "--set", f"run_dir={tmp_path / 'afile'}"),
+        "run_dir: cannot create a run directory",
+        "Not a directory",
+    )
+    one_line_error(
+        ddpctl(tmp_path, "submit", str(spec), env={"DDPCTL_HOME": str(tmp_path / "afile" / "h")}),
+        "registry",
+        "not writable",
+    )
     assert files_under(tmp_path) == {"ok.yaml", "afile"}
 
 
@@ -114,22 +135,46 @@ def test_item8_huge_spec_file_is_refused_unread(tmp_path: Path) -> None:
     one_line_error(ddpctl(tmp_path, "render", str(path)), "larger than 1048576 bytes")
 
 
-@pytest.mark.parametrize("override", ["nodes=1000000000000", f"nodes={MAX_NODES + 1}", "nproc_per_node=5000",
-                                      "requeue.max_failures=99999999999", "nccl.timeout_s=4294967296"])
+@pytest.mark.parametrize(
+    "override",
+    [
+        "nodes=1000000000000",
+        f"nodes={MAX_NODES + 1}",
+        "nproc_per_node=5000",
+        "requeue.max_failures=99999999999",
+        "nccl.timeout_s=4294967296",
+    ],
+)
 def test_item8_integers_are_bounded(tmp_path: Path, spec: Path, override: str) -> None:
     one_line_error(ddpctl(tmp_path, "submit", str(spec), "--dry-run", "--set", override), "expected an integer in")
 
 
-@pytest.mark.parametrize(("override", "value"), [
-    ("nodes=010", 10), ("nodes=+3", 3), ("nproc_per_node=007", 7), ("requeue.lead_s=0600", 600),
-])
+@pytest.mark.parametrize(
+    ("override", "value"),
+    [
+        ("nodes=010", 10),
+        ("nodes=+3", 3),
+        ("nproc_per_node=007", 7),
+        ("requeue.lead_s=0600", 600),
+    ],
+)
 def test_item9_integers_read_as_written(spec: Path, override: str, value: int) -> None:
     key = override.split("=", maxsplit=1)[0].split(".")
     loaded = load_spec(spec, [override])
     assert getattr(loaded if len(key) == 1 else getattr(loaded, key[0]), key[-1]) == value
 
 
-@pytest.mark.parametrize("override", ["nodes=1:00", "nodes=0x10", "nodes=0o7", "nodes=0b11", "nodes=1_000",
-                                      "checkpoint.keep=1:0:0", "requeue.lead_s=0x3c"])
+@pytest.mark.parametrize(
+    "override",
+    [
+        "nodes=1:00",
+        "nodes=0x10",
+        "nodes=0o7",
+        "nodes=0b11",
+        "nodes=1_000",
+        "checkpoint.keep=1:0:0",
+        "requeue.lead_s=0x3c",
+    ],
+)
 def test_item9_yaml_11_integer_forms_are_refused(tmp_path: Path, spec: Path, override: str) -> None:
     one_line_error(ddpctl(tmp_path, "render", str(spec), "--set", override), "expected an integer in")

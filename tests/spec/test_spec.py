@@ -187,8 +187,10 @@ def test_paths_are_not_checked_without_check_paths() -> None:
         ("env.A.B=1", "--set env.A.B=1: env.A.B: unknown key, env has no sub-key 'A.B'"),
         ("nodes=0", "--set nodes=0: nodes: got 0, expected an integer in 1..16384"),
         ("nodes=[", "--set nodes=[: invalid YAML:"),
-        ("nccl={timeout_s: 0}",
-         "--set nccl={timeout_s: 0}: nccl.timeout_s: got 0, expected an integer in 1..2147483647"),
+        (
+            "nccl={timeout_s: 0}",
+            "--set nccl={timeout_s: 0}: nccl.timeout_s: got 0, expected an integer in 1..2147483647",
+        ),
         (
             "nccl={timeot_s: 5}",
             "--set nccl={timeot_s: 5}: nccl.timeot_s: unknown key, did you mean 'timeout_s'?",
@@ -265,19 +267,46 @@ def test_deep_nesting_is_refused() -> None:
     )
 
 
-@pytest.mark.parametrize(("option", "means"), [
-    ("ntasks-per-n", "--ntasks-per-node"), ("job-n", "--job-name"), ("outp", "--output"), ("op", "--open-mode"),
-    ("sig", "--signal"), ("part", "--partition"), ("q", "--qos"), ("wr", "--wrap"), ("no-req", "--no-requeue"),
-    ("gpus-per", "--gpus-per-node"), ("cpus-per-t", "--cpus-per-task"), ("ti", "--time"), ("acc", "--account"),
-    ("err", "--error"), ("no", "--no-requeue or --nodes"), ("ntasks-", "--ntasks-per-node"),
-])
+@pytest.mark.parametrize(
+    ("option", "means"),
+    [
+        ("ntasks-per-n", "--ntasks-per-node"),
+        ("job-n", "--job-name"),
+        ("outp", "--output"),
+        ("op", "--open-mode"),
+        ("sig", "--signal"),
+        ("part", "--partition"),
+        ("q", "--qos"),
+        ("wr", "--wrap"),
+        ("no-req", "--no-requeue"),
+        ("gpus-per", "--gpus-per-node"),
+        ("cpus-per-t", "--cpus-per-task"),
+        ("ti", "--time"),
+        ("acc", "--account"),
+        ("err", "--error"),
+        ("no", "--no-requeue or --nodes"),
+        ("ntasks-", "--ntasks-per-node"),
+    ],
+)
 def test_item10_abbreviations_of_reserved_sbatch_options_are_refused(option: str, means: str) -> None:
     message = spec_error(HEAD + f"sbatch:\n  {option}: x\n")
     assert f"sbatch.{option}: --{option} is an abbreviation sbatch reads as {means}, which ddpctl sets" in message
 
 
-@pytest.mark.parametrize("option", ["gpus", "mem-per-cpu", "ntasks-per-gpu", "time-min", "nodelist", "constraint",
-                                    "exclusive", "gres", "oversubscribe"])
+@pytest.mark.parametrize(
+    "option",
+    [
+        "gpus",
+        "mem-per-cpu",
+        "ntasks-per-gpu",
+        "time-min",
+        "nodelist",
+        "constraint",
+        "exclusive",
+        "gres",
+        "oversubscribe",
+    ],
+)
 def test_item10_other_options_are_kept(option: str) -> None:
     assert dict(spec_from_mapping({**BASE, "sbatch": {option: "1"}}, check_paths=False).sbatch) == {option: "1"}
 
