@@ -17,6 +17,7 @@ import errno
 import fcntl
 import os
 import signal
+import socket
 from pathlib import Path
 
 from ddpctl.run import safeio
@@ -93,3 +94,12 @@ def die_with_parent() -> None:
     libc.prctl(_PR_SET_PDEATHSIG, signal.SIGTERM, 0, 0, 0)
     if os.getppid() != parent:  # the supervisor died between fork and prctl
         os._exit(128 + signal.SIGTERM)
+
+
+def free_loopback_port() -> int:
+    """A TCP port nothing listens on at 127.0.0.1 right now (the kernel's choice): each local attempt's
+    rendezvous gets its own, so concurrent local jobs, whatever registry counted their numbers, never meet."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
+        probe.bind(("127.0.0.1", 0))
+        port: int = probe.getsockname()[1]
+    return port

@@ -28,12 +28,13 @@ class Supervisor:
         self.layout, self.spec, self.job_number = layout, spec, job_number
         self.lock_fds = () if lock_fd is None else (lock_fd,)
         self.attempt = 0
+        self.port: int | None = None  # this attempt's rendezvous port, found free when it starts
         self.launchers: list[proc.Popen] = []
         self.cancelled = False
 
     def base_env(self) -> dict[str, str]:
         env = {k: v for k, v in os.environ.items() if not k.startswith("SLURM")}
-        return {**env, **dict(self.spec.env), **local_node_env(self.spec, self.job_number, self.attempt, 0)}
+        return {**env, **dict(self.spec.env), **local_node_env(self.spec, self.job_number, self.attempt, 0, self.port)}
 
     def on_stop_signal(self, signum: int, _frame: FrameType | None) -> None:
         name = signal.Signals(signum).name.removeprefix("SIG")
@@ -60,7 +61,7 @@ class Supervisor:
             # with the supervisor: a kill -9 of the supervisor takes its nodes down instead of orphaning them.
             proc.spawn(
                 [sys.executable, "-m", "ddpctl", "launch", str(self.layout.root)],
-                env={**base, **local_node_env(self.spec, self.job_number, self.attempt, rank)},
+                env={**base, **local_node_env(self.spec, self.job_number, self.attempt, rank, self.port)},
                 pass_fds=self.lock_fds,
                 preexec_fn=local_proc.die_with_parent,
             )
@@ -85,6 +86,7 @@ class Supervisor:
         signal.signal(signal.SIGTERM, self.on_cancel)
         signal.signal(signal.SIGINT, self.on_cancel)
         while True:
+            self.port = local_proc.free_loopback_port()
             env = self.base_env()
             batch.batch_start(self.layout, env)
             self.start_nodes()

@@ -22,7 +22,7 @@ from types import FrameType
 from ddpctl import exitcodes, proc
 from ddpctl.health.watchdog import Watchdog
 from ddpctl.node.ackwatch import AckWatch
-from ddpctl.node.localenv import LOCAL_ENV_FLAG
+from ddpctl.node.localenv import LOCAL_ENV_FLAG, MASTER_PORT_VAR
 from ddpctl.node.torchrun import NodePlan, node_plan
 from ddpctl.run import safeio
 from ddpctl.run.events import append_event
@@ -49,9 +49,15 @@ def local_address(node_name: str, ifname: str | None) -> str | None:
     return None if address.startswith("127.") else address
 
 
-def local_network(dist: DistEnv) -> tuple[DistEnv, str, str]:
-    """Local backend: the simulated nodes' names do not resolve; everything is on loopback."""
-    return replace(dist, master_addr="127.0.0.1"), "lo", "127.0.0.1"
+def local_network(dist: DistEnv, env: Mapping[str, str] | None = None) -> tuple[DistEnv, str, str]:
+    """Local backend: the simulated nodes' names do not resolve; everything is on loopback, on the port the
+    supervisor found free for this attempt (`MASTER_PORT_VAR`; a dry run has none and shows the hashed one)."""
+    port = (env or {}).get(MASTER_PORT_VAR)
+    return (
+        replace(dist, master_addr="127.0.0.1", master_port=int(port) if port else dist.master_port),
+        "lo",
+        "127.0.0.1",
+    )
 
 
 def prepare(run_dir: Path, env: Mapping[str, str]) -> tuple[JobSpec, DistEnv, RunLayout, NodePlan]:
@@ -65,7 +71,7 @@ def prepare(run_dir: Path, env: Mapping[str, str]) -> tuple[JobSpec, DistEnv, Ru
     ifname: str | None
     local_addr: str | None
     if env.get(LOCAL_ENV_FLAG):
-        dist, ifname, local_addr = local_network(dist)
+        dist, ifname, local_addr = local_network(dist, env)
     else:
         ifname = spec.nccl.socket_ifname or netif.pick_ifname(dist.node_name)
         local_addr = local_address(dist.node_name, ifname)

@@ -10,7 +10,10 @@ import functools
 
 from ddpctl.spec import JobSpec
 
-LOCAL_ENV_FLAG = "DDPCTL_LOCAL"  # set by the local backend for its simulated nodes
+LOCAL_ENV_FLAG = "DDPCTL_LOCAL"
+# The attempt's rendezvous port on loopback, chosen free by the supervisor. Slurm's hashed port (of the job id)
+# does not do here: local job numbers are counted per registry, so jobs of two DDPCTL_HOMEs share numbers.
+MASTER_PORT_VAR = "DDPCTL_LOCAL_MASTER_PORT"  # set by the local backend for its simulated nodes
 
 
 @functools.lru_cache(maxsize=4)
@@ -20,7 +23,9 @@ def local_hosts(nodes: int) -> tuple[tuple[str, ...], str]:
     return hosts, ",".join(hosts)
 
 
-def local_node_env(spec: JobSpec, job_number: int, attempt: int, node_rank: int) -> dict[str, str]:
+def local_node_env(
+    spec: JobSpec, job_number: int, attempt: int, node_rank: int, port: int | None = None
+) -> dict[str, str]:
     hosts, node_list = local_hosts(spec.nodes)
     env = {
         "SLURM_JOB_ID": str(job_number),
@@ -35,6 +40,8 @@ def local_node_env(spec: JobSpec, job_number: int, attempt: int, node_rank: int)
         "SLURM_NTASKS": str(spec.nodes),
         LOCAL_ENV_FLAG: "1",
     }
+    if port is not None:
+        env[MASTER_PORT_VAR] = str(port)
     if attempt > 0:  # like Slurm: absent on the first run
         env["SLURM_RESTART_COUNT"] = str(attempt)
     return env
