@@ -84,7 +84,7 @@ def test_item2_kill_9_of_the_supervisor_takes_its_nodes_down_and_status_tells_th
     assert [p for p in workers if alive(p)] == []
     assert status["state"] == "FAILED" and "supervisor" in status["reason"], status
     done = cli.run("cancel", job_id, check=False)
-    assert done.returncode != 0 and "not running" in done.stderr
+    assert done.returncode != 0 and "already ended" in done.stderr and "nothing to cancel" in done.stderr
 
 
 def test_item3_a_stranger_with_the_supervisors_pid_is_neither_running_nor_cancelled(cli: Cli, tmp_path: Path) -> None:
@@ -97,7 +97,7 @@ def test_item3_a_stranger_with_the_supervisors_pid_is_neither_running_nor_cancel
             (run_dir / "supervisor.pid").write_text(content)
             assert cli.status(job_id)["state"] == "COMPLETED"
             done = cli.run("cancel", job_id, check=False)
-            assert done.returncode != 0 and "not running" in done.stderr
+            assert done.returncode != 0 and "already ended" in done.stderr and "nothing to cancel" in done.stderr
             assert stranger.poll() is None, "cancel signalled an unrelated process"
     finally:
         stranger.kill()
