@@ -20,7 +20,7 @@ from typing import Any
 
 import yaml
 from clitools import REPO
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
 from ddpctl.cli import main
@@ -231,6 +231,8 @@ def test_the_real_cli_fails_cleanly_too(text: str, overrides: list[str]) -> None
     def limited() -> None:
         resource.setrlimit(resource.RLIMIT_AS, (1 << 30, 1 << 30))
 
+    # An argv entry cannot hold NUL (the OS refuses it before ddpctl runs); the in-process test covers NUL.
+    assume(all("\x00" not in o for o in overrides))
     with tempfile.TemporaryDirectory() as tmp:
         root = Path(tmp)
         (root / "spec.yaml").write_bytes(text.encode("utf-8", "surrogatepass"))
@@ -242,7 +244,7 @@ def test_the_real_cli_fails_cleanly_too(text: str, overrides: list[str]) -> None
                 "submit",
                 "spec.yaml",
                 "--dry-run",
-                *[f"--set={o}".encode("utf-8", "surrogateescape") for o in overrides],
+                *[f"--set={o}".encode("utf-8", "surrogatepass") for o in overrides],
             ],
             cwd=root,
             capture_output=True,
