@@ -17,11 +17,11 @@ from typing import TYPE_CHECKING
 
 from ddpctl import proc
 from ddpctl.backends import local_proc
-from ddpctl.backends.slurm_state import restarts_from_events, state_from_events
+from ddpctl.backends.slurm_state import final_state_in, restarts_in, run_events
 from ddpctl.errors import CommandError
 from ddpctl.node import batch
 from ddpctl.run import safeio
-from ddpctl.run.events import append_event, read_events
+from ddpctl.run.events import append_event
 from ddpctl.run.layout import RunLayout
 from ddpctl.run.registry import JobRecord, Registry
 from ddpctl.run.rundir import commit, run_spec, staging
@@ -94,8 +94,11 @@ class LocalBackend:
 
     def state(self, record: JobRecord) -> JobState:
         run_dir = Path(record.run_dir)
-        restarts = restarts_from_events(run_dir)
-        if local_proc.lock_held(run_dir):
+        running = local_proc.lock_held(run_dir)
+        # Read once, after the lock: a supervisor records its decision before it lets go of the lock.
+        events = run_events(run_dir)
+        restarts = restarts_in(events)
+        if running:
             if local_proc.supervisor(run_dir) is None:
                 return JobState(
                     "RUNNING",
@@ -104,9 +107,9 @@ class LocalBackend:
                     nodes=nodes_of(run_dir),
                 )
             return JobState("RUNNING", restarts, nodes=nodes_of(run_dir))
-        if any(e.get("event") == "cancelled" for e in read_events(RunLayout(run_dir).events)):
+        if any(e.get("event") == "cancelled" for e in events):
             return JobState("CANCELLED", restarts)
-        return state_from_events(run_dir) or JobState(
+        return final_state_in(events) or JobState(
             "FAILED", restarts, "its supervisor ended without a decision (killed?); its nodes were stopped with it"
         )
 

@@ -7,6 +7,7 @@ never as failed.
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 from ddpctl import exitcodes
 from ddpctl.proc import Runner
@@ -17,11 +18,11 @@ from ddpctl.run.state import JobState
 from ddpctl.slurm import commands
 
 
-def restarts_from_events(run_dir: Path) -> int:
+def restarts_in(events: list[dict[str, Any]]) -> int:
     """Restarts so far: the newest attempt started, or one past an attempt whose decision was to requeue (the
     job is then in its requeue hold and the next attempt has not written anything yet)."""
     restarts = 0
-    for event in read_events(RunLayout(run_dir).events):
+    for event in events:
         attempt = event.get("attempt")
         if not isinstance(attempt, int):
             continue
@@ -32,13 +33,25 @@ def restarts_from_events(run_dir: Path) -> int:
     return restarts
 
 
+def run_events(run_dir: Path) -> list[dict[str, Any]]:
+    return list(read_events(RunLayout(run_dir).events))
+
+
+def restarts_from_events(run_dir: Path) -> int:
+    return restarts_in(run_events(run_dir))
+
+
 def state_from_events(run_dir: Path) -> JobState | None:
-    """The final state recorded by the batch shell's last decision, if the job got that far."""
-    decisions = [e for e in read_events(RunLayout(run_dir).events) if e.get("event") == "decision"]
+    return final_state_in(run_events(run_dir))
+
+
+def final_state_in(events: list[dict[str, Any]]) -> JobState | None:
+    """The final state recorded by the batch shell's last decision, if the job got that far (pure)."""
+    decisions = [e for e in events if e.get("event") == "decision"]
     if not decisions:
         return None
     last = decisions[-1]
-    restarts = restarts_from_events(run_dir)
+    restarts = restarts_in(events)
     code = last.get("exit_code")
     if last.get("action") == "requeue":
         return JobState("REQUEUED", restarts, str(last.get("reason", "")))
