@@ -20,8 +20,10 @@ from pathlib import Path
 from types import FrameType
 
 from ddpctl import exitcodes, proc
+from ddpctl.errors import SlurmEnvError
 from ddpctl.health.report import describe_oom
 from ddpctl.health.watchdog import Watchdog
+from ddpctl.node import gpus
 from ddpctl.node.ackwatch import AckWatch
 from ddpctl.node.localenv import LOCAL_ENV_FLAG, MASTER_PORT_VAR
 from ddpctl.node.oom import OomCounter
@@ -70,6 +72,10 @@ def prepare(run_dir: Path, env: Mapping[str, str]) -> tuple[JobSpec, DistEnv, Ru
     # Every attempt runs the code as it was at submit (the run's snapshot), not what the path holds now.
     spec = pin(run_spec(layout), layout.snapshot_file)
     dist = derive(env, spec.nproc_per_node)
+    if not env.get(LOCAL_ENV_FLAG) and (
+        short := gpus.shortage(env, dist.nproc_per_node, spec.gpus_per_node, dist.node_name)
+    ):
+        raise SlurmEnvError(short)
     ifname: str | None
     local_addr: str | None
     if env.get(LOCAL_ENV_FLAG):
@@ -183,6 +189,8 @@ def launch(run_dir: Path, env: Mapping[str, str]) -> int:
         attempt=dist.restart_count,
         dist=dist.as_json(),
         argv=list(plan.argv),
+        gpus=gpus.mapping(env, dist.nproc_per_node),
+        cuda_visible_devices=env.get("CUDA_VISIBLE_DEVICES"),
     )
     watchdog = Watchdog(
         layout, dist.restart_count, dist.node_name, dist.node_rank, spec.health, end_attempt=relay.end_attempt
