@@ -163,3 +163,14 @@ write_hosts_block() {
     cmp -s "$tmp" /etc/hosts || cat "$tmp" >/etc/hosts
     rm -f "$tmp"
 }
+
+# Remove the per-node cgroup directories (deepest first; a directory still holding processes stays, and
+# says so).
+remove_node_cgroups() {
+    local c dir
+    for c in $CG_CONTROLLERS; do
+        dir=/sys/fs/cgroup/$c/$CG_PARENT
+        [[ -d $dir ]] || continue
+        find "$dir" -depth -type d -exec rmdir {} + 2>/dev/null || log "some of $dir is still in use; left in place"
+    done
+}

@@ -14,6 +14,7 @@ if [[ -e $MUNGE_OURS ]]; then
     rm -f "$MUNGE_OURS"
 fi
 remove_network
+remove_node_cgroups
 write_hosts_block ""
 if [[ -e $STATE_DIR/slurm.conf.orig ]]; then
     cp -p "$STATE_DIR/slurm.conf.orig" "$SLURM_CONF"
