@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Start (or check) the project's local Slurm 22.05 test cluster: munge, slurmctld and one slurmd per node, each
+# Start (or check) the project's local Slurm test cluster (22.05, or 24.11 with DDPCTL_TEST_SLURM=24.11): munge, slurmctld and one slurmd per node, each
 # node in its own network + UTS namespace (hostname nodeN, IP 10.99.0.1N on bridge ddpctl-br0; the controller is
 # ddpctl-ctl at 10.99.0.1). Installs Debian's packages when missing. Idempotent: a healthy running cluster is
 # left alone; a changed configuration restarts the Slurm daemons.
@@ -9,6 +9,8 @@
 #   DDPCTL_TEST_CRED_EXPIRE (default 5; the requeue hold is this + 1 s)
 #   DDPCTL_TEST_JOB_REQUEUE (default 1; 0: JobRequeue=0, jobs are not requeued unless they ask with --requeue)
 #   DDPCTL_TEST_STATE_DIR (default /var/lib/ddpctl-test-cluster: pid files, logs, spool)
+#   DDPCTL_TEST_SLURM (default 22.05: Debian 12's packages; 24.11: Debian 13's, in a root built once, slurm2411.sh)
+#   DDPCTL_TEST_SLURM_CACHE (default /var/cache/ddpctl-test-cluster: where the 24.11 root is built)
 set -euo pipefail
 # shellcheck source=tests/cluster/common.sh
 source "$(dirname "${BASH_SOURCE[0]}")/common.sh"
@@ -40,6 +42,8 @@ check_args() {
     [[ $CPUS =~ ^[0-9]+$ ]] && ((CPUS >= 1 && CPUS <= 256)) || die "DDPCTL_TEST_CPUS must be 1..256, got '$CPUS'"
     [[ $CRED_EXPIRE =~ ^[0-9]+$ ]] && ((CRED_EXPIRE >= 5)) || die "DDPCTL_TEST_CRED_EXPIRE must be >= 5, got '$CRED_EXPIRE'"
     [[ $JOB_REQUEUE == [01] ]] || die "DDPCTL_TEST_JOB_REQUEUE must be 0 or 1, got '$JOB_REQUEUE'"
+    [[ " $SLURM_VERSIONS " == *" $SLURM_VERSION "* ]] ||
+        die "DDPCTL_TEST_SLURM must be one of: $SLURM_VERSIONS; got '$SLURM_VERSION'"
 }
 
 install_packages() {
@@ -119,6 +123,37 @@ render_config() {
         -e "s|@JOB_REQUEUE@|$JOB_REQUEUE|g" -e "s|@STATE_DIR@|$STATE_DIR|g" -e "s|@BASE_NODES@|$base|g" \
         "$CLUSTER_DIR/slurm.conf.in" |
         awk -v nodes="${nodes%$'\n'}" '$0 == "@NODES@" {print nodes; next} {print}'
+    version_config
+}
+
+# Lines only one version needs (appended to the shared slurm.conf.in).
+version_config() {
+    [[ $SLURM_VERSION == 24.11 ]] || return 0
+    echo "# Slurm 24.11 (Debian 13 root): plugins from the root's /usr/lib/x86_64-linux-gnu/slurm-wlm."
+}
+
+# Switching versions stops the other version's daemons (its jobs are lost) before this one starts.
+switch_version() {
+    local active
+    active=$(active_version)
+    if [[ $active != "$SLURM_VERSION" ]]; then
+        use_version "$active"
+        if pidfile_alive "$RUN_DIR/slurmctld.pid" slurmctld || compgen -G "$RUN_DIR/slurmd-*.pid" >/dev/null; then
+            log "switching from Slurm $active to $SLURM_VERSION: stopping the $active daemons"
+            stop_slurm
+        fi
+        [[ $active == 24.11 ]] && stop_munge_2411
+    fi
+    use_version "$SLURM_VERSION"
+    if [[ $SLURM_VERSION == 24.11 ]]; then
+        ensure_root_2411
+        write_wrappers_2411
+        ensure_munge_2411
+    else
+        ensure_munge
+    fi
+    printf 'version=%s\npath=%s\n' "$SLURM_VERSION" "$([[ $SLURM_VERSION == 24.11 ]] && echo "$BIN_2411")" \
+        >"$ACTIVE_FILE"
 }
 
 # Writes slurm.conf/cgroup.conf; when the config changed under running daemons, stops them first.
@@ -188,7 +223,7 @@ start_daemons() {
         [[ -f $LOG_DIR/jobcomp.txt ]] && mv -f "$LOG_DIR/jobcomp.txt" "$LOG_DIR/jobcomp.txt.old"
         install -d -m 0755 "$STATE_DIR/ctld"
         # slurmctld insists that SlurmctldHost is this host's short name: give it its own UTS namespace.
-        unshare --uts -- sh -c "echo $CTL_HOST >/proc/sys/kernel/hostname && exec slurmctld -i" 9>&-
+        unshare --uts -- sh -c "echo $CTL_HOST >/proc/sys/kernel/hostname && exec ${SLURM_RUN:+$SLURM_RUN }slurmctld -i" 9>&-
         log "slurmctld started"
     fi
     for ((i = 1; i <= NODES; i++)); do
@@ -197,7 +232,7 @@ start_daemons() {
         install -d -m 0755 "$STATE_DIR/spool/$name"
         # nsenter, not `ip netns exec`: the latter remounts /sys and slurmd then finds no cgroup filesystem.
         nsenter --net="/run/netns/$(node_ns "$i")" unshare --uts -- \
-            sh -c "echo $name >/proc/sys/kernel/hostname && exec slurmd -N $name" 9>&-
+            sh -c "echo $name >/proc/sys/kernel/hostname && exec ${SLURM_RUN:+$SLURM_RUN }slurmd -N $name" 9>&-
         log "slurmd $name started"
     done
 }
@@ -243,12 +278,12 @@ main() {
     take_lock
     install_packages
     install -d -m 0755 "$STATE_DIR" "$RUN_DIR" "$LOG_DIR" "$STATE_DIR/spool"
-    ensure_munge
+    switch_version
     install_config
     ensure_network
     start_daemons
     wait_ready
-    log "ready: $NODES nodes ($(sinfo -h -N -o '%N' | sort -u | paste -sd' ')), partitions debug (default)," \
+    log "ready: Slurm $SLURM_VERSION, $NODES nodes ($(sinfo -h -N -o '%N' | sort -u | paste -sd' ')), partitions debug (default)," \
         "lowprio and urgent on the first $BASE_NODES, scale on all;" \
         "took $(elapsed) s"
 }
