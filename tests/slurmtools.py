@@ -51,11 +51,22 @@ def client_dir(version: str) -> Path | None:
     return None if version == SLURM_VERSIONS[0] else STATE_DIR / f"bin-{version}"
 
 
+def _ctld_root() -> str | None:
+    """The root directory of the running slurmctld (None: none runs, or it cannot be told)."""
+    try:
+        pid = int((STATE_DIR / "run" / "slurmctld.pid").read_text().strip())
+        return str(Path(f"/proc/{pid}/root").readlink())
+    except (OSError, ValueError):
+        return None
+
+
 def use_slurm_version(environ: MutableMapping[str, str]) -> str:
     """Choose the session's Slurm version, export it for start.sh and put its clients first on PATH (for the
     tests and for every ddpctl they start); returns the version."""
     try:
         active = ACTIVE_FILE.read_text()
+        if _ctld_root() == "/":  # the host's own slurmctld runs (started by a start.sh that knows no versions)
+            active = ""
     except OSError:
         active = ""
     version = target_slurm_version(environ, active)

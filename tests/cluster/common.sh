@@ -44,9 +44,15 @@ take_lock() {
     flock -w 900 9 || die "another start.sh/stop.sh holds $STATE_DIR/lock"
 }
 
-# The version whose daemons run now (22.05 when none was recorded: clusters started before versions existed).
+# The version whose daemons run now: a running slurmctld tells by its root directory (a start.sh that knows no
+# versions may have replaced the daemons since ACTIVE_FILE was written); else what ACTIVE_FILE says; else 22.05.
 active_version() {
-    local v
+    local v pid
+    pid=$(tr -dc 0-9 <"$RUN_DIR/slurmctld.pid" 2>/dev/null || true)
+    if pid_alive "$pid" slurmctld; then
+        [[ $(readlink "/proc/$pid/root") == "$V2411_ROOT" ]] && echo 24.11 || echo 22.05
+        return 0
+    fi
     v=$(sed -n 's/^version=//p' "$ACTIVE_FILE" 2>/dev/null || true)
     echo "${v:-22.05}"
 }

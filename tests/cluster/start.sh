@@ -142,8 +142,8 @@ switch_version() {
             log "switching from Slurm $active to $SLURM_VERSION: stopping the $active daemons"
             stop_slurm
         fi
-        [[ $active == 24.11 ]] && stop_munge_2411
     fi
+    [[ $SLURM_VERSION == 24.11 ]] || stop_munge_2411
     use_version "$SLURM_VERSION"
     if [[ $SLURM_VERSION == 24.11 ]]; then
         ensure_root_2411
