@@ -137,7 +137,7 @@ ensure_munge_2411() {
     install -d -m 0755 "$r/run/munge"
     chroot "$r" sh -c 'chown munge:munge /run/munge /var/log/munge /var/lib/munge'
     rm -f "$r/run/munge/munge.socket.2" "$r/run/munge/munge.socket.2.lock" "$r/run/munge/munged.pid"
-    "$V2411_ENTER" runuser -u munge -- /usr/sbin/munged --force 9>&-
+    run_daemon "$V2411_ENTER" runuser -u munge -- /usr/sbin/munged --force
     for ((i = 0; i < 50; i++)); do
         "$V2411_ENTER" sh -c 'munge -n | unmunge' >/dev/null 2>&1 && { log "munged ($V2411 root) started"; return 0; }
         sleep 0.1
