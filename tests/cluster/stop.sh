@@ -11,7 +11,7 @@ take_lock
 ACTIVE=$(active_version)
 use_version "$ACTIVE"
 stop_slurm
-[[ $ACTIVE == 24.11 ]] && stop_munge_2411
+stop_munge_2411  # the 24.11 root's munged, if it runs
 rm -f "$ACTIVE_FILE"
 if [[ -e $MUNGE_OURS ]]; then
     stop_pidfile "$MUNGE_PIDFILE" munged
