@@ -5,7 +5,8 @@ the lines are a pure function of those texts and the spec (`report`), tested wit
 
 srun and --cpus-per-task, by Slurm version (Slurm's release notes): before 22.05 srun read SLURM_CPUS_PER_TASK,
 so a step inherited the job's value; 22.05 stopped that (pass it to srun, or export SRUN_CPUS_PER_TASK); 23.11
-brought the inheritance back through SRUN_CPUS_PER_TASK, which sbatch/salloc now set.
+walked it back: srun reads SLURM_CPUS_PER_TASK again (SRUN_CPUS_PER_TASK is deprecated) and gained
+--external-launcher for launchers like ours.
 """
 
 from __future__ import annotations
@@ -100,7 +101,7 @@ def cpus_line(spec: JobSpec, config: scontrol.Fields, script: str | None) -> Lin
     raw = config.find("SLURM_VERSION")
     inherits = srun_inherits_cpus(scontrol.version(raw))
     fact = {
-        True: f"srun inherits --cpus-per-task on {raw}",
+        True: f"srun inherits --cpus-per-task on {raw} (it reads SLURM_CPUS_PER_TASK)",
         False: f"srun does not inherit --cpus-per-task on {raw} (22.05-23.02)",
         None: "unknown whether srun inherits --cpus-per-task (no Slurm version)",
     }[inherits]

@@ -120,7 +120,8 @@ CASES: list[Case] = [
         SCRIPT,
         "srun cpus",
         OK,
-        "srun inherits --cpus-per-task on 24.11.5 → the launch step gets cpus_per_task=8",
+        "srun inherits --cpus-per-task on 24.11.5 (it reads SLURM_CPUS_PER_TASK) → the launch step gets "
+        "cpus_per_task=8",
     ),
     (
         "21.08 inherits",
