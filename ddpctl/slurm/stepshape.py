@@ -10,9 +10,10 @@ Which variable says what (checked on Slurm 22.05, see tests/cluster/README.md):
   inherits the job's value (a job with --ntasks-per-node=2 shows 2 in an `srun -n3` step), so it is read only
   when neither step variable is there.
 - A heterogeneous job: SLURM_HET_SIZE (older spelling SLURM_PACK_SIZE) components, each described by
-  SLURM_JOB_NODELIST_HET_GROUP_<n> and SLURM_JOB_NUM_NODES_HET_GROUP_<n>. In an `srun --het-group=<n>` step the
-  unsuffixed SLURM_JOB_NODELIST names that component's nodes, but SLURM_JOB_NUM_NODES may stay the first
-  component's, so the component is found by its node list and its own count is used.
+  SLURM_JOB_NODELIST_HET_GROUP_<n> and SLURM_JOB_NUM_NODES_HET_GROUP_<n>. The unsuffixed SLURM_JOB_* describe
+  component 0 in the batch shell; 22.05 rewrites them for an `srun --het-group=<n>` step, but a step must not
+  depend on that (an environment that keeps component 0's count reads "2 of the job's 1 nodes"), so the
+  component is found by the step's node list and its own _HET_GROUP_<n> list and count are used.
 """
 
 from __future__ import annotations
@@ -29,6 +30,7 @@ NTASKS = "SLURM_NTASKS"
 NTASKS_PER_NODE = "SLURM_NTASKS_PER_NODE"
 STEP_NUM_NODES = "SLURM_STEP_NUM_NODES"
 STEP_NODELIST = "SLURM_STEP_NODELIST"
+JOB_NODELIST = "SLURM_JOB_NODELIST"  # also in ddpctl.slurm.env, which imports this module
 HET_SIZE = "SLURM_HET_SIZE"
 PACK_SIZE = "SLURM_PACK_SIZE"  # Slurm < 20.02's name, still exported by 22.05
 HET_NODELIST = "SLURM_JOB_NODELIST_HET_GROUP_{}"
@@ -121,9 +123,12 @@ def _hosts(name: str, text: str) -> tuple[str, ...]:
 
 
 def het_component(env: Mapping[str, str], node_name: str | None) -> tuple[int, str, int] | None:
-    """(component, its node list, its node count) of the heterogeneous job component this step runs on;
-    None outside a heterogeneous job. A step over several components is refused: its nodes do not form one
-    node list that every task numbers alike."""
+    """(component, its node list, its node count) of the heterogeneous job component this step runs on.
+
+    None outside a heterogeneous job, and for a step over several components whose unsuffixed job variables
+    describe exactly the step's nodes (22.05 sets them so for `srun --het-group=0,1`: one node list, one NODEID
+    sequence); such a step is derived like any other. A step whose component cannot be told is refused.
+    """
     size = het_size(env)
     if size is None or size < 2:
         return None
@@ -140,6 +145,9 @@ def het_component(env: Mapping[str, str], node_name: str | None) -> tuple[int, s
             holding.append((index, node_list, len(hosts) if count is None else count))
     if len(holding) == 1:
         return holding[0]
+    job_list = _get(env, JOB_NODELIST)
+    if step_hosts and job_list and set(_hosts(JOB_NODELIST, job_list)) == step_hosts:
+        return None
     where = f"{STEP_NODELIST}={step_list!r}" if step_list else f"node {node_name!r}"
     raise SlurmEnvError(
         f"{HET_SIZE}={size}: cannot tell which component of this heterogeneous job the step runs on ({where}); "

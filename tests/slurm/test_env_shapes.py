@@ -150,6 +150,21 @@ GOOD = [
     ),
 ]
 
+HET_22_05 = {  # 22.05: `srun --het-group=1` of a job whose component 0 has 1 node and component 1 has 2
+    "SLURMD_NODENAME": "node3", "SLURM_HET_SIZE": "2", "SLURM_JOB_ID": "1", "SLURM_JOB_ID_HET_GROUP_0": "1",
+    "SLURM_JOB_ID_HET_GROUP_1": "2", "SLURM_JOB_NODELIST": "node[2-3]", "SLURM_JOB_NODELIST_HET_GROUP_0": "node1",
+    "SLURM_JOB_NODELIST_HET_GROUP_1": "node[2-3]", "SLURM_JOB_NUM_NODES": "2", "SLURM_JOB_NUM_NODES_HET_GROUP_0": "1",
+    "SLURM_JOB_NUM_NODES_HET_GROUP_1": "2", "SLURM_NNODES": "2", "SLURM_NODEID": "1", "SLURM_NODELIST": "node[2-3]",
+    "SLURM_NTASKS": "2", "SLURM_PACK_SIZE": "2", "SLURM_PROCID": "1", "SLURM_STEP_ID": "0",
+    "SLURM_STEP_NODELIST": "node[2-3]", "SLURM_STEP_NUM_NODES": "2", "SLURM_STEP_NUM_TASKS": "2",
+    "SLURM_STEP_TASKS_PER_NODE": "1(x2)",
+}  # fmt: skip
+HET_BOTH_22_05 = HET_22_05 | {  # 22.05: `srun --het-group=0,1` of that job, on node2: one 3-node step
+    "SLURMD_NODENAME": "node2", "SLURM_JOB_NODELIST": "node[1-3]", "SLURM_JOB_NUM_NODES": "3", "SLURM_NNODES": "3",
+    "SLURM_NODEID": "1", "SLURM_NODELIST": "node[1-3]", "SLURM_NTASKS": "3", "SLURM_PROCID": "1", "SLURM_STEP_ID": "1",
+    "SLURM_STEP_NODELIST": "node[1-3]", "SLURM_STEP_NUM_NODES": "3", "SLURM_STEP_NUM_TASKS": "3",
+    "SLURM_STEP_TASKS_PER_NODE": "1(x3)",
+}  # fmt: skip
 HET_1_2 = {  # srun --het-group=1 of a job whose component 0 has 1 node and component 1 has 2
     "SLURM_JOB_ID": "90",
     "SLURM_HET_SIZE": "2",
@@ -168,6 +183,8 @@ HET_1_2 = {  # srun --het-group=1 of a job whose component 0 has 1 node and comp
     "SLURMD_NODENAME": "n3",
 }
 GOOD += [
+    ("22.05: srun --het-group=1 of a 1+2 job", HET_22_05, None, (1, 2, 1, 2, "node2")),
+    ("22.05: srun --het-group=0,1 of a 1+2 job", HET_BOTH_22_05, None, (1, 3, 1, 3, "node1")),
     ("het group 1 (1+2 nodes), node 1", HET_1_2, None, (1, 2, 1, 2, "n2")),
     (
         "het group 1 (1+2 nodes), node 0",
