@@ -56,3 +56,14 @@ NODE_22_05 = (
     "LastBusyTime=2026-11-23T16:12:17 CfgTRES=cpu=2,mem=4G,billing=2 AllocTRES= CapWatts=n/a CurrentWatts=0 "
     "AveWatts=0 ExtSensorsJoules=n/s ExtSensorsWatts=0 ExtSensorsTemp=n/s\n"
 )
+
+# `scontrol show part -o` as scontrol(1) of Slurm 24.11.5 shows it (its EXAMPLES, on one line): new keys
+# (ExclusiveTopo, MaxCPUsPerSocket, NodeSets) among the old ones.
+PARTITION_24_11 = (
+    "PartitionName=debug AllowGroups=ALL AllowAccounts=ALL AllowQos=ALL AllocNodes=ALL Default=YES QoS=N/A "
+    "DefaultTime=NONE DisableRootJobs=NO ExclusiveUser=NO ExclusiveTopo=NO GraceTime=0 Hidden=NO MaxNodes=UNLIMITED "
+    "MaxTime=UNLIMITED MinNodes=0 LLN=NO MaxCPUsPerNode=UNLIMITED MaxCPUsPerSocket=UNLIMITED NodeSets=ALL "
+    "Nodes=snowflake[0-48] PriorityJobFactor=100 PriorityTier=100 RootOnly=NO ReqResv=NO OverSubscribe=NO "
+    "OverTimeLimit=NONE PreemptMode=REQUEUE State=UP TotalCPUs=588 TotalNodes=49 SelectTypeParameters=NONE "
+    "JobDefaults=(null) DefMemPerNode=UNLIMITED MaxMemPerNode=UNLIMITED TRES=cpu=588,mem=1204224M,node=49,billing=49\n"
+)

@@ -3,10 +3,10 @@
 Gathered at the edge through the injectable Runner (`scontrol show config`, `show partition -o`, `show node -o`);
 the lines are a pure function of those texts and the spec (`report`), tested with real captured output.
 
-srun and --cpus-per-task, by Slurm version (Slurm's release notes): before 22.05 srun read SLURM_CPUS_PER_TASK,
-so a step inherited the job's value; 22.05 stopped that (pass it to srun, or export SRUN_CPUS_PER_TASK); 23.11
-walked it back: srun reads SLURM_CPUS_PER_TASK again (SRUN_CPUS_PER_TASK is deprecated) and gained
---external-launcher for launchers like ours.
+srun and --cpus-per-task, by Slurm version (Slurm's release notes; srun(1) of 22.05.8 and 24.11.5 agree): before
+22.05 srun read SLURM_CPUS_PER_TASK, so a step inherited the job's value; 22.05 stopped that (srun(1) 22.05.8
+reads SRUN_CPUS_PER_TASK only: pass it to srun, or export that); 23.11 walked it back (srun(1) 24.11.5 reads
+SLURM_CPUS_PER_TASK again, and has --external-launcher for launchers like ours).
 """
 
 from __future__ import annotations

@@ -4,7 +4,7 @@ the first configuration) and the spellings other versions print."""
 from __future__ import annotations
 
 import pytest
-from scontrol_output import CONFIG_22_05, CONFIG_SECTIONED, NODE_22_05, PARTITION_22_05
+from scontrol_output import CONFIG_22_05, CONFIG_SECTIONED, NODE_22_05, PARTITION_22_05, PARTITION_24_11
 
 from ddpctl.slurm import scontrol
 
@@ -37,6 +37,17 @@ def test_partitions_22_05() -> None:
         ("lowprio", False, "CANCEL", 10, "node[1-2]"),
         ("urgent", False, "OFF", 0, "node[1-2]"),
     ]
+
+
+def test_partition_24_11() -> None:
+    (part,) = scontrol.partitions(PARTITION_24_11)
+    assert (part.name, part.default, part.preempt_mode, part.grace_s, part.nodes) == (
+        "debug",
+        True,
+        "REQUEUE",
+        0,
+        "snowflake[0-48]",
+    )
 
 
 def test_node_values_with_spaces_and_equals() -> None:
