@@ -19,9 +19,11 @@ from pathlib import Path
 from types import FrameType
 
 from ddpctl import exitcodes, proc
+from ddpctl.health.report import describe_oom
 from ddpctl.health.watchdog import Watchdog
 from ddpctl.node.ackwatch import AckWatch
 from ddpctl.node.localenv import LOCAL_ENV_FLAG
+from ddpctl.node.oom import OomCounter
 from ddpctl.node.rundist import local_dist, run_dist, run_node_spec
 from ddpctl.node.torchrun import NodePlan, node_plan
 from ddpctl.run import safeio
@@ -151,6 +153,16 @@ def run_torchrun(plan: NodePlan, relay: Relay, log_path: Path, env: Mapping[str,
     return code if code >= 0 else 128 - code
 
 
+def record_oom(layout: RunLayout, dist: DistEnv, kills: int, limit: int | None) -> None:
+    """An `oom` event (and a line in the node log's stream) when the OOM killer struck during this attempt."""
+    if not kills:
+        return
+    event = append_event(
+        layout.events, "oom", node=dist.node_name, attempt=dist.restart_count, kills=kills, limit_bytes=limit
+    )
+    print(f"ddpctl launch [{dist.node_name}]: {describe_oom(event)}", flush=True)
+
+
 def launch(run_dir: Path, env: Mapping[str, str]) -> int:
     spec, dist, layout, plan = prepare(run_dir, env)
     relay = Relay(layout, dist, proc.signal_named(spec.requeue.signal), spec.requeue.lead_s)
@@ -168,8 +180,11 @@ def launch(run_dir: Path, env: Mapping[str, str]) -> int:
         layout, dist.restart_count, dist.node_name, dist.node_rank, spec.health, end_attempt=relay.end_attempt
     )
     watchdog.start()
+    oom = OomCounter()
+    oom.start()
     code = run_torchrun(plan, relay, layout.node_log(dist.restart_count, dist.node_rank), env)
     watchdog.stop()
+    record_oom(layout, dist, *oom.since())
     stopped = layout.stopped_marker(dist.restart_count).exists()
     # A node stopped for requeue exits 0 like a finished one: srun --kill-on-bad-exit must not take down
     # nodes still leaving cleanly. The stopped marker, not this status, tells the batch shell to requeue.

@@ -113,6 +113,15 @@ def cpus_line(spec: JobSpec, config: scontrol.Fields, script: str | None) -> Lin
         return OK, "srun cpus", f"{fact} → the batch script passes cpus_per_task={spec.cpus_per_task} to srun itself"
     if script is None:
         return OK, "srun cpus", f"{fact} → backend {spec.backend} starts the nodes itself (no batch script)"
+    if re.search(r"^\s*srun\b[^\n]*--cpu-bind=none", script, re.M):
+        return (
+            OK,
+            "srun cpus",
+            (
+                f"{fact} → the batch script's srun runs the launcher unbound (--cpu-bind=none): its workers share the "
+                "CPUs the job holds on the node"
+            ),
+        )
     bound = "cgroup" in (config.find("TaskPlugin") or "") or "affinity" in (config.find("TaskPlugin") or "")
     return (
         (WARN if bound else OK),

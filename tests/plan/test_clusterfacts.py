@@ -96,6 +96,15 @@ CASES: list[Case] = [
         "(no binding here)",
     ),
     (
+        "22.05, cpus asked, launcher unbound",
+        replace(SPEC, cpus_per_task=8),
+        replace(TEXTS, config=PROD),
+        SCRIPT.replace("srun ", "srun --cpu-bind=none "),
+        "srun cpus",
+        OK,
+        "runs the launcher unbound (--cpu-bind=none): its workers share the CPUs the job holds on the node",
+    ),
+    (
         "22.05, script exports SRUN_CPUS_PER_TASK",
         replace(SPEC, cpus_per_task=8),
         replace(TEXTS, config=PROD),
