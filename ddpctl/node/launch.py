@@ -19,8 +19,10 @@ from pathlib import Path
 from types import FrameType
 
 from ddpctl import exitcodes, proc
+from ddpctl.errors import SlurmEnvError
 from ddpctl.health.report import describe_oom
 from ddpctl.health.watchdog import Watchdog
+from ddpctl.node import gpus
 from ddpctl.node.ackwatch import AckWatch
 from ddpctl.node.localenv import LOCAL_ENV_FLAG
 from ddpctl.node.oom import OomCounter
@@ -60,8 +62,17 @@ def prepare(run_dir: Path, env: Mapping[str, str]) -> tuple[JobSpec, DistEnv, Ru
 
     layout = RunLayout(run_dir)
     # Every attempt runs the code as it was at submit (the run's snapshot), not what the path holds now.
+<<<<<<< HEAD
     spec = run_node_spec(layout)
     dist = run_dist(spec, env)  # `ddpctl env` inside the run shows this same derivation
+=======
+    spec = pin(run_spec(layout), layout.snapshot_file)
+    dist = derive(env, spec.nproc_per_node)
+    if not env.get(LOCAL_ENV_FLAG) and (
+        short := gpus.shortage(env, dist.nproc_per_node, spec.gpus_per_node, dist.node_name)
+    ):
+        raise SlurmEnvError(short)
+>>>>>>> main
     ifname: str | None
     local_addr: str | None
     if env.get(LOCAL_ENV_FLAG):
@@ -175,6 +186,8 @@ def launch(run_dir: Path, env: Mapping[str, str]) -> int:
         attempt=dist.restart_count,
         dist=dist.as_json(),
         argv=list(plan.argv),
+        gpus=gpus.mapping(env, dist.nproc_per_node),
+        cuda_visible_devices=env.get("CUDA_VISIBLE_DEVICES"),
     )
     watchdog = Watchdog(
         layout, dist.restart_count, dist.node_name, dist.node_rank, spec.health, end_attempt=relay.end_attempt
