@@ -62,17 +62,12 @@ def prepare(run_dir: Path, env: Mapping[str, str]) -> tuple[JobSpec, DistEnv, Ru
 
     layout = RunLayout(run_dir)
     # Every attempt runs the code as it was at submit (the run's snapshot), not what the path holds now.
-<<<<<<< HEAD
     spec = run_node_spec(layout)
     dist = run_dist(spec, env)  # `ddpctl env` inside the run shows this same derivation
-=======
-    spec = pin(run_spec(layout), layout.snapshot_file)
-    dist = derive(env, spec.nproc_per_node)
     if not env.get(LOCAL_ENV_FLAG) and (
         short := gpus.shortage(env, dist.nproc_per_node, spec.gpus_per_node, dist.node_name)
     ):
         raise SlurmEnvError(short)
->>>>>>> main
     ifname: str | None
     local_addr: str | None
     if env.get(LOCAL_ENV_FLAG):
