@@ -13,7 +13,7 @@ MARKS = {"ok": "ok  ", "warn": "WARN", "fail": "FAIL"}
 def add(sub: Any) -> None:
     parser = sub.add_parser(
         "doctor",
-        help="preflight checks: Slurm tools, partition limits, torch, network, requeue, files",
+        help="preflight checks: Slurm tools, partition limits, torch, network, requeue, files, cluster facts",
         description="Checks a spec against this cluster before you submit; exit status 1 if any check fails.",
     )
     add_spec_args(parser)

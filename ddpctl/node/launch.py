@@ -15,7 +15,6 @@ import socket
 import sys
 import time
 from collections.abc import Mapping
-from dataclasses import replace
 from pathlib import Path
 from types import FrameType
 
@@ -25,14 +24,14 @@ from ddpctl.health.report import describe_oom
 from ddpctl.health.watchdog import Watchdog
 from ddpctl.node import gpus
 from ddpctl.node.ackwatch import AckWatch
-from ddpctl.node.localenv import LOCAL_ENV_FLAG, MASTER_PORT_VAR
+from ddpctl.node.localenv import LOCAL_ENV_FLAG
 from ddpctl.node.oom import OomCounter
+from ddpctl.node.rundist import local_dist, run_dist, run_node_spec
 from ddpctl.node.torchrun import NodePlan, node_plan
 from ddpctl.run import safeio
 from ddpctl.run.events import append_event
 from ddpctl.run.layout import RunLayout
-from ddpctl.run.rundir import run_spec
-from ddpctl.slurm.env import DistEnv, derive
+from ddpctl.slurm.env import DistEnv
 from ddpctl.spec import JobSpec
 
 FORWARDED = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)
@@ -54,24 +53,17 @@ def local_address(node_name: str, ifname: str | None) -> str | None:
 
 
 def local_network(dist: DistEnv, env: Mapping[str, str] | None = None) -> tuple[DistEnv, str, str]:
-    """Local backend: the simulated nodes' names do not resolve; everything is on loopback, on the port the
-    supervisor found free for this attempt (`MASTER_PORT_VAR`; a dry run has none and shows the hashed one)."""
-    port = (env or {}).get(MASTER_PORT_VAR)
-    return (
-        replace(dist, master_addr="127.0.0.1", master_port=int(port) if port else dist.master_port),
-        "lo",
-        "127.0.0.1",
-    )
+    """Local backend: loopback for everything (`rundist.local_dist`), interface lo."""
+    return local_dist(dist, env), "lo", "127.0.0.1"
 
 
 def prepare(run_dir: Path, env: Mapping[str, str]) -> tuple[JobSpec, DistEnv, RunLayout, NodePlan]:
     from ddpctl.node import netif
-    from ddpctl.snapshot import pin
 
     layout = RunLayout(run_dir)
     # Every attempt runs the code as it was at submit (the run's snapshot), not what the path holds now.
-    spec = pin(run_spec(layout), layout.snapshot_file)
-    dist = derive(env, spec.nproc_per_node)
+    spec = run_node_spec(layout)
+    dist = run_dist(spec, env)  # `ddpctl env` inside the run shows this same derivation
     if not env.get(LOCAL_ENV_FLAG) and (
         short := gpus.shortage(env, dist.nproc_per_node, spec.gpus_per_node, dist.node_name)
     ):
@@ -79,7 +71,7 @@ def prepare(run_dir: Path, env: Mapping[str, str]) -> tuple[JobSpec, DistEnv, Ru
     ifname: str | None
     local_addr: str | None
     if env.get(LOCAL_ENV_FLAG):
-        dist, ifname, local_addr = local_network(dist, env)
+        ifname, local_addr = "lo", "127.0.0.1"
     else:
         ifname = spec.nccl.socket_ifname or netif.pick_ifname(dist.node_name)
         local_addr = local_address(dist.node_name, ifname)

@@ -43,6 +43,7 @@ class Facts:
     script_syntax_error: str | None = None
     container: tuple[bool, str] | None = None  # (ok, detail) of ddpctl in the image; None = no probe
     stop_handling: str | None = None  # stopscan's warning about the training script, if any
+    cluster: tuple[tuple[str, str, str], ...] = ()  # clusterfacts.report: (status, name, fact → consequence)
     extra: dict[str, str] = field(default_factory=dict)
 
 
@@ -153,7 +154,7 @@ CHECKS = (
 
 
 def evaluate(spec: JobSpec, facts: Facts) -> list[Check]:
-    return [check(spec, facts) for check in CHECKS]
+    return [check(spec, facts) for check in CHECKS] + [Check(*line) for line in facts.cluster]
 
 
 def parse_sinfo(text: str) -> tuple[str, int, int | None] | None:
@@ -172,8 +173,13 @@ def parse_sinfo(text: str) -> tuple[str, int, int | None] | None:
 
 def gather(spec: JobSpec, script: str | None, runner: proc.Runner = proc.run) -> Facts:
     from ddpctl.node import netif
+    from ddpctl.plan import clusterfacts
 
     tools = {tool: proc.available(tool) for tool in SLURM_TOOLS}
+    if spec.backend == "local" or tools["scontrol"]:
+        texts = clusterfacts.gather(runner) if spec.backend != "local" else clusterfacts.ClusterTexts()
+    else:
+        texts = clusterfacts.ClusterTexts(why_missing="scontrol is not on PATH")
     partition = None
     if tools["squeue"] and proc.available("sinfo"):
         partition = parse_sinfo(commands.sinfo_partition(spec.partition, runner))
@@ -194,6 +200,7 @@ def gather(spec: JobSpec, script: str | None, runner: proc.Runner = proc.run) ->
         script_syntax_error=bash_syntax_error(script),
         stop_handling=stopscan.check_script(spec),
         container=probe_container(spec),
+        cluster=tuple(clusterfacts.report(spec, texts, script)),
     )
 
 

@@ -110,3 +110,8 @@ def show_config(runner: Runner = run) -> Completed:
 def show_partitions(runner: Runner = run) -> Completed:
     """`scontrol show partition -o`: one line of KEY=VALUE words per partition, unchecked."""
     return runner(["scontrol", "show", "partition", "-o"])
+
+
+def show_nodes(runner: Runner = run) -> Completed:
+    """`scontrol show node -o`: one line of KEY=VALUE words per node (Gres, Partitions, ...), unchecked."""
+    return runner(["scontrol", "show", "node", "-o"])

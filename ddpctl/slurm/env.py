@@ -12,7 +12,9 @@ from dataclasses import dataclass
 from types import MappingProxyType
 
 from ddpctl.errors import HostlistError, SlurmEnvError
+from ddpctl.slurm import stepshape
 from ddpctl.slurm.hostlist import compress, expand
+from ddpctl.slurm.stepshape import check_one_task_per_node, het_component
 
 JOB_ID = "SLURM_JOB_ID"
 ARRAY_JOB_ID = "SLURM_ARRAY_JOB_ID"
@@ -46,7 +48,8 @@ VARIABLES: Mapping[str, str] = MappingProxyType(
         STEP_ID: "set inside a job step (srun); its absence means we run in the batch shell",
         PROCID: "task rank within the step (one task per node under ddpctl launch)",
         RESTART_COUNT: "absent on the first run, then 1, 2, ... after each requeue",
-        GPUS_ON_NODE: "GPUs allocated on this node; default processes per node",
+        GPUS_ON_NODE: "GPUs allocated on this node (may differ between nodes; see stepshape.GPUS_PER_NODE)",
+        **stepshape.VARIABLES,
     }
 )
 
@@ -89,6 +92,11 @@ class SlurmContext:
     step_id: str | None
     step_num_nodes: int | None = None
     gpus_on_node: int | None = None
+    het_group: int | None = None  # the component of a heterogeneous job this step runs on
+
+    @property
+    def whose_nodes(self) -> str:
+        return "the job's" if self.het_group is None else f"heterogeneous job component {self.het_group}'s"
 
     @classmethod
     def from_env(cls, env: Mapping[str, str]) -> SlurmContext:
@@ -99,10 +107,11 @@ class SlurmContext:
         step_id = _get(env, STEP_ID)
         if node_id is None or step_id is None:
             raise SlurmEnvError(NOT_IN_STEP)
-        node_list = _get(env, JOB_NODELIST) or _get(env, NODELIST)
+        het = het_component(env, _get(env, NODENAME))
+        node_list = het[1] if het else _get(env, JOB_NODELIST) or _get(env, NODELIST)
         if node_list is None:
             raise SlurmEnvError(f"{JOB_NODELIST} (or {NODELIST}) is not set in Slurm job {job_id}")
-        num_nodes = _int(env, JOB_NUM_NODES)
+        num_nodes = het[2] if het else _int(env, JOB_NUM_NODES)
         if num_nodes is None:
             num_nodes = _int(env, NNODES)
         if num_nodes is None:
@@ -119,6 +128,7 @@ class SlurmContext:
             step_id=step_id,
             step_num_nodes=_int(env, STEP_NUM_NODES),
             gpus_on_node=_int(env, GPUS_ON_NODE),
+            het_group=het[0] if het else None,
         )
 
     @property
@@ -206,12 +216,15 @@ def _hosts(ctx: SlurmContext) -> tuple[str, ...]:
     except HostlistError as err:
         raise SlurmEnvError(f"{JOB_NODELIST}: {err}") from err
     if len(hosts) != ctx.num_nodes:
-        raise SlurmEnvError(
-            f"{JOB_NODELIST}={ctx.node_list!r} names {len(hosts)} hosts but {JOB_NUM_NODES}={ctx.num_nodes}"
+        list_name, count_name = (
+            (JOB_NODELIST, JOB_NUM_NODES)
+            if ctx.het_group is None
+            else (f"{JOB_NODELIST}_HET_GROUP_{ctx.het_group}", f"{JOB_NUM_NODES}_HET_GROUP_{ctx.het_group}")
         )
+        raise SlurmEnvError(f"{list_name}={ctx.node_list!r} names {len(hosts)} hosts but {count_name}={ctx.num_nodes}")
     if ctx.step_num_nodes is not None and ctx.step_num_nodes != ctx.num_nodes:
         raise SlurmEnvError(
-            f"this step runs on {ctx.step_num_nodes} of the job's {ctx.num_nodes} nodes ({STEP_NUM_NODES}): "
+            f"this step runs on {ctx.step_num_nodes} of {ctx.whose_nodes} {ctx.num_nodes} nodes ({STEP_NUM_NODES}): "
             "run srun over every node of the job, one task per node"
         )
     if ctx.node_id >= ctx.num_nodes:
@@ -234,6 +247,7 @@ def derive(env: Mapping[str, str], nproc_per_node: int, *, resolve_addr: Callabl
         raise ValueError(f"nproc_per_node must be >= 1, got {nproc_per_node}")
     ctx = SlurmContext.from_env(env)
     hosts = _hosts(ctx)
+    check_one_task_per_node(env, ctx.step_num_nodes or ctx.num_nodes)
     return DistEnv(
         master_addr=_resolve(hosts[0], resolve_addr),
         master_port=master_port(ctx.job_id, ctx.array_task_id, ctx.restart_count),

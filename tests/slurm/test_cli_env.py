@@ -67,7 +67,7 @@ def test_text_listing() -> None:
 NPROC = [
     ({}, (), 1),
     ({"SLURM_GPUS_ON_NODE": "0"}, (), 1),
-    ({"SLURM_GPUS_ON_NODE": "4"}, (), 4),
+    ({"SLURM_GPUS_PER_NODE": "4", "SLURM_GPUS_ON_NODE": "4"}, (), 4),  # asked per node: alike on every node
     ({"SLURM_GPUS_ON_NODE": "4", "DDPCTL_NPROC_PER_NODE": "3"}, (), 3),
     ({"SLURM_GPUS_ON_NODE": "4", "DDPCTL_NPROC_PER_NODE": "3"}, ("--nproc-per-node", "2"), 2),
 ]
@@ -92,6 +92,12 @@ ERRORS = [
     (
         {**STEP, "SLURM_JOB_NUM_NODES": "2"},
         "ddpctl: error: SLURM_JOB_NODELIST='rack[1-2]-node[01-02]' names 4 hosts but SLURM_JOB_NUM_NODES=2",
+    ),
+    (  # this node's own GPU count over 4 nodes: the others may hold another number
+        {**STEP, "SLURM_GPUS_ON_NODE": "4"},
+        "ddpctl: error: SLURM_GPUS_ON_NODE=4 counts this node's GPUs only and the job asked for none per node "
+        "(SLURM_GPUS_PER_NODE unset), so the 4 nodes may derive different WORLD_SIZEs; pass --nproc-per-node N "
+        "(the same on every node), or request --gpus-per-node",
     ),
     (
         {**STEP, "DDPCTL_NPROC_PER_NODE": "many"},

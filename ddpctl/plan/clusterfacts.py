@@ -1,0 +1,219 @@
+"""The cluster facts that change what ddpctl does, for `doctor`: one line each, `fact → consequence`.
+
+Gathered at the edge through the injectable Runner (`scontrol show config`, `show partition -o`, `show node -o`);
+the lines are a pure function of those texts and the spec (`report`), tested with real captured output.
+
+srun and --cpus-per-task, by Slurm version (Slurm's release notes; srun(1) of 22.05.8 and 24.11.5 agree): before
+22.05 srun read SLURM_CPUS_PER_TASK, so a step inherited the job's value; 22.05 stopped that (srun(1) 22.05.8
+reads SRUN_CPUS_PER_TASK only: pass it to srun, or export that); 23.11 walked it back (srun(1) 24.11.5 reads
+SLURM_CPUS_PER_TASK again, and has --external-launcher for launchers like ours).
+"""
+
+from __future__ import annotations
+
+import re
+from collections import Counter
+from dataclasses import dataclass
+
+from ddpctl.errors import CommandError
+from ddpctl.proc import Runner, run
+from ddpctl.slurm import commands, scontrol
+from ddpctl.spec import JobSpec
+
+OK, WARN, FAIL = "ok", "warn", "fail"
+Line = tuple[str, str, str]  # (status, name, "fact → consequence")
+
+
+@dataclass(frozen=True)
+class ClusterTexts:
+    """What scontrol printed; None where the command failed or could not run."""
+
+    config: str | None = None
+    partitions: str | None = None
+    nodes: str | None = None
+    why_missing: str = ""
+
+
+def gather(runner: Runner = run) -> ClusterTexts:
+    try:
+        done = [commands.show_config(runner), commands.show_partitions(runner), commands.show_nodes(runner)]
+    except CommandError as err:
+        return ClusterTexts(why_missing=str(err))
+    texts = [d.stdout if d.returncode == 0 else None for d in done]
+    failed = next((d for d in done if d.returncode != 0), None)
+    why = f"{' '.join(failed.argv)} failed: {failed.stderr.strip()[:200]}" if failed else ""
+    return ClusterTexts(texts[0], texts[1], texts[2], why)
+
+
+def srun_inherits_cpus(version: tuple[int, int] | None) -> bool | None:
+    if version is None:
+        return None
+    return version < (22, 5) or version >= (23, 11)
+
+
+def _passes_cpus(script: str | None) -> bool:
+    text = script or ""
+    return "SRUN_CPUS_PER_TASK" in text or re.search(r"^\s*srun\b[^\n]*--cpus-per-task", text, re.M) is not None
+
+
+def version_line(config: scontrol.Fields) -> Line:
+    raw = config.find("SLURM_VERSION") or "unknown"
+    return OK, "slurm version", f"{raw} → nothing ddpctl does depends on it except srun's --cpus-per-task (below)"
+
+
+def task_plugin_line(spec: JobSpec, config: scontrol.Fields) -> Line:
+    from ddpctl.node.torchrun import omp_threads
+
+    plugin = config.find("TaskPlugin") or "unknown"
+    threads = f"OMP_NUM_THREADS={omp_threads(spec)} per worker unless the spec sets it"
+    if "affinity" in plugin or "cgroup" in plugin:
+        return (
+            OK,
+            "task plugin",
+            (
+                f"TaskPlugin={plugin} → each node's launcher, torchrun and workers are confined to the CPUs "
+                f"Slurm gives the launch step, and share them ({threads})"
+            ),
+        )
+    return OK, "task plugin", f"TaskPlugin={plugin} → no CPU binding: workers may use any CPU of the node ({threads})"
+
+
+def proctrack_line(config: scontrol.Fields) -> Line:
+    plugin = config.find("ProctrackType") or "unknown"
+    if plugin.endswith("cgroup"):
+        consequence = (
+            "every process of the launch step is in its cgroup: the stop signal reaches the launcher, torchrun and "
+            "every worker (they inherit it as ignored and stop through the stop file), and none outlives the job"
+        )
+    elif plugin.endswith("linuxproc"):
+        consequence = (
+            "processes are tracked by parentage: one that daemonizes escapes the stop signal and the job's cleanup "
+            "(ddpctl's own processes do not)"
+        )
+    elif plugin.endswith("pgid"):
+        consequence = "processes are tracked by process group: a worker that calls setsid escapes signals and cleanup"
+    else:
+        consequence = "not a plugin ddpctl is tested with"
+    return (OK if plugin != "unknown" else WARN), "proctrack", f"ProctrackType={plugin} → {consequence}"
+
+
+def cpus_line(spec: JobSpec, config: scontrol.Fields, script: str | None) -> Line:
+    raw = config.find("SLURM_VERSION")
+    inherits = srun_inherits_cpus(scontrol.version(raw))
+    fact = {
+        True: f"srun inherits --cpus-per-task on {raw} (it reads SLURM_CPUS_PER_TASK)",
+        False: f"srun does not inherit --cpus-per-task on {raw} (22.05-23.02)",
+        None: "unknown whether srun inherits --cpus-per-task (no Slurm version)",
+    }[inherits]
+    if spec.cpus_per_task is None:
+        return OK, "srun cpus", f"{fact} → the spec sets no cpus_per_task: nothing to inherit"
+    if inherits:
+        return OK, "srun cpus", f"{fact} → the launch step gets cpus_per_task={spec.cpus_per_task}"
+    if _passes_cpus(script):
+        return OK, "srun cpus", f"{fact} → the batch script passes cpus_per_task={spec.cpus_per_task} to srun itself"
+    if script is None:
+        return OK, "srun cpus", f"{fact} → backend {spec.backend} starts the nodes itself (no batch script)"
+    if re.search(r"^\s*srun\b[^\n]*--cpu-bind=none", script, re.M):
+        return (
+            OK,
+            "srun cpus",
+            (
+                f"{fact} → the batch script's srun runs the launcher unbound (--cpu-bind=none): its workers share the "
+                "CPUs the job holds on the node"
+            ),
+        )
+    bound = "cgroup" in (config.find("TaskPlugin") or "") or "affinity" in (config.find("TaskPlugin") or "")
+    return (
+        (WARN if bound else OK),
+        "srun cpus",
+        (
+            f"{fact} → the batch script's srun does not ask for cpus_per_task={spec.cpus_per_task}"
+            + (": with CPU binding the launch step may be bound to fewer CPUs" if bound else " (no binding here)")
+        ),
+    )
+
+
+def requeue_line(config: scontrol.Fields) -> Line:
+    raw = config.find("JobRequeue")
+    if raw is None:
+        return WARN, "job requeue", "JobRequeue not in scontrol show config → requeue.mode auto assumes requeue works"
+    if raw.strip() == "0":
+        return OK, "job requeue", "JobRequeue=0 → requeue.mode auto continues the run in a chained successor job"
+    return OK, "job requeue", f"JobRequeue={raw} → requeue.mode auto lets the job requeue itself (scontrol requeue)"
+
+
+def _on_requeue(spec: JobSpec, config: scontrol.Fields, grace: int | None) -> tuple[str, str]:
+    signal = spec.requeue.signal
+    if "preempt_send_user_signal" not in (config.find("SlurmctldParameters") or ""):
+        return WARN, (
+            f"preemption sends SIGTERM, not {signal} (no preempt_send_user_signal in SlurmctldParameters): workers "
+            "end without an agreed checkpoint; the requeued job resumes from the last one saved"
+        )
+    if not grace:
+        return WARN, f"{signal} then SIGKILL at once: no time to agree a checkpoint"
+    return OK, f"{signal} on preemption, then requeue; the agreed checkpoint must finish within {grace} s"
+
+
+def preemption_line(spec: JobSpec, config: scontrol.Fields, part: scontrol.PartitionInfo) -> Line:
+    mode = (part.preempt_mode or "unknown").upper()
+    grace = part.grace_s
+    fact = f"PreemptMode={mode}, GraceTime={'?' if grace is None else grace} s"
+    name = f"partition {part.name}" + (" (default)" if part.default else "")
+    if (config.find("PreemptType") or "").endswith("none") or mode == "OFF":
+        return OK, name, f"{fact} → jobs here are not preempted"
+    if "CANCEL" in mode.split(","):
+        return OK, name, f"{fact} → a preempted job is cancelled: requeue.mode auto chains a successor job"
+    if "REQUEUE" in mode.split(","):
+        status, consequence = _on_requeue(spec, config, grace)
+        return status, name, f"{fact} → {consequence}"
+    if "SUSPEND" in mode or "GANG" in mode:
+        return OK, name, f"{fact} → a preempted job is suspended and resumed in place: no stop, no checkpoint"
+    return WARN, name, f"{fact} → not a mode ddpctl is tested with"
+
+
+def gres_line(spec: JobSpec, part: scontrol.PartitionInfo, nodes: list[scontrol.NodeInfo]) -> Line:
+    mine = [n for n in nodes if part.name in n.partitions]
+    kinds = Counter(n.gres for n in mine)
+    fact = ", ".join(f"{gres} x{count}" for gres, count in sorted(kinds.items())) or "no nodes listed"
+    name = f"gres {part.name}"
+    want = spec.gpus_per_node
+    fitting = sum(1 for n in mine if n.gpus >= want)
+    if not want:
+        with_gpus = sum(1 for n in mine if n.gpus)
+        extra = f" ({with_gpus} node(s) have GPUs)" if with_gpus else ""
+        return OK, name, f"{fact} → gpus_per_node: 0, the job gets no GPU{extra}"
+    if fitting < spec.nodes:
+        return (
+            FAIL,
+            name,
+            (
+                f"{fact} → gpus_per_node={want} on {spec.nodes} node(s), but only {fitting} node(s) here have {want} "
+                "GPUs: the job can never start"
+            ),
+        )
+    return OK, name, f"{fact} → gpus_per_node={want}: {fitting} node(s) have that many, one rank per GPU"
+
+
+def report(spec: JobSpec, texts: ClusterTexts, script: str | None) -> list[Line]:
+    """One line per fact (pure)."""
+    if spec.backend == "local":
+        return [(OK, "cluster", "local backend: no Slurm facts apply")]
+    if texts.config is None:
+        return [(WARN, "cluster", f"no facts: {texts.why_missing or 'scontrol show config gave nothing'}")]
+    config = scontrol.parse_config(texts.config)
+    lines = [
+        version_line(config),
+        task_plugin_line(spec, config),
+        proctrack_line(config),
+        cpus_line(spec, config, script),
+        requeue_line(config),
+    ]
+    parts = scontrol.partitions(texts.partitions or "")
+    chosen = [p for p in parts if p.name == spec.partition] if spec.partition else parts
+    nodes = scontrol.nodes(texts.nodes or "")
+    for part in chosen[:32]:  # bounded output on a site with hundreds of partitions
+        lines.append(preemption_line(spec, config, part))
+        lines.append(gres_line(spec, part, nodes))
+    if not chosen:
+        lines.append((WARN, "partitions", f"{texts.why_missing or 'scontrol show partition listed none'}"))
+    return lines
