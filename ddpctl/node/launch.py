@@ -163,7 +163,7 @@ def launch(run_dir: Path, env: Mapping[str, str]) -> int:
     spec, dist, layout, plan = prepare(run_dir, env)
     relay = Relay(layout, dist, proc.signal_named(spec.requeue.signal), spec.requeue.lead_s)
     relay.install()
-    write_node_info(layout, dist, static=spec.rdzv == "static")
+    write_node_info(layout, dist, static=spec.rendezvous == "static")
     append_event(
         layout.events,
         "launch",
