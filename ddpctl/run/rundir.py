@@ -7,6 +7,7 @@ is known; on any failure the staging directory is removed. The run's job.yaml ne
 
 from __future__ import annotations
 
+import os
 import shutil
 import uuid
 from collections.abc import Iterator
@@ -16,7 +17,7 @@ from pathlib import Path
 import yaml
 
 from ddpctl.errors import SpecError
-from ddpctl.run.layout import RunLayout
+from ddpctl.run.layout import RunLayout, batch_output
 from ddpctl.snapshot import take
 from ddpctl.spec import JobSpec, load_spec, spec_to_mapping
 
@@ -46,6 +47,15 @@ def commit(stage: RunLayout, spec: JobSpec, job_id: str) -> RunLayout:
     final = RunLayout(spec.run_base / job_id)
     stage.root.rename(final.root)
     return final
+
+
+def link_batch_output(layout: RunLayout, spec: JobSpec, job_id: str) -> None:
+    """The run dir's slurm.out is the file Slurm writes (`sbatch_output`): one inode under two names, whether
+    the job opened it before this (O_APPEND|O_CREAT keeps what it wrote) or opens it later (it appends)."""
+    target = batch_output(spec.run_base, job_id)
+    fd = os.open(target, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW, 0o666)
+    os.close(fd)
+    os.link(target, layout.batch_log, follow_symlinks=False)
 
 
 _RUN_SPECS: dict[Path, JobSpec] = {}
