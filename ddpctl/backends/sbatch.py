@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import time
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -10,6 +11,7 @@ from ddpctl import proc
 from ddpctl.backends.slurm_jobs import SlurmJobs
 from ddpctl.errors import BackendUnavailable
 from ddpctl.run.events import append_event
+from ddpctl.run.layout import batch_output
 from ddpctl.run.registry import JobRecord
 from ddpctl.run.rundir import commit, link_batch_output, staging
 from ddpctl.slurm import commands
@@ -45,6 +47,8 @@ class SbatchBackend(SlurmJobs):
                 link_batch_output(layout, spec, job_id)
             except OSError:
                 commands.scancel_unchecked(job_id, self.runner)
+                with contextlib.suppress(OSError):  # the output of a job that had already started
+                    batch_output(spec.run_base, job_id).unlink()
                 raise
         record = JobRecord(
             job_id=job_id,

@@ -183,3 +183,29 @@ def test_preview_expands_the_node_list_once_for_all_nodes(backend: str) -> None:
     hosts = [node.dist.hosts for node in plan.nodes]
     assert len(hosts) == 5 and len(hosts[0]) == 5
     assert all(h is hosts[0] for h in hosts)
+
+
+@pytest.mark.usefixtures("sbatch_on_path")
+def test_sbatch_submit_that_cannot_commit_cancels_and_leaves_nothing(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The job exists (and may have started) but its run dir cannot take the job id: the job is cancelled and
+    neither the staging dir nor the output the job had begun are left behind."""
+    monkeypatch.chdir(ROOT)
+    spec = dataclasses.replace(
+        resolve_paths(load_spec(ROOT / "jobs" / "example.yaml", FIXED), ROOT), run_dir=str(tmp_path / "runs")
+    )
+    base = tmp_path / "runs" / "example"
+    (base / "4242" / "in-the-way").mkdir(parents=True)  # a non-empty directory: the rename fails
+
+    class StartsAtOnce(FakeSlurm):
+        def __call__(self, argv: Sequence[str]) -> Completed:
+            if argv[0] == "sbatch":
+                (base / ".slurm-4242.out").write_text("started\n")
+            return super().__call__(argv)
+
+    slurm = StartsAtOnce()
+    with pytest.raises(OSError):
+        SbatchBackend(runner=slurm).submit(build(spec, "sbatch"), ROOT / "jobs" / "example.yaml")
+    assert [c[0] for c in slurm.calls] == ["sbatch", "scancel"]
+    assert sorted(p.name for p in base.iterdir()) == ["4242"]
