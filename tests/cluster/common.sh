@@ -29,9 +29,21 @@ require_root() {
 
 # Serialise start.sh/stop.sh runs (several test sessions may call start.sh at the same time).
 take_lock() {
+    close_inherited_fds
     install -d -m 0755 "$STATE_DIR"
     exec 9>"$STATE_DIR/lock"
     flock -w 900 9 || die "another start.sh/stop.sh holds $STATE_DIR/lock"
+}
+
+# Close every descriptor above 2 that this script inherited. A caller's lock (e.g. `flock FILE bash start.sh`
+# passes FILE's descriptor down as fd 3) would otherwise be inherited by the daemons started here and held
+# for as long as they run, so nobody could take that lock again.
+close_inherited_fds() {
+    local fd
+    for fd in /proc/$$/fd/*; do
+        fd=${fd##*/}
+        if [[ $fd -gt 2 && $fd -ne 255 ]]; then eval "exec $fd>&-"; fi
+    done
 }
 
 node_name() { printf 'node%d' "$1"; }
