@@ -13,7 +13,7 @@ from rich.table import Table
 from rich.text import Text
 
 from ddpctl.health.rates import duration
-from ddpctl.health.report import describe_hang, describe_straggler
+from ddpctl.health.report import describe_event
 from ddpctl.health.view import NodeRow, RankRow, fits, node_rows, visible
 from ddpctl.run.registry import JobRecord
 from ddpctl.run.state import JobState
@@ -105,8 +105,8 @@ def frame(record: JobRecord, state: JobState, snap: dict[str, Any], size: Any) -
     events = snap.get("events", [])
     notes = [
         Text(
-            visible(describe_hang(e) if e["event"] == "hang" else describe_straggler(e), 300),
-            style="red" if e["event"] == "hang" else "yellow",
+            visible(describe_event(e), 300),
+            style="red" if e["event"] in ("hang", "oom") else "yellow",
             overflow="ellipsis",
             no_wrap=True,
         )

@@ -22,7 +22,7 @@ def checkpoint_dir(layout: RunLayout) -> Path:
 
 
 def health_events(layout: RunLayout) -> list[dict[str, Any]]:
-    return [e for e in read_events(layout.events) if e.get("event") in ("hang", "straggler")]
+    return [e for e in read_events(layout.events) if e.get("event") in ("hang", "straggler", "oom")]
 
 
 def collect(run_dir: Path, running: bool, now: float | None = None) -> dict[str, Any]:
@@ -41,7 +41,28 @@ def collect(run_dir: Path, running: bool, now: float | None = None) -> dict[str,
     events = health_events(layout)
     out["hangs"] = [e for e in events if e["event"] == "hang"]
     out["stragglers"] = [e for e in events if e["event"] == "straggler"]
+    out["oom"] = [e for e in events if e["event"] == "oom"]
     return out
+
+
+def describe_event(event: dict[str, Any]) -> str:
+    """One line for a health event (hang, straggler or oom)."""
+    if event.get("event") == "hang":
+        return describe_hang(event)
+    if event.get("event") == "oom":
+        return describe_oom(event)
+    return describe_straggler(event)
+
+
+def describe_oom(event: dict[str, Any]) -> str:
+    kills = event.get("kills")
+    limit = event.get("limit_bytes")
+    within = f" (memory limit {limit / 2**20:.0f} MiB)" if isinstance(limit, int) else ""
+    return (
+        f"out of memory in attempt {event.get('attempt')} on {event.get('node')}: the kernel's OOM killer ended"
+        f" {kills} process{'es' if kills != 1 else ''} of this node's step{within}; a rank killed by SIGKILL"
+        " there ran out of memory"
+    )
 
 
 def describe_hang(event: dict[str, Any]) -> str:
@@ -81,4 +102,5 @@ def text_lines(report: dict[str, Any]) -> list[str]:
         lines.append(f"  last complete checkpoint: step {ckpt['step']}, {duration(ckpt['age_s'])} ago")
     lines += [f"  {describe_hang(e)}" for e in report.get("hangs", [])[-3:]]
     lines += [f"  {describe_straggler(e)}" for e in report.get("stragglers", [])[-5:]]
+    lines += [f"  {describe_oom(e)}" for e in report.get("oom", [])[-3:]]
     return lines

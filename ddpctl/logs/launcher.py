@@ -24,6 +24,7 @@ import re
 import signal
 import time
 from dataclasses import dataclass
+from typing import Any
 
 _BLOCK = re.compile(r"^\[\d+\]:\s*$")
 _FIELD = re.compile(r"^\s+(time|rank|exitcode)\s*:\s*(.*)$")
@@ -41,6 +42,7 @@ class LauncherFailure:
     exitcode: int
     line_no: int  # 1-based line of the "rank :" field in the launcher log
     when: float | None  # epoch seconds, as precise as the log says; None if it gives no time
+    oom_limit: str | None = None  # set when this SIGKILL was the node's OOM killer: the limit, or "?"
 
     @property
     def collateral(self) -> bool:
@@ -55,8 +57,20 @@ class LauncherFailure:
                 name = signal.Signals(-self.exitcode).name
             except ValueError:
                 name = f"signal {-self.exitcode}"
+            if self.oom_limit is not None:
+                limit = "" if self.oom_limit == "?" else f", memory limit {self.oom_limit}"
+                return (
+                    f"out of memory: killed by {name} (exitcode {self.exitcode}) by the kernel's OOM killer"
+                    f" (its node recorded an OOM kill in this attempt{limit})"
+                )
             return f"killed by {name} (exitcode {self.exitcode}), as its launcher reported"
         return f"exited with status {self.exitcode}, as its launcher reported"
+
+
+def oom_limit(event: dict[str, Any]) -> str:
+    """The memory limit an `oom` event recorded, for a failure's text ("?" when it recorded none)."""
+    limit = event.get("limit_bytes")
+    return f"{limit / 2**20:.0f} MiB" if isinstance(limit, int) else "?"
 
 
 def launcher_failures(lines: list[str]) -> list[LauncherFailure]:

@@ -16,9 +16,10 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from pathlib import Path
+from typing import Any
 
 from ddpctl.backends import current_state
-from ddpctl.health.report import describe_hang, describe_straggler, health_events
+from ddpctl.health.report import describe_event, health_events
 from ddpctl.logs.core import ALL, LineFilter, Source, attempt_banner, check_nodes, check_ranks, select_attempts
 from ddpctl.logs.failures import ErrorScanner, RankFailure, order_failures, root_cause_note, with_launcher_reports
 from ddpctl.logs.files import (
@@ -31,7 +32,7 @@ from ddpctl.logs.files import (
     world_size,
 )
 from ddpctl.logs.follow import FollowConfig, Follower
-from ddpctl.logs.launcher import LauncherFailure, launcher_failures
+from ddpctl.logs.launcher import LauncherFailure, launcher_failures, oom_limit
 from ddpctl.logs.output import Sink
 from ddpctl.run import safeio
 from ddpctl.run.layout import NODE_LOG_GLOB, RunLayout
@@ -156,12 +157,13 @@ def show_errors(layout: RunLayout, attempts: list[int], flt: LineFilter, sink: S
         files = AttemptFiles(layout, attempt, flt)
         files.rescan()
         own = {f.source.rank: f for f in map(first_failure, files.tails.values()) if f is not None}
-        failures = with_launcher_reports(own, launcher_reports(files, flt))
+        events = [e for e in health_events(layout) if e.get("attempt") == attempt]
+        ooms = {e.get("node"): e for e in events if e["event"] == "oom"}
+        failures = with_launcher_reports(own, launcher_reports(files, flt, ooms))
         for failure in order_failures(failures):
             sink.failure(failure.source, failure.hit)
-        for event in health_events(layout):  # the watchdog's findings: a hang explains a run with no error
-            if event.get("attempt") == attempt:
-                sink.note(f"-- {describe_hang(event) if event['event'] == 'hang' else describe_straggler(event)} --")
+        for event in events:  # the watchdog's findings (a hang explains a run with no error), OOM kills
+            sink.note(f"-- {describe_event(event)} --")
         sink.note(root_cause_note(failures, attempt, len(files.tails)))
         sink.flush()
     # A stop nobody acted on is the likeliest reason for lost work, and no rank's log says so.
@@ -172,8 +174,11 @@ def show_errors(layout: RunLayout, attempts: list[int], flt: LineFilter, sink: S
     sink.flush()
 
 
-def launcher_reports(files: AttemptFiles, flt: LineFilter) -> list[tuple[Source, LauncherFailure, str, float]]:
-    """What every node's launcher log of the attempt reports about failed ranks (within the filter)."""
+def launcher_reports(
+    files: AttemptFiles, flt: LineFilter, ooms: dict[Any, dict[str, Any]] | None = None
+) -> list[tuple[Source, LauncherFailure, str, float]]:
+    """What every node's launcher log of the attempt reports about failed ranks (within the filter); a SIGKILL
+    on a node whose launcher recorded an OOM kill (`ooms`, by node name) is reported as out of memory."""
     out = []
     for path in sorted(files.path.glob(NODE_LOG_GLOB)):
         try:
@@ -184,7 +189,12 @@ def launcher_reports(files: AttemptFiles, flt: LineFilter) -> list[tuple[Source,
         for report in launcher_failures(text.splitlines()):
             node = files.nodes.get(report.rank)
             if flt.wants(report.rank, node):
-                placed = replace(report, line_no=report.line_no + (before or 0))
+                oom = (ooms or {}).get(node)
+                placed = replace(
+                    report,
+                    line_no=report.line_no + (before or 0),
+                    oom_limit=oom_limit(oom) if oom is not None and report.exitcode == -9 else None,
+                )
                 out.append((Source(files.attempt, node, report.rank), placed, name, mtime_of(path)))
     return out
 

@@ -20,9 +20,13 @@ from pathlib import Path
 from types import FrameType
 
 from ddpctl import exitcodes, proc
+from ddpctl.errors import SlurmEnvError
+from ddpctl.health.report import describe_oom
 from ddpctl.health.watchdog import Watchdog
+from ddpctl.node import gpus
 from ddpctl.node.ackwatch import AckWatch
 from ddpctl.node.localenv import LOCAL_ENV_FLAG, MASTER_PORT_VAR
+from ddpctl.node.oom import OomCounter
 from ddpctl.node.torchrun import NodePlan, node_plan
 from ddpctl.run import safeio
 from ddpctl.run.events import append_event
@@ -68,6 +72,10 @@ def prepare(run_dir: Path, env: Mapping[str, str]) -> tuple[JobSpec, DistEnv, Ru
     # Every attempt runs the code as it was at submit (the run's snapshot), not what the path holds now.
     spec = pin(run_spec(layout), layout.snapshot_file)
     dist = derive(env, spec.nproc_per_node)
+    if not env.get(LOCAL_ENV_FLAG) and (
+        short := gpus.shortage(env, dist.nproc_per_node, spec.gpus_per_node, dist.node_name)
+    ):
+        raise SlurmEnvError(short)
     ifname: str | None
     local_addr: str | None
     if env.get(LOCAL_ENV_FLAG):
@@ -159,6 +167,16 @@ def run_torchrun(plan: NodePlan, relay: Relay, log_path: Path, env: Mapping[str,
     return code if code >= 0 else 128 - code
 
 
+def record_oom(layout: RunLayout, dist: DistEnv, kills: int, limit: int | None) -> None:
+    """An `oom` event (and a line in the node log's stream) when the OOM killer struck during this attempt."""
+    if not kills:
+        return
+    event = append_event(
+        layout.events, "oom", node=dist.node_name, attempt=dist.restart_count, kills=kills, limit_bytes=limit
+    )
+    print(f"ddpctl launch [{dist.node_name}]: {describe_oom(event)}", flush=True)
+
+
 def launch(run_dir: Path, env: Mapping[str, str]) -> int:
     spec, dist, layout, plan = prepare(run_dir, env)
     relay = Relay(layout, dist, proc.signal_named(spec.requeue.signal), spec.requeue.lead_s)
@@ -171,13 +189,18 @@ def launch(run_dir: Path, env: Mapping[str, str]) -> int:
         attempt=dist.restart_count,
         dist=dist.as_json(),
         argv=list(plan.argv),
+        gpus=gpus.mapping(env, dist.nproc_per_node),
+        cuda_visible_devices=env.get("CUDA_VISIBLE_DEVICES"),
     )
     watchdog = Watchdog(
         layout, dist.restart_count, dist.node_name, dist.node_rank, spec.health, end_attempt=relay.end_attempt
     )
     watchdog.start()
+    oom = OomCounter()
+    oom.start()
     code = run_torchrun(plan, relay, layout.node_log(dist.restart_count, dist.node_rank), env)
     watchdog.stop()
+    record_oom(layout, dist, *oom.since())
     stopped = layout.stopped_marker(dist.restart_count).exists()
     # A node stopped for requeue exits 0 like a finished one: srun --kill-on-bad-exit must not take down
     # nodes still leaving cleanly. The stopped marker, not this status, tells the batch shell to requeue.

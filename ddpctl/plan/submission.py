@@ -21,6 +21,7 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from ddpctl.errors import SpecError
+from ddpctl.node.gpus import plan_note
 from ddpctl.node.launch import local_network
 from ddpctl.node.localenv import local_node_env
 from ddpctl.node.torchrun import NodePlan, node_plan
@@ -67,6 +68,8 @@ class SubmissionPlan:
                 self.executor_json,
             ]
         parts.append(f"# ===== per node ({self.node_note()}) =====")
+        if self.backend != "local" and (note := plan_note(self.spec.gpus_per_node, self.spec.nproc_per_node)):
+            parts.append(note)
         parts += [node_text(node, container_line(self.spec)) for node in self.nodes]
         return "\n".join(parts) + "\n"
 

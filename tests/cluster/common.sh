@@ -9,6 +9,12 @@ LOG_DIR="$STATE_DIR/log"
 SLURM_ETC=/etc/slurm
 SLURM_CONF="$SLURM_ETC/slurm.conf"
 CGROUP_CONF="$SLURM_ETC/cgroup.conf"
+GRES_CONF="$SLURM_ETC/gres.conf"
+GPU_DEV_DIR=/dev/ddpctl-gpu
+# cgroup v1 controllers each node gets a directory of (under $CG_PARENT/nodeN); Slurm's cgroup/v1 plugin uses
+# cpuset (ConstrainCores), memory (ConstrainRAMSpace), devices (ConstrainDevices), freezer (proctrack/cgroup).
+CG_CONTROLLERS="cpuset memory devices freezer cpuacct"
+CG_PARENT=ddpctl-test-cluster
 CONF_MARKER="# Managed by ddpctl tests/cluster/start.sh"
 HOSTS_BEGIN="# BEGIN ddpctl-test-cluster (managed by tests/cluster/start.sh)"
 HOSTS_END="# END ddpctl-test-cluster"
@@ -29,21 +35,23 @@ require_root() {
 
 # Serialise start.sh/stop.sh runs (several test sessions may call start.sh at the same time).
 take_lock() {
-    close_inherited_fds
     install -d -m 0755 "$STATE_DIR"
     exec 9>"$STATE_DIR/lock"
     flock -w 900 9 || die "another start.sh/stop.sh holds $STATE_DIR/lock"
 }
 
-# Close every descriptor above 2 that this script inherited. A caller's lock (e.g. `flock FILE bash start.sh`
-# passes FILE's descriptor down as fd 3) would otherwise be inherited by the daemons started here and held
-# for as long as they run, so nobody could take that lock again.
-close_inherited_fds() {
-    local fd
-    for fd in /proc/$$/fd/*; do
-        fd=${fd##*/}
-        if [[ $fd -gt 2 && $fd -ne 255 ]]; then eval "exec $fd>&-"; fi
-    done
+# run_daemon CMD...: run CMD (a daemon that forks or a shell that execs one) with every inherited descriptor
+# above 2 closed. A daemon must not keep a lock its starter held: `flock LOCK start.sh` would otherwise stay
+# locked for the daemon's lifetime.
+run_daemon() {
+    (
+        local fd
+        for fd in /proc/"$BASHPID"/fd/*; do
+            fd=${fd##*/}
+            ((fd > 2)) && eval "exec $fd>&-"
+        done
+        exec "$@"
+    )
 }
 
 node_name() { printf 'node%d' "$1"; }

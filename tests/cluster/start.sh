@@ -5,7 +5,9 @@
 # left alone; a changed configuration restarts the Slurm daemons.
 #   DDPCTL_TEST_NODES (default 16; partition `scale` spans them all)
 #   DDPCTL_TEST_BASE_NODES (default 2: the nodes of partitions debug and urgent)
-#   DDPCTL_TEST_CPUS (default 2, CPUs per node)
+#   DDPCTL_TEST_CPUS (default 2, CPUs per node; at most the machine's CPUs, which ConstrainCores hands out)
+#   DDPCTL_TEST_GPUS (default 2, fake GPUs per node: GRES gpu backed by character devices under /dev/ddpctl-gpu)
+#   DDPCTL_TEST_MEM (default 4096, MiB per node; DefMemPerCPU is this / CPUs)
 #   DDPCTL_TEST_CRED_EXPIRE (default 5; the requeue hold is this + 1 s)
 #   DDPCTL_TEST_JOB_REQUEUE (default 1; 0: JobRequeue=0, jobs are not requeued unless they ask with --requeue)
 #   DDPCTL_TEST_STATE_DIR (default /var/lib/ddpctl-test-cluster: pid files, logs, spool)
@@ -16,6 +18,8 @@ source "$(dirname "${BASH_SOURCE[0]}")/common.sh"
 NODES="${DDPCTL_TEST_NODES:-16}"
 BASE_NODES="${DDPCTL_TEST_BASE_NODES:-2}"
 CPUS="${DDPCTL_TEST_CPUS:-2}"
+GPUS="${DDPCTL_TEST_GPUS:-2}"
+MEM="${DDPCTL_TEST_MEM:-4096}"
 CRED_EXPIRE="${DDPCTL_TEST_CRED_EXPIRE:-5}"
 JOB_REQUEUE="${DDPCTL_TEST_JOB_REQUEUE:-1}"
 READY_TIMEOUT="${DDPCTL_TEST_READY_TIMEOUT:-30}"
@@ -37,7 +41,12 @@ check_args() {
     [[ $NODES =~ ^[0-9]+$ ]] && ((NODES >= 1 && NODES <= 80)) || die "DDPCTL_TEST_NODES must be 1..80, got '$NODES'"
     [[ $BASE_NODES =~ ^[0-9]+$ ]] && ((BASE_NODES >= 1 && BASE_NODES <= NODES)) ||
         die "DDPCTL_TEST_BASE_NODES must be 1..DDPCTL_TEST_NODES ($NODES), got '$BASE_NODES'"
-    [[ $CPUS =~ ^[0-9]+$ ]] && ((CPUS >= 1 && CPUS <= 256)) || die "DDPCTL_TEST_CPUS must be 1..256, got '$CPUS'"
+    local have
+    have=$(nproc --all)
+    [[ $CPUS =~ ^[0-9]+$ ]] && ((CPUS >= 1 && CPUS <= have)) ||
+        die "DDPCTL_TEST_CPUS must be 1..$have (this machine's CPUs: ConstrainCores binds jobs to real ones), got '$CPUS'"
+    [[ $GPUS =~ ^[0-9]+$ ]] && ((GPUS <= 8)) || die "DDPCTL_TEST_GPUS must be 0..8, got '$GPUS'"
+    [[ $MEM =~ ^[0-9]+$ ]] && ((MEM >= 512)) || die "DDPCTL_TEST_MEM must be >= 512 (MiB), got '$MEM'"
     [[ $CRED_EXPIRE =~ ^[0-9]+$ ]] && ((CRED_EXPIRE >= 5)) || die "DDPCTL_TEST_CRED_EXPIRE must be >= 5, got '$CRED_EXPIRE'"
     [[ $JOB_REQUEUE == [01] ]] || die "DDPCTL_TEST_JOB_REQUEUE must be 0 or 1, got '$JOB_REQUEUE'"
 }
@@ -93,10 +102,9 @@ ensure_munge() {
     install -d -o munge -g munge -m 0700 /var/log/munge /var/lib/munge
     rm -f /run/munge/munge.socket.2 /run/munge/munge.socket.2.lock "$MUNGE_PIDFILE"
     # munged refuses to run as root.
-    runuser -u munge -- /usr/sbin/munged --force 9>&-
+    run_daemon runuser -u munge -- /usr/sbin/munged --force
     touch "$MUNGE_OURS"
     local i
-    # (9>&- on every daemon: they must not inherit the lock's descriptor, or the lock would outlive this run.)
     for ((i = 0; i < 50; i++)); do
         munge -n 2>/dev/null | unmunge >/dev/null 2>&1 && { log "munged started"; return 0; }
         sleep 0.1
@@ -112,11 +120,14 @@ render_config() {
     done
     for ((i = 1; i <= NODES; i++)); do
         nodes+="NodeName=$(node_name "$i") NodeAddr=$(node_addr "$i") NodeHostname=$(node_name "$i") CPUs=$CPUS"
-        nodes+=" Sockets=1 CoresPerSocket=$CPUS ThreadsPerCore=1 RealMemory=4096 State=UNKNOWN"$'\n'
+        nodes+=" Sockets=1 CoresPerSocket=$CPUS ThreadsPerCore=1 RealMemory=$MEM"
+        ((GPUS > 0)) && nodes+=" Gres=gpu:$GPUS"
+        nodes+=" State=UNKNOWN"$'\n'
     done
     echo "$CONF_MARKER; regenerated on every start, local edits are lost."
     sed -e "s|@CTL_HOST@|$CTL_HOST|g" -e "s|@CTL_ADDR@|$CTL_ADDR|g" -e "s|@CRED_EXPIRE@|$CRED_EXPIRE|g" \
         -e "s|@JOB_REQUEUE@|$JOB_REQUEUE|g" -e "s|@STATE_DIR@|$STATE_DIR|g" -e "s|@BASE_NODES@|$base|g" \
+        -e "s|@DEF_MEM_PER_CPU@|$((MEM / CPUS))|g" \
         "$CLUSTER_DIR/slurm.conf.in" |
         awk -v nodes="${nodes%$'\n'}" '$0 == "@NODES@" {print nodes; next} {print}'
 }
@@ -144,6 +155,48 @@ install_config() {
     install -m 0644 "$new" "$SLURM_CONF"
     rm -f "$new"
     { echo "$CONF_MARKER"; cat "$CLUSTER_DIR/cgroup.conf"; } >"$CGROUP_CONF"
+    {
+        echo "$CONF_MARKER"
+        # AutoDetect=off: there is no NVML; Slurm takes the devices as listed (index = position).
+        echo "AutoDetect=off"
+        ((GPUS > 0)) && echo "Name=gpu File=$GPU_DEV_DIR/nvidia[0-$((GPUS - 1))]"
+    } >"$GRES_CONF"
+}
+
+# Fake GPUs: character devices with NVIDIA's major number. Slurm schedules them as GRES, sets
+# CUDA_VISIBLE_DEVICES/SLURM_STEP_GPUS and denies the ones a step was not given in its devices cgroup; opening
+# one that is allowed fails with ENXIO (no driver), one that is denied with EPERM.
+ensure_fake_gpus() {
+    local i
+    install -d -m 0755 "$GPU_DEV_DIR"
+    for ((i = 0; i < GPUS; i++)); do
+        [[ -c $GPU_DEV_DIR/nvidia$i ]] || mknod -m 0666 "$GPU_DEV_DIR/nvidia$i" c 195 "$i"
+    done
+}
+
+# Each node's cgroups: a directory per controller under $CG_PARENT/nodeN. slurmd is started inside them, in
+# its own cgroup namespace, with the controllers mounted again in its own mount namespace, so every slurmd
+# sees its directory as the root of the hierarchy and builds its usual slurm/uid_*/job_* tree there
+# (Debian's Slurm is not built with --enable-multiple-slurmd; without this, two slurmd on one machine
+# would share one job_<id> directory).
+ensure_node_cgroups() {
+    local i c dir
+    for c in $CG_CONTROLLERS; do
+        dir=/sys/fs/cgroup/$c/$CG_PARENT
+        [[ -d /sys/fs/cgroup/$c ]] || die "no cgroup v1 $c controller at /sys/fs/cgroup/$c"
+        install -d "$dir"
+        if [[ $c == cpuset ]]; then
+            cat /sys/fs/cgroup/cpuset/cpuset.cpus >"$dir/cpuset.cpus"
+            cat /sys/fs/cgroup/cpuset/cpuset.mems >"$dir/cpuset.mems"
+        fi
+        for ((i = 1; i <= NODES; i++)); do
+            install -d "$dir/$(node_name "$i")"
+            if [[ $c == cpuset ]]; then
+                cat "$dir/cpuset.cpus" >"$dir/$(node_name "$i")/cpuset.cpus"
+                cat "$dir/cpuset.mems" >"$dir/$(node_name "$i")/cpuset.mems"
+            fi
+        done
+    done
 }
 
 ensure_network() {
@@ -188,16 +241,24 @@ start_daemons() {
         [[ -f $LOG_DIR/jobcomp.txt ]] && mv -f "$LOG_DIR/jobcomp.txt" "$LOG_DIR/jobcomp.txt.old"
         install -d -m 0755 "$STATE_DIR/ctld"
         # slurmctld insists that SlurmctldHost is this host's short name: give it its own UTS namespace.
-        unshare --uts -- sh -c "echo $CTL_HOST >/proc/sys/kernel/hostname && exec slurmctld -i" 9>&-
+        run_daemon unshare --uts -- sh -c "echo $CTL_HOST >/proc/sys/kernel/hostname && exec slurmctld -i"
         log "slurmctld started"
     fi
     for ((i = 1; i <= NODES; i++)); do
         name=$(node_name "$i")
         pidfile_alive "$RUN_DIR/slurmd-$name.pid" slurmd && continue
         install -d -m 0755 "$STATE_DIR/spool/$name"
-        # nsenter, not `ip netns exec`: the latter remounts /sys and slurmd then finds no cgroup filesystem.
-        nsenter --net="/run/netns/$(node_ns "$i")" unshare --uts -- \
-            sh -c "echo $name >/proc/sys/kernel/hostname && exec slurmd -N $name" 9>&-
+        # nsenter, not `ip netns exec`: the latter remounts /sys. The outer shell joins the node's cgroups
+        # (the new cgroup namespace is rooted where its creator is); the inner one mounts the controllers
+        # afresh on a private tmpfs, which then show that root.
+        run_daemon sh -c 'for c in $2; do echo $$ >"/sys/fs/cgroup/$c/$3/$1/cgroup.procs" || exit 1; done
+            exec nsenter --net="$4" unshare --uts --cgroup --mount --propagation private -- sh -c "
+                echo $1 >/proc/sys/kernel/hostname || exit 1
+                mount -t tmpfs -o mode=755 ddpctl-cgroup /sys/fs/cgroup || exit 1
+                for c in $2; do
+                    mkdir /sys/fs/cgroup/\$c && mount -t cgroup -o \$c ddpctl-\$c /sys/fs/cgroup/\$c || exit 1
+                done
+                exec slurmd -N $1"' sh "$name" "$CG_CONTROLLERS" "$CG_PARENT" "/run/netns/$(node_ns "$i")"
         log "slurmd $name started"
     done
 }
@@ -245,6 +306,8 @@ main() {
     install -d -m 0755 "$STATE_DIR" "$RUN_DIR" "$LOG_DIR" "$STATE_DIR/spool"
     ensure_munge
     install_config
+    ensure_fake_gpus
+    ensure_node_cgroups
     ensure_network
     start_daemons
     wait_ready

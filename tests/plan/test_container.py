@@ -282,7 +282,7 @@ def test_rendered_script_runs_the_runtime(tmp_path: Path, runtime: str, gpus: in
     )
     assert done.returncode == 0, done.stderr
     srun = (out / "srun" / "argv").read_bytes().decode().split("\0")[:-1]
-    assert srun == ["--ntasks-per-node=1", "--kill-on-bad-exit=1", *words, str(run_dir)]
+    assert srun == ["--ntasks-per-node=1", "--cpu-bind=none", "--kill-on-bad-exit=1", *words, str(run_dir)]
     ran = (out / "runtime" / "argv").read_bytes().decode().split("\0")[:-1]
     first = words.index("python3") if runtime == "pyxis" else 0
     assert [Path(ran[0]).name, *ran[1:]] == [*words[first:], str(run_dir)]
