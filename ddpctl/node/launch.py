@@ -31,7 +31,7 @@ from ddpctl.node.torchrun import NodePlan, node_plan
 from ddpctl.run import safeio
 from ddpctl.run.events import append_event
 from ddpctl.run.layout import RunLayout
-from ddpctl.run.rundir import run_spec
+from ddpctl.run.rundir import run_spec, wait_for_run_dir
 from ddpctl.slurm.env import DistEnv, derive
 from ddpctl.spec import JobSpec
 
@@ -69,6 +69,7 @@ def prepare(run_dir: Path, env: Mapping[str, str]) -> tuple[JobSpec, DistEnv, Ru
     from ddpctl.snapshot import pin
 
     layout = RunLayout(run_dir)
+    wait_for_run_dir(layout)  # a job that started before submit committed it (run_spec says if it never came)
     # Every attempt runs the code as it was at submit (the run's snapshot), not what the path holds now.
     spec = pin(run_spec(layout), layout.snapshot_file)
     dist = derive(env, spec.nproc_per_node)
