@@ -3,7 +3,8 @@
 Tests marked ``slurm`` (``pytestmark = pytest.mark.slurm``) get ``slurm_cluster`` automatically: the first
 such test runs tests/cluster/start.sh (idempotent, fast when the cluster is up). Where the cluster cannot run
 (not root, no Slurm and no apt-get, start.sh failing) those tests are skipped with the reason, unless
-DDPCTL_REQUIRE_SLURM=1 (CI), where they fail instead.
+DDPCTL_REQUIRE_SLURM=1 (CI), where they fail instead. The Slurm version is DDPCTL_TEST_SLURM (22.05 or 24.11),
+else the one start.sh last started (tests/cluster/README.md).
 """
 
 from __future__ import annotations
@@ -15,7 +16,11 @@ from collections.abc import Callable, Iterator
 from typing import NoReturn
 
 import pytest
-from slurmtools import START_SCRIPT, STATE_DIR, ClusterInfo, scancel_and_wait
+from slurmtools import START_SCRIPT, STATE_DIR, ClusterInfo, scancel_and_wait, use_slurm_version
+
+# The Slurm version this session tests (DDPCTL_TEST_SLURM, else the running one): set before any test runs a
+# Slurm command, so sbatch/squeue/... on PATH are that version's clients (24.11's are wrappers, slurm2411.sh).
+SLURM_VERSION = use_slurm_version(os.environ)
 
 START_TIMEOUT_S = 600  # covers apt-get on a fresh machine; an installed machine takes well under a second
 

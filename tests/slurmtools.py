@@ -11,7 +11,7 @@ import os
 import re
 import subprocess
 import time
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping, MutableMapping
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -22,6 +22,10 @@ CTLD_LOG = STATE_DIR / "log" / "slurmctld.log"
 JOBCOMP_FILE = STATE_DIR / "log" / "jobcomp.txt"
 # Where sbatch_text() sends a job's output when the caller does not choose (see job_output()).
 JOB_OUTPUT_DIR = STATE_DIR / "jobs"
+# Written by start.sh: the Slurm version whose daemons run (version=...) and the dir of its client commands
+# (path=..., empty for the host's own 22.05 ones).
+ACTIVE_FILE = STATE_DIR / "slurm-active"
+SLURM_VERSIONS = ("22.05", "24.11")
 
 POLL_S = 0.2
 # States after which a job never runs again (a preempted+requeued job goes back to PENDING instead).
@@ -29,6 +33,49 @@ FINAL_STATES = frozenset(
     {"COMPLETED", "FAILED", "CANCELLED", "TIMEOUT", "NODE_FAIL", "OUT_OF_MEMORY", "BOOT_FAIL", "DEADLINE"}
 )
 _KEY = re.compile(r"(?:^|\s)([A-Za-z][\w:/]*)=")
+
+
+def read_active(text: str) -> dict[str, str]:
+    """The key=value lines of start.sh's ACTIVE_FILE."""
+    return dict(line.split("=", 1) for line in text.splitlines() if "=" in line)
+
+
+def target_slurm_version(environ: Mapping[str, str], active_text: str) -> str:
+    """The version the session's start.sh call starts: DDPCTL_TEST_SLURM when set, else the one running (so
+    `DDPCTL_TEST_SLURM=24.11 bash tests/cluster/start.sh && python -m pytest` stays on 24.11), else 22.05."""
+    return environ.get("DDPCTL_TEST_SLURM") or read_active(active_text).get("version") or SLURM_VERSIONS[0]
+
+
+def client_dir(version: str) -> Path | None:
+    """Where start.sh puts the client commands of VERSION (None: the host's own, on PATH already)."""
+    return None if version == SLURM_VERSIONS[0] else STATE_DIR / f"bin-{version}"
+
+
+def _ctld_root() -> str | None:
+    """The root directory of the running slurmctld (None: none runs, or it cannot be told)."""
+    try:
+        pid = int((STATE_DIR / "run" / "slurmctld.pid").read_text().strip())
+        return str(Path(f"/proc/{pid}/root").readlink())
+    except (OSError, ValueError):
+        return None
+
+
+def use_slurm_version(environ: MutableMapping[str, str]) -> str:
+    """Choose the session's Slurm version, export it for start.sh and put its clients first on PATH (for the
+    tests and for every ddpctl they start); returns the version."""
+    try:
+        active = ACTIVE_FILE.read_text()
+        if _ctld_root() == "/":  # the host's own slurmctld runs (started by a start.sh that knows no versions)
+            active = ""
+    except OSError:
+        active = ""
+    version = target_slurm_version(environ, active)
+    environ["DDPCTL_TEST_SLURM"] = version
+    others = {str(d) for d in map(client_dir, SLURM_VERSIONS) if d is not None}
+    path = [p for p in environ.get("PATH", "").split(os.pathsep) if p and p not in others]
+    bindir = client_dir(version)
+    environ["PATH"] = os.pathsep.join([str(bindir), *path] if bindir is not None else path)
+    return version
 
 
 class SlurmTestError(AssertionError):

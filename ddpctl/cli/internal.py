@@ -26,7 +26,7 @@ def add(sub: Any) -> None:
     for name, what in (
         ("chain-next", "submit the job that continues this chained run (once per attempt)"),
         ("chain-drop", "the run ends here: cancel a successor submitted at the signal"),
-        ("chain-check", "a chained successor starts: exit 1 if the run is cancelled or done"),
+        ("chain-check", "a chained successor or requeued job starts: exit 1 if the run is cancelled or done"),
     ):
         chain = inner.add_parser(name, help=what)
         chain.add_argument("run_dir", type=Path)
@@ -94,7 +94,7 @@ def run_chain(args: argparse.Namespace) -> int:
     if args.internal_command == "chain-check":
         refusal = chain.may_start(layout, env)
         if refusal is not None:
-            print(f"ddpctl: chain: not starting attempt {batch.attempt_of(env)}: {refusal}", file=sys.stderr)
+            print(f"ddpctl: not starting attempt {batch.attempt_of(env)}: {refusal}", file=sys.stderr)
         return 0 if refusal is None else 1
     if args.internal_command == "chain-drop":
         dropped = chain.drop_successor(layout, env, args.why or "the run finished")

@@ -25,6 +25,16 @@ CTL_HOST=ddpctl-ctl
 NS_PREFIX=ddpctl-
 MUNGE_PIDFILE=/run/munge/munged.pid
 MUNGE_OURS="$RUN_DIR/munged.ours"
+# The Slurm version start.sh starts (DDPCTL_TEST_SLURM) and the one whose daemons run now (ACTIVE_FILE, written by
+# start.sh, removed by stop.sh; tests/conftest.py reads it): 22.05 is the host's Debian 12 packages, 24.11 runs
+# from a Debian 13 root (slurm2411.sh).
+SLURM_VERSIONS="22.05 24.11"
+SLURM_VERSION="${DDPCTL_TEST_SLURM:-22.05}"
+ACTIVE_FILE="$STATE_DIR/slurm-active"
+# What runs a Slurm daemon or command of the version in use ("" for the host's; set by use_version).
+SLURM_RUN=""
+# shellcheck source=tests/cluster/slurm2411.sh
+source "$CLUSTER_DIR/slurm2411.sh"
 
 log() { printf '[test-cluster] %s\n' "$*" >&2; }
 die() { printf '[test-cluster] ERROR: %s\n' "$*" >&2; exit 1; }
@@ -38,6 +48,39 @@ take_lock() {
     install -d -m 0755 "$STATE_DIR"
     exec 9>"$STATE_DIR/lock"
     flock -w 900 9 || die "another start.sh/stop.sh holds $STATE_DIR/lock"
+}
+
+# The version whose daemons run now: a running slurmctld tells by its root directory (a start.sh that knows no
+# versions may have replaced the daemons since ACTIVE_FILE was written); else what ACTIVE_FILE says; else 22.05.
+active_version() {
+    local v pid
+    pid=$(tr -dc 0-9 <"$RUN_DIR/slurmctld.pid" 2>/dev/null || true)
+    if pid_alive "$pid" slurmctld; then
+        [[ $(readlink "/proc/$pid/root") == "$V2411_ROOT" ]] && echo 24.11 || echo 22.05
+        return 0
+    fi
+    v=$(sed -n 's/^version=//p' "$ACTIVE_FILE" 2>/dev/null || true)
+    echo "${v:-22.05}"
+}
+
+# use_version V: config paths, clients on PATH and the daemon prefix of Slurm V.
+use_version() {
+    case $1 in
+    22.05)
+        SLURM_ETC=/etc/slurm
+        SLURM_RUN=""
+        PATH=$(tr : '\n' <<<"$PATH" | grep -vxF "$BIN_2411" | paste -sd:)
+        ;;
+    24.11)
+        SLURM_ETC="$V2411_ROOT/etc/slurm"
+        SLURM_RUN="$V2411_ENTER"
+        case :$PATH: in *:"$BIN_2411":*) ;; *) PATH="$BIN_2411:$PATH" ;; esac
+        ;;
+    *) die "DDPCTL_TEST_SLURM must be one of: $SLURM_VERSIONS; got '$1'" ;;
+    esac
+    SLURM_CONF="$SLURM_ETC/slurm.conf"
+    CGROUP_CONF="$SLURM_ETC/cgroup.conf"
+    GRES_CONF="$SLURM_ETC/gres.conf"
 }
 
 # run_daemon CMD...: run CMD (a daemon that forks or a shell that execs one) with every inherited descriptor
@@ -162,4 +205,15 @@ write_hosts_block() {
     fi
     cmp -s "$tmp" /etc/hosts || cat "$tmp" >/etc/hosts
     rm -f "$tmp"
+}
+
+# Remove the per-node cgroup directories (deepest first; a directory still holding processes stays, and
+# says so).
+remove_node_cgroups() {
+    local c dir
+    for c in $CG_CONTROLLERS; do
+        dir=/sys/fs/cgroup/$c/$CG_PARENT
+        [[ -d $dir ]] || continue
+        find "$dir" -depth -type d -exec rmdir {} + 2>/dev/null || log "some of $dir is still in use; left in place"
+    done
 }

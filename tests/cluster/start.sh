@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Start (or check) the project's local Slurm 22.05 test cluster: munge, slurmctld and one slurmd per node, each
+# Start (or check) the project's local Slurm test cluster (22.05, or 24.11 with DDPCTL_TEST_SLURM=24.11): munge, slurmctld and one slurmd per node, each
 # node in its own network + UTS namespace (hostname nodeN, IP 10.99.0.1N on bridge ddpctl-br0; the controller is
 # ddpctl-ctl at 10.99.0.1). Installs Debian's packages when missing. Idempotent: a healthy running cluster is
 # left alone; a changed configuration restarts the Slurm daemons.
@@ -11,6 +11,8 @@
 #   DDPCTL_TEST_CRED_EXPIRE (default 5; the requeue hold is this + 1 s)
 #   DDPCTL_TEST_JOB_REQUEUE (default 1; 0: JobRequeue=0, jobs are not requeued unless they ask with --requeue)
 #   DDPCTL_TEST_STATE_DIR (default /var/lib/ddpctl-test-cluster: pid files, logs, spool)
+#   DDPCTL_TEST_SLURM (default 22.05: Debian 12's packages; 24.11: Debian 13's, in a root built once, slurm2411.sh)
+#   DDPCTL_TEST_SLURM_CACHE (default /var/cache/ddpctl-test-cluster: where the 24.11 root is built)
 set -euo pipefail
 # shellcheck source=tests/cluster/common.sh
 source "$(dirname "${BASH_SOURCE[0]}")/common.sh"
@@ -49,6 +51,8 @@ check_args() {
     [[ $MEM =~ ^[0-9]+$ ]] && ((MEM >= 512)) || die "DDPCTL_TEST_MEM must be >= 512 (MiB), got '$MEM'"
     [[ $CRED_EXPIRE =~ ^[0-9]+$ ]] && ((CRED_EXPIRE >= 5)) || die "DDPCTL_TEST_CRED_EXPIRE must be >= 5, got '$CRED_EXPIRE'"
     [[ $JOB_REQUEUE == [01] ]] || die "DDPCTL_TEST_JOB_REQUEUE must be 0 or 1, got '$JOB_REQUEUE'"
+    [[ " $SLURM_VERSIONS " == *" $SLURM_VERSION "* ]] ||
+        die "DDPCTL_TEST_SLURM must be one of: $SLURM_VERSIONS; got '$SLURM_VERSION'"
 }
 
 install_packages() {
@@ -130,6 +134,37 @@ render_config() {
         -e "s|@DEF_MEM_PER_CPU@|$((MEM / CPUS))|g" \
         "$CLUSTER_DIR/slurm.conf.in" |
         awk -v nodes="${nodes%$'\n'}" '$0 == "@NODES@" {print nodes; next} {print}'
+    version_config
+}
+
+# Lines only one version needs (appended to the shared slurm.conf.in).
+version_config() {
+    [[ $SLURM_VERSION == 24.11 ]] || return 0
+    echo "# Slurm 24.11 (Debian 13 root): plugins from the root's /usr/lib/x86_64-linux-gnu/slurm-wlm."
+}
+
+# Switching versions stops the other version's daemons (its jobs are lost) before this one starts.
+switch_version() {
+    local active
+    active=$(active_version)
+    if [[ $active != "$SLURM_VERSION" ]]; then
+        use_version "$active"
+        if pidfile_alive "$RUN_DIR/slurmctld.pid" slurmctld || compgen -G "$RUN_DIR/slurmd-*.pid" >/dev/null; then
+            log "switching from Slurm $active to $SLURM_VERSION: stopping the $active daemons"
+            stop_slurm
+        fi
+    fi
+    [[ $SLURM_VERSION == 24.11 ]] || stop_munge_2411
+    use_version "$SLURM_VERSION"
+    if [[ $SLURM_VERSION == 24.11 ]]; then
+        ensure_root_2411
+        write_wrappers_2411
+        ensure_munge_2411
+    else
+        ensure_munge
+    fi
+    printf 'version=%s\npath=%s\n' "$SLURM_VERSION" "$([[ $SLURM_VERSION == 24.11 ]] && echo "$BIN_2411")" \
+        >"$ACTIVE_FILE"
 }
 
 # Writes slurm.conf/cgroup.conf; when the config changed under running daemons, stops them first.
@@ -241,7 +276,7 @@ start_daemons() {
         [[ -f $LOG_DIR/jobcomp.txt ]] && mv -f "$LOG_DIR/jobcomp.txt" "$LOG_DIR/jobcomp.txt.old"
         install -d -m 0755 "$STATE_DIR/ctld"
         # slurmctld insists that SlurmctldHost is this host's short name: give it its own UTS namespace.
-        run_daemon unshare --uts -- sh -c "echo $CTL_HOST >/proc/sys/kernel/hostname && exec slurmctld -i"
+        run_daemon unshare --uts -- sh -c "echo $CTL_HOST >/proc/sys/kernel/hostname && exec ${SLURM_RUN:+$SLURM_RUN }slurmctld -i"
         log "slurmctld started"
     fi
     for ((i = 1; i <= NODES; i++)); do
@@ -250,7 +285,8 @@ start_daemons() {
         install -d -m 0755 "$STATE_DIR/spool/$name"
         # nsenter, not `ip netns exec`: the latter remounts /sys. The outer shell joins the node's cgroups
         # (the new cgroup namespace is rooted where its creator is); the inner one mounts the controllers
-        # afresh on a private tmpfs, which then show that root.
+        # afresh on a private tmpfs, which then show that root. On 24.11 ($SLURM_RUN) slurmd then enters its root
+        # with /sys bound after those mounts, so it and its jobs see the node's cgroups.
         run_daemon sh -c 'for c in $2; do echo $$ >"/sys/fs/cgroup/$c/$3/$1/cgroup.procs" || exit 1; done
             exec nsenter --net="$4" unshare --uts --cgroup --mount --propagation private -- sh -c "
                 echo $1 >/proc/sys/kernel/hostname || exit 1
@@ -258,7 +294,7 @@ start_daemons() {
                 for c in $2; do
                     mkdir /sys/fs/cgroup/\$c && mount -t cgroup -o \$c ddpctl-\$c /sys/fs/cgroup/\$c || exit 1
                 done
-                exec slurmd -N $1"' sh "$name" "$CG_CONTROLLERS" "$CG_PARENT" "/run/netns/$(node_ns "$i")"
+                exec $5 slurmd -N $1"' sh "$name" "$CG_CONTROLLERS" "$CG_PARENT" "/run/netns/$(node_ns "$i")" "$SLURM_RUN"
         log "slurmd $name started"
     done
 }
@@ -304,14 +340,14 @@ main() {
     take_lock
     install_packages
     install -d -m 0755 "$STATE_DIR" "$RUN_DIR" "$LOG_DIR" "$STATE_DIR/spool"
-    ensure_munge
+    switch_version
     install_config
     ensure_fake_gpus
     ensure_node_cgroups
     ensure_network
     start_daemons
     wait_ready
-    log "ready: $NODES nodes ($(sinfo -h -N -o '%N' | sort -u | paste -sd' ')), partitions debug (default)," \
+    log "ready: Slurm $SLURM_VERSION, $NODES nodes ($(sinfo -h -N -o '%N' | sort -u | paste -sd' ')), partitions debug (default)," \
         "lowprio and urgent on the first $BASE_NODES, scale on all;" \
         "took $(elapsed) s"
 }
