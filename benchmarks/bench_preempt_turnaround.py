@@ -1,7 +1,7 @@
 """Preemption turnaround on Slurm: ddpctl's example job vs a submitit `Checkpointable` doing the same training.
 
 A victim job (2 nodes x 2 ranks, partition `debug`) trains; once it has done a few steps an urgent job
-(`sbatch -p urgent -N2 --wrap 'sleep 1'`, see --urgent-sleep) preempts it. Measured from the urgent job's
+(`sbatch -p urgent -N2 --exclusive --wrap 'sleep 1'`, see --urgent-sleep) preempts it. Measured from the urgent job's
 submission to the victim's first training step after its requeue (rank 0's step log line, polled every
 0.1 s on both sides), and the steps recomputed (steps the resumed attempt computes that the interrupted one
 had already computed).
@@ -267,6 +267,7 @@ def one_round(side: Side, jobs: Jobs, workdir: Path, urgent_sleep: float) -> Rou
             "-p",
             "urgent",
             "-N2",
+            "--exclusive",  # whole nodes: under select/cons_tres a 1-CPU job could fit beside the victim
             "--parsable",
             "--job-name=urgent",
             f"--output={workdir}/urgent-%j.out",

@@ -2,16 +2,18 @@
 
 from __future__ import annotations
 
+import contextlib
 import time
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from ddpctl import proc
 from ddpctl.backends.slurm_jobs import SlurmJobs
-from ddpctl.errors import BackendUnavailable, CommandError
+from ddpctl.errors import BackendUnavailable
 from ddpctl.run.events import append_event
+from ddpctl.run.layout import batch_output
 from ddpctl.run.registry import JobRecord
-from ddpctl.run.rundir import commit, staging
+from ddpctl.run.rundir import commit, link_batch_output, staging
 from ddpctl.slurm import commands
 
 if TYPE_CHECKING:  # `status` and `cancel` need no plan
@@ -30,19 +32,23 @@ class SbatchBackend(SlurmJobs):
             )
 
     def submit(self, plan: SubmissionPlan, spec_path: Path) -> JobRecord:
-        """Submit `plan.script` as it is (held), commit the run dir, release the job."""
+        """Submit `plan.script` as it is, then commit the run dir (rename it to the job id)."""
         self.check_available()
         spec = plan.spec
         if plan.script is None:
             raise ValueError(f"backend sbatch: a {plan.backend} plan has no batch script")
         with staging(spec, plan.script) as stage:
-            # Held until the run dir carries the job id: the script's --output path lives inside it.
-            job_id = commands.sbatch(str(stage.script_file), ["--hold"], self.runner)
+            # Not held (a held job's release costs the start a scheduling round trip): a job that starts before
+            # the commit below writes to its --output beside the run dirs and its batch script waits for the run
+            # dir (templates/ddp.sbatch.j2).
+            job_id = commands.sbatch(str(stage.script_file), [], self.runner)
             try:
                 layout = commit(stage, spec, job_id)
-                commands.release(job_id, self.runner)
-            except (OSError, CommandError):
+                link_batch_output(layout, spec, job_id)
+            except OSError:
                 commands.scancel_unchecked(job_id, self.runner)
+                with contextlib.suppress(OSError):  # the output of a job that had already started
+                    batch_output(spec.run_base, job_id).unlink()
                 raise
         record = JobRecord(
             job_id=job_id,

@@ -14,13 +14,14 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
+from ddpctl.errors import WaitTimeout
 from ddpctl.node.decide import Decision, Kind, RunOutcome, classify_signal, count_requeues, decide, root_exit
 from ddpctl.node.localenv import LOCAL_ENV_FLAG
 from ddpctl.node.torchrun import checkpoint_dir
 from ddpctl.run import safeio
 from ddpctl.run.events import append_event, read_events
 from ddpctl.run.layout import RunLayout
-from ddpctl.run.rundir import run_spec
+from ddpctl.run.rundir import run_spec, wait_for_run_dir
 from ddpctl.run.stoptruth import read_listeners
 from ddpctl.slurm.env import attempt_number
 from ddpctl.spec import time_to_seconds
@@ -34,6 +35,8 @@ def attempt_of(env: Mapping[str, str]) -> int:
 
 def batch_start(layout: RunLayout, env: Mapping[str, str]) -> None:
     attempt = attempt_of(env)
+    if not wait_for_run_dir(layout):
+        raise WaitTimeout(f"no run directory {layout.root} (no job.yaml): its submit did not finish")
     layout.attempt_dir(attempt).mkdir(parents=True, exist_ok=True)
     if attempt > 0:
         record_unacknowledged(layout, attempt - 1)

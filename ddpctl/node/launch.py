@@ -31,6 +31,7 @@ from ddpctl.node.torchrun import NodePlan, node_plan
 from ddpctl.run import safeio
 from ddpctl.run.events import append_event
 from ddpctl.run.layout import RunLayout
+from ddpctl.run.rundir import wait_for_run_dir
 from ddpctl.slurm.env import DistEnv
 from ddpctl.spec import JobSpec
 
@@ -61,6 +62,7 @@ def prepare(run_dir: Path, env: Mapping[str, str]) -> tuple[JobSpec, DistEnv, Ru
     from ddpctl.node import netif
 
     layout = RunLayout(run_dir)
+    wait_for_run_dir(layout)  # a job that started before submit committed it (run_spec says if it never came)
     # Every attempt runs the code as it was at submit (the run's snapshot), not what the path holds now.
     spec = run_node_spec(layout)
     dist = run_dist(spec, env)  # `ddpctl env` inside the run shows this same derivation
@@ -173,7 +175,7 @@ def launch(run_dir: Path, env: Mapping[str, str]) -> int:
     spec, dist, layout, plan = prepare(run_dir, env)
     relay = Relay(layout, dist, proc.signal_named(spec.requeue.signal), spec.requeue.lead_s)
     relay.install()
-    write_node_info(layout, dist, static=spec.rdzv == "static")
+    write_node_info(layout, dist, static=spec.rendezvous == "static")
     append_event(
         layout.events,
         "launch",

@@ -34,7 +34,7 @@ def checkpoint_dir(spec: JobSpec, layout: RunLayout) -> Path:
 
 def rendezvous_args(spec: JobSpec, dist: DistEnv, local_addr: str | None) -> list[str]:
     endpoint = f"{dist.master_addr}:{dist.master_port}"
-    if spec.rdzv == "static":
+    if spec.rendezvous == "static":
         return [
             f"--master-addr={dist.master_addr}",
             f"--master-port={dist.master_port}",

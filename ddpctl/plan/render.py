@@ -18,7 +18,7 @@ import jinja2
 
 from ddpctl.errors import SpecError
 from ddpctl.plan.sandbox import make_sandbox, render_bounded
-from ddpctl.run.layout import slurm_output
+from ddpctl.run.layout import sbatch_output
 from ddpctl.spec import JobSpec
 from ddpctl.spec.templates import template_path
 
@@ -74,7 +74,7 @@ def sbatch_options(spec: JobSpec, run_base: Path) -> list[tuple[str, str | None]
     requeue = spec.requeue.enabled and spec.requeue.mode != "chain"
     opts.append(("requeue" if requeue else "no-requeue", None))
     # Append: a requeued job keeps its id and Slurm would otherwise truncate the output on each restart.
-    opts += [("open-mode", "append"), ("output", slurm_output(run_base))]
+    opts += [("open-mode", "append"), ("output", sbatch_output(run_base))]
     if spec.requeue.enabled:
         # B: = the batch shell only; it fans the signal out to every node itself (see the template).
         opts.append(("signal", f"B:{spec.requeue.signal}@{spec.requeue.lead_s}"))

@@ -4,7 +4,8 @@
     job.yaml            resolved spec as submitted
     job.sbatch          rendered batch script (sbatch backend)
     snapshot.json       the code snapshot every attempt runs (ddpctl.snapshot; absent with snapshot: off)
-    slurm.out           batch-shell output, appended across requeues (--open-mode=append)
+    slurm.out           batch-shell output, appended across requeues (--open-mode=append); with the sbatch
+                        backend a hard link to <run_dir>/<name>/.slurm-<job_id>.out, where Slurm writes it
     events.jsonl        one JSON object per line: submit, start, signal, stop, checkpoint, decision, exit
     checkpoints/        default checkpoint directory (spec checkpoint.dir overrides)
     preempt-request.json  left by `ddpctl preempt --as KIND` just before it signals; consumed by the decision
@@ -144,6 +145,18 @@ def slurm_filename(path: Path) -> str:
 def slurm_output(run_base: Path) -> str:
     """sbatch's --output for runs under `run_base`: <run_base>/%j/slurm.out, with run_base taken literally."""
     return str(RunLayout(Path(slurm_filename(run_base)) / "%j").batch_log)
+
+
+def sbatch_output(run_base: Path) -> str:
+    """The sbatch backend's --output: <run_base>/.slurm-%j.out, beside the run dirs rather than inside one, so
+    that it can be opened by a job that starts before submit has renamed its run dir to the job id (submit
+    then hard-links it into the run dir as slurm.out: `batch_output` is the file)."""
+    return str(Path(slurm_filename(run_base)) / ".slurm-%j.out")
+
+
+def batch_output(run_base: Path, job_id: str) -> Path:
+    """The file `sbatch_output` names for `job_id`."""
+    return run_base / f".slurm-{job_id}.out"
 
 
 def attempt_number(dirname: str) -> int | None:

@@ -7,7 +7,9 @@ is known; on any failure the staging directory is removed. The run's job.yaml ne
 
 from __future__ import annotations
 
+import os
 import shutil
+import time
 import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -16,7 +18,7 @@ from pathlib import Path
 import yaml
 
 from ddpctl.errors import SpecError
-from ddpctl.run.layout import RunLayout
+from ddpctl.run.layout import RunLayout, batch_output
 from ddpctl.snapshot import take
 from ddpctl.spec import JobSpec, load_spec, spec_to_mapping
 
@@ -46,6 +48,34 @@ def commit(stage: RunLayout, spec: JobSpec, job_id: str) -> RunLayout:
     final = RunLayout(spec.run_base / job_id)
     stage.root.rename(final.root)
     return final
+
+
+def link_batch_output(layout: RunLayout, spec: JobSpec, job_id: str) -> None:
+    """The run dir's slurm.out is the file Slurm writes (`sbatch_output`): one inode under two names, whether
+    the job opened it before this (O_APPEND|O_CREAT keeps what it wrote) or opens it later (it appends)."""
+    target = batch_output(spec.run_base, job_id)
+    fd = os.open(target, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW, 0o666)
+    os.close(fd)
+    os.link(target, layout.batch_log, follow_symlinks=False)
+
+
+# How long node-side commands wait for a run dir that `ddpctl submit` has not renamed to the job id yet.
+RUN_DIR_WAIT_S = 60.0
+
+
+def wait_for_run_dir(layout: RunLayout, timeout_s: float = RUN_DIR_WAIT_S, poll_s: float = 0.1) -> bool:
+    """Whether the run dir is committed (its job.yaml exists), waiting up to `timeout_s` for it.
+
+    The sbatch backend does not hold the job, so it may start before submit has renamed the staging dir to the
+    job id. The default template waits in the batch shell; this covers a user's own template, whose first
+    `ddpctl internal batch-start` must not create <run_base>/<job id>/ itself (submit's rename would then fail).
+    """
+    deadline = time.monotonic() + timeout_s
+    while not layout.spec_file.exists():
+        if time.monotonic() >= deadline:
+            return False
+        time.sleep(poll_s)
+    return True
 
 
 _RUN_SPECS: dict[Path, JobSpec] = {}

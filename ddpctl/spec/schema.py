@@ -189,7 +189,7 @@ TOP: dict[str, Conv] = {
     "template": text(what="a template name or a path to a .j2 file", path=True),
     "backend": choice(("sbatch", "submitit", "local")),
     "max_restarts": integer(0),
-    "rdzv": choice(("c10d", "static")),
+    "rdzv": choice(("auto", "c10d", "static")),
     "python": text(nullable=True, what="an interpreter name or path", path=True),
     "snapshot": choice(("auto", "git", "dir", "off")),
     **{name: section(table) for name, table in SECTIONS.items()},

@@ -77,5 +77,7 @@ def test_quickstart_on_the_local_cluster(tmp_path: Path) -> None:
     try:
         check(run_quickstart(tmp_path, local=False))
     finally:
-        ids = [p.name for p in (tmp_path / "runs" / "example").glob("*")] if (tmp_path / "runs").exists() else []
+        # Run dirs only: Slurm's output files (.slurm-<id>.out) lie beside them.
+        base = tmp_path / "runs" / "example"
+        ids = [p.name for p in base.glob("*") if p.name.isdigit()] if base.exists() else []
         scancel_and_wait(ids)

@@ -39,8 +39,9 @@ def test_two_nodes_form_one_world(cli: Cli, tmp_path: Path, cleanup_jobs) -> Non
     assert [r["rank"] for r in found] == [0, 1, 2, 3]
     assert {r["sum"] for r in found} == {10.0} and {r["world"] for r in found} == {4}
     assert {r["host"]: r["group_rank"] for r in found} == {"node1": 0, "node2": 1}
-    # MASTER_ADDR is node1's own address (never loopback), and node2's ranks reached it: their sum is right.
-    assert {r["master_addr"] for r in found} == {socket.gethostbyname("node1")}
+    # MASTER_ADDR names node1 by its own address (never loopback; static rendezvous passes the hostname, c10d
+    # the address), and node2's ranks reached it: their sum is right.
+    assert {socket.gethostbyname(r["master_addr"]) for r in found} == {socket.gethostbyname("node1")}
     for rank in range(4):
         assert "RESULT" in (run_dir / "attempt-0" / f"rank-{rank}.log").read_text()
     status = cli.status(job_id)

@@ -99,3 +99,31 @@ def test_attempt_start_names_the_job_by_its_run_dir_id_and_records_an_unheard_st
     assert starts == [("local-7", False), ("local-7", False)]
     unheard = [(e["attempt"], e["killed"], e["listeners"]) for e in events if e["event"] == "stop-unacknowledged"]
     assert unheard == [(0, True, [])]
+
+
+def test_attempt_start_waits_for_a_run_dir_submit_has_not_renamed_yet(tmp_path: Path) -> None:
+    """The job is not held: its batch shell (a user's own template need not wait) may run `internal batch-start`
+    before submit renames the staging dir to the job id. batch-start must wait, not create <job id>/ itself
+    (submit's rename onto it would then fail and cancel the job)."""
+    import threading
+
+    from ddpctl.node.batch import batch_start
+
+    stage, layout = RunLayout(tmp_path / ".staging-x"), RunLayout(tmp_path / "4242")
+    stage.root.mkdir()
+    stage.spec_file.write_text(yaml.safe_dump(spec_to_mapping(JobSpec(name="x", script="t.py"))))
+    commit = threading.Timer(0.4, stage.root.rename, [layout.root])
+    commit.start()
+    batch_start(layout, {"SLURM_JOB_ID": "4242"})
+    commit.join()
+    assert not stage.root.exists()
+    assert [e["event"] for e in read_events(layout.events)] == ["attempt-start"]
+
+
+def test_wait_for_run_dir_is_bounded(tmp_path: Path) -> None:
+    from ddpctl.run.rundir import wait_for_run_dir
+
+    t0 = time.monotonic()
+    assert wait_for_run_dir(RunLayout(tmp_path / "4242"), timeout_s=0.3) is False
+    assert 0.3 <= time.monotonic() - t0 < 2
+    assert not (tmp_path / "4242").exists()

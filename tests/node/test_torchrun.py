@@ -38,6 +38,7 @@ def spec(**fields: object) -> JobSpec:
         "args": ("--lr", "0.1"),
         "nodes": 2,
         "nproc_per_node": 2,
+        "rdzv": "c10d",  # the env cases below; the `auto` default has its own cases
     }
     return JobSpec(**{**base, **fields})  # type: ignore[arg-type]
 
@@ -69,6 +70,7 @@ def ddpctl_env(
 
 
 C10D = ["--rdzv-backend=c10d", "--rdzv-endpoint=n1:23456", "--rdzv-id=77.0"]
+STATIC = ["--master-addr=n1", "--master-port=23456", "--node-rank=1", "--rdzv-backend=static"]
 HEAD = ["/py", "-m", "torch.distributed.run", "--nnodes=2", "--nproc-per-node=2", "--max-restarts=0"]
 TAIL = ["--no-python", "/py", "-m", "ddpctl.node.worker", "/w/train.py", "--lr", "0.1"]
 NET_ETH0 = [
@@ -88,6 +90,22 @@ NET_ETH0 = [
             dist(),
             ("eth0", "10.0.0.2", {}),
             [*HEAD, *C10D, "--local-addr=10.0.0.2", *TAIL],
+            [*NET_ETH0, *ddpctl_env(), ("OMP_NUM_THREADS", "1"), ("TORCH_ELASTIC_SHUTDOWN_TIMEOUT", "120")],
+        ),
+        # rdzv: auto (the default) without in-job restarts: static, as fast to start as a hand-written torchrun
+        (
+            JobSpec(name="job", script="/w/train.py", args=("--lr", "0.1"), nodes=2, nproc_per_node=2),
+            dist(),
+            ("eth0", "10.0.0.2", {}),
+            [*HEAD, *STATIC, *TAIL],
+            [*NET_ETH0, *ddpctl_env(), ("OMP_NUM_THREADS", "1"), ("TORCH_ELASTIC_SHUTDOWN_TIMEOUT", "120")],
+        ),
+        # rdzv: auto with max_restarts: c10d, whose re-rendezvous the in-job restarts need
+        (
+            spec(rdzv="auto", max_restarts=3),
+            dist(),
+            ("eth0", "10.0.0.2", {}),
+            [*HEAD[:-1], "--max-restarts=3", *C10D, "--local-addr=10.0.0.2", *TAIL],
             [*NET_ETH0, *ddpctl_env(), ("OMP_NUM_THREADS", "1"), ("TORCH_ELASTIC_SHUTDOWN_TIMEOUT", "120")],
         ),
         # static rendezvous: node rank fixed by Slurm, no endpoint, no --local-addr

@@ -138,7 +138,7 @@ def test_item6_run_dir_is_data_in_slurms_output_pattern(tmp_path: Path) -> None:
     spec = resolve_paths(load_spec(ROOT / "jobs/example.yaml"), ROOT)
     base = Path("/data/50%x/{x}{rank}") / spec.name
     text = render_script(spec, RenderInputs(run_base=base, python="/usr/bin/python3"))
-    assert '#SBATCH --output="/data/50%%x/{x}{rank}/example/%j/slurm.out"\n' in text
+    assert '#SBATCH --output="/data/50%%x/{x}{rank}/example/.slurm-%j.out"\n' in text
 
 
 ESCAPES = [

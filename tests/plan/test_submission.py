@@ -124,8 +124,36 @@ def test_sbatch_backend_submits_the_plans_script_as_it_is(tmp_path: Path, monkey
     record = SbatchBackend(runner=slurm).submit(changed, ROOT / "jobs" / "example.yaml")
     assert slurm.submitted == changed.script
     assert (Path(record.run_dir) / "job.sbatch").read_text() == changed.script
-    assert [c[:2] for c in slurm.calls] == [("sbatch", "--parsable"), ("scontrol", "release")]
+    # Not held: one sbatch, no release round trip (the batch script waits for the run dir instead).
+    assert [c[:2] for c in slurm.calls] == [("sbatch", "--parsable")]
+    assert "--hold" not in slurm.calls[0]
     assert yaml.safe_load((Path(record.run_dir) / "job.yaml").read_text()) == spec_to_mapping(spec)
+    # slurm.out is the file Slurm writes beside the run dirs (the job may open it before the run dir exists).
+    slurm_out = Path(record.run_dir) / "slurm.out"
+    beside = tmp_path / "runs" / "example" / ".slurm-4242.out"
+    assert "#SBATCH --output=" + str(beside).replace("4242", "%j") in str(slurm.submitted).splitlines()
+    assert slurm_out.samefile(beside)
+
+
+@pytest.mark.usefixtures("sbatch_on_path")
+def test_sbatch_submit_keeps_what_a_job_started_first_wrote(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The job may start (and Slurm create its --output) before submit commits the run dir: that output stays
+    in the run dir's slurm.out, not replaced by an empty file."""
+    monkeypatch.chdir(ROOT)
+    spec = dataclasses.replace(
+        resolve_paths(load_spec(ROOT / "jobs" / "example.yaml", FIXED), ROOT), run_dir=str(tmp_path / "runs")
+    )
+    early = tmp_path / "runs" / "example" / ".slurm-4242.out"
+
+    class StartsAtOnce(FakeSlurm):
+        def __call__(self, argv: Sequence[str]) -> Completed:
+            done = super().__call__(argv)
+            if argv[0] == "sbatch":
+                early.write_text("written by the job before submit committed\n")
+            return done
+
+    record = SbatchBackend(runner=StartsAtOnce()).submit(build(spec, "sbatch"), ROOT / "jobs" / "example.yaml")
+    assert (Path(record.run_dir) / "slurm.out").read_text() == "written by the job before submit committed\n"
 
 
 def test_submitit_executor_gets_the_plans_parameters(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -155,3 +183,29 @@ def test_preview_expands_the_node_list_once_for_all_nodes(backend: str) -> None:
     hosts = [node.dist.hosts for node in plan.nodes]
     assert len(hosts) == 5 and len(hosts[0]) == 5
     assert all(h is hosts[0] for h in hosts)
+
+
+@pytest.mark.usefixtures("sbatch_on_path")
+def test_sbatch_submit_that_cannot_commit_cancels_and_leaves_nothing(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The job exists (and may have started) but its run dir cannot take the job id: the job is cancelled and
+    neither the staging dir nor the output the job had begun are left behind."""
+    monkeypatch.chdir(ROOT)
+    spec = dataclasses.replace(
+        resolve_paths(load_spec(ROOT / "jobs" / "example.yaml", FIXED), ROOT), run_dir=str(tmp_path / "runs")
+    )
+    base = tmp_path / "runs" / "example"
+    (base / "4242" / "in-the-way").mkdir(parents=True)  # a non-empty directory: the rename fails
+
+    class StartsAtOnce(FakeSlurm):
+        def __call__(self, argv: Sequence[str]) -> Completed:
+            if argv[0] == "sbatch":
+                (base / ".slurm-4242.out").write_text("started\n")
+            return super().__call__(argv)
+
+    slurm = StartsAtOnce()
+    with pytest.raises(OSError):
+        SbatchBackend(runner=slurm).submit(build(spec, "sbatch"), ROOT / "jobs" / "example.yaml")
+    assert [c[0] for c in slurm.calls] == ["sbatch", "scancel"]
+    assert sorted(p.name for p in base.iterdir()) == ["4242"]

@@ -73,7 +73,7 @@ def spec_error(text: str, overrides: tuple[str, ...] = (), *, check_paths: bool 
         ("account: a b\n", "3: account: got 'a b', expected a string matching [A-Za-z0-9._-]+"),
         ("qos: '$(id)'\n", "3: qos: got '$(id)', expected a string matching"),
         ("backend: slurm\n", "3: backend: got 'slurm', expected one of sbatch, submitit, local"),
-        ("rdzv: etcd\n", "3: rdzv: got 'etcd', expected one of c10d, static"),
+        ("rdzv: etcd\n", "3: rdzv: got 'etcd', expected one of auto, c10d, static"),
         ("nccl: [1, 2]\n", "3: nccl: got [1, 2] (a list), expected a mapping with keys socket_ifname,"),
         ("env: [A, B]\n", "3: env: got ['A', 'B'] (a list), expected a mapping of"),
         ("sbatch: exclusive\n", "3: sbatch: got 'exclusive' (a string), expected a mapping of sbatch"),
