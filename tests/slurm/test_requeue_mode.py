@@ -43,8 +43,9 @@ def test_auto_picks_chain_on_a_cluster_without_job_requeue(no_requeue_cluster: N
     doctor = cli.run("doctor", str(REPO / "jobs" / "example.yaml"), check=False).stdout
     assert "[ok  ] requeue mode: chain (JobRequeue=0 in the cluster's config)" in doctor, doctor
     script = dry_run(cli)
-    assert "#SBATCH --no-requeue" in script and "internal chain-next" in script and "scontrol requeue" not in script
-    assert "scontrol requeue" in dry_run(cli, "requeue.mode=requeue")  # the spec's explicit choice wins
+    call = 'scontrol requeue "$requeue_id"'  # the command, not the comments that mention it
+    assert "#SBATCH --no-requeue" in script and "internal chain-next" in script and call not in script
+    assert call in dry_run(cli, "requeue.mode=requeue")  # the spec's explicit choice wins
     submitit = cli.run("doctor", str(REPO / "jobs" / "example.yaml"), "--backend", "submitit", check=False).stdout
     assert "[FAIL] requeue mode:" in submitit and "submitit backend can only requeue" in submitit, submitit
 
