@@ -75,6 +75,11 @@ def trainer_copy(tmp_path: Path) -> Path:
 def test_example_preempted_and_resumed_inside_charliecloud(
     tmp_path: Path, cleanup_jobs: Callable[[str], str], reference: Reference, image: Path
 ) -> None:
+    if os.environ.get("DDPCTL_TEST_SLURM") == "24.11":
+        # The 24.11 cluster's jobs run chrooted into its Debian 13 root, and the kernel refuses a chrooted
+        # process a user namespace (user_namespaces(7): EPERM): ch-run fails with "can't init user+mount
+        # namespaces". A test-cluster limit, not a Slurm one (tests/cluster/README.md); 22.05 runs this test.
+        pytest.skip("Charliecloud needs user namespaces, which the 24.11 test cluster's chrooted jobs cannot create")
     cli = Cli(tmp_path / "home", extra_env={"USER": os.environ.get("USER", "root")})
     train = trainer_copy(tmp_path)
     sets = (f"script={train}", "container.runtime=charliecloud", f"container.image={image}")
