@@ -63,20 +63,6 @@ NOT_IN_JOB = "not inside a Slurm job: run under sbatch/srun (or use --backend lo
 NOT_IN_STEP = "not inside a Slurm job step: run under srun"
 
 
-def _get(env: Mapping[str, str], name: str) -> str | None:
-    value = env.get(name, "").strip()
-    return value or None
-
-
-def _int(env: Mapping[str, str], name: str) -> int | None:
-    value = _get(env, name)
-    if value is None:
-        return None
-    if not (value.isascii() and value.isdigit()):
-        raise SlurmEnvError(f"{name}={value!r} is not a non-negative integer")
-    return int(value)
-
-
 @dataclass(frozen=True)
 class SlurmContext:
     """Raw facts about this job step, read from the environment; no hostlist expansion yet."""
@@ -100,34 +86,34 @@ class SlurmContext:
 
     @classmethod
     def from_env(cls, env: Mapping[str, str]) -> SlurmContext:
-        job_id = _get(env, JOB_ID)
+        job_id = stepshape.var(env, JOB_ID)
         if job_id is None:
             raise SlurmEnvError(NOT_IN_JOB)
-        node_id = _int(env, NODEID)
-        step_id = _get(env, STEP_ID)
+        node_id = stepshape.count_var(env, NODEID)
+        step_id = stepshape.var(env, STEP_ID)
         if node_id is None or step_id is None:
             raise SlurmEnvError(NOT_IN_STEP)
-        het = het_component(env, _get(env, NODENAME))
-        node_list = het[1] if het else _get(env, JOB_NODELIST) or _get(env, NODELIST)
+        het = het_component(env, stepshape.var(env, NODENAME))
+        node_list = het[1] if het else stepshape.var(env, JOB_NODELIST) or stepshape.var(env, NODELIST)
         if node_list is None:
             raise SlurmEnvError(f"{JOB_NODELIST} (or {NODELIST}) is not set in Slurm job {job_id}")
-        num_nodes = het[2] if het else _int(env, JOB_NUM_NODES)
+        num_nodes = het[2] if het else stepshape.count_var(env, JOB_NUM_NODES)
         if num_nodes is None:
-            num_nodes = _int(env, NNODES)
+            num_nodes = stepshape.count_var(env, NNODES)
         if num_nodes is None:
             raise SlurmEnvError(f"{JOB_NUM_NODES} (or {NNODES}) is not set in Slurm job {job_id}")
         return cls(
             job_id=job_id,
-            array_job_id=_get(env, ARRAY_JOB_ID),
-            array_task_id=_get(env, ARRAY_TASK_ID),
+            array_job_id=stepshape.var(env, ARRAY_JOB_ID),
+            array_task_id=stepshape.var(env, ARRAY_TASK_ID),
             node_list=node_list,
             num_nodes=num_nodes,
             node_id=node_id,
-            node_name=_get(env, NODENAME),
+            node_name=stepshape.var(env, NODENAME),
             restart_count=attempt_number(env),
             step_id=step_id,
-            step_num_nodes=_int(env, STEP_NUM_NODES),
-            gpus_on_node=_int(env, GPUS_ON_NODE),
+            step_num_nodes=stepshape.count_var(env, STEP_NUM_NODES),
+            gpus_on_node=stepshape.count_var(env, GPUS_ON_NODE),
             het_group=het[0] if het else None,
         )
 
@@ -141,7 +127,7 @@ class SlurmContext:
 
 def gpus_on_node(env: Mapping[str, str]) -> int | None:
     """SLURM_GPUS_ON_NODE as an int (None when unset); readable outside a job step, unlike SlurmContext."""
-    return _int(env, GPUS_ON_NODE)
+    return stepshape.count_var(env, GPUS_ON_NODE)
 
 
 def _hashed_port(job_id: str, array_task_id: str | None, restart_count: int) -> int:
@@ -265,4 +251,4 @@ def derive(env: Mapping[str, str], nproc_per_node: int, *, resolve_addr: Callabl
 
 def attempt_number(env: Mapping[str, str]) -> int:
     """The run's attempt: Slurm's restart count, plus the attempts of earlier jobs of a chain."""
-    return (_int(env, RESTART_COUNT) or 0) + (_int(env, CHAIN_ATTEMPT) or 0)
+    return (stepshape.count_var(env, RESTART_COUNT) or 0) + (stepshape.count_var(env, CHAIN_ATTEMPT) or 0)

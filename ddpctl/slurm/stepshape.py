@@ -54,12 +54,14 @@ ONE_TASK = "allowed: one task per node (srun --ntasks-per-node=1)"
 _GROUP = re.compile(r"^(\d+)(?:\(x(\d+)\))?$")
 
 
-def _get(env: Mapping[str, str], name: str) -> str | None:
+def var(env: Mapping[str, str], name: str) -> str | None:
+    """A Slurm variable's value, None when unset or blank (shared with ddpctl.slurm.env)."""
     return env.get(name, "").strip() or None
 
 
-def _count(env: Mapping[str, str], name: str) -> int | None:
-    value = _get(env, name)
+def count_var(env: Mapping[str, str], name: str) -> int | None:
+    """A Slurm variable that must be a non-negative integer; None when unset (shared with ddpctl.slurm.env)."""
+    value = var(env, name)
     if value is None:
         return None
     if not (value.isascii() and value.isdigit()):
@@ -83,7 +85,7 @@ def tasks_per_node(text: str) -> list[int]:
 
 def check_one_task_per_node(env: Mapping[str, str], step_nodes: int) -> None:
     """Refuse a step that runs more than one task on a node: every task there would get the same NODE_RANK."""
-    raw = _get(env, STEP_TASKS_PER_NODE)
+    raw = var(env, STEP_TASKS_PER_NODE)
     if raw is not None:
         try:
             counts = tasks_per_node(raw)
@@ -96,7 +98,7 @@ def check_one_task_per_node(env: Mapping[str, str], step_nodes: int) -> None:
             )
         return
     for name in (STEP_NUM_TASKS, NTASKS):
-        tasks = _count(env, name)
+        tasks = count_var(env, name)
         if tasks is not None:
             if tasks > step_nodes:
                 raise SlurmEnvError(
@@ -104,15 +106,15 @@ def check_one_task_per_node(env: Mapping[str, str], step_nodes: int) -> None:
                     f"share a NODE_RANK; {ONE_TASK}"
                 )
             return
-    per_node = _count(env, NTASKS_PER_NODE)
+    per_node = count_var(env, NTASKS_PER_NODE)
     if per_node is not None and per_node > 1:
         raise SlurmEnvError(f"{NTASKS_PER_NODE}={per_node}: tasks on one node would share a NODE_RANK; {ONE_TASK}")
 
 
 def het_size(env: Mapping[str, str]) -> int | None:
     """Components of a heterogeneous job (None: not one)."""
-    size = _count(env, HET_SIZE)
-    return size if size is not None else _count(env, PACK_SIZE)
+    size = count_var(env, HET_SIZE)
+    return size if size is not None else count_var(env, PACK_SIZE)
 
 
 def _hosts(name: str, text: str) -> tuple[str, ...]:
@@ -132,20 +134,20 @@ def het_component(env: Mapping[str, str], node_name: str | None) -> tuple[int, s
     size = het_size(env)
     if size is None or size < 2:
         return None
-    step_list = _get(env, STEP_NODELIST)
+    step_list = var(env, STEP_NODELIST)
     step_hosts = set(_hosts(STEP_NODELIST, step_list)) if step_list else set()
     holding = []
     for index in range(min(size, 64)):
-        node_list = _get(env, HET_NODELIST.format(index))
+        node_list = var(env, HET_NODELIST.format(index))
         if node_list is None:
             continue
         hosts = set(_hosts(HET_NODELIST.format(index), node_list))
         if (step_hosts and step_hosts <= hosts) or (not step_hosts and node_name in hosts):
-            count = _count(env, HET_NUM_NODES.format(index))
+            count = count_var(env, HET_NUM_NODES.format(index))
             holding.append((index, node_list, len(hosts) if count is None else count))
     if len(holding) == 1:
         return holding[0]
-    job_list = _get(env, JOB_NODELIST)
+    job_list = var(env, JOB_NODELIST)
     if step_hosts and job_list and set(_hosts(JOB_NODELIST, job_list)) == step_hosts:
         return None
     where = f"{STEP_NODELIST}={step_list!r}" if step_list else f"node {node_name!r}"
@@ -157,7 +159,7 @@ def het_component(env: Mapping[str, str], node_name: str | None) -> tuple[int, s
 
 def gpus_per_node_request(env: Mapping[str, str]) -> int | None:
     """The job's --gpus-per-node as a count (`2`, `a100:2`, `a100:2,v100:1` -> 3); None when not asked for."""
-    raw = _get(env, GPUS_PER_NODE)
+    raw = var(env, GPUS_PER_NODE)
     if raw is None:
         return None
     total = 0
@@ -179,7 +181,7 @@ def default_nproc(env: Mapping[str, str], nnodes: int) -> int:
     refused. A node holding fewer GPUs than the request is refused too. No GPUs: 1.
     """
     request = gpus_per_node_request(env)
-    on_node = _count(env, GPUS_ON_NODE)
+    on_node = count_var(env, GPUS_ON_NODE)
     if request:
         if on_node is not None and on_node != request:
             raise SlurmEnvError(
