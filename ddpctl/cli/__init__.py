@@ -36,20 +36,31 @@ COMMAND_MODULES = (
 )
 
 
-def build_parser() -> argparse.ArgumentParser:
+def build_parser(only: str | None = None) -> argparse.ArgumentParser:
+    """The CLI's parser; with `only` (a command name), just that command's subparser: every node's launcher
+    starts through this, and importing and building the other commands would cost each start for nothing."""
     parser = argparse.ArgumentParser(
         prog="ddpctl",
         description="Run PyTorch DDP training on Slurm (or locally) and keep it running.",
     )
     parser.add_argument("--version", action="version", version=f"ddpctl {__version__}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
-    for name in COMMAND_MODULES:
+    for name in COMMAND_MODULES if only is None else (only,):
         importlib.import_module(f"ddpctl.cli.{name}").add(sub)
     return parser
 
 
+def command_named(argv: Sequence[str]) -> str | None:
+    """The command `argv` names in its first word, if that is one; None where the whole parser is needed
+    (no command, `--help`, a misspelling that argparse should answer with the list, a completion request)."""
+    if argv and argv[0] in COMMAND_MODULES and "_ARGCOMPLETE" not in os.environ:
+        return argv[0]
+    return None
+
+
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = build_parser()
+    argv = list(sys.argv[1:] if argv is None else argv)
+    parser = build_parser(command_named(argv))
     autocomplete(parser)  # a shell asking for completions gets them here, and the process ends
     args = parser.parse_args(argv)
     if not getattr(args, "func", None):

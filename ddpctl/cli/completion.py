@@ -17,7 +17,7 @@ Completer = Callable[..., list[str]]
 
 def spec_keys(prefix: str, **_: Any) -> list[str]:
     """`--set` words: `key=` (no space after it), then, for keys with fixed values, `key=value`."""
-    from ddpctl.spec.schema import key_choices, spec_keys
+    from ddpctl.spec.overrides import key_choices, spec_keys
 
     key, eq, value = prefix.partition("=")
     if eq:

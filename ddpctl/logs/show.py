@@ -86,6 +86,20 @@ def show_logs(
     if not request.follow:
         dump(layout, selected, request, sink, lambda: query().terminal)
         return None
+    return follow(record, layout, selected, request, sink, query=query, config=config)
+
+
+def follow(
+    record: JobRecord,
+    layout: RunLayout,
+    selected: list[int],
+    request: LogsRequest,
+    sink: Sink,
+    *,
+    query: Callable[[], JobState],
+    config: FollowConfig | None,
+) -> JobState:
+    """-f: older selected attempts dumped whole, then the newest followed (and the ones after it) to the end."""
     if request.attempt == ALL and selected:
         dump(layout, selected[:-1], request, sink, lambda: True)
         sink.note(attempt_banner(selected[-1]))

@@ -171,11 +171,8 @@ def record_oom(layout: RunLayout, dist: DistEnv, kills: int, limit: int | None) 
     print(f"ddpctl launch [{dist.node_name}]: {describe_oom(event)}", flush=True)
 
 
-def launch(run_dir: Path, env: Mapping[str, str]) -> int:
-    spec, dist, layout, plan = prepare(run_dir, env)
-    relay = Relay(layout, dist, proc.signal_named(spec.requeue.signal), spec.requeue.lead_s)
-    relay.install()
-    write_node_info(layout, dist, static=spec.rendezvous == "static")
+def record_launch(layout: RunLayout, dist: DistEnv, plan: NodePlan, env: Mapping[str, str]) -> None:
+    """The `launch` event: this node's derivation, torchrun's argv and the GPUs Slurm gave it."""
     append_event(
         layout.events,
         "launch",
@@ -186,6 +183,38 @@ def launch(run_dir: Path, env: Mapping[str, str]) -> int:
         gpus=gpus.mapping(env, dist.nproc_per_node),
         cuda_visible_devices=env.get("CUDA_VISIBLE_DEVICES"),
     )
+
+
+def record_node_exit(layout: RunLayout, dist: DistEnv, code: int, hung: bool) -> int:
+    """The `node-exit` event and line; returns the status this launcher exits with."""
+    stopped = layout.stopped_marker(dist.restart_count).exists()
+    # A node stopped for requeue exits 0 like a finished one: srun --kill-on-bad-exit must not take down
+    # nodes still leaving cleanly. The stopped marker, not this status, tells the batch shell to requeue.
+    final = code or (exitcodes.FAILURE if hung else 0)  # a hung attempt is a failure, never a success
+    append_event(
+        layout.events,
+        "node-exit",
+        node=dist.node_name,
+        attempt=dist.restart_count,
+        torchrun_exit=code,
+        exit=final,
+        stopped=stopped,
+        hang=hung,
+    )
+    print(
+        f"ddpctl launch [{dist.node_name}]: torchrun exited {code}; launch exits {final}"
+        f"{' (stopped for requeue)' if stopped else ''}",
+        flush=True,
+    )
+    return final
+
+
+def launch(run_dir: Path, env: Mapping[str, str]) -> int:
+    spec, dist, layout, plan = prepare(run_dir, env)
+    relay = Relay(layout, dist, proc.signal_named(spec.requeue.signal), spec.requeue.lead_s)
+    relay.install()
+    write_node_info(layout, dist, static=spec.rendezvous == "static")
+    record_launch(layout, dist, plan, env)
     watchdog = Watchdog(
         layout, dist.restart_count, dist.node_name, dist.node_rank, spec.health, end_attempt=relay.end_attempt
     )
@@ -195,23 +224,4 @@ def launch(run_dir: Path, env: Mapping[str, str]) -> int:
     code = run_torchrun(plan, relay, layout.node_log(dist.restart_count, dist.node_rank), env)
     watchdog.stop()
     record_oom(layout, dist, *oom.since())
-    stopped = layout.stopped_marker(dist.restart_count).exists()
-    # A node stopped for requeue exits 0 like a finished one: srun --kill-on-bad-exit must not take down
-    # nodes still leaving cleanly. The stopped marker, not this status, tells the batch shell to requeue.
-    final = code or (exitcodes.FAILURE if watchdog.hung else 0)  # a hung attempt is a failure, never a success
-    append_event(
-        layout.events,
-        "node-exit",
-        node=dist.node_name,
-        attempt=dist.restart_count,
-        torchrun_exit=code,
-        exit=final,
-        stopped=stopped,
-        hang=watchdog.hung,
-    )
-    print(
-        f"ddpctl launch [{dist.node_name}]: torchrun exited {code}; launch exits {final}"
-        f"{' (stopped for requeue)' if stopped else ''}",
-        flush=True,
-    )
-    return final
+    return record_node_exit(layout, dist, code, watchdog.hung)

@@ -132,7 +132,7 @@ def boolean(value: Any, at: At) -> bool:
     return value
 
 
-setattr(boolean, "choices", ("true", "false"))  # noqa: B010 - read by shell completion (schema.key_choices)
+setattr(boolean, "choices", ("true", "false"))  # noqa: B010 - read by shell completion (overrides.key_choices)
 
 
 def text(
@@ -173,7 +173,7 @@ def choice(options: Sequence[str], *, nullable: bool = False, strip: str = "") -
             raise at.fail(result, expected)
         return key
 
-    setattr(conv, "choices", tuple(options))  # noqa: B010 - read by shell completion (schema.key_choices)
+    setattr(conv, "choices", tuple(options))  # noqa: B010 - read by shell completion (overrides.key_choices)
     return conv
 
 

@@ -38,7 +38,8 @@ from ddpctl.spec.model import (
     NcclSettings,
     RequeuePolicy,
 )
-from ddpctl.spec.schema import apply_override, check_spec, is_template_path, validate
+from ddpctl.spec.overrides import apply_override
+from ddpctl.spec.schema import check_spec, is_template_path, validate
 from ddpctl.spec.yamldoc import At, Doc, read_doc
 
 

@@ -1,4 +1,4 @@
-"""The spec schema as tables, validation of a parsed Doc against it, and `--set` overrides.
+"""The spec schema as tables and validation of a parsed Doc against it (`--set` overrides: `overrides`).
 
 Validation returns plain keyword dicts (sections as nested dicts holding only the keys given, so the dataclass
 defaults apply); `ddpctl.spec` turns them into the frozen dataclasses.
@@ -12,7 +12,6 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from ddpctl.errors import SpecError
 from ddpctl.spec.fields import (
     CONTAINER_RUNTIMES,
     IFNAME_RE,
@@ -37,7 +36,7 @@ from ddpctl.spec.fields import (
     time_to_seconds,
 )
 from ddpctl.spec.templates import template_names, template_path
-from ddpctl.spec.yamldoc import At, Doc, Key, one_line, parse_yaml
+from ddpctl.spec.yamldoc import At, Doc
 
 if TYPE_CHECKING:
     from ddpctl.spec.model import JobSpec
@@ -260,53 +259,3 @@ def check_files(spec: JobSpec, root: At) -> None:
 
 def is_template_path(name: str) -> bool:
     return "/" in name or name.endswith(".j2")  # the rule ddpctl.spec.templates.template_path uses
-
-
-def apply_override(doc: Doc, override: str) -> None:
-    """Apply one `--set key.sub=value`: a known dotted key, the value as YAML (`4`, `[a, b]`, `{x: 1}`)."""
-    flag = f"--set {one_line(override)}"
-    key, eq, value_text = override.partition("=")
-    path = tuple(part.strip() for part in key.split("."))
-    if not eq or not all(path):
-        raise SpecError(f"{flag}: expected KEY=VALUE with a dotted spec key, e.g. --set nodes=2")
-    check_override_key(Doc(flag, {}), path)
-    parent = doc.data
-    for depth, part in enumerate(path[:-1], start=1):
-        child = parent.get(part)
-        if child is None:
-            child = parent[part] = {}
-        if not isinstance(child, dict):
-            raise At(doc, path[:depth]).fail(child, f"a mapping (to apply {flag})", typed=True)
-        parent = child
-    doc.forget(path)
-    doc.origins[path] = flag
-    parent[path[-1]] = parse_yaml(value_text, doc, path, override=flag)
-
-
-def check_override_key(flag_doc: Doc, path: Key) -> None:
-    """A --set must name a spec key: a top-level key, a section's key, or a name under env/sbatch."""
-    at = At(flag_doc, path[:1])
-    if path[0] not in TOP:
-        raise unknown_key(at, list(TOP))
-    if len(path) == 1 or (path[0] in FREE_MAPS and len(path) == 2):
-        return
-    if path[0] in SECTIONS and len(path) == 2:
-        if path[1] not in SECTIONS[path[0]]:
-            raise unknown_key(At(flag_doc, path), list(SECTIONS[path[0]]))
-        return
-    raise At(flag_doc, path).error(f"unknown key, {path[0]} has no sub-key {'.'.join(path[1:])!r}")
-
-
-def spec_keys() -> list[str]:
-    """Every key `--set` accepts, dotted, from the tables (`env.` and `sbatch.` take the user's own names)."""
-    keys = [name for name in TOP if name not in SECTIONS]
-    keys += [f"{name}.{key}" for name, table in SECTIONS.items() for key in table]
-    return sorted(keys)
-
-
-def key_choices(key: str) -> tuple[str, ...]:
-    """The allowed values of a key that has a fixed set of them (for completion); () for any other."""
-    head, _, sub = key.partition(".")
-    conv = SECTIONS.get(head, {}).get(sub) if sub else TOP.get(head)
-    choices: tuple[str, ...] = getattr(conv, "choices", ())
-    return choices

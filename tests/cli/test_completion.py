@@ -62,7 +62,7 @@ def test_commands_options_and_spec_keys(line: str, expected: list[str], tmp_path
 
 
 def test_every_spec_key_is_offered(tmp_path: Path) -> None:
-    from ddpctl.spec.schema import spec_keys
+    from ddpctl.spec.overrides import spec_keys
 
     offered = complete("ddpctl submit x.yaml --set ", tmp_path)
     assert offered == sorted([f"{key}=" for key in spec_keys()] + ["env.=", "sbatch.="])
