@@ -9,7 +9,7 @@ includes submission itself (for ddpctl: interpreter start-up, the run dir and th
 queueing, start-up of every process on both nodes, the torch import and the rendezvous.
 
 The sides alternate (ddpctl, hand-written, hand-written, ddpctl, ...) so drifting machine load hits both.
-Each round waits until the cluster has no jobs at all; a round whose job nevertheless waited behind someone
+Each round waits until the cluster has no jobs at all and no node is still completing one; a round whose job nevertheless waited behind someone
 else's job (pending reason Resources/Priority) is discarded and run again. Jobs are polled with `squeue` every
 0.2 s (never `sbatch --wait`) and cancelled on exit, Ctrl-C included.
 
@@ -149,11 +149,18 @@ def other_jobs(mine: set[str]) -> list[str]:
     return [j for j in res.stdout.split() if j not in mine]
 
 
+def completing_nodes() -> list[str]:
+    """Nodes still completing a job (e.g. the one just cancelled): a job submitted then waits for them, often
+    between two 0.2 s polls, so unnoticed and not discarded; the wait would land on whichever side came next."""
+    return sorted(set(run(["sinfo", "-h", "-N", "-t", "completing", "-o", "%N"]).stdout.split()))
+
+
 def wait_cluster_idle(mine: set[str], timeout: float = 600) -> float:
-    """Wait until no job but ours is queued or running; return the seconds waited."""
+    """Wait until no job but ours is queued or running and no node is still completing; return the seconds
+    waited."""
     start = time.monotonic()
     announced = False
-    while other_jobs(mine):
+    while other_jobs(mine) or completing_nodes():
         if not announced:
             print("  (waiting for other users' jobs to leave the cluster ...)", flush=True)
             announced = True
