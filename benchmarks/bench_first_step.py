@@ -9,9 +9,9 @@ includes submission itself (for ddpctl: interpreter start-up, the run dir and th
 queueing, start-up of every process on both nodes, the torch import and the rendezvous.
 
 The sides alternate (ddpctl, hand-written, hand-written, ddpctl, ...) so drifting machine load hits both.
-Each round waits until the cluster has no jobs at all and no node is still completing one; a round whose job nevertheless waited behind someone
-else's job (pending reason Resources/Priority) is discarded and run again. Jobs are polled with `squeue` every
-0.2 s (never `sbatch --wait`) and cancelled on exit, Ctrl-C included.
+Each round waits until the cluster has no jobs at all and no node is still completing one; a round whose job
+nevertheless waited behind someone else's job (pending reason Resources/Priority) is discarded and run again.
+Jobs are polled with `squeue` every 0.2 s (never `sbatch --wait`) and cancelled on exit, Ctrl-C included.
 
     python benchmarks/bench_first_step.py [--rounds 5] [--keep]
 
