@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from ddpctl.proc import signal_named
-from ddpctl.run import envvars
+from ddpctl.run import envvars, safeio
 from ddpctl.run.events import append_event
 from ddpctl.run.layout import RunLayout
 from ddpctl.runtime import stopflag
@@ -115,16 +115,38 @@ def file_acknowledged(env: Mapping[str, str]) -> bool:
     return bool(stop_file) and source == f"file:{stop_file}" and not Path(stop_file).exists()
 
 
+def peer_handler_got_it(layout: RunLayout, attempt: int, env: Mapping[str, str]) -> bool:
+    """Some rank's own handler got the script signal in this attempt (its listen-rank file says so). A DDP
+    script stops on every rank once any rank's handler has the signal, so rank 0 can save and leave before its
+    own forwarder, polling every POLL_S behind a stop-file watcher, got round to sending it."""
+    sig = script_signal(env)
+    if sig is None:
+        return False
+    want = f"script handler for {sig.name}"
+    try:
+        world = min(max(int(env.get("WORLD_SIZE", "1") or 1), 1), MAX_LISTED)
+    except ValueError:
+        world = 1
+    for rank in range(world):
+        try:
+            info = json.loads(safeio.read_text(layout.listen_marker(attempt, rank)))
+        except (OSError, ValueError):
+            continue
+        if isinstance(info, dict) and info.get("how") == want:
+            return True
+    return False
+
+
 def after_script(status: int, env: Mapping[str, str]) -> dict[str, Any] | None:
-    """Rank 0: a clean exit after the script's own handler got the signal, or after it deleted the stop file it
-    polls, is its stop for requeue."""
-    if status != 0 or not (_DELIVERED["to_handler"] or file_acknowledged(env)):
-        return None
+    """Rank 0: a clean exit after the script's own handler got the signal (on this rank or, the script being one
+    program, on any rank), or after it deleted the stop file it polls, is its stop for requeue."""
     run_dir = env.get(envvars.RUN_DIR, "")
-    if not run_dir or env.get("RANK", "0") != "0":
+    if status != 0 or not run_dir or env.get("RANK", "0") != "0":
         return None
     layout = RunLayout(Path(run_dir))
     attempt = int(env.get(envvars.ATTEMPT, "0") or 0)
+    if not (_DELIVERED["to_handler"] or file_acknowledged(env) or peer_handler_got_it(layout, attempt, env)):
+        return None
     marker = layout.stopped_marker(attempt)
     if marker.exists():  # the script also used ddpctl.runtime, which recorded the agreed stop itself
         return None

@@ -37,7 +37,7 @@ def run_worker(tmp_path: Path, body: str, **extra: str) -> tuple[subprocess.Comp
     script.write_text(textwrap.dedent(body))
     run_dir = tmp_path / "run"
     (run_dir / "ckpt").mkdir(parents=True)
-    (run_dir / "attempt-0").mkdir()
+    (run_dir / "attempt-0").mkdir(exist_ok=True)
     env = {k: v for k, v in os.environ.items() if not k.startswith("DDPCTL_")}
     env.update(
         DDPCTL_RUN_DIR=str(run_dir),
@@ -138,3 +138,37 @@ def test_a_polling_script_acknowledges_by_deleting_the_stop_file(tmp_path: Path)
     assert done.returncode == 0, done.stderr
     marker = json.loads((run_dir / "attempt-0" / "stopped.json").read_text())
     assert marker["source"] == "script" and marker["checkpoint"].endswith("latest.pt"), marker
+
+
+# Rank 0 of a DDP script whose peers' handlers got the signal: the script agrees to stop across ranks, so rank 0
+# saves and exits 0 before its own forwarder (behind a 0.2 s stop-file watcher) has sent it anything. The stop
+# file is never created here, so rank 0's forwarder never fires: only the peer's record can tell.
+RANK0_STOPPED_BY_PEERS = """
+    import os, signal, sys
+    from pathlib import Path
+    signal.signal(signal.SIGUSR1, lambda *_: None)
+    Path(os.environ["DDPCTL_CKPT_DIR"], "checkpoint.pt").write_text("12")
+    print("stopping at step 12 for requeue", flush=True)
+    sys.exit(0)
+"""
+
+
+def test_rank0_leaving_before_its_forwarder_is_a_stop_when_a_peers_handler_got_the_signal(tmp_path: Path) -> None:
+    peer = tmp_path / "run" / "attempt-0" / "listen-rank-1.json"
+    peer.parent.mkdir(parents=True)
+    peer.write_text(json.dumps({"rank": 1, "how": "script handler for SIGUSR1", "time": 1.0}) + "\n")
+    done, run_dir = run_worker(tmp_path, RANK0_STOPPED_BY_PEERS, DDPCTL_SCRIPT_SIGNAL="USR1", WORLD_SIZE="4")
+    assert done.returncode == 0, done.stderr
+    assert "sending" not in done.stdout, done.stdout  # rank 0's own forwarder never fired
+    marker = json.loads((run_dir / "attempt-0" / "stopped.json").read_text())
+    assert marker["source"] == "script" and marker["checkpoint"].endswith("checkpoint.pt"), marker
+
+
+def test_rank0_clean_exit_without_any_handler_getting_the_signal_is_completed(tmp_path: Path) -> None:
+    peer = tmp_path / "run" / "attempt-0" / "listen-rank-1.json"
+    peer.parent.mkdir(parents=True)
+    # A peer that listens through ddpctl.runtime, not through the script's handler: no evidence of a script stop.
+    peer.write_text(json.dumps({"rank": 1, "how": "ddpctl.runtime", "time": 1.0}) + "\n")
+    done, run_dir = run_worker(tmp_path, RANK0_STOPPED_BY_PEERS, DDPCTL_SCRIPT_SIGNAL="USR1", WORLD_SIZE="4")
+    assert done.returncode == 0, done.stderr
+    assert not (run_dir / "attempt-0" / "stopped.json").exists()
