@@ -115,26 +115,28 @@ def file_acknowledged(env: Mapping[str, str]) -> bool:
     return bool(stop_file) and source == f"file:{stop_file}" and not Path(stop_file).exists()
 
 
-def peer_handler_got_it(layout: RunLayout, attempt: int, env: Mapping[str, str]) -> bool:
+def peer_handler_got_it(layout: RunLayout, attempt: int, env: Mapping[str, str]) -> float | None:
     """Some rank's own handler got the script signal in this attempt (its listen-rank file says so). A DDP
     script stops on every rank once any rank's handler has the signal, so rank 0 can save and leave before its
-    own forwarder, polling every POLL_S behind a stop-file watcher, got round to sending it."""
+    own forwarder, polling every POLL_S behind a stop-file watcher, got round to sending it. Returns when the
+    first such handler was told (None: no rank's was)."""
     sig = script_signal(env)
     if sig is None:
-        return False
+        return None
     want = f"script handler for {sig.name}"
     try:
         world = min(max(int(env.get("WORLD_SIZE", "1") or 1), 1), MAX_LISTED)
     except ValueError:
         world = 1
+    told: list[float] = []
     for rank in range(world):
         try:
             info = json.loads(safeio.read_text(layout.listen_marker(attempt, rank)))
         except (OSError, ValueError):
             continue
-        if isinstance(info, dict) and info.get("how") == want:
-            return True
-    return False
+        if isinstance(info, dict) and info.get("how") == want and isinstance(info.get("time"), (int, float)):
+            told.append(float(info["time"]))
+    return min(told, default=None)
 
 
 def after_script(status: int, env: Mapping[str, str]) -> dict[str, Any] | None:
@@ -145,7 +147,8 @@ def after_script(status: int, env: Mapping[str, str]) -> dict[str, Any] | None:
         return None
     layout = RunLayout(Path(run_dir))
     attempt = int(env.get(envvars.ATTEMPT, "0") or 0)
-    if not (_DELIVERED["to_handler"] or file_acknowledged(env) or peer_handler_got_it(layout, attempt, env)):
+    peer_told = None if _DELIVERED["to_handler"] else peer_handler_got_it(layout, attempt, env)
+    if not (_DELIVERED["to_handler"] or file_acknowledged(env) or peer_told is not None):
         return None
     marker = layout.stopped_marker(attempt)
     if marker.exists():  # the script also used ddpctl.runtime, which recorded the agreed stop itself
@@ -155,7 +158,8 @@ def after_script(status: int, env: Mapping[str, str]) -> dict[str, Any] | None:
         "step": None,
         "checkpoint": newest["path"] if newest else None,
         "checkpoint_mtime": newest["mtime"] if newest else None,
-        "signal_time": stopflag.stop_time(),
+        # Rank 0 may not have seen the stop itself yet: then the moment a peer's handler was told stands for it.
+        "signal_time": stopflag.stop_time() or peer_told,
         "source": "script",
         "attempt": attempt,
         "time": time.time(),

@@ -102,7 +102,11 @@ def test_own_checkpoint_script_gets_its_signal_and_loses_nothing(
     # computed twice, all 40 steps exactly once.
     assert second[0] == first[-1] + 1 and first + second == list(range(1, 41)), info
     log0 = (run_dir / "attempt-0" / "rank-0.log").read_text()
-    assert f"stopping at step {first[-1]} for requeue" in log0 and "sending SIGUSR1 to the script" in log0, info
+    assert f"stopping at step {first[-1]} for requeue" in log0, info
+    # Some rank's worker sent the signal; not necessarily rank 0's: the script agrees on the stop across ranks,
+    # so rank 0 may save and leave before its own forwarder gets to it (scriptstop.peer_handler_got_it).
+    rank_logs = [path.read_text() for path in sorted((run_dir / "attempt-0").glob("rank-*.log"))]
+    assert any("sending SIGUSR1 to the script (its own handler)" in log for log in rank_logs), info
     decisions = [(e["action"], e["kind"]) for e in events(run_dir) if e["event"] == "decision"]
     assert decisions == [("requeue", "preemption"), ("finish", None)], info
     assert [(s["attempt"], s["state"]) for s in status["stops"]] == [(0, "acknowledged")], status

@@ -162,6 +162,7 @@ def test_rank0_leaving_before_its_forwarder_is_a_stop_when_a_peers_handler_got_t
     assert "sending" not in done.stdout, done.stdout  # rank 0's own forwarder never fired
     marker = json.loads((run_dir / "attempt-0" / "stopped.json").read_text())
     assert marker["source"] == "script" and marker["checkpoint"].endswith("checkpoint.pt"), marker
+    assert marker["signal_time"] == 1.0, marker  # rank 0 never saw the stop: the peer's handler time stands in
 
 
 def test_rank0_clean_exit_without_any_handler_getting_the_signal_is_completed(tmp_path: Path) -> None:
