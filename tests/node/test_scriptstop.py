@@ -153,10 +153,15 @@ RANK0_STOPPED_BY_PEERS = """
 """
 
 
-def test_rank0_leaving_before_its_forwarder_is_a_stop_when_a_peers_handler_got_the_signal(tmp_path: Path) -> None:
+def peer_listens(tmp_path: Path, how: str) -> None:
+    """Play rank 1 of the same attempt: its listen-rank file, as announce_listener writes it."""
     peer = tmp_path / "run" / "attempt-0" / "listen-rank-1.json"
     peer.parent.mkdir(parents=True)
-    peer.write_text(json.dumps({"rank": 1, "how": "script handler for SIGUSR1", "time": 1.0}) + "\n")
+    peer.write_text(json.dumps({"rank": 1, "how": how, "time": 1.0}) + "\n")
+
+
+def test_rank0_leaving_before_its_forwarder_is_a_stop_when_a_peers_handler_got_the_signal(tmp_path: Path) -> None:
+    peer_listens(tmp_path, "script handler for SIGUSR1")
     done, run_dir = run_worker(tmp_path, RANK0_STOPPED_BY_PEERS, DDPCTL_SCRIPT_SIGNAL="USR1", WORLD_SIZE="4")
     assert done.returncode == 0, done.stderr
     assert "sending" not in done.stdout, done.stdout  # rank 0's own forwarder never fired
@@ -166,10 +171,8 @@ def test_rank0_leaving_before_its_forwarder_is_a_stop_when_a_peers_handler_got_t
 
 
 def test_rank0_clean_exit_without_any_handler_getting_the_signal_is_completed(tmp_path: Path) -> None:
-    peer = tmp_path / "run" / "attempt-0" / "listen-rank-1.json"
-    peer.parent.mkdir(parents=True)
     # A peer that listens through ddpctl.runtime, not through the script's handler: no evidence of a script stop.
-    peer.write_text(json.dumps({"rank": 1, "how": "ddpctl.runtime", "time": 1.0}) + "\n")
+    peer_listens(tmp_path, "ddpctl.runtime")
     done, run_dir = run_worker(tmp_path, RANK0_STOPPED_BY_PEERS, DDPCTL_SCRIPT_SIGNAL="USR1", WORLD_SIZE="4")
     assert done.returncode == 0, done.stderr
     assert not (run_dir / "attempt-0" / "stopped.json").exists()
