@@ -14,6 +14,7 @@ def add(sub: Any) -> None:
     inner = parser.add_subparsers(dest="internal_command", required=True)
     start = inner.add_parser("batch-start", help="record the start of a run of the job")
     start.add_argument("run_dir", type=Path)
+    start.add_argument("--at", default="", help="when the batch shell started the run (seconds since the epoch)")
     start.set_defaults(func=run_batch_start)
     sig = inner.add_parser("on-signal", help="the warning/preemption signal arrived: fan it out to all nodes")
     sig.add_argument("run_dir", type=Path)
@@ -42,7 +43,7 @@ def add(sub: Any) -> None:
 def run_batch_start(args: argparse.Namespace) -> int:
     from ddpctl.node import batch
 
-    batch.batch_start(batch.run_dir_arg(args.run_dir), dict(os.environ))
+    batch.batch_start(batch.run_dir_arg(args.run_dir), dict(os.environ), args.at)
     return 0
 
 
@@ -93,9 +94,16 @@ def run_chain(args: argparse.Namespace) -> int:
     layout, env = batch.run_dir_arg(args.run_dir), dict(os.environ)
     if args.internal_command == "chain-check":
         refusal = chain.may_start(layout, env)
-        if refusal is not None:
-            print(f"ddpctl: not starting attempt {batch.attempt_of(env)}: {refusal}", file=sys.stderr)
-        return 0 if refusal is None else 1
+        if refusal is None:
+            return 0
+        # stdout: the status the batch script exits with instead of training (templates/ddp.sbatch.j2).
+        print(refusal.exit_code)
+        print(
+            f"ddpctl: not starting attempt {batch.attempt_of(env)}: {refusal.reason}; the job exits "
+            f"{refusal.exit_code}",
+            file=sys.stderr,
+        )
+        return 1
     if args.internal_command == "chain-drop":
         dropped = chain.drop_successor(layout, env, args.why or "the run finished")
         if dropped:

@@ -22,8 +22,10 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
 from typing import Any
 
+from ddpctl import exitcodes
 from ddpctl.errors import CommandError
 from ddpctl.proc import Runner, run
 from ddpctl.run.events import append_event, read_events
@@ -92,10 +94,21 @@ def drop_successor(layout: RunLayout, env: Mapping[str, str], why: str, runner: 
     return successor
 
 
-def may_start(layout: RunLayout, env: Mapping[str, str]) -> str | None:
-    """Why this successor must not train (None: it may): the run was cancelled, or it already finished."""
+@dataclass(frozen=True)
+class Refusal:
+    """Why a job of the run must not train, and the status it exits with instead."""
+
+    reason: str
+    # The run's own final status: Slurm's record of this job (sacct, squeue) then says how the run ended, not
+    # COMPLETED for a run that failed. A cancelled run's job did what was asked of it: 0.
+    exit_code: int
+
+
+def may_start(layout: RunLayout, env: Mapping[str, str]) -> Refusal | None:
+    """Why this successor (or requeued job) must not train (None: it may): the run was cancelled, or it already
+    finished."""
     if layout.cancel_request.exists():
-        return "the run was cancelled"
+        return Refusal("the run was cancelled", 0)
     attempt = attempt_number(env)
     for event in read_events(layout.events):
         if (
@@ -104,7 +117,9 @@ def may_start(layout: RunLayout, env: Mapping[str, str]) -> str | None:
             and isinstance(event.get("attempt"), int)
             and event["attempt"] < attempt
         ):
-            return f"the run already finished in attempt {event['attempt']} ({event.get('reason')})"
+            code = event.get("exit_code")
+            status = code if isinstance(code, int) and 0 <= code <= 255 else exitcodes.FAILURE
+            return Refusal(f"the run already finished in attempt {event['attempt']} ({event.get('reason')})", status)
     return None
 
 

@@ -10,6 +10,7 @@ import pytest
 
 from ddpctl.errors import SpecError
 from ddpctl.node import chain
+from ddpctl.node.chain import Refusal
 from ddpctl.plan.requeue_mode import ClusterFacts, parse_config, parse_partitions, pick
 from ddpctl.proc import Completed
 from ddpctl.run.events import append_event, read_events
@@ -74,10 +75,28 @@ def test_may_start(tmp_path: Path) -> None:
     assert chain.may_start(layout, env) is None
     append_event(layout.events, "decision", attempt=0, action="requeue", reason="preemption: requeue 1 of 10")
     assert chain.may_start(layout, env) is None
-    append_event(layout.events, "decision", attempt=0, action="finish", reason="training completed")
-    assert chain.may_start(layout, env) == "the run already finished in attempt 0 (training completed)"
+    append_event(layout.events, "decision", attempt=0, action="finish", reason="training completed", exit_code=0)
+    assert chain.may_start(layout, env) == Refusal("the run already finished in attempt 0 (training completed)", 0)
     layout.cancel_request.write_text("{}")
-    assert chain.may_start(layout, env) == "the run was cancelled"
+    assert chain.may_start(layout, env) == Refusal("the run was cancelled", 0)
+
+
+@pytest.mark.parametrize(
+    ("fields", "status"),
+    [
+        ({"reason": "training completed", "exit_code": 0}, 0),
+        ({"reason": "failure: exit 1, no failure requeues allowed", "exit_code": 1}, 1),
+        ({"reason": "preemption budget spent", "exit_code": 76}, 76),
+        ({"reason": "from a run dir without the status"}, 1),  # unknown: never claimed a success
+        ({"reason": "damaged", "exit_code": "0"}, 1),
+        ({"reason": "damaged", "exit_code": 300}, 1),
+    ],
+)
+def test_a_refused_start_exits_with_the_runs_own_status(tmp_path: Path, fields: dict[str, object], status: int) -> None:
+    layout = RunLayout(tmp_path)
+    append_event(layout.events, "decision", attempt=1, action="finish", **fields)
+    refusal = chain.may_start(layout, {"SLURM_RESTART_COUNT": "2"})
+    assert refusal is not None and refusal.exit_code == status
 
 
 CONFIG = "Configuration data as of ...\nJobCompType             = jobcomp/filetxt\nJobRequeue              = 0\n"

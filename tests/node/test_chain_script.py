@@ -10,6 +10,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
 import yaml
 
 from ddpctl.plan.render import RenderInputs, render_script
@@ -45,12 +46,13 @@ def prepare(tmp_path: Path, mode: str) -> Path:
     return run_dir
 
 
-def run(tmp_path: Path, run_dir: Path, *args: str) -> subprocess.CompletedProcess[str]:
+def run(tmp_path: Path, run_dir: Path, *args: str, **extra: str) -> subprocess.CompletedProcess[str]:
     env = {
         **os.environ,
         "PATH": f"{tmp_path / 'bin'}:{os.environ['PATH']}",
         "STUB_OUT": str(tmp_path / "out"),
         "SLURM_JOB_ID": "4242",
+        **extra,
     }
     env.pop("DDPCTL_CHAIN_ATTEMPT", None)
     return subprocess.run(
@@ -105,11 +107,26 @@ def test_a_successor_runs_as_the_next_attempt_of_the_run(tmp_path: Path) -> None
     assert not (tmp_path / "out" / "sbatch").exists() and not (tmp_path / "out" / "scontrol").exists()
 
 
-def test_a_successor_of_a_finished_run_does_not_train(tmp_path: Path) -> None:
+def finished(run_dir: Path, exit_code: int) -> None:
+    decision = {"event": "decision", "attempt": 0, "action": "finish", "reason": "x", "exit_code": exit_code}
+    (run_dir / "events.jsonl").write_text(json.dumps(decision) + "\n")
+
+
+@pytest.mark.parametrize("status", [0, 1, 76])
+def test_a_successor_of_a_finished_run_does_not_train_and_ends_as_the_run_did(tmp_path: Path, status: int) -> None:
     run_dir = prepare(tmp_path, "chain")
-    (run_dir / "events.jsonl").write_text(
-        json.dumps({"event": "decision", "attempt": 0, "action": "finish", "reason": "training completed"}) + "\n"
-    )
+    finished(run_dir, status)
     done = run(tmp_path, run_dir, str(run_dir), "1")
-    assert done.returncode == 0 and "the run already finished in attempt 0" in done.stderr, done.stderr
+    assert done.returncode == status and "the run already finished in attempt 0" in done.stderr, done.stderr
+    assert not (tmp_path / "out" / "srun").exists()
+
+
+@pytest.mark.parametrize("status", [0, 1])
+def test_a_requeued_job_of_a_finished_run_does_not_train_and_ends_as_the_run_did(tmp_path: Path, status: int) -> None:
+    """Slurm >= 24.05 requeues a job once more after its run already finished (tests/cluster/README.md): that
+    start must not train, and must not turn a failed run's job into a COMPLETED one."""
+    run_dir = prepare(tmp_path, "requeue")
+    finished(run_dir, status)
+    done = run(tmp_path, run_dir, SLURM_RESTART_COUNT="1")
+    assert done.returncode == status and "the run already finished in attempt 0" in done.stderr, done.stderr
     assert not (tmp_path / "out" / "srun").exists()
