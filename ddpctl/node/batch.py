@@ -33,7 +33,23 @@ def attempt_of(env: Mapping[str, str]) -> int:
     return attempt_number(env)
 
 
-def batch_start(layout: RunLayout, env: Mapping[str, str]) -> None:
+# How far a batch shell's own clock reading may lie from this process's and still be taken as the start time.
+AT_SLACK_S = 3600.0
+
+
+def start_time(text: str, now: float) -> float | None:
+    """The attempt's start as the batch shell read it (bash's `$EPOCHREALTIME`, whose decimal separator follows
+    the locale), when it is a plausible time before `now`; None: use `now` (pure)."""
+    try:
+        at = float(text.strip().replace(",", "."))
+    except ValueError:
+        return None
+    return at if now - AT_SLACK_S <= at <= now + 1.0 else None
+
+
+def batch_start(layout: RunLayout, env: Mapping[str, str], at: str = "") -> None:
+    """Record the attempt's start. `at` is when the batch shell started it: the record itself runs niced in
+    the background (templates/ddp.sbatch.j2) and may come seconds later on a node busy starting up."""
     attempt = attempt_of(env)
     if not wait_for_run_dir(layout):
         raise WaitTimeout(f"no run directory {layout.root} (no job.yaml): its submit did not finish")
@@ -44,9 +60,11 @@ def batch_start(layout: RunLayout, env: Mapping[str, str]) -> None:
     # SLURM_JOB_ID 7: the events name it with that one id. On Slurm it is the id of the job running this attempt
     # (a chained successor has its own).
     job_id = layout.root.name if env.get(LOCAL_ENV_FLAG) else env.get("SLURM_JOB_ID")
+    started = start_time(at, time.time()) if at else None
     append_event(
         layout.events,
         "attempt-start",
+        **({"t": round(started, 3)} if started is not None else {}),
         attempt=attempt,
         job_id=job_id,
         nodes=env.get("SLURM_JOB_NODELIST"),

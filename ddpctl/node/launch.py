@@ -8,6 +8,7 @@ otherwise, and then SIGKILL the workers mid-checkpoint).
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import signal
@@ -20,13 +21,11 @@ from types import FrameType
 
 from ddpctl import exitcodes, proc
 from ddpctl.errors import SlurmEnvError
-from ddpctl.health.report import describe_oom
-from ddpctl.health.watchdog import Watchdog
 from ddpctl.node import gpus
 from ddpctl.node.ackwatch import AckWatch
 from ddpctl.node.localenv import LOCAL_ENV_FLAG
 from ddpctl.node.oom import OomCounter
-from ddpctl.node.rundist import local_dist, run_dist, run_node_spec
+from ddpctl.node.rundist import run_dist, run_node_spec
 from ddpctl.node.torchrun import NodePlan, node_plan
 from ddpctl.run import safeio
 from ddpctl.run.events import append_event
@@ -36,6 +35,7 @@ from ddpctl.slurm.env import DistEnv
 from ddpctl.spec import JobSpec
 
 FORWARDED = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)
+LAUNCHER_NICE = 5  # added to the launcher's own niceness once torchrun is started (see launch())
 
 
 def local_address(node_name: str, ifname: str | None) -> str | None:
@@ -51,11 +51,6 @@ def local_address(node_name: str, ifname: str | None) -> str | None:
     except OSError:
         return None
     return None if address.startswith("127.") else address
-
-
-def local_network(dist: DistEnv, env: Mapping[str, str] | None = None) -> tuple[DistEnv, str, str]:
-    """Local backend: loopback for everything (`rundist.local_dist`), interface lo."""
-    return local_dist(dist, env), "lo", "127.0.0.1"
 
 
 def prepare(run_dir: Path, env: Mapping[str, str]) -> tuple[JobSpec, DistEnv, RunLayout, NodePlan]:
@@ -144,7 +139,7 @@ class Relay:
         signal.signal(self.stop_sig, signal.SIG_IGN)
 
 
-def run_torchrun(plan: NodePlan, relay: Relay, log_path: Path, env: Mapping[str, str]) -> int:
+def start_torchrun(plan: NodePlan, relay: Relay, log_path: Path, env: Mapping[str, str]) -> None:
     log_path.parent.mkdir(parents=True, exist_ok=True)
     with safeio.open_append_file(log_path) as log:
         relay.child = proc.spawn(
@@ -154,10 +149,14 @@ def run_torchrun(plan: NodePlan, relay: Relay, log_path: Path, env: Mapping[str,
             stderr=proc.STDOUT,
             preexec_fn=relay.ignore_stop_in_child,
         )  # single-threaded here; sets SIG_IGN only
-        # Polled, not a blocking wait: a stop that no rank acknowledges must be reported while it still matters.
-        while (code := relay.child.poll()) is None:
-            relay.ack.tick()
-            time.sleep(0.2)
+
+
+def wait_torchrun(relay: Relay) -> int:
+    assert relay.child is not None
+    # Polled, not a blocking wait: a stop that no rank acknowledges must be reported while it still matters.
+    while (code := relay.child.poll()) is None:
+        relay.ack.tick()
+        time.sleep(0.2)
     return code if code >= 0 else 128 - code
 
 
@@ -165,6 +164,8 @@ def record_oom(layout: RunLayout, dist: DistEnv, kills: int, limit: int | None) 
     """An `oom` event (and a line in the node log's stream) when the OOM killer struck during this attempt."""
     if not kills:
         return
+    from ddpctl.health.report import describe_oom
+
     event = append_event(
         layout.events, "oom", node=dist.node_name, attempt=dist.restart_count, kills=kills, limit_bytes=limit
     )
@@ -213,15 +214,24 @@ def launch(run_dir: Path, env: Mapping[str, str]) -> int:
     spec, dist, layout, plan = prepare(run_dir, env)
     relay = Relay(layout, dist, proc.signal_named(spec.requeue.signal), spec.requeue.lead_s)
     relay.install()
+    oom = OomCounter()
+    oom.start()
+    start_torchrun(plan, relay, layout.node_log(dist.restart_count, dist.node_rank), env)
+    # Everything else comes after torchrun is on its way, and niced: at start-up every CPU of the node is busy
+    # starting torchrun and importing torch in each rank, so whatever the launcher does there delays every
+    # rank's first step. Its children keep their priority (they were started before); its own remaining work
+    # (records, polling, the watchdog thread, which inherits the niceness) is light and never urgent to the CPU.
+    with contextlib.suppress(OSError):
+        os.nice(LAUNCHER_NICE)
     write_node_info(layout, dist, static=spec.rendezvous == "static")
     record_launch(layout, dist, plan, env)
+    from ddpctl.health.watchdog import Watchdog
+
     watchdog = Watchdog(
         layout, dist.restart_count, dist.node_name, dist.node_rank, spec.health, end_attempt=relay.end_attempt
     )
     watchdog.start()
-    oom = OomCounter()
-    oom.start()
-    code = run_torchrun(plan, relay, layout.node_log(dist.restart_count, dist.node_rank), env)
+    code = wait_torchrun(relay)
     watchdog.stop()
     record_oom(layout, dist, *oom.since())
     return record_node_exit(layout, dist, code, watchdog.hung)

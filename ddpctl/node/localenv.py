@@ -1,7 +1,7 @@
 """The environment the local backend gives each simulated node: what a Slurm step would set (pure).
 
 Node names are local1..localN; `LOCAL_ENV_FLAG` tells the launcher to put everything on loopback
-(`ddpctl.node.launch.local_network`), since those names do not resolve.
+(`ddpctl.node.rundist.local_network`), since those names do not resolve.
 """
 
 from __future__ import annotations

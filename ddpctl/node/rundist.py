@@ -27,6 +27,11 @@ def local_dist(dist: DistEnv, env: Mapping[str, str] | None = None) -> DistEnv:
     return replace(dist, master_addr="127.0.0.1", master_port=int(port) if port else dist.master_port)
 
 
+def local_network(dist: DistEnv, env: Mapping[str, str] | None = None) -> tuple[DistEnv, str, str]:
+    """Local backend: loopback for everything (`local_dist`), interface lo."""
+    return local_dist(dist, env), "lo", "127.0.0.1"
+
+
 def run_dist(spec: JobSpec, env: Mapping[str, str], resolve_addr: Callable[[str], str] | None = None) -> DistEnv:
     """This node's DistEnv in a run of `spec`: the spec's nproc_per_node (never the node's GPU count, which
     may differ between nodes), and loopback under the local backend."""

@@ -6,6 +6,7 @@ import json
 import time
 from pathlib import Path
 
+import pytest
 import yaml
 
 from ddpctl.node.batch import decide_run, on_signal, request_kind, requested_kind, run_outcome
@@ -99,6 +100,44 @@ def test_attempt_start_names_the_job_by_its_run_dir_id_and_records_an_unheard_st
     assert starts == [("local-7", False), ("local-7", False)]
     unheard = [(e["attempt"], e["killed"], e["listeners"]) for e in events if e["event"] == "stop-unacknowledged"]
     assert unheard == [(0, True, [])]
+
+
+NOW = 1_800_000_000.0
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ("1799999990.123456", 1799999990.123456),  # bash's $EPOCHREALTIME
+        ("1799999990,123456", 1799999990.123456),  # ... in a locale with a decimal comma
+        (" 1799999999 ", 1799999999.0),
+        ("1800000000.5", 1800000000.5),  # a clock a little ahead of ours
+        ("1800000002", None),  # in the future
+        ("1799990000", None),  # hours before: not this start
+        ("", None),  # bash < 5 has no $EPOCHREALTIME
+        ("nan", None),
+        ("inf", None),
+        ("yesterday", None),
+    ],
+)
+def test_start_time_takes_a_plausible_shell_clock_reading(text: str, expected: float | None) -> None:
+    from ddpctl.node.batch import start_time
+
+    assert start_time(text, NOW) == expected
+
+
+def test_attempt_start_is_dated_when_the_shell_started_it_not_when_the_niced_record_ran(tmp_path: Path) -> None:
+    from ddpctl.node.batch import batch_start
+
+    layout = RunLayout(tmp_path / "9")
+    layout.root.mkdir()
+    layout.spec_file.write_text(yaml.safe_dump(spec_to_mapping(JobSpec(name="x", script="t.py"))))
+    shell_time = time.time() - 4.25
+    batch_start(layout, {"SLURM_JOB_ID": "9"}, at=f"{shell_time:.6f}")
+    batch_start(layout, {"SLURM_JOB_ID": "9", "SLURM_RESTART_COUNT": "1"}, at="garbage")
+    first, second = (e for e in read_events(layout.events) if e["event"] == "attempt-start")
+    assert first["t"] == round(shell_time, 3)
+    assert abs(second["t"] - time.time()) < 5  # an unusable reading: the record's own time
 
 
 def test_attempt_start_waits_for_a_run_dir_submit_has_not_renamed_yet(tmp_path: Path) -> None:

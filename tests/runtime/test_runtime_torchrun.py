@@ -16,8 +16,8 @@ from pathlib import Path
 
 import pytest
 
-from ddpctl.node.launch import local_network
 from ddpctl.node.localenv import local_node_env
+from ddpctl.node.rundist import local_network
 from ddpctl.node.torchrun import node_plan
 from ddpctl.run.events import read_events
 from ddpctl.run.layout import RunLayout
