@@ -411,6 +411,54 @@ def test_three_real_preemptions_by_the_urgent_partition(
     assert_same_training(job, reference, status)
 
 
+# --- 2b. a run that fails after a real preemption: Slurm's own record says FAILED too -----------------------------
+SLURM_ENDED = {"COMPLETED", "FAILED", "CANCELLED", "TIMEOUT", "NODE_FAIL", "OUT_OF_MEMORY", "PREEMPTED"}
+
+
+def slurm_final(job: Job, settle_s: float = 4.0, timeout: float = 120) -> dict[str, str]:
+    """Slurm's own record of the job once it has ended for good: a state Slurm does not requeue from, held for
+    `settle_s` (Slurm >= 24.05 may requeue a job once more after its batch script ended)."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        info = job_info(job.job_id)
+        if info.get("JobState") in SLURM_ENDED:
+            time.sleep(settle_s)
+            again = job_info(job.job_id)
+            if again.get("JobState") == info["JobState"] and again.get("Restarts") == info.get("Restarts"):
+                return again
+        time.sleep(POLL_S)
+    raise AssertionError(f"job {job.job_id} never ended in Slurm: {job_info(job.job_id)}\n{job.dump()}")
+
+
+def test_a_run_failing_after_a_real_preemption_ends_failed_in_slurm_too(
+    cli: Cli, tmp_path: Path, cleanup_jobs: Callable[[str], str]
+) -> None:
+    """Slurm >= 24.05 requeues such a job once more after its failure (tests/cluster/README.md): that start
+    must not train, and must not end the job COMPLETED in Slurm's record (sacct, scontrol) either."""
+    job = submit(
+        cli,
+        tmp_path / "runs",
+        cleanup_jobs,
+        "--ckpt-every",
+        "2",
+        "--sleep-per-step",
+        "0.5",
+        sets=("requeue.max_failures=0",),
+    )
+    job.wait_step(0, 1)
+    cleanup_jobs(sbatch_text("sleep 1", "-p", "urgent", "-N2", "-J", "ddpctl-test-urgent"))
+    assert job.wait_requeued(0)["kind"] == "preemption", job.dump()
+    job.wait_step(1, assert_stop_agreed(job, 0) + 1)
+    os.kill(job.worker_pid(1, 3), signal.SIGKILL)
+    status = job.wait_terminal(timeout=120)
+    slurm = slurm_final(job)
+
+    assert (status["state"], status["restarts"]) == ("FAILED", 1), f"{status}\n{job.dump()}"
+    assert decisions(job) == [("requeue", "preemption"), ("finish", "failure")], job.dump()
+    assert (slurm.get("JobState"), slurm.get("ExitCode")) == ("FAILED", "1:0"), f"{slurm}\n{job.dump()}"
+    assert job.attempts() == 2, job.dump()  # a start after the failure (24.11) trained nothing
+
+
 # --- 3. the preemption budget ends the job ------------------------------------------------------------------------
 def test_preemption_budget_ends_the_job(cli: Cli, tmp_path: Path, cleanup_jobs: Callable[[str], str]) -> None:
     job = submit(
