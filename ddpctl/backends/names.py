@@ -10,12 +10,17 @@ import sys
 from collections.abc import Callable
 
 from ddpctl.backends import current_state
-from ddpctl.errors import DdpctlError
+from ddpctl.backends.slurm_chain import run_jobs
+from ddpctl.errors import CommandError, DdpctlError
+from ddpctl.proc import Runner, run
 from ddpctl.run.registry import JobRecord, Registry
 from ddpctl.run.state import JobState
+from ddpctl.slurm import commands
 
 StateFn = Callable[[JobRecord], JobState]
 Warn = Callable[[str], None]
+Prefilter = Callable[[list[JobRecord]], list[JobRecord]]
+SLURM_BACKENDS = ("sbatch", "submitit")
 MAX_CHECKED = 5  # newest jobs of one name whose state is asked for: bounded work for a name used 1000 times
 
 
@@ -23,22 +28,41 @@ class DuplicateName(DdpctlError):
     """A job with this name is still queued or running."""
 
 
-def live(records: list[JobRecord], state_fn: StateFn) -> list[tuple[JobRecord, JobState]]:
+def possibly_live(records: list[JobRecord], runner: Runner = run) -> list[JobRecord]:
+    """The records that may not have ended: all but the Slurm ones none of whose jobs squeue lists, asked in one
+    squeue call. Each record's full state costs a squeue and an scontrol call, and a name that is resubmitted
+    all the time has several ended jobs: `submit` asked for each of them, on the way to sbatch."""
+    slurm = {r.job_id: run_jobs(r) for r in records if r.backend in SLURM_BACKENDS}
+    ids = [job for jobs in slurm.values() for job in jobs]
+    if any(not job.isdigit() for job in ids):  # an array task: squeue's ids for it differ; ask per record
+        return records
+    try:
+        present = commands.queued(ids, runner)
+    except CommandError:
+        present = None
+    if present is None:
+        return records
+    return [r for r in records if r.job_id not in slurm or present.intersection(slurm[r.job_id])]
+
+
+def live(
+    records: list[JobRecord], state_fn: StateFn, prefilter: Prefilter = possibly_live
+) -> list[tuple[JobRecord, JobState]]:
     """The newest records (at most MAX_CHECKED) that have not ended, newest first."""
     out = []
-    for record in reversed(records[-MAX_CHECKED:]):
-        if record.final_state:
-            continue
+    for record in prefilter([r for r in reversed(records[-MAX_CHECKED:]) if not r.final_state]):
         state = state_fn(record)
         if not state.terminal and state.state != "UNKNOWN":
             out.append((record, state))
     return out
 
 
-def check_duplicate(registry: Registry, name: str, state_fn: StateFn = current_state) -> None:
+def check_duplicate(
+    registry: Registry, name: str, state_fn: StateFn = current_state, prefilter: Prefilter = possibly_live
+) -> None:
     """Refuse a second live job under `name` (the caller skips this with --allow-duplicate)."""
     named = [r for r in registry.records() if r.name == name]
-    found = live(named, state_fn)
+    found = live(named, state_fn, prefilter)
     if found:
         record, state = found[0]
         raise DuplicateName(
@@ -48,13 +72,19 @@ def check_duplicate(registry: Registry, name: str, state_fn: StateFn = current_s
         )
 
 
-def resolve(registry: Registry, ref: str, state_fn: StateFn = current_state, warn: Warn | None = None) -> JobRecord:
+def resolve(
+    registry: Registry,
+    ref: str,
+    state_fn: StateFn = current_state,
+    warn: Warn | None = None,
+    prefilter: Prefilter = possibly_live,
+) -> JobRecord:
     """A job id, or a name: the running job of that name if there is one, else the newest; said when ambiguous."""
     records = registry.records()
     named = [r for r in records if r.name == ref]
     if any(r.job_id == ref for r in records) or len(named) < 2:
         return registry.find(ref)  # an id, a unique name, or an unknown one (with "did you mean")
-    found = live(named, state_fn)
+    found = live(named, state_fn, prefilter)
     running = [pair for pair in found if pair[1].state == "RUNNING"]
     chosen, state = running[0] if running else (found[0] if found else (named[-1], None))
     what = state.state if state is not None else "newest"

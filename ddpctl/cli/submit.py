@@ -4,9 +4,12 @@ from __future__ import annotations
 
 import argparse
 import sys
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ddpctl.cli.common import add_spec_args
+
+if TYPE_CHECKING:
+    from ddpctl.spec import JobSpec
 
 
 def add(sub: Any) -> None:
@@ -46,15 +49,9 @@ def run(args: argparse.Namespace) -> int:
     if args.dry_run:
         sys.stdout.write(plan.text())
         return 0
-    from ddpctl.plan.preflight import check_partition
     from ddpctl.plan.stopscan import check_script
-    from ddpctl.run.registry import Registry
 
-    check_partition(plan.spec)
-    if not args.allow_duplicate:
-        from ddpctl.backends.names import check_duplicate
-
-        check_duplicate(Registry.from_env(), plan.spec.name)
+    preflight(plan.spec, args.allow_duplicate)
     if (warning := check_script(plan.spec)) is not None:
         print(f"ddpctl: warning: {warning}", file=sys.stderr)
     job = api.submit_plan(plan)
@@ -70,6 +67,23 @@ def run(args: argparse.Namespace) -> int:
 
         return wait_for_job(job.record)
     return 0
+
+
+def preflight(spec: JobSpec, allow_duplicate: bool) -> None:
+    """What the cluster and the registry say against submitting: a partition that can never run the spec, a
+    live job of the same name. Both ask the controller (sinfo, squeue), at the same time, since each answer is a
+    round trip on the way to sbatch; a partition problem is the one reported when both fail."""
+    from ddpctl.plan.preflight import check_partition
+    from ddpctl.proc import concurrently
+    from ddpctl.run.registry import Registry
+
+    def check_name() -> None:
+        if not allow_duplicate:
+            from ddpctl.backends.names import check_duplicate
+
+            check_duplicate(Registry.from_env(), spec.name)
+
+    concurrently(lambda: check_partition(spec), check_name)
 
 
 def code_line(run_dir: str) -> str:

@@ -15,6 +15,7 @@ from dataclasses import dataclass
 
 from ddpctl.errors import CommandError, SpecError
 from ddpctl.proc import Runner, run
+from ddpctl.proc import concurrently as run_concurrently
 from ddpctl.slurm import commands
 from ddpctl.spec import JobSpec
 
@@ -50,7 +51,7 @@ def parse_partitions(text: str, wanted: str | None) -> tuple[str | None, str | N
 def gather(spec: JobSpec, runner: Runner = run) -> ClusterFacts:
     """The cluster's facts; whatever cannot be asked (no Slurm here) stays None."""
     try:
-        config, parts = commands.show_config(runner), commands.show_partitions(runner)
+        config, parts = run_concurrently(lambda: commands.show_config(runner), lambda: commands.show_partitions(runner))
     except CommandError:
         return ClusterFacts(partition=spec.partition)
     job_requeue = parse_config(config.stdout) if config.returncode == 0 else None

@@ -61,6 +61,17 @@ def squeue(job_id: str, runner: Runner = run) -> QueueRow | None:
     return rows[0] if rows else None
 
 
+def queued(job_ids: Sequence[str], runner: Runner = run) -> set[str] | None:
+    """Which of these jobs squeue lists now (queued, running, completing), in one call; None: squeue could not
+    answer. squeue skips ids it has forgotten when given several, but fails for a single forgotten one."""
+    if not job_ids:
+        return set()
+    done = runner(["squeue", "-h", "-o", SQUEUE_FORMAT, "-j", ",".join(job_ids)])
+    if done.returncode != 0:
+        return set() if len(job_ids) == 1 and "Invalid job id" in done.stderr else None
+    return {row.job_id for row in parse_squeue(done.stdout)}
+
+
 def show_job(job_id: str, runner: Runner = run) -> dict[str, str]:
     done = runner(["scontrol", "show", "job", "-o", job_id])
     return parse_scontrol_job(done.stdout) if done.returncode == 0 else {}

@@ -4,13 +4,15 @@ from __future__ import annotations
 
 import subprocess
 import sys
+from collections.abc import Sequence
 from pathlib import Path
 
 import pytest
 import yaml
 
-from ddpctl.backends.names import DuplicateName, check_duplicate, resolve
+from ddpctl.backends.names import DuplicateName, check_duplicate, possibly_live, resolve
 from ddpctl.errors import JobNotFound
+from ddpctl.proc import Completed
 from ddpctl.run.registry import JobRecord, Registry
 from ddpctl.run.state import JobState
 
@@ -22,6 +24,9 @@ def registry(tmp_path: Path, *jobs: tuple[str, str]) -> Registry:
     for n, (job_id, name) in enumerate(jobs):
         reg.add(JobRecord(job_id=job_id, name=name, run_dir="/x", backend="sbatch", submitted_at=float(n)))
     return reg
+
+
+KEEP = list  # no squeue prefilter: the table answers for every record
 
 
 def states(table: dict[str, str]):  # type: ignore[no-untyped-def]
@@ -40,7 +45,7 @@ def states(table: dict[str, str]):  # type: ignore[no-untyped-def]
 def test_ambiguous_name(tmp_path: Path, table: dict[str, str], chosen: str) -> None:
     said: list[str] = []
     reg = registry(tmp_path, ("1", "ex"), ("2", "ex"), ("3", "other"))
-    assert resolve(reg, "ex", states(table), said.append).job_id == chosen
+    assert resolve(reg, "ex", states(table), said.append, KEEP).job_id == chosen
     assert len(said) == 1 and f"name 'ex' has 2 jobs; using job {chosen}" in said[0], said
 
 
@@ -75,10 +80,49 @@ def test_duplicate(tmp_path: Path, state: str, refused: bool) -> None:
     reg = registry(tmp_path, ("7", "ex"))
     if refused:
         with pytest.raises(DuplicateName, match=f"job 7 of that name is still {state}.*--allow-duplicate"):
-            check_duplicate(reg, "ex", states({"7": state}))
+            check_duplicate(reg, "ex", states({"7": state}), KEEP)
     else:
-        check_duplicate(reg, "ex", states({"7": state}))
+        check_duplicate(reg, "ex", states({"7": state}), KEEP)
     check_duplicate(reg, "other", states({}))
+
+
+class Squeue:
+    """A Runner that answers squeue from a set of queued job ids, and counts its calls."""
+
+    def __init__(self, queued: set[str], returncode: int = 0, stderr: str = "") -> None:
+        self.queued, self.returncode, self.stderr, self.calls = queued, returncode, stderr, []  # type: ignore[var-annotated]
+
+    def __call__(self, argv: Sequence[str]) -> Completed:
+        self.calls.append(list(argv))
+        asked = argv[argv.index("-j") + 1].split(",")
+        out = "".join(f"{j}|RUNNING|None|n1|0:01\n" for j in asked if j in self.queued)
+        return Completed(tuple(argv), self.returncode, out if self.returncode == 0 else "", self.stderr)
+
+
+def records(*jobs: tuple[str, str]) -> list[JobRecord]:
+    return [JobRecord(job_id=j, name="ex", run_dir="/x", backend=b, submitted_at=0.0) for j, b in jobs]
+
+
+@pytest.mark.parametrize(
+    ("queued", "kept"),
+    [
+        (set(), ["local-1"]),  # the local backend's records are always asked one by one
+        ({"5"}, ["5", "local-1"]),
+        ({"4", "6"}, ["4", "6", "local-1"]),
+    ],
+)
+def test_possibly_live_asks_squeue_once_for_every_slurm_record(queued: set[str], kept: list[str]) -> None:
+    runner = Squeue(queued)
+    given = records(("4", "sbatch"), ("5", "submitit"), ("6", "sbatch"), ("local-1", "local"))
+    assert [r.job_id for r in possibly_live(given, runner)] == kept
+    assert runner.calls == [["squeue", "-h", "-o", "%i|%T|%r|%N|%M", "-j", "4,5,6"]]
+
+
+def test_possibly_live_keeps_everything_when_squeue_cannot_answer() -> None:
+    given = records(("4", "sbatch"), ("5", "sbatch"))
+    assert possibly_live(given, Squeue(set(), 1, "slurm_load_jobs error: Unable to contact slurm controller")) == given
+    # A single id Slurm has forgotten fails squeue, and means "not queued".
+    assert possibly_live(given[:1], Squeue(set(), 1, "slurm_load_jobs error: Invalid job id specified")) == []
 
 
 def test_cli_refuses_a_second_live_job_of_a_name(tmp_path: Path) -> None:
