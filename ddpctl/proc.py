@@ -2,21 +2,16 @@
 signal name becomes a signal.
 
 `run`/`check` wait for a command and capture its output; `spawn` starts a long-lived child (the local
-backend's supervisor and launchers, torchrun) that the caller waits on itself; `fork_call` runs a Python
-function as such a child without a new interpreter (torchrun's `main()` in a fork of the launcher). Code that needs
+backend's supervisor and launchers, torchrun) that the caller waits on itself. Code that needs
 sbatch/squeue/scontrol takes a `Runner` so tests can inject their own at this seam.
 """
 
 from __future__ import annotations
 
-import contextlib
-import os
 import shutil
 import signal
 import subprocess
-import sys
 import threading
-import traceback
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import IO, TypeVar
@@ -119,80 +114,6 @@ def spawn(
     )
 
 
-class Forked:
-    """A child started by `fork_call`, polled, signalled and reaped like a Popen (`returncode` < 0: killed by
-    that signal)."""
-
-    def __init__(self, pid: int) -> None:
-        self.pid = pid
-        self.returncode: int | None = None
-
-    def poll(self) -> int | None:
-        if self.returncode is None:
-            pid, status = os.waitpid(self.pid, os.WNOHANG)
-            if pid:
-                self.returncode = os.waitstatus_to_exitcode(status)
-        return self.returncode
-
-    def send_signal(self, signum: int) -> None:
-        if self.poll() is None:
-            os.kill(self.pid, signum)
-
-
-def fork_call(
-    main: Callable[[], int], *, env: Mapping[str, str], output_fd: int, prepare: Callable[[], object]
-) -> Forked:
-    """Run `main()` in a forked copy of this process, as if it were the main program of a new one: its output
-    on `output_fd`, `env` as its whole environment, `prepare()` first (signal dispositions), and its result,
-    an uncaught exception (traceback, 1) or SystemExit as its exit status. It saves the child an interpreter
-    start and the imports this process already made. The caller must be single-threaded (fork copies only the
-    calling thread) and must not change anything a process reads only as it starts (`torchrun.in_process_args`
-    decides that for torchrun)."""
-    sys.stdout.flush()
-    sys.stderr.flush()
-    pid = os.fork()
-    if pid:
-        return Forked(pid)
-    code = 1
-    try:
-        os.dup2(output_fd, 1)
-        os.dup2(output_fd, 2)
-        os.closerange(3, MAX_INHERITED_FD)  # as Popen's close_fds: the child holds none of the parent's files
-        _fresh_std_streams()
-        os.environ.clear()
-        os.environ.update(env)
-        prepare()
-        code = main()
-    except SystemExit as exc:
-        code = exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 1)
-    except KeyboardInterrupt:
-        code = 128 + signal.SIGINT
-    except BaseException:
-        traceback.print_exc()
-    finally:
-        _flush_at_exit()
-        os._exit(code)
-
-
-def _fresh_std_streams() -> None:
-    """sys.stdout/stderr as a new interpreter has them, on fds 1 and 2 (the parent's may be anything: a test
-    harness's capture, a buffer holding the parent's unwritten output)."""
-    out = open(1, "w", closefd=False, encoding="utf-8", errors="backslashreplace")  # noqa: SIM115
-    err = open(2, "w", buffering=1, closefd=False, encoding="utf-8", errors="backslashreplace")  # noqa: SIM115
-    sys.stdout = sys.__stdout__ = out  # type: ignore[misc]
-    sys.stderr = sys.__stderr__ = err  # type: ignore[misc]
-
-
-def _flush_at_exit() -> None:
-    """What a normal interpreter exit would flush (os._exit skips it)."""
-    if "logging" in sys.modules:
-        sys.modules["logging"].shutdown()
-    for stream in (sys.stdout, sys.stderr):
-        with contextlib.suppress(Exception):
-            stream.flush()
-
-
-MAX_INHERITED_FD = 65536
 Popen = subprocess.Popen[bytes]
 STDOUT = subprocess.STDOUT
 DEVNULL = subprocess.DEVNULL

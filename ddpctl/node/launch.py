@@ -15,7 +15,7 @@ import signal
 import socket
 import sys
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from pathlib import Path
 from types import FrameType
 
@@ -26,7 +26,7 @@ from ddpctl.node.ackwatch import AckWatch
 from ddpctl.node.localenv import LOCAL_ENV_FLAG
 from ddpctl.node.oom import OomCounter
 from ddpctl.node.rundist import run_dist, run_node_spec
-from ddpctl.node.torchrun import NodePlan, in_process_args, node_plan
+from ddpctl.node.torchrun import NodePlan, node_plan
 from ddpctl.run import safeio
 from ddpctl.run.events import append_event
 from ddpctl.run.layout import RunLayout
@@ -100,7 +100,7 @@ class Relay:
 
     def __init__(self, layout: RunLayout, dist: DistEnv, stop_sig: signal.Signals, lead_s: int = 120) -> None:
         self.layout, self.dist, self.stop_sig = layout, dist, stop_sig
-        self.child: proc.Popen | proc.Forked | None = None
+        self.child: proc.Popen | None = None
         self.stop_received = False
         self.ack = AckWatch(layout, dist.restart_count, dist.node_rank, lead_s)
 
@@ -138,40 +138,17 @@ class Relay:
     def ignore_stop_in_child(self) -> None:
         signal.signal(self.stop_sig, signal.SIG_IGN)
 
-    def reset_in_child(self) -> None:
-        """A forked child starts as an exec'd one would: the stop signal ignored, the others at their default."""
-        for sig in FORWARDED:
-            signal.signal(sig, signal.default_int_handler if sig == signal.SIGINT else signal.SIG_DFL)
-        self.ignore_stop_in_child()
 
-
-def start_torchrun(plan: NodePlan, relay: Relay, log_path: Path, env: Mapping[str, str]) -> str:
-    """Start torchrun with its output appended to the node log; returns how: "fork" or "exec".
-
-    Where the plan allows it (`torchrun.in_process_args`), torchrun's `main()` runs in a fork of this launcher
-    rather than in a new interpreter: the start-up that saves is on every rank's way to its first step."""
+def start_torchrun(plan: NodePlan, relay: Relay, log_path: Path, env: Mapping[str, str]) -> None:
     log_path.parent.mkdir(parents=True, exist_ok=True)
-    child_env = {**env, **plan.env_dict()}
-    args = in_process_args(plan, sys.executable, env)
     with safeio.open_append_file(log_path) as log:
-        if args is not None:
-            relay.child = proc.fork_call(
-                lambda: torchrun_main(args), env=child_env, output_fd=log.fileno(), prepare=relay.reset_in_child
-            )
-            return "fork"
         relay.child = proc.spawn(
-            plan.argv, env=child_env, stdout=log, stderr=proc.STDOUT, preexec_fn=relay.ignore_stop_in_child
+            plan.argv,
+            env={**env, **plan.env_dict()},
+            stdout=log,
+            stderr=proc.STDOUT,
+            preexec_fn=relay.ignore_stop_in_child,
         )  # single-threaded here; sets SIG_IGN only
-        return "exec"
-
-
-def torchrun_main(args: Sequence[str]) -> int:
-    """`torchrun ARGS` in this process (the forked child of `start_torchrun`)."""
-    sys.argv = ["torchrun", *args]
-    from torch.distributed.run import main  # type: ignore[import-not-found, unused-ignore]
-
-    main(list(args))
-    return 0
 
 
 def wait_torchrun(relay: Relay) -> int:
@@ -195,9 +172,8 @@ def record_oom(layout: RunLayout, dist: DistEnv, kills: int, limit: int | None) 
     print(f"ddpctl launch [{dist.node_name}]: {describe_oom(event)}", flush=True)
 
 
-def record_launch(layout: RunLayout, dist: DistEnv, plan: NodePlan, env: Mapping[str, str], how: str) -> None:
-    """The `launch` event: this node's derivation, torchrun's argv (and whether it runs in a fork of the
-    launcher or as that command), and the GPUs Slurm gave it."""
+def record_launch(layout: RunLayout, dist: DistEnv, plan: NodePlan, env: Mapping[str, str]) -> None:
+    """The `launch` event: this node's derivation, torchrun's argv and the GPUs Slurm gave it."""
     append_event(
         layout.events,
         "launch",
@@ -205,7 +181,6 @@ def record_launch(layout: RunLayout, dist: DistEnv, plan: NodePlan, env: Mapping
         attempt=dist.restart_count,
         dist=dist.as_json(),
         argv=list(plan.argv),
-        torchrun_start=how,
         gpus=gpus.mapping(env, dist.nproc_per_node),
         cuda_visible_devices=env.get("CUDA_VISIBLE_DEVICES"),
     )
@@ -241,7 +216,7 @@ def launch(run_dir: Path, env: Mapping[str, str]) -> int:
     relay.install()
     oom = OomCounter()
     oom.start()
-    how = start_torchrun(plan, relay, layout.node_log(dist.restart_count, dist.node_rank), env)
+    start_torchrun(plan, relay, layout.node_log(dist.restart_count, dist.node_rank), env)
     # Everything else comes after torchrun is on its way, and niced: at start-up every CPU of the node is busy
     # starting torchrun and importing torch in each rank, so whatever the launcher does there delays every
     # rank's first step. Its children keep their priority (they were started before); its own remaining work
@@ -249,7 +224,7 @@ def launch(run_dir: Path, env: Mapping[str, str]) -> int:
     with contextlib.suppress(OSError):
         os.nice(LAUNCHER_NICE)
     write_node_info(layout, dist, static=spec.rendezvous == "static")
-    record_launch(layout, dist, plan, env, how)
+    record_launch(layout, dist, plan, env)
     from ddpctl.health.watchdog import Watchdog
 
     watchdog = Watchdog(

@@ -6,7 +6,6 @@ preview of `ddpctl submit --dry-run`.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -27,26 +26,6 @@ class NodePlan:
 
     def env_dict(self) -> dict[str, str]:
         return dict(self.env)
-
-
-TORCHRUN_MODULE = "torch.distributed.run"
-# Read once by the interpreter or the dynamic loader as a process starts: a torchrun run in a fork of the launcher
-# would not see a change to one of these, so a plan that changes one starts torchrun as its own process.
-STARTUP_VAR_PREFIXES = ("LD_", "PYTHON", "MALLOC_", "GLIBC_TUNABLES")
-
-
-def in_process_args(plan: NodePlan, python: str, inherited: Mapping[str, str]) -> tuple[str, ...] | None:
-    """torchrun's own arguments when the plan can run as torchrun's `main()` in a fork of the launcher: the
-    launcher's interpreter, torchrun as a module, no start-up variable changed, and not turned off with
-    DDPCTL_TORCHRUN_EXEC=1. None: start `plan.argv` as its own process (pure)."""
-    if plan.argv[:3] != (python, "-m", TORCHRUN_MODULE):
-        return None
-    child = {**inherited, **plan.env_dict()}
-    if child.get(envvars.TORCHRUN_EXEC) == "1":
-        return None
-    if any(name.startswith(STARTUP_VAR_PREFIXES) and inherited.get(name) != value for name, value in plan.env):
-        return None
-    return plan.argv[3:]
 
 
 def checkpoint_dir(spec: JobSpec, layout: RunLayout) -> Path:

@@ -12,7 +12,6 @@ STOP_LEAD_S = "DDPCTL_STOP_LEAD_S"  # requeue.lead_s: how long a stop may take b
 PG_TIMEOUT_S = "DDPCTL_PG_TIMEOUT_S"  # process-group timeout for init_process_group
 NODE_NAME = "DDPCTL_NODE"  # Slurm node name this rank runs on (for log prefixes)
 RANK_LOG = "DDPCTL_RANK_LOG_PATTERN"  # e.g. ".../attempt-0/rank-{rank}.log": the worker wrapper fills in RANK
-TORCHRUN_EXEC = "DDPCTL_TORCHRUN_EXEC"  # "1": start torchrun as its own process, not in a fork of the launcher
 # Test/benchmark-only seam: set to "1" in a spec's env, `ddpctl launch` starts the torch-free stand-in
 # (ddpctl.node.standin, N simulated ranks per node) instead of torchrun. Never set it for real training.
 STANDIN = "DDPCTL_STANDIN"

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from ddpctl.node.torchrun import NodePlan, in_process_args, node_plan
+from ddpctl.node.torchrun import NodePlan, node_plan
 from ddpctl.run.layout import RunLayout
 from ddpctl.slurm.env import DistEnv
 from ddpctl.spec import CheckpointSettings, JobSpec, NcclSettings, RequeuePolicy
@@ -192,30 +192,3 @@ def test_node_plan(
     ifname, local_addr, inherited = seen
     plan = node_plan(job, where, LAYOUT, python="/py", ifname=ifname, local_addr=local_addr, inherited=inherited)
     assert plan == NodePlan(tuple(argv), tuple(env))
-
-
-TR = ("/py", "-m", "torch.distributed.run", "--nnodes=2", "--no-python", "/py", "-m", "ddpctl.node.worker", "t.py")
-
-
-@pytest.mark.parametrize(
-    ("argv", "plan_env", "inherited", "expected"),
-    [
-        (TR, (("NCCL_DEBUG", "INFO"), ("OMP_NUM_THREADS", "4")), {}, TR[3:]),
-        (TR, (("LD_LIBRARY_PATH", "/same"),), {"LD_LIBRARY_PATH": "/same"}, TR[3:]),  # unchanged: still a fork
-        (TR, (("LD_PRELOAD", "libprof.so"),), {}, None),  # the loader reads it as a process starts
-        (TR, (("LD_LIBRARY_PATH", "/new"),), {"LD_LIBRARY_PATH": "/old"}, None),
-        (TR, (("PYTHONPATH", "src"),), {}, None),  # the interpreter reads it as it starts
-        (TR, (("PYTHONHASHSEED", "0"),), {}, None),
-        (TR, (("MALLOC_ARENA_MAX", "2"),), {}, None),
-        (TR, (("GLIBC_TUNABLES", "glibc.malloc.trim_threshold=0"),), {}, None),
-        (TR, (("DDPCTL_TORCHRUN_EXEC", "1"),), {}, None),  # turned off in the spec's env
-        (TR, (), {"DDPCTL_TORCHRUN_EXEC": "1"}, None),  # ... or in the launcher's
-        (TR, (), {"DDPCTL_TORCHRUN_EXEC": "0"}, TR[3:]),
-        (("/venv/python", *TR[1:]), (), {}, None),  # the spec's python is another interpreter
-        (("/py", "-m", "ddpctl.node.standin", "--ranks=2"), (), {}, None),  # not torchrun
-    ],
-)
-def test_in_process_args(
-    argv: tuple[str, ...], plan_env: tuple[tuple[str, str], ...], inherited: dict[str, str], expected: object
-) -> None:
-    assert in_process_args(NodePlan(argv, plan_env), "/py", inherited) == expected
