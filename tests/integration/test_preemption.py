@@ -411,6 +411,12 @@ def test_three_real_preemptions_by_the_urgent_partition(
     assert_same_training(job, reference, status)
 
 
+def checkpointing_every_2(cli: Cli, tmp_path: Path, cleanup: Callable[[str], str], max_failures: int) -> Job:
+    """The example, a checkpoint every 2 steps of 0.5 s, with this failure budget."""
+    options = ("--ckpt-every", "2", "--sleep-per-step", "0.5")
+    return submit(cli, tmp_path / "runs", cleanup, *options, sets=(f"requeue.max_failures={max_failures}",))
+
+
 # --- 2b. a run that fails after a real preemption: Slurm's own record says FAILED too -----------------------------
 SLURM_ENDED = {"COMPLETED", "FAILED", "CANCELLED", "TIMEOUT", "NODE_FAIL", "OUT_OF_MEMORY", "PREEMPTED"}
 
@@ -435,16 +441,7 @@ def test_a_run_failing_after_a_real_preemption_ends_failed_in_slurm_too(
 ) -> None:
     """Slurm >= 24.05 requeues such a job once more after its failure (tests/cluster/README.md): that start
     must not train, and must not end the job COMPLETED in Slurm's record (sacct, scontrol) either."""
-    job = submit(
-        cli,
-        tmp_path / "runs",
-        cleanup_jobs,
-        "--ckpt-every",
-        "2",
-        "--sleep-per-step",
-        "0.5",
-        sets=("requeue.max_failures=0",),
-    )
+    job = checkpointing_every_2(cli, tmp_path, cleanup_jobs, max_failures=0)
     job.wait_step(0, 1)
     cleanup_jobs(sbatch_text("sleep 1", "-p", "urgent", "-N2", "-J", "ddpctl-test-urgent"))
     assert job.wait_requeued(0)["kind"] == "preemption", job.dump()
@@ -499,16 +496,7 @@ def test_preemption_budget_ends_the_job(cli: Cli, tmp_path: Path, cleanup_jobs: 
 def test_killed_worker_follows_the_failure_policy(
     cli: Cli, tmp_path: Path, cleanup_jobs: Callable[[str], str], reference: Reference, max_failures: int
 ) -> None:
-    job = submit(
-        cli,
-        tmp_path / "runs",
-        cleanup_jobs,
-        "--ckpt-every",
-        "2",
-        "--sleep-per-step",
-        "0.5",
-        sets=(f"requeue.max_failures={max_failures}",),
-    )
+    job = checkpointing_every_2(cli, tmp_path, cleanup_jobs, max_failures)
     job.wait_step(0, 5)  # checkpoints at steps 2 and 4 are complete
     rank = 3 if max_failures else 1  # a rank on the second node / on the first node
     victim = job.worker_pid(0, rank)
