@@ -27,6 +27,7 @@ MODULES = {
     "local": "ddpctl.backends.local",
     "submitit": "ddpctl.backends.submitit_backend",
 }
+SLURM_BACKENDS = ("sbatch", "submitit")  # their jobs are Slurm jobs: squeue and scontrol know them
 
 
 class Backend(Protocol):

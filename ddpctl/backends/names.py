@@ -9,7 +9,7 @@ from __future__ import annotations
 import sys
 from collections.abc import Callable
 
-from ddpctl.backends import current_state
+from ddpctl.backends import SLURM_BACKENDS, current_state
 from ddpctl.backends.slurm_chain import run_jobs
 from ddpctl.errors import CommandError, DdpctlError
 from ddpctl.proc import Runner, run
@@ -20,7 +20,6 @@ from ddpctl.slurm import commands
 StateFn = Callable[[JobRecord], JobState]
 Warn = Callable[[str], None]
 Prefilter = Callable[[list[JobRecord]], list[JobRecord]]
-SLURM_BACKENDS = ("sbatch", "submitit")
 MAX_CHECKED = 5  # newest jobs of one name whose state is asked for: bounded work for a name used 1000 times
 
 
