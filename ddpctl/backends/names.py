@@ -31,7 +31,9 @@ def possibly_live(records: list[JobRecord], runner: Runner = run) -> list[JobRec
     """The records that may not have ended: all but the Slurm ones none of whose jobs squeue lists, asked in one
     squeue call. Each record's full state costs a squeue and an scontrol call, and a name that is resubmitted
     all the time has several ended jobs: `submit` asked for each of them, on the way to sbatch."""
-    slurm = {r.job_id: run_jobs(r) for r in records if r.backend in SLURM_BACKENDS}
+    # Of a chained run only its newest two jobs can be in the queue (each successor waits for its predecessor to
+    # end, `current_job`): the squeue argument stays bounded however long a chain grew.
+    slurm = {r.job_id: run_jobs(r)[-2:] for r in records if r.backend in SLURM_BACKENDS}
     ids = [job for jobs in slurm.values() for job in jobs]
     if any(not job.isdigit() for job in ids):  # an array task: squeue's ids for it differ; ask per record
         return records
