@@ -8,6 +8,7 @@ import json
 import os
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -26,11 +27,11 @@ env -0 > "$out/env.$n"
 ANSWERS = {"sbatch": "echo 99\n", "scontrol": 'echo "Requested operation is presently disabled" >&2; exit 1\n'}
 
 
-def prepare(tmp_path: Path, mode: str) -> Path:
+def prepare(tmp_path: Path, mode: str, srun: str = "") -> Path:
     stubs = tmp_path / "bin"
     stubs.mkdir()
     for name in ("srun", "scontrol", "scancel", "squeue", "sbatch"):
-        (stubs / name).write_text(STUB + ANSWERS.get(name, ""))
+        (stubs / name).write_text(STUB + {**ANSWERS, "srun": srun}.get(name, ""))
         (stubs / name).chmod(0o755)
     (tmp_path / "train.py").write_text("")
     spec_file = tmp_path / "spec.yaml"
@@ -63,6 +64,7 @@ def run(tmp_path: Path, run_dir: Path, *args: str, **extra: str) -> subprocess.C
         text=True,
         timeout=120,
         check=False,
+        start_new_session=True,  # its own process group: a stub may signal all of it (never this test runner)
     )
 
 
@@ -130,3 +132,26 @@ def test_a_requeued_job_of_a_finished_run_does_not_train_and_ends_as_the_run_did
     done = run(tmp_path, run_dir, SLURM_RESTART_COUNT="1")
     assert done.returncode == status and "the run already finished in attempt 0" in done.stderr, done.stderr
     assert not (tmp_path / "out" / "srun").exists()
+
+
+# The srun stub: half a second into the step, note whether the attempt's record is already there, then send the
+# stop signal to every process of the batch script (its process group), as a stop to the whole batch step would.
+SRUN_STOPS_EVERYONE = """sleep 0.5
+grep -q attempt-start "${@: -1}/events.jsonl" 2>/dev/null && touch "$STUB_OUT/record-before-step-start-up"
+kill -USR2 0
+"""
+
+
+def test_the_attempt_record_comes_after_the_nodes_start_up_dated_before_it_and_survives_a_stop(
+    tmp_path: Path,
+) -> None:
+    """The batch shell's record of the attempt's start is written 2 s late (its interpreter start would compete
+    with node 0's launcher and torchrun, templates/ddp.sbatch.j2), dated by the shell's own clock before srun,
+    and written even when the stop signal reaches every process of the batch step and the step ends first."""
+    run_dir = prepare(tmp_path, "requeue", srun=SRUN_STOPS_EVERYONE)
+    before = time.time()
+    run(tmp_path, run_dir)
+    starts = [e for e in events(run_dir) if e["event"] == "attempt-start"]
+    assert len(starts) == 1 and before <= float(starts[0]["t"]) <= before + 0.5, starts  # the shell's reading
+    assert not (tmp_path / "out" / "record-before-step-start-up").exists()  # not yet written 0.5 s in
+    assert [e["signal"] for e in events(run_dir) if e["event"] == "signal"] == ["USR2"]  # the stop did arrive
