@@ -8,7 +8,9 @@ the phases printed per side). The measured time runs from just before the submit
 includes submission itself (for ddpctl: interpreter start-up, the run dir and the snapshot),
 queueing, start-up of every process on both nodes, the torch import and the rendezvous.
 
-The sides alternate (ddpctl, hand-written, hand-written, ddpctl, ...) so drifting machine load hits both.
+The sides alternate (ddpctl, hand-written, hand-written, ddpctl, ...) so drifting machine load hits both,
+after one warm-up job per side that is not counted (`--warmup`): the first job on a freshly started cluster
+starts slower, and it would always be ddpctl's.
 Each round waits until the cluster has no jobs at all and no node is still completing one; a round whose job
 nevertheless waited behind someone else's job (pending reason Resources/Priority) is discarded and run again.
 Jobs are polled with `squeue` every 0.2 s (never `sbatch --wait`) and cancelled on exit, Ctrl-C included.
@@ -366,11 +368,30 @@ def run_side(side: str, workdir: Path, index: int, jobs: Jobs, *, res_options: s
     )
 
 
+def warm_up(workdir: Path, jobs: Jobs, count: int, *, res_options: str, extra: dict[str, str]) -> int:
+    """`count` jobs per side, printed and not counted; returns how many jobs ran."""
+    index = 0
+    for _ in range(count):
+        for side in ("ddpctl", "handwritten"):
+            wait_cluster_idle(set(jobs.ids))
+            index += 1
+            sample = run_side(side, workdir, index, jobs, res_options=res_options, extra=extra)
+            print(f"warm-up {side:11s} job {sample.job_id:>5}: first step {sample.first_step_s:.2f} s, not counted")
+    return index
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument(
         "--retries", type=int, default=5, help="extra runs allowed for rounds that queued behind other users' jobs"
+    )
+    parser.add_argument(
+        "--warmup",
+        type=int,
+        default=1,
+        help="jobs per side run first and not counted: the first job on a freshly started cluster starts "
+        "slower (cold caches, first cgroups), and it would always be ddpctl's",
     )
     parser.add_argument("--keep", action="store_true", help="keep the scratch dir and print its path")
     parser.add_argument("--res-options", default="", help=RES_OPTIONS_HELP)
@@ -398,7 +419,7 @@ def main() -> None:
     try:
         with jobs.guard():
             order = ["ddpctl", "handwritten"]
-            index = 0
+            index = warm_up(workdir, jobs, args.warmup, res_options=args.res_options, extra=extra)
             for rnd in range(args.rounds):
                 for side in order if rnd % 2 == 0 else reversed(order):
                     while True:
