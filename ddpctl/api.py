@@ -49,6 +49,11 @@ def load_spec(path: str | Path, overrides: Sequence[str] = (), *, cwd: str | Pat
     return resolve_paths(_read_spec(path, overrides), Path(cwd) if cwd is not None else Path.cwd())
 
 
+def spec_of(spec_or_path: SpecLike, *, backend: str | None = None, overrides: Sequence[str] = ()) -> JobSpec:
+    """The spec `plan()` plans: read (a path), overridden, with `backend` applied and paths resolved."""
+    return _spec_of(spec_or_path, overrides, backend)
+
+
 def _spec_of(spec_or_path: SpecLike, overrides: Sequence[str], backend: str | None) -> JobSpec:
     extra = [*overrides, *([f"backend={backend}"] if backend else [])]
     if isinstance(spec_or_path, JobSpec):
@@ -68,9 +73,15 @@ def plan(spec_or_path: SpecLike, *, backend: str | None = None, overrides: Seque
     import dataclasses
 
     from ddpctl.plan.requeue_mode import resolve
+    from ddpctl.proc import in_background
+
+    spec = _spec_of(spec_or_path, overrides, backend)
+    # The requeue facts are controller round trips: asked while this thread imports the renderer.
+    resolving = in_background(lambda: resolve(spec))
+    from ddpctl.plan import render  # noqa: F401  (imported here, beside the round trips; build() uses it)
     from ddpctl.plan.submission import build
 
-    spec, why = resolve(_spec_of(spec_or_path, overrides, backend))
+    spec, why = resolving.result()
     return dataclasses.replace(build(spec), requeue_why=why)
 
 

@@ -14,7 +14,7 @@ import subprocess
 import threading
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import IO, TypeVar
+from typing import IO, Generic, TypeVar
 
 from ddpctl.errors import CommandError
 
@@ -83,6 +83,34 @@ def concurrently(*calls: Callable[[], T]) -> list[T]:
         if error is not None:
             raise error
     return results  # type: ignore[return-value]  # every slot was filled: none raised
+
+
+class Pending(Generic[T]):
+    """A call running in a thread of its own (`in_background`); `result()` waits for it and returns its value
+    or raises its exception. Daemonic: a caller that fails first and exits does not wait for it."""
+
+    def __init__(self, call: Callable[[], T]) -> None:
+        self._value: T | None = None
+        self._error: BaseException | None = None
+        self._thread = threading.Thread(target=self._work, args=(call,), daemon=True)
+        self._thread.start()
+
+    def _work(self, call: Callable[[], T]) -> None:
+        try:
+            self._value = call()
+        except BaseException as exc:
+            self._error = exc
+
+    def result(self) -> T:
+        self._thread.join()
+        if self._error is not None:
+            raise self._error
+        return self._value  # type: ignore[return-value]  # set: the call returned
+
+
+def in_background(call: Callable[[], T]) -> Pending[T]:
+    """Start `call` now, beside the caller's own work (e.g. controller round trips beside imports)."""
+    return Pending(call)
 
 
 def available(program: str) -> bool:

@@ -9,6 +9,7 @@ import time
 import pytest
 
 from ddpctl import proc
+from ddpctl.errors import CommandError
 
 
 @pytest.mark.parametrize(
@@ -67,3 +68,28 @@ def test_concurrently_raises_the_first_calls_error_after_all_ended() -> None:
         proc.concurrently(slow_ok, lambda: fail("first"), lambda: fail("second"))
     assert ended == ["slow"]
     assert proc.concurrently() == []
+
+
+def test_in_background_runs_beside_the_caller_and_hands_back_its_value() -> None:
+    import threading
+
+    started_here = threading.Event()
+
+    def call() -> str:
+        # Only returns once the caller has gone on past in_background(): the two run at the same time.
+        if not started_here.wait(timeout=10):
+            raise AssertionError("the caller was blocked while the call ran")
+        return "facts"
+
+    pending = proc.in_background(call)
+    started_here.set()
+    assert pending.result() == "facts"
+
+
+def test_in_background_raises_the_calls_error_at_result() -> None:
+    def call() -> None:
+        raise CommandError("sinfo failed: down")
+
+    pending = proc.in_background(call)
+    with pytest.raises(CommandError, match="sinfo failed: down"):
+        pending.result()

@@ -43,15 +43,20 @@ def add(sub: Any) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from ddpctl import api
+    from ddpctl.proc import in_background
 
+    spec = api.spec_of(args.spec, backend=args.backend, overrides=args.overrides)
+    # The preflight's round trips to the controller run while the plan is built (a plan error is still the
+    # one reported when both fail); a dry run asks nothing.
+    checks = None if args.dry_run else in_background(lambda: preflight(spec, args.allow_duplicate))
     # One plan, built once: the dry run prints it, the submission submits it.
-    plan = api.plan(args.spec, backend=args.backend, overrides=args.overrides)
-    if args.dry_run:
+    plan = api.plan(spec)
+    if args.dry_run or checks is None:
         sys.stdout.write(plan.text())
         return 0
     from ddpctl.plan.stopscan import check_script
 
-    preflight(plan.spec, args.allow_duplicate)
+    checks.result()
     if (warning := check_script(plan.spec)) is not None:
         print(f"ddpctl: warning: {warning}", file=sys.stderr)
     job = api.submit_plan(plan)

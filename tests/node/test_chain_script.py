@@ -152,6 +152,6 @@ def test_the_attempt_record_comes_after_the_nodes_start_up_dated_before_it_and_s
     before = time.time()
     run(tmp_path, run_dir)
     starts = [e for e in events(run_dir) if e["event"] == "attempt-start"]
-    assert len(starts) == 1 and before <= float(starts[0]["t"]) <= before + 0.5, starts  # the shell's reading
+    assert len(starts) == 1 and before <= float(str(starts[0]["t"])) <= before + 0.5, starts  # the shell's reading
     assert not (tmp_path / "out" / "record-before-step-start-up").exists()  # not yet written 0.5 s in
     assert [e["signal"] for e in events(run_dir) if e["event"] == "signal"] == ["USR2"]  # the stop did arrive
