@@ -18,7 +18,7 @@ from ddpctl.errors import WaitTimeout
 from ddpctl.node.decide import Decision, Kind, RunOutcome, classify_signal, count_requeues, decide, root_exit
 from ddpctl.node.localenv import LOCAL_ENV_FLAG
 from ddpctl.node.torchrun import checkpoint_dir
-from ddpctl.run import safeio
+from ddpctl.run import envvars, safeio
 from ddpctl.run.events import append_event, read_events
 from ddpctl.run.layout import RunLayout
 from ddpctl.run.rundir import run_spec, wait_for_run_dir
@@ -48,8 +48,8 @@ def start_time(text: str, now: float) -> float | None:
 
 
 def batch_start(layout: RunLayout, env: Mapping[str, str], at: str = "") -> None:
-    """Record the attempt's start. `at` is when the batch shell started it: the record itself runs niced in
-    the background (templates/ddp.sbatch.j2) and may come seconds later on a node busy starting up."""
+    """Record the attempt's start. `at` is when the batch shell started it: the record itself comes later (from
+    node 0's launcher once its torchrun runs, templates/ddp.sbatch.j2), when nothing urgent needs the CPU."""
     attempt = attempt_of(env)
     if not wait_for_run_dir(layout):
         raise WaitTimeout(f"no run directory {layout.root} (no job.yaml): its submit did not finish")
@@ -68,9 +68,22 @@ def batch_start(layout: RunLayout, env: Mapping[str, str], at: str = "") -> None
         attempt=attempt,
         job_id=job_id,
         nodes=env.get("SLURM_JOB_NODELIST"),
-        batch_host=socket.gethostname(),
+        batch_host=env.get(envvars.BATCH_HOST) or socket.gethostname(),
         checkpoints_present=checkpoints_present(layout),
     )
+
+
+def started(layout: RunLayout, attempt: int) -> bool:
+    return any(e.get("event") == "attempt-start" and e.get("attempt") == attempt for e in read_events(layout.events))
+
+
+def record_start_if_missing(layout: RunLayout, env: Mapping[str, str]) -> None:
+    """The batch shell's step ended: where no launcher recorded the attempt's start (node 0's never ran), record
+    it now, dated by the shell (`envvars.ATTEMPT_AT`). Nothing for a shell that does not set that (a template of
+    one's own, which runs `internal batch-start` itself)."""
+    at = env.get(envvars.ATTEMPT_AT)
+    if at is not None and not started(layout, attempt_of(env)):
+        batch_start(layout, env, at)
 
 
 def checkpoints_present(layout: RunLayout) -> bool | None:
@@ -166,6 +179,7 @@ def run_outcome(layout: RunLayout, events: list[dict[str, Any]], attempt: int, e
 
 
 def decide_run(layout: RunLayout, env: Mapping[str, str], exit_code: int) -> Decision:
+    record_start_if_missing(layout, env)
     spec = run_spec(layout)
     attempt = attempt_of(env)
     events = list(read_events(layout.events))

@@ -20,14 +20,14 @@ from pathlib import Path
 from types import FrameType
 
 from ddpctl import exitcodes, proc
-from ddpctl.errors import SlurmEnvError
+from ddpctl.errors import DdpctlError, SlurmEnvError
 from ddpctl.node import gpus
 from ddpctl.node.ackwatch import AckWatch
 from ddpctl.node.localenv import LOCAL_ENV_FLAG
 from ddpctl.node.oom import OomCounter
 from ddpctl.node.rundist import run_dist, run_node_spec
 from ddpctl.node.torchrun import NodePlan, node_plan
-from ddpctl.run import safeio
+from ddpctl.run import envvars, safeio
 from ddpctl.run.events import append_event
 from ddpctl.run.layout import RunLayout
 from ddpctl.run.rundir import wait_for_run_dir
@@ -186,6 +186,21 @@ def record_launch(layout: RunLayout, dist: DistEnv, plan: NodePlan, env: Mapping
     )
 
 
+def record_attempt_start(layout: RunLayout, dist: DistEnv, env: Mapping[str, str]) -> None:
+    """Node 0's launcher records the attempt's start for the batch shell that set `envvars.ATTEMPT_AT` (the
+    template): here, in a process already running and once torchrun is started, it costs no interpreter start
+    beside the nodes' start-up (on the batch host, beside node 0's launcher and torchrun, which hosts the
+    rendezvous store). The shell records it after the step if no launcher did."""
+    if dist.node_rank != 0 or envvars.ATTEMPT_AT not in env or env.get(LOCAL_ENV_FLAG):
+        return
+    from ddpctl.node.batch import batch_start
+
+    try:
+        batch_start(layout, env, env[envvars.ATTEMPT_AT])
+    except (OSError, DdpctlError) as err:  # torchrun runs: never leave it for a record (decide writes it then)
+        print(f"ddpctl launch [{dist.node_name}]: attempt start not recorded here: {err}", flush=True)
+
+
 def record_node_exit(layout: RunLayout, dist: DistEnv, code: int, hung: bool) -> int:
     """The `node-exit` event and line; returns the status this launcher exits with."""
     stopped = layout.stopped_marker(dist.restart_count).exists()
@@ -225,6 +240,7 @@ def launch(run_dir: Path, env: Mapping[str, str]) -> int:
         os.nice(LAUNCHER_NICE)
     write_node_info(layout, dist, static=spec.rendezvous == "static")
     record_launch(layout, dist, plan, env)
+    record_attempt_start(layout, dist, env)
     from ddpctl.health.watchdog import Watchdog
 
     watchdog = Watchdog(

@@ -12,6 +12,10 @@ STOP_LEAD_S = "DDPCTL_STOP_LEAD_S"  # requeue.lead_s: how long a stop may take b
 PG_TIMEOUT_S = "DDPCTL_PG_TIMEOUT_S"  # process-group timeout for init_process_group
 NODE_NAME = "DDPCTL_NODE"  # Slurm node name this rank runs on (for log prefixes)
 RANK_LOG = "DDPCTL_RANK_LOG_PATTERN"  # e.g. ".../attempt-0/rank-{rank}.log": the worker wrapper fills in RANK
+# Set by the batch shell for its step: when the attempt started ($EPOCHREALTIME) and on which host. Node 0's
+# launcher records the attempt's start with them; `internal decide` does when no launcher did.
+ATTEMPT_AT = "DDPCTL_ATTEMPT_AT"
+BATCH_HOST = "DDPCTL_BATCH_HOST"
 # Test/benchmark-only seam: set to "1" in a spec's env, `ddpctl launch` starts the torch-free stand-in
 # (ddpctl.node.standin, N simulated ranks per node) instead of torchrun. Never set it for real training.
 STANDIN = "DDPCTL_STANDIN"

@@ -11,6 +11,7 @@ import yaml
 
 from ddpctl.node.batch import decide_run, on_signal, request_kind, requested_kind, run_outcome
 from ddpctl.node.decide import RunOutcome
+from ddpctl.node.localenv import LOCAL_ENV_FLAG
 from ddpctl.run.events import read_events
 from ddpctl.run.layout import RunLayout
 from ddpctl.run.rundir import run_spec
@@ -166,3 +167,48 @@ def test_wait_for_run_dir_is_bounded(tmp_path: Path) -> None:
     assert wait_for_run_dir(RunLayout(tmp_path / "4242"), timeout_s=0.3) is False
     assert 0.3 <= time.monotonic() - t0 < 2
     assert not (tmp_path / "4242").exists()
+
+
+def starts(layout: RunLayout) -> list[dict[str, object]]:
+    return [e for e in read_events(layout.events) if e["event"] == "attempt-start"]
+
+
+@pytest.mark.parametrize(
+    ("node_rank", "env", "recorded"),
+    [
+        (0, {"DDPCTL_ATTEMPT_AT": "SHELL", "DDPCTL_BATCH_HOST": "node7"}, True),  # the template's step, node 0
+        (1, {"DDPCTL_ATTEMPT_AT": "SHELL"}, False),  # one record per attempt: node 0's
+        (0, {}, False),  # a template of one's own runs `internal batch-start` itself
+        (0, {"DDPCTL_ATTEMPT_AT": "SHELL", LOCAL_ENV_FLAG: "1"}, False),  # the local supervisor records it
+    ],
+)
+def test_node_0s_launcher_records_the_attempt_start_the_shell_dated(
+    tmp_path: Path, node_rank: int, env: dict[str, str], recorded: bool
+) -> None:
+    from ddpctl.node.launch import record_attempt_start
+    from ddpctl.slurm.env import DistEnv
+
+    layout = run_dir(tmp_path)
+    shell_time = time.time() - 2.5
+    env = {k: f"{shell_time:.6f}" if v == "SHELL" else v for k, v in env.items()}
+    slurm = {"SLURM_JOB_ID": "12", "SLURM_JOB_NODELIST": "node[7-9]"}
+    hosts = ("node7", "node8", "node9")
+    dist = DistEnv("node7", 29500, node_rank, 3, 1, 3, "12.0", 0, "12", hosts[node_rank], hosts)
+    record_attempt_start(layout, dist, {**slurm, **env})
+    if not recorded:
+        assert starts(layout) == []
+        return
+    (start,) = starts(layout)
+    assert start["t"] == round(shell_time, 3) and start["batch_host"] == "node7" and start["job_id"] == "12"
+
+
+def test_decide_records_the_start_only_where_no_launcher_did(tmp_path: Path) -> None:
+    layout = run_dir(tmp_path)
+    shell_time = time.time() - 3.0
+    env = {"SLURM_JOB_ID": "12", "DDPCTL_ATTEMPT_AT": f"{shell_time:.6f}"}
+    decide_run(layout, env, 1)  # no launcher ran (e.g. srun could not start the step): decide records the start
+    decide_run(layout, {**env, "SLURM_RESTART_COUNT": "1"}, 0)
+    decide_run(layout, {**env, "SLURM_RESTART_COUNT": "1"}, 0)  # attempt 1 is recorded once
+    assert [(e["attempt"], e["t"]) for e in starts(layout)] == [(0, round(shell_time, 3)), (1, round(shell_time, 3))]
+    decide_run(layout, {"SLURM_JOB_ID": "12", "SLURM_RESTART_COUNT": "2"}, 0)  # no shell time: a template's own
+    assert [e["attempt"] for e in starts(layout)] == [0, 1]

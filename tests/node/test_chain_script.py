@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import socket
 import subprocess
 import sys
 import time
@@ -134,24 +135,21 @@ def test_a_requeued_job_of_a_finished_run_does_not_train_and_ends_as_the_run_did
     assert not (tmp_path / "out" / "srun").exists()
 
 
-# The srun stub: half a second into the step, note whether the attempt's record is already there, then send the
-# stop signal to every process of the batch script (its process group), as a stop to the whole batch step would.
-SRUN_STOPS_EVERYONE = """sleep 0.5
-grep -q attempt-start "${@: -1}/events.jsonl" 2>/dev/null && touch "$STUB_OUT/record-before-step-start-up"
-kill -USR2 0
+# As node 0's launcher would (ddpctl.node.launch.record_attempt_start): record the start from the variables the
+# batch shell exported to its step.
+SRUN_RECORDS_THE_START = """python -m ddpctl internal batch-start "${@: -1}" --at "$DDPCTL_ATTEMPT_AT"
 """
 
 
-def test_the_attempt_record_comes_after_the_nodes_start_up_dated_before_it_and_survives_a_stop(
-    tmp_path: Path,
-) -> None:
-    """The batch shell's record of the attempt's start is written 2 s late (its interpreter start would compete
-    with node 0's launcher and torchrun, templates/ddp.sbatch.j2), dated by the shell's own clock before srun,
-    and written even when the stop signal reaches every process of the batch step and the step ends first."""
-    run_dir = prepare(tmp_path, "requeue", srun=SRUN_STOPS_EVERYONE)
+@pytest.mark.parametrize("launcher_records", [True, False])
+def test_the_attempt_start_is_dated_by_the_shell_and_recorded_once(tmp_path: Path, launcher_records: bool) -> None:
+    """The batch shell starts no record of its own beside the nodes' start-up: it exports its start time and
+    host to the step, node 0's launcher records the start, and `internal decide` does when no launcher did."""
+    run_dir = prepare(tmp_path, "requeue", srun=SRUN_RECORDS_THE_START if launcher_records else "")
     before = time.time()
-    run(tmp_path, run_dir)
+    run(tmp_path, run_dir, HOSTNAME="login1")  # exported by sbatch from the submitting shell: not this host
     starts = [e for e in events(run_dir) if e["event"] == "attempt-start"]
-    assert len(starts) == 1 and before <= float(str(starts[0]["t"])) <= before + 0.5, starts  # the shell's reading
-    assert not (tmp_path / "out" / "record-before-step-start-up").exists()  # not yet written 0.5 s in
-    assert [e["signal"] for e in events(run_dir) if e["event"] == "signal"] == ["USR2"]  # the stop did arrive
+    assert len(starts) == 1, starts
+    assert before <= float(str(starts[0]["t"])) <= before + 1.0 and starts[0]["batch_host"] == socket.gethostname()
+    env = dict(i.decode().split("=", 1) for i in (tmp_path / "out" / "srun" / "env.0").read_bytes().split(b"\0")[:-1])
+    assert abs(float(env["DDPCTL_ATTEMPT_AT"].replace(",", ".")) - float(str(starts[0]["t"]))) < 0.001
