@@ -214,11 +214,40 @@ def test_oracle_agrees_with_scontrol(scontrol_env: dict[str, str]) -> None:
     assert not mismatches, f"{len(mismatches)} of {len(expressions)} differ, e.g. {mismatches[:5]}"
 
 
+# Slurm 24.11 (checked on 24.11.5) expands these, 22.05 rejects them; neither writes one when it compresses names
+# (`scontrol show hostlist a1b,a2b` stays `a1b,a2b`), so no job's SLURM_JOB_NODELIST holds one, and ddpctl
+# keeps 22.05's rule (tests/cluster/README.md).
+ACCEPTED_SINCE_24_11 = {
+    "n[[1]]": ["n[1]"],
+    "n[1-2]]": ["n1]", "n2]"],
+    "a[1-2]b": ["a1b", "a2b"],
+    "[1-2]x": ["1x", "2x"],
+    "a[1-2]b[1-2]c": ["a1b1c", "a1b2c", "a2b1c", "a2b2c"],
+    "n[1-2]-": ["n1-", "n2-"],
+}
+
+
+def scontrol_version(env: dict[str, str]) -> tuple[int, int]:
+    words = run(["scontrol", "--version"], env=env).stdout.split()  # "slurm 22.05.8" / "slurm-wlm 24.11.5"
+    major, minor = words[-1].split(".")[:2]
+    return int(major), int(minor)
+
+
 @pytest.mark.parametrize("expr", MALFORMED_BOTH)
 def test_oracle_rejects_what_we_reject(expr: str, scontrol_env: dict[str, str]) -> None:
     hosts, err = _scontrol(expr, scontrol_env)
+    if expr in ACCEPTED_SINCE_24_11 and scontrol_version(scontrol_env) >= (24, 11):
+        assert hosts == ACCEPTED_SINCE_24_11[expr] and not err  # exactly what tests/cluster/README.md says
+        return
     assert hosts == []
     assert "Invalid hostlist" in err
+
+
+@pytest.mark.parametrize("expr", sorted(e for e, names in ACCEPTED_SINCE_24_11.items() if "[" not in "".join(names)))
+def test_slurm_never_compresses_names_into_a_form_we_refuse(expr: str, scontrol_env: dict[str, str]) -> None:
+    names = ACCEPTED_SINCE_24_11[expr]
+    done = run(["scontrol", "show", "hostlist", ",".join(names)], env=scontrol_env)
+    assert done.returncode == 0 and done.stdout.strip() == ",".join(names), done.stdout + done.stderr
 
 
 def test_long_inputs_stay_linear() -> None:
