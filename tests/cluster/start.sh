@@ -154,11 +154,12 @@ switch_version() {
             stop_slurm
         fi
     fi
-    [[ $SLURM_VERSION == 24.11 ]] || stop_munge_2411
+    [[ $SLURM_VERSION == 24.11 ]] || { stop_munge_2411; stop_client_ns_2411; }
     use_version "$SLURM_VERSION"
     if [[ $SLURM_VERSION == 24.11 ]]; then
         ensure_root_2411
         write_wrappers_2411
+        ensure_client_ns_2411
         ensure_munge_2411
     else
         ensure_munge

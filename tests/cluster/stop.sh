@@ -12,6 +12,7 @@ ACTIVE=$(active_version)
 use_version "$ACTIVE"
 stop_slurm
 stop_munge_2411  # the 24.11 root's munged, if it runs
+stop_client_ns_2411  # and the holder of its clients' mount namespace
 rm -f "$ACTIVE_FILE"
 if [[ -e $MUNGE_OURS ]]; then
     stop_pidfile "$MUNGE_PIDFILE" munged
