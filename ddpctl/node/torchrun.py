@@ -49,6 +49,14 @@ def rendezvous_args(spec: JobSpec, dist: DistEnv, local_addr: str | None) -> lis
     return args
 
 
+def awaited_endpoint(dist: DistEnv) -> str:
+    """What this node's agent waits for before torchrun connects (ddpctl.node.agent): the rendezvous host's
+    store on every other node, nothing (``-``) on the host itself."""
+    if dist.node_rank == 0 or dist.nnodes == 1:
+        return "-"
+    return f"{dist.master_addr}:{dist.master_port}"
+
+
 def standin_argv(spec: JobSpec, dist: DistEnv, python: str) -> list[str]:
     """Test/benchmark-only (envvars.STANDIN): the torch-free stand-in plays this node's ranks."""
     return [
@@ -68,7 +76,8 @@ def torchrun_argv(spec: JobSpec, dist: DistEnv, python: str, local_addr: str | N
     return [
         python,
         "-m",
-        "torch.distributed.run",
+        "ddpctl.node.agent",  # torchrun, after waiting for the rendezvous host where that saves time
+        awaited_endpoint(dist),
         f"--nnodes={dist.nnodes}",
         f"--nproc-per-node={dist.nproc_per_node}",
         f"--max-restarts={spec.max_restarts}",

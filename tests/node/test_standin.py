@@ -31,8 +31,8 @@ DIST = DistEnv(
 def test_only_the_flag_selects_the_standin() -> None:
     base = {"name": "j", "script": "/w/t.py", "args": ("--steps", "9"), "nodes": 2, "nproc_per_node": 3}
     cases = [
-        ((), "torch.distributed.run"),
-        ((("DDPCTL_STANDIN", "0"),), "torch.distributed.run"),
+        ((), "ddpctl.node.agent"),
+        ((("DDPCTL_STANDIN", "0"),), "ddpctl.node.agent"),
         ((("DDPCTL_STANDIN", "1"),), "ddpctl.node.standin"),
     ]
     for env, module in cases:

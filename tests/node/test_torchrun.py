@@ -71,7 +71,9 @@ def ddpctl_env(
 
 C10D = ["--rdzv-backend=c10d", "--rdzv-endpoint=n1:23456", "--rdzv-id=77.0"]
 STATIC = ["--master-addr=n1", "--master-port=23456", "--node-rank=1", "--rdzv-backend=static"]
-HEAD = ["/py", "-m", "torch.distributed.run", "--nnodes=2", "--nproc-per-node=2", "--max-restarts=0"]
+HEAD = ["/py", "-m", "ddpctl.node.agent", "n1:23456", "--nnodes=2", "--nproc-per-node=2", "--max-restarts=0"]
+# node 0 hosts the rendezvous: its agent waits for nobody ("-")
+HOST_HEAD = [*HEAD[:3], "-", *HEAD[4:]]
 TAIL = ["--no-python", "/py", "-m", "ddpctl.node.worker", "/w/train.py", "--lr", "0.1"]
 NET_ETH0 = [
     ("NCCL_SOCKET_IFNAME", "eth0"),
@@ -116,7 +118,8 @@ NET_ETH0 = [
             [
                 "/py",
                 "-m",
-                "torch.distributed.run",
+                "ddpctl.node.agent",
+                "n1:23456",
                 "--nnodes=2",
                 "--nproc-per-node=2",
                 "--max-restarts=2",
@@ -137,7 +140,7 @@ NET_ETH0 = [
             ),
             dist(node_rank=0, restart=2),
             (None, None, {}),
-            [*HEAD, "--rdzv-backend=c10d", "--rdzv-endpoint=n1:23456", "--rdzv-id=77.2", *TAIL],
+            [*HOST_HEAD, "--rdzv-backend=c10d", "--rdzv-endpoint=n1:23456", "--rdzv-id=77.2", *TAIL],
             [
                 ("OMP_NUM_THREADS", "4"),
                 ("A", "x y"),
