@@ -57,31 +57,7 @@ class LocalBackend:
         with staging(spec, None) as stage:
             layout = commit(stage, spec, job_id)
         append_event(layout.events, "submit", job_id=job_id, backend=self.name, spec=str(spec_path))
-        lock = local_proc.take_lock(layout.root)  # held from now on: status never sees a gap before start-up
-        try:
-            with safeio.open_append_file(layout.batch_log) as out:
-                supervisor = proc.spawn(
-                    [
-                        sys.executable,
-                        "-m",
-                        "ddpctl",
-                        "internal",
-                        "local-run",
-                        str(layout.root),
-                        "--job-number",
-                        str(number),
-                        "--lock-fd",
-                        str(lock),
-                    ],
-                    stdout=out,
-                    stderr=proc.STDOUT,
-                    stdin=proc.DEVNULL,
-                    new_session=True,
-                    pass_fds=(lock,),
-                )
-            local_proc.write_pid(layout.root, supervisor.pid)
-        finally:
-            os.close(lock)
+        pid = start_supervisor(layout.root, layout.batch_log, number)
         return JobRecord(
             job_id=job_id,
             name=spec.name,
@@ -89,7 +65,7 @@ class LocalBackend:
             backend=self.name,
             submitted_at=time.time(),
             spec_path=str(spec_path),
-            pid=supervisor.pid,
+            pid=pid,
         )
 
     def state(self, record: JobRecord) -> JobState:
@@ -139,6 +115,28 @@ def nodes_of(run_dir: Path) -> str:
     except Exception:
         return ""
     return ",".join(f"local{i + 1}" for i in range(spec.nodes))
+
+
+def start_supervisor(root: Path, batch_log: Path, number: int) -> int:
+    """Start the detached `internal local-run` supervisor of run `root`; its pid (also written to the run dir).
+
+    The run's lock is taken before and handed over to it, so `status` never sees a gap before its start-up."""
+    lock = local_proc.take_lock(root)
+    try:
+        with safeio.open_append_file(batch_log) as out:
+            argv = [sys.executable, "-m", "ddpctl", "internal", "local-run", str(root)]
+            supervisor = proc.spawn(
+                [*argv, "--job-number", str(number), "--lock-fd", str(lock)],
+                stdout=out,
+                stderr=proc.STDOUT,
+                stdin=proc.DEVNULL,
+                new_session=True,
+                pass_fds=(lock,),
+            )
+        local_proc.write_pid(root, supervisor.pid)
+    finally:
+        os.close(lock)
+    return supervisor.pid
 
 
 BACKEND = LocalBackend()

@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from ddpctl.errors import SpecError
-from ddpctl.snapshot.collect import dir_manifest, git_manifest, git_root
+from ddpctl.snapshot.collect import Manifest, dir_manifest, git_manifest, git_root
 from ddpctl.snapshot.store import Limits, MiB, store_tree, too_big, write_atomic
 from ddpctl.spec import JobSpec
 
@@ -48,17 +48,7 @@ def take(spec: JobSpec, record: Path, limits: Limits | None = None) -> SnapshotI
         return None
     limits = limits or Limits.from_env(os.environ)
     script = Path(os.path.realpath(spec.script))
-    exclude = [Path(spec.run_dir), *([Path(spec.checkpoint.dir)] if spec.checkpoint.dir else [])]
-    root = git_root(script.parent) if spec.snapshot in ("auto", "git") else None
-    if spec.snapshot == "git" and root is None:
-        raise SpecError(
-            f"{spec.source}: snapshot: git, but the script {spec.script} is not in a git work tree "
-            "(or git is not installed); expected snapshot: dir, auto or off"
-        )
-    if root is not None:
-        manifest = git_manifest(Path(os.path.realpath(root)), exclude)
-    else:
-        manifest = dir_manifest(script.parent, exclude, limits.max_files, limits.max_bytes)
+    mode, manifest = manifest_of(spec, script, limits)
     if manifest.truncated:  # the directory walk stopped at a limit
         raise too_big(manifest, len(manifest.entries), limits.max_bytes, limits)
     rel = script.relative_to(manifest.root).as_posix()
@@ -69,7 +59,7 @@ def take(spec: JobSpec, record: Path, limits: Limits | None = None) -> SnapshotI
         )
     stored = store_tree(Path(spec.run_dir) / STORE_DIR, manifest, limits)
     info = SnapshotInfo(
-        mode="git" if root is not None else "dir",
+        mode=mode,
         source=str(manifest.root),
         tree=stored.tree_id,
         path=str(stored.path),
@@ -84,6 +74,20 @@ def take(spec: JobSpec, record: Path, limits: Limits | None = None) -> SnapshotI
     )
     write_atomic(record, json.dumps(dataclasses.asdict(info), indent=1) + "\n")
     return info
+
+
+def manifest_of(spec: JobSpec, script: Path, limits: Limits) -> tuple[str, Manifest]:
+    """("git", the script's repository) or ("dir", the script's directory), as the spec's `snapshot` asks."""
+    exclude = [Path(spec.run_dir), *([Path(spec.checkpoint.dir)] if spec.checkpoint.dir else [])]
+    root = git_root(script.parent) if spec.snapshot in ("auto", "git") else None
+    if spec.snapshot == "git" and root is None:
+        raise SpecError(
+            f"{spec.source}: snapshot: git, but the script {spec.script} is not in a git work tree "
+            "(or git is not installed); expected snapshot: dir, auto or off"
+        )
+    if root is not None:
+        return "git", git_manifest(Path(os.path.realpath(root)), exclude)
+    return "dir", dir_manifest(script.parent, exclude, limits.max_files, limits.max_bytes)
 
 
 def read_info(record: Path) -> SnapshotInfo | None:
