@@ -46,6 +46,11 @@ def chain_state(record: JobRecord, runner: Runner) -> JobState:
     if layout.cancel_request.exists() and commands.squeue(current, runner) is None:
         return JobState("CANCELLED", restarts_from_events(layout.root), "cancelled with ddpctl cancel")
     state = state_from_slurm(dataclasses.replace(record, job_id=current), runner)
+    if state.terminal and current != jobs[-1]:
+        # The predecessor left the queue between current_job's question and this one: its end (COMPLETED,
+        # or CANCELLED by a PreemptMode=CANCEL preemption) is not the run's, since a successor carries it on.
+        current = jobs[-1]
+        state = state_from_slurm(dataclasses.replace(record, job_id=current), runner)
     where = f"job {current}, {jobs.index(current) + 1} of {len(jobs)} in the chain"
     return dataclasses.replace(state, reason=f"{where}; {state.reason}" if state.reason else where)
 

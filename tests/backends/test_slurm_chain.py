@@ -74,3 +74,25 @@ def test_a_single_job_run_is_unchanged(tmp_path: Path) -> None:
     record, slurm = JobRecord("7", "x", str(tmp_path), "sbatch", 0.0), Slurm({"7": "RUNNING"})
     assert current_job(record, slurm) == "7"
     assert chain_state(record, slurm).state == "RUNNING" and chain_state(record, slurm).reason == ""
+
+
+class Leaving(Slurm):
+    """Job 10 leaves the queue right after squeue first lists it; scontrol then shows it COMPLETED, as Slurm
+    does for a predecessor whose batch script exited 0 after submitting its successor."""
+
+    def __call__(self, argv: Sequence[str]) -> Completed:
+        if argv[0] == "scontrol" and argv[-1] == "10":
+            return Completed(tuple(argv), 0, "JobId=10 JobName=example JobState=COMPLETED ExitCode=0:0\n", "")
+        done = super().__call__(argv)
+        if argv[0] == "squeue" and "10" in argv:
+            self.queue.pop("10", None)
+        return done
+
+
+def test_a_predecessor_leaving_the_queue_between_two_questions_does_not_end_the_run(tmp_path: Path) -> None:
+    # `logs -f` ended a chained run as COMPLETED, with its last attempt never shown, when the predecessor left
+    # the queue after `current_job` saw it running and before its own state was asked.
+    record = chained_run(tmp_path)
+    append_event(RunLayout(tmp_path).events, "decision", attempt=0, action="requeue", kind="preemption", exit_code=0)
+    state = chain_state(record, Leaving({"10": "RUNNING", "11": "PENDING"}))
+    assert (state.state, state.restarts, state.reason) == ("REQUEUED", 1, "job 11, 2 of 2 in the chain"), state
