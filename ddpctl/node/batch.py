@@ -186,6 +186,9 @@ def decide_run(layout: RunLayout, env: Mapping[str, str], exit_code: int) -> Dec
     outcome = run_outcome(layout, events, attempt, exit_code)
     used = count_requeues(events, attempt)
     decision = decide(outcome, spec.requeue, used)
+    if decision.action == "finish":
+        # Before the event: wherever a finish is recorded, the batch shell's restart guard sees this marker.
+        safeio.touch(layout.finished_marker)
     append_event(
         layout.events, "decision", attempt=attempt, step_exit=exit_code, stopped=outcome.stopped, **decision.as_event()
     )

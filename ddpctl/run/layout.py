@@ -9,6 +9,9 @@
     events.jsonl        one JSON object per line: submit, start, signal, stop, checkpoint, decision, exit
     checkpoints/        default checkpoint directory (spec checkpoint.dir overrides)
     preempt-request.json  left by `ddpctl preempt --as KIND` just before it signals; consumed by the decision
+    cancel-request.json   left by `ddpctl cancel` of a chained run: no successor may start after it
+    finished            left by the decision that ends the run, before it records that decision: a requeued or
+                        chained start that finds neither it nor cancel-request.json may train without asking
     supervisor.pid      local backend: the supervisor playing the batch shell (pid and start time)
     supervisor.lock     local backend: held by the supervisor and its launchers while the job runs
     submitit/           submitit backend: submitit's own folder (pickles, its logs)
@@ -75,6 +78,12 @@ class RunLayout:
     def cancel_request(self) -> Path:
         """Written by `ddpctl cancel` before it cancels a chained run's jobs: no successor may start after it."""
         return self.root / "cancel-request.json"
+
+    @property
+    def finished_marker(self) -> Path:
+        """Written by the `finish` decision before its event: the batch shell's cheap test, on a requeued or
+        chained start, of whether it must ask `internal chain-check` (an interpreter start) at all."""
+        return self.root / "finished"
 
     @property
     def supervisor_pid(self) -> Path:

@@ -28,7 +28,7 @@ env -0 > "$out/env.$n"
 ANSWERS = {"sbatch": "echo 99\n", "scontrol": 'echo "Requested operation is presently disabled" >&2; exit 1\n'}
 
 
-def prepare(tmp_path: Path, mode: str, srun: str = "") -> Path:
+def prepare(tmp_path: Path, mode: str, srun: str = "", python: str = sys.executable) -> Path:
     stubs = tmp_path / "bin"
     stubs.mkdir()
     for name in ("srun", "scontrol", "scancel", "squeue", "sbatch"):
@@ -43,7 +43,7 @@ def prepare(tmp_path: Path, mode: str, srun: str = "") -> Path:
     run_dir = tmp_path / "runs" / "c" / "4242"
     run_dir.mkdir(parents=True)
     (run_dir / "job.yaml").write_text(yaml.safe_dump(spec_to_mapping(spec)))
-    script = render_script(spec, RenderInputs(run_base=run_dir.parent, python=sys.executable))
+    script = render_script(spec, RenderInputs(run_base=run_dir.parent, python=python))
     (run_dir / "job.sbatch").write_text(script)
     return run_dir
 
@@ -107,10 +107,13 @@ def test_a_successor_runs_as_the_next_attempt_of_the_run(tmp_path: Path) -> None
     assert env["DDPCTL_CHAIN_ATTEMPT"] == "3" and argv(tmp_path, "srun")[-1] == str(run_dir)
     decided = [e for e in events(run_dir) if e["event"] == "decision"]
     assert [(e["attempt"], e["action"]) for e in decided] == [(3, "finish")]
+    assert (run_dir / "finished").exists()  # what the next start's restart guard tests for
     assert not (tmp_path / "out" / "sbatch").exists() and not (tmp_path / "out" / "scontrol").exists()
 
 
 def finished(run_dir: Path, exit_code: int) -> None:
+    """As `internal decide` leaves a finished run: the marker, then the decision."""
+    (run_dir / "finished").touch()
     decision = {"event": "decision", "attempt": 0, "action": "finish", "reason": "x", "exit_code": exit_code}
     (run_dir / "events.jsonl").write_text(json.dumps(decision) + "\n")
 
@@ -133,6 +136,35 @@ def test_a_requeued_job_of_a_finished_run_does_not_train_and_ends_as_the_run_did
     done = run(tmp_path, run_dir, SLURM_RESTART_COUNT="1")
     assert done.returncode == status and "the run already finished in attempt 0" in done.stderr, done.stderr
     assert not (tmp_path / "out" / "srun").exists()
+
+
+PYTHON_LOGGED = """#!/bin/bash
+mkdir -p "$STUB_OUT"
+printf '%s\\n' "$*" >> "$STUB_OUT/python.log"
+exec {python} "$@"
+"""
+
+
+@pytest.mark.parametrize(("mode", "args"), [("requeue", ()), ("chain", ("RUN_DIR", "1"))])
+def test_a_requeued_or_chained_start_of_a_live_run_starts_no_interpreter_before_srun(
+    tmp_path: Path, mode: str, args: tuple[str, ...]
+) -> None:
+    """Only a run that may have ended (its marker, or a cancel request) costs a start an `internal chain-check`:
+    an interpreter start on every requeued start's way to its first step, ~0.1 s here, more on a shared FS."""
+    wrapper = tmp_path / "python-logged"
+    wrapper.write_text(PYTHON_LOGGED.format(python=sys.executable))
+    wrapper.chmod(0o755)
+    run_dir = prepare(tmp_path, mode, python=str(wrapper))
+    requeue = {"kind": "preemption", "reason": "preemption: requeue 1 of 10", "exit_code": 0}
+    decision = {"event": "decision", "attempt": 0, "action": "requeue", **requeue}
+    (run_dir / "events.jsonl").write_text(json.dumps(decision) + "\n")
+    argv_ = [str(run_dir) if a == "RUN_DIR" else a for a in args]
+    done = run(tmp_path, run_dir, *argv_, SLURM_RESTART_COUNT="1")
+    assert done.returncode == 0, done.stderr
+    calls = (tmp_path / "out" / "python.log").read_text().splitlines()
+    # `-m ddpctl internal decide ...` after srun is the first; no `internal chain-check` at all
+    assert calls[0].split()[3] == "decide" and not any(c.split()[3] == "chain-check" for c in calls), calls
+    assert (tmp_path / "out" / "srun").exists()
 
 
 # As node 0's launcher would (ddpctl.node.launch.record_attempt_start): record the start from the variables the
