@@ -11,11 +11,20 @@ queueing, start-up of every process on both nodes, the torch import and the rend
 The sides alternate (ddpctl, hand-written, hand-written, ddpctl, ...) so drifting machine load hits both,
 after one warm-up job per side that is not counted (`--warmup`): the first job on a freshly started cluster
 starts slower, and it would always be ddpctl's.
+
+Both jobs of a round start their submit command at the same fraction of the wall-clock second, and that
+fraction steps evenly through [0, 1) over the rounds (`--submit-at paired`, the default). Slurm starts a job at
+its next backfill pass, which runs at a fixed point of every second (bf_interval=1; slurmctld's log, tests/
+cluster/README.md), so the 0-1 s a job waits to be placed is a function of that fraction alone: submitted at
+random moments, each side draws it anew, and 16 such draws move a side's median by more than the 5 % under
+test. Paired, both sides of a round get the same draw and the draws cover [0, 1) evenly: the same expectation
+as random submission times (`--submit-at random`), with the scheduler's lottery taken out of the difference.
+ddpctl's own submit time still counts in full (its sbatch call comes that much later in the second).
 Each round waits until the cluster has no jobs at all and no node is still completing one; a round whose job
 nevertheless waited behind someone else's job (pending reason Resources/Priority) is discarded and run again.
 Jobs are polled with `squeue` every 0.2 s (never `sbatch --wait`) and cancelled on exit, Ctrl-C included.
 
-    python benchmarks/bench_first_step.py [--rounds 5] [--keep]
+    python benchmarks/bench_first_step.py [--rounds 5] [--submit-at paired|random] [--keep]
 
 Needs the local test cluster (`bash tests/cluster/start.sh`) or any Slurm cluster with 2 idle nodes in the
 default partition whose node names resolve to reachable addresses.
@@ -332,7 +341,27 @@ def count_dns_stalls(paths: list[Path]) -> int:
     return total
 
 
-def run_side(side: str, workdir: Path, index: int, jobs: Jobs, *, res_options: str, extra: dict[str, str]) -> Sample:
+def wait_for_fraction(fraction: float | None) -> None:
+    """Sleep until the wall clock's fraction of a second is `fraction` (None: start at once)."""
+    if fraction is not None:
+        time.sleep((fraction - time.time()) % 1.0)
+
+
+def round_fraction(mode: str, rnd: int, rounds: int) -> float | None:
+    """The fraction of a second at which round `rnd`'s jobs are submitted: evenly spread (paired), or None."""
+    return (rnd + 0.5) / rounds if mode == "paired" else None
+
+
+def run_side(
+    side: str,
+    workdir: Path,
+    index: int,
+    jobs: Jobs,
+    *,
+    res_options: str,
+    extra: dict[str, str],
+    fraction: float | None = None,
+) -> Sample:
     out = workdir / "out" / f"{side}-{index}"
     out.mkdir(parents=True)
     env = job_env(res_options, DDPCTL_HOME=str(workdir / "home"))
@@ -344,6 +373,7 @@ def run_side(side: str, workdir: Path, index: int, jobs: Jobs, *, res_options: s
         script = workdir / f"handwritten-{index}.sbatch"
         script.write_text(handwritten_script(workdir, out))
         argv = ["sbatch", "--parsable", str(script)]
+    wait_for_fraction(fraction)
     t0 = time.time()
     done = subprocess.run(argv, cwd=workdir, env=env, capture_output=True, text=True, check=False, timeout=120)
     submit_s = time.time() - t0
@@ -393,6 +423,13 @@ def main() -> None:
         help="jobs per side run first and not counted: the first job on a freshly started cluster starts "
         "slower (cold caches, first cgroups), and it would always be ddpctl's",
     )
+    parser.add_argument(
+        "--submit-at",
+        choices=("paired", "random"),
+        default="paired",
+        help="paired: both jobs of a round are submitted at the same fraction of a second, spread evenly over "
+        "the rounds (the scheduler's 0-1 s placement delay is then the same for both); random: at once",
+    )
     parser.add_argument("--keep", action="store_true", help="keep the scratch dir and print its path")
     parser.add_argument("--res-options", default="", help=RES_OPTIONS_HELP)
     parser.add_argument(
@@ -425,11 +462,16 @@ def main() -> None:
                     while True:
                         wait_cluster_idle(set(jobs.ids))
                         index += 1
-                        sample = run_side(side, workdir, index, jobs, res_options=args.res_options, extra=extra)
+                        fraction = round_fraction(args.submit_at, rnd, args.rounds)
+                        sample = run_side(
+                            side, workdir, index, jobs, res_options=args.res_options, extra=extra, fraction=fraction
+                        )
                         loads.append(load_average())
                         running = "?" if sample.running_s is None else f"{sample.running_s:.2f}"
                         print(
-                            f"round {rnd + 1} {side:11s} job {sample.job_id:>5}: submit cmd {sample.submit_s:.2f} s, "
+                            f"round {rnd + 1} {side:11s} job {sample.job_id:>5}: "
+                            f"{'' if fraction is None else f'submitted at second+{fraction:.2f}, '}"
+                            f"submit cmd {sample.submit_s:.2f} s, "
                             f"RUNNING seen {running} s, first step (all ranks) {sample.first_step_s:.2f} s, "
                             f"c10d DNS stalls {sample.dns_stalls}"
                             f"{'  [queued behind another job: discarded]' if sample.waited else ''}"
