@@ -18,7 +18,7 @@ import jinja2
 
 from ddpctl.errors import SpecError
 from ddpctl.plan.sandbox import make_sandbox, render_bounded
-from ddpctl.run.layout import RunLayout, sbatch_output
+from ddpctl.run.layout import ENDED_MARKERS, sbatch_output
 from ddpctl.spec import JobSpec
 from ddpctl.spec.templates import template_path
 
@@ -100,14 +100,8 @@ def template_context(spec: JobSpec, inputs: RenderInputs) -> dict[str, Any]:
         "stop_signal": spec.requeue.signal,
         "requeue_enabled": spec.requeue.enabled,
         "chain": spec.requeue.enabled and spec.requeue.mode == "chain",
-        "ended_markers": run_ended_markers(),
+        "ended_markers": list(ENDED_MARKERS),
     }
-
-
-def run_ended_markers() -> list[str]:
-    """Run-dir files whose presence means the run may have ended, for the batch shell's cheap restart test."""
-    layout = RunLayout(Path())
-    return [layout.finished_marker.name, layout.cancel_request.name]
 
 
 def make_environment(search_dir: Path) -> jinja2.Environment:

@@ -39,6 +39,11 @@ NODE_INFO_GLOB = "node-*.json"
 NODE_LOG_GLOB = "node-*.log"
 RANK_INFO_GLOB = "rank-*.json"
 RANK_PLACEHOLDER = "{rank}"  # filled in by each worker (it learns its rank from torchrun)
+FINISHED = "finished"
+CANCEL_REQUEST = "cancel-request.json"
+# Run-dir files whose presence means the run may have ended: the batch shell tests for them before it pays an
+# interpreter start for `internal chain-check` on a requeued or chained start (templates/ddp.sbatch.j2).
+ENDED_MARKERS = (FINISHED, CANCEL_REQUEST)
 
 
 @dataclass(frozen=True)
@@ -77,13 +82,13 @@ class RunLayout:
     @property
     def cancel_request(self) -> Path:
         """Written by `ddpctl cancel` before it cancels a chained run's jobs: no successor may start after it."""
-        return self.root / "cancel-request.json"
+        return self.root / CANCEL_REQUEST
 
     @property
     def finished_marker(self) -> Path:
         """Written by the `finish` decision before its event: the batch shell's cheap test, on a requeued or
         chained start, of whether it must ask `internal chain-check` (an interpreter start) at all."""
-        return self.root / "finished"
+        return self.root / FINISHED
 
     @property
     def supervisor_pid(self) -> Path:
