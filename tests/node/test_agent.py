@@ -90,8 +90,10 @@ def late_listener(after_s: float | None) -> Iterator[tuple[int, list[float]]]:
 
 
 def test_the_wait_ends_when_the_store_listens() -> None:
+    # Dated before the listener's thread starts its 0.3 s wait: under load the thread may run ahead of
+    # this test's next line, and a clock read after the `with` could land later than the listen.
+    started = time.monotonic()
     with late_listener(0.3) as (port, accepted):
-        started = time.monotonic()
         assert await_listener("127.0.0.1", port, deadline_s=10) is None
         ended = time.monotonic()
     assert len(accepted) == 2 and started + 0.3 <= accepted[0] <= ended
