@@ -30,8 +30,22 @@ from ddpctl.spec import load_spec as _read_spec
 
 if TYPE_CHECKING:
     from ddpctl.plan.submission import SubmissionPlan
+    from ddpctl.proc import Pending
+    from ddpctl.slurm.cluster import ClusterFacts
 
-__all__ = ["Job", "LogLine", "SpecLike", "job", "jobs", "load_spec", "plan", "spec_of", "submit", "submit_plan"]
+__all__ = [
+    "Job",
+    "LogLine",
+    "SpecLike",
+    "cluster_facts",
+    "job",
+    "jobs",
+    "load_spec",
+    "plan",
+    "spec_of",
+    "submit",
+    "submit_plan",
+]
 
 SpecLike = JobSpec | str | Path
 
@@ -60,24 +74,44 @@ def _spec_of(spec_or_path: SpecLike, overrides: Sequence[str], backend: str | No
     return load_spec(spec_or_path, extra)
 
 
-def plan(spec_or_path: SpecLike, *, backend: str | None = None, overrides: Sequence[str] = ()) -> SubmissionPlan:
+def cluster_facts(spec: JobSpec, *, with_nodes: bool = False) -> ClusterFacts:
+    """The cluster's facts for this spec's backend, asked once (`ddpctl.slurm.cluster`); the local backend has
+    none. `with_nodes`: also each node's GRES (one more controller question, for `doctor`)."""
+    from ddpctl import proc
+    from ddpctl.slurm.cluster import ClusterFacts, gather
+
+    if spec.backend == "local":
+        return ClusterFacts()
+    if not proc.available("scontrol"):
+        return ClusterFacts(why_missing="scontrol is not on PATH")
+    return gather(with_nodes=with_nodes)
+
+
+def plan(
+    spec_or_path: SpecLike,
+    *,
+    backend: str | None = None,
+    overrides: Sequence[str] = (),
+    cluster: ClusterFacts | Pending[ClusterFacts] | None = None,
+) -> SubmissionPlan:
     """The frozen submission plan: what `submit` would submit, and what `ddpctl submit --dry-run` prints.
 
-    `requeue.mode: auto` is decided here, from the cluster's facts (`plan.requeue_why` says why); raises
-    `RequeueModeError` (a `SpecError`) where the backend cannot resume the way the spec or cluster needs.
+    `requeue.mode: auto` is decided here, from the cluster's facts (`plan.requeue_why` says why): `cluster`, or
+    (None) gathered by `cluster_facts`. Raises `RequeueModeError` (a `SpecError`) where the backend cannot
+    resume the way the spec or cluster needs.
     """
     import dataclasses
 
     from ddpctl.plan.requeue_mode import resolve
-    from ddpctl.proc import in_background
+    from ddpctl.proc import Pending, in_background
 
     spec = _spec_of(spec_or_path, overrides, backend)
-    # The requeue facts are controller round trips: asked while this thread imports the renderer.
-    resolving = in_background(lambda: resolve(spec))
+    # The facts are controller round trips: asked (or still being asked) while this thread imports the renderer.
+    waiting = in_background(lambda: cluster_facts(spec)) if cluster is None else cluster
     from ddpctl.plan import render  # noqa: F401  (imported here, beside the round trips; build() uses it)
     from ddpctl.plan.submission import build
 
-    spec, why = resolving.result()
+    spec, why = resolve(spec, waiting.result() if isinstance(waiting, Pending) else waiting)
     return dataclasses.replace(build(spec), requeue_why=why)
 
 

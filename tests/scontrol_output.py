@@ -67,3 +67,21 @@ PARTITION_24_11 = (
     "OverTimeLimit=NONE PreemptMode=REQUEUE State=UP TotalCPUs=588 TotalNodes=49 SelectTypeParameters=NONE "
     "JobDefaults=(null) DefMemPerNode=UNLIMITED MaxMemPerNode=UNLIMITED TRES=cpu=588,mem=1204224M,node=49,billing=49\n"
 )
+
+# `scontrol show job -o` on the test cluster (22.05.8), a held job: keys with `/` and `:` (CPUs/Task,
+# ReqB:S:C:T, AllocNode:Sid), an empty value (NodeList=), values after `=` holding `=` (TRES).
+JOB_22_05 = (
+    "JobId=1 JobName=j.sh UserId=root(0) GroupId=root(0) MCS_label=N/A Priority=0 Nice=0 Account=(null) QOS=(null) "
+    "JobState=PENDING Reason=JobHeldUser Dependency=(null) Requeue=1 Restarts=0 BatchFlag=1 Reboot=0 ExitCode=0:0 "
+    "RunTime=00:00:00 TimeLimit=00:01:00 TimeMin=N/A SubmitTime=2026-11-25T10:50:33 EligibleTime=Unknown "
+    "AccrueTime=Unknown StartTime=Unknown EndTime=Unknown Deadline=N/A SuspendTime=None SecsPreSuspend=0 "
+    "LastSchedEval=2026-11-25T10:50:33 Scheduler=Main Partition=debug AllocNode:Sid=localhost:5396 "
+    "ReqNodeList=(null) ExcNodeList=(null) NodeList= NumNodes=1-1 NumCPUs=1 NumTasks=1 CPUs/Task=1 "
+    "ReqB:S:C:T=0:0:*:* TRES=cpu=1,mem=2G,node=1,billing=1 Socks/Node=* NtasksPerN:B:S:C=0:0:*:* CoreSpec=* "
+    "MinCPUsNode=1 MinMemoryCPU=2G MinTmpDiskNode=0 Features=(null) DelayBoot=00:00:00 OverSubscribe=OK "
+    "Contiguous=0 Licenses=(null) Network=(null) Command=/tmp/x/j.sh WorkDir=/home/u StdErr=/dev/null "
+    "StdIn=/dev/null StdOut=/dev/null Power= \n"
+)
+
+# The live test cluster's config keys ddpctl reads that CONFIG_22_05 leaves out (22.05.8, real lines).
+CONFIG_22_05_MORE = "AuthInfo                = cred_expire=5\nMaxArraySize            = 1001\n"

@@ -202,3 +202,26 @@ def test_run_dir_names_are_spelled_in_layout_only(name: str) -> None:
         *(("ddpctl.runtime.checkpoint",) if name == "rank-" else ()),
     }
     assert calls_outside(allowed, spells) == []
+
+
+def test_plan_is_pure_it_neither_runs_commands_nor_asks_slurm() -> None:
+    """plan/ decides from facts gathered at the edge (slurm.cluster, cli.doctor): it imports no command runner."""
+    edges = graph()
+    wrong = [
+        f"{module} -> {target}"
+        for module, targets in edges.items()
+        if module.startswith("ddpctl.plan")
+        for target in targets
+        if target in {"ddpctl.proc", "ddpctl.slurm.commands"}
+    ]
+    assert wrong == []
+
+
+def test_the_cluster_facts_are_gathered_in_one_place() -> None:
+    """`scontrol show config/partition/node` are asked by ddpctl.slurm.cluster only, whose ClusterFacts every
+    reader shares (no second gather, no second parser of the same text)."""
+
+    def asks(node: ast.AST) -> bool:
+        return isinstance(node, ast.Attribute) and node.attr in {"show_config", "show_partitions", "show_nodes"}
+
+    assert calls_outside({"ddpctl.slurm.cluster"}, asks) == []

@@ -1,11 +1,22 @@
-"""`ddpctl doctor SPEC [--set ...]`: preflight checks for a spec on this machine/cluster."""
+"""`ddpctl doctor SPEC [--set ...]`: preflight checks for a spec on this machine/cluster.
+
+The edge of ddpctl.plan.doctor: the facts are gathered here (the cluster's once, through ddpctl.slurm.cluster;
+this host's imports, name and files), the verdicts are pure functions of them there.
+"""
 
 from __future__ import annotations
 
 import argparse
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ddpctl.cli.common import add_spec_args
+
+if TYPE_CHECKING:
+    from pathlib import Path
+
+    from ddpctl.plan.doctor import Facts
+    from ddpctl.slurm.cluster import ClusterFacts
+    from ddpctl.spec import JobSpec
 
 MARKS = {"ok": "ok  ", "warn": "WARN", "fail": "FAIL"}
 
@@ -23,16 +34,104 @@ def add(sub: Any) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from ddpctl import api
-    from ddpctl.plan.doctor import FAIL, OK, Check, evaluate, gather
+    from ddpctl.plan.doctor import FAIL, OK, Check, evaluate
     from ddpctl.plan.requeue_mode import RequeueModeError
 
+    spec = api.spec_of(args.spec, backend=args.backend, overrides=args.overrides)
+    # Asked once: the plan's requeue mode and every cluster check read the same facts.
+    cluster = api.cluster_facts(spec, with_nodes=True)
     try:
-        plan = api.plan(args.spec, backend=args.backend, overrides=args.overrides)  # what submit would submit
+        plan = api.plan(spec, cluster=cluster)  # what submit would submit
         mode = Check(OK, "requeue mode", f"{plan.spec.requeue.mode} ({plan.requeue_why})")
     except RequeueModeError as err:  # the rest is still worth checking, as the backend's only mode
-        plan = api.plan(args.spec, backend=args.backend, overrides=[*args.overrides, "requeue.mode=requeue"])
+        plan = api.plan(spec, overrides=["requeue.mode=requeue"], cluster=cluster)
         mode = Check(FAIL, "requeue mode", str(err))
-    checks = [*evaluate(plan.spec, gather(plan.spec, plan.script)), mode]
+    checks = [*evaluate(plan.spec, gather(plan.spec, plan.script, cluster)), mode]
     for check in checks:
         print(f"[{MARKS[check.status]}] {check.name}: {check.detail}")
     return 1 if any(c.status == FAIL for c in checks) else 0
+
+
+def gather(spec: JobSpec, script: str | None, cluster: ClusterFacts) -> Facts:
+    import importlib.util
+    import socket
+    from pathlib import Path
+
+    from ddpctl import proc
+    from ddpctl.node import netif
+    from ddpctl.plan import stopscan
+    from ddpctl.plan.doctor import SLURM_TOOLS, Facts
+
+    hostname = socket.gethostname()
+    try:
+        address: str | None = socket.gethostbyname(hostname)
+    except OSError:
+        address = None
+    return Facts(
+        tools={tool: proc.available(tool) for tool in SLURM_TOOLS},
+        cluster=cluster,
+        script=script,
+        torch_version=torch_version(),
+        submitit=importlib.util.find_spec("submitit") is not None,
+        hostname=hostname,
+        host_address=address,
+        ifname=netif.pick_ifname(hostname),
+        run_dir_writable=writable(Path(spec.run_dir)),
+        script_syntax_error=bash_syntax_error(script),
+        stop_handling=stopscan.check_script(spec),
+        container=probe_container(spec),
+    )
+
+
+def probe_container(spec: JobSpec) -> tuple[bool, str] | None:
+    if not spec.container.enabled:
+        return None
+    import os
+
+    from ddpctl import proc
+    from ddpctl.errors import CommandError
+    from ddpctl.plan.container import PROBE_TIMEOUT_S, probe_argv, probe_verdict
+
+    argv = probe_argv(spec)
+    if argv is None:
+        return None
+    if not proc.available(argv[0]):
+        return probe_verdict(spec, None, "")
+    env = {**os.environ, "USER": os.environ.get("USER") or str(os.getuid())}  # ch-run needs $USER
+    try:
+        done = proc.run(argv, timeout=PROBE_TIMEOUT_S, env=env)
+    except CommandError as err:
+        return False, str(err)
+    return probe_verdict(spec, done.returncode, done.stdout + "\n" + done.stderr if done.returncode else done.stdout)
+
+
+def torch_version() -> str | None:
+    import importlib.util
+
+    if importlib.util.find_spec("torch") is None:
+        return None
+    from importlib.metadata import version
+
+    return f"torch {version('torch')}"
+
+
+def writable(path: Path) -> bool:
+    import os
+    from pathlib import Path
+
+    existing = next((p for p in (path, *path.parents) if p.exists()), Path("/"))
+    return os.access(existing, os.W_OK)
+
+
+def bash_syntax_error(script: str | None) -> str | None:
+    if script is None:
+        return None
+    import tempfile
+
+    from ddpctl import proc
+
+    with tempfile.NamedTemporaryFile("w", suffix=".sbatch") as handle:
+        handle.write(script)
+        handle.flush()
+        done = proc.run(["bash", "-n", handle.name])
+    return done.stderr.strip().splitlines()[-1] if done.returncode else None

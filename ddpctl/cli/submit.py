@@ -46,17 +46,21 @@ def run(args: argparse.Namespace) -> int:
     from ddpctl.proc import in_background
 
     spec = api.spec_of(args.spec, backend=args.backend, overrides=args.overrides)
-    # The preflight's round trips to the controller run while the plan is built (a plan error is still the
-    # one reported when both fail); a dry run asks nothing.
-    checks = None if args.dry_run else in_background(lambda: preflight(spec, args.allow_duplicate))
+    # Every controller round trip starts now and runs while the plan is built: the cluster's facts (asked
+    # once: the requeue mode and the partition check both read them) and the duplicate-name check. A plan
+    # error is still the one reported first; a dry run asks for no duplicate check.
+    cluster = in_background(lambda: api.cluster_facts(spec))
+    duplicate = None if args.dry_run else in_background(lambda: check_name(spec, args.allow_duplicate))
     # One plan, built once: the dry run prints it, the submission submits it.
-    plan = api.plan(spec)
-    if args.dry_run or checks is None:
+    plan = api.plan(spec, cluster=cluster)
+    if args.dry_run or duplicate is None:
         sys.stdout.write(plan.text())
         return 0
+    from ddpctl.plan.preflight import check
     from ddpctl.plan.stopscan import check_script
 
-    checks.result()
+    check(spec, cluster.result())  # a partition that can never run the spec: reported before a duplicate name
+    duplicate.result()
     if (warning := check_script(plan.spec)) is not None:
         print(f"ddpctl: warning: {warning}", file=sys.stderr)
     job = api.submit_plan(plan)
@@ -74,21 +78,13 @@ def run(args: argparse.Namespace) -> int:
     return 0
 
 
-def preflight(spec: JobSpec, allow_duplicate: bool) -> None:
-    """What the cluster and the registry say against submitting: a partition that can never run the spec, a
-    live job of the same name. Both ask the controller (sinfo, squeue), at the same time, since each answer is a
-    round trip on the way to sbatch; a partition problem is the one reported when both fail."""
-    from ddpctl.plan.preflight import check_partition
-    from ddpctl.proc import concurrently
-    from ddpctl.run.registry import Registry
+def check_name(spec: JobSpec, allow_duplicate: bool) -> None:
+    """A live job of the same name refuses the submission (squeue: a round trip on the way to sbatch)."""
+    if not allow_duplicate:
+        from ddpctl.backends.names import check_duplicate
+        from ddpctl.run.registry import Registry
 
-    def check_name() -> None:
-        if not allow_duplicate:
-            from ddpctl.backends.names import check_duplicate
-
-            check_duplicate(Registry.from_env(), spec.name)
-
-    concurrently(lambda: check_partition(spec), check_name)
+        check_duplicate(Registry.from_env(), spec.name)
 
 
 def code_line(run_dir: str) -> str:

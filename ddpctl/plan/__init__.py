@@ -5,5 +5,7 @@
                  ├─ executor:  submitit's executor parameters               (submitit backend)
                  └─ node.torchrun.node_plan: each node's torchrun argv and env (every backend)
 
-`doctor` gives preflight verdicts over facts it gathers about this machine and cluster.
+`preflight`, `requeue_mode`, `clusterfacts` and `doctor` are pure functions of the cluster's facts
+(ddpctl.slurm.cluster.ClusterFacts, gathered once at the edge) and, for `doctor`, of this machine's facts
+(gathered by ddpctl.cli.doctor).
 """

@@ -1,7 +1,7 @@
 """The cluster facts that change what ddpctl does, for `doctor`: one line each, `fact → consequence`.
 
-Gathered at the edge through the injectable Runner (`scontrol show config`, `show partition -o`, `show node -o`);
-the lines are a pure function of those texts and the spec (`report`), tested with real captured output.
+The lines are a pure function of the spec and the cluster's facts (`report`; the facts are gathered once, at the
+edge, by ddpctl.slurm.cluster), tested with real captured output.
 
 srun and --cpus-per-task, by Slurm version (Slurm's release notes; srun(1) of 22.05.8 and 24.11.5 agree): before
 22.05 srun read SLURM_CPUS_PER_TASK, so a step inherited the job's value; 22.05 stopped that (srun(1) 22.05.8
@@ -13,36 +13,12 @@ from __future__ import annotations
 
 import re
 from collections import Counter
-from dataclasses import dataclass
 
-from ddpctl.errors import CommandError
-from ddpctl.proc import Runner, run
-from ddpctl.slurm import commands, scontrol
+from ddpctl.slurm.cluster import ClusterFacts, Node, Partition
 from ddpctl.spec import JobSpec
 
 OK, WARN, FAIL = "ok", "warn", "fail"
 Line = tuple[str, str, str]  # (status, name, "fact → consequence")
-
-
-@dataclass(frozen=True)
-class ClusterTexts:
-    """What scontrol printed; None where the command failed or could not run."""
-
-    config: str | None = None
-    partitions: str | None = None
-    nodes: str | None = None
-    why_missing: str = ""
-
-
-def gather(runner: Runner = run) -> ClusterTexts:
-    try:
-        done = [commands.show_config(runner), commands.show_partitions(runner), commands.show_nodes(runner)]
-    except CommandError as err:
-        return ClusterTexts(why_missing=str(err))
-    texts = [d.stdout if d.returncode == 0 else None for d in done]
-    failed = next((d for d in done if d.returncode != 0), None)
-    why = f"{' '.join(failed.argv)} failed: {failed.stderr.strip()[:200]}" if failed else ""
-    return ClusterTexts(texts[0], texts[1], texts[2], why)
 
 
 def srun_inherits_cpus(version: tuple[int, int] | None) -> bool | None:
@@ -56,15 +32,15 @@ def _passes_cpus(script: str | None) -> bool:
     return "SRUN_CPUS_PER_TASK" in text or re.search(r"^\s*srun\b[^\n]*--cpus-per-task", text, re.M) is not None
 
 
-def version_line(config: scontrol.Fields) -> Line:
-    raw = config.find("SLURM_VERSION") or "unknown"
+def version_line(facts: ClusterFacts) -> Line:
+    raw = facts.version or "unknown"
     return OK, "slurm version", f"{raw} → nothing ddpctl does depends on it except srun's --cpus-per-task (below)"
 
 
-def task_plugin_line(spec: JobSpec, config: scontrol.Fields) -> Line:
+def task_plugin_line(spec: JobSpec, facts: ClusterFacts) -> Line:
     from ddpctl.node.torchrun import omp_threads
 
-    plugin = config.find("TaskPlugin") or "unknown"
+    plugin = facts.task_plugin or "unknown"
     threads = f"OMP_NUM_THREADS={omp_threads(spec)} per worker unless the spec sets it"
     if "affinity" in plugin or "cgroup" in plugin:
         return (
@@ -78,8 +54,8 @@ def task_plugin_line(spec: JobSpec, config: scontrol.Fields) -> Line:
     return OK, "task plugin", f"TaskPlugin={plugin} → no CPU binding: workers may use any CPU of the node ({threads})"
 
 
-def proctrack_line(config: scontrol.Fields) -> Line:
-    plugin = config.find("ProctrackType") or "unknown"
+def proctrack_line(facts: ClusterFacts) -> Line:
+    plugin = facts.proctrack or "unknown"
     if plugin.endswith("cgroup"):
         consequence = (
             "every process of the launch step is in its cgroup: the stop signal reaches the launcher, torchrun and "
@@ -97,9 +73,9 @@ def proctrack_line(config: scontrol.Fields) -> Line:
     return (OK if plugin != "unknown" else WARN), "proctrack", f"ProctrackType={plugin} → {consequence}"
 
 
-def cpus_line(spec: JobSpec, config: scontrol.Fields, script: str | None) -> Line:
-    raw = config.find("SLURM_VERSION")
-    inherits = srun_inherits_cpus(scontrol.version(raw))
+def cpus_line(spec: JobSpec, facts: ClusterFacts, script: str | None) -> Line:
+    raw = facts.version
+    inherits = srun_inherits_cpus(facts.version_tuple())
     fact = {
         True: f"srun inherits --cpus-per-task on {raw} (it reads SLURM_CPUS_PER_TASK)",
         False: f"srun does not inherit --cpus-per-task on {raw} (22.05-23.02)",
@@ -122,7 +98,7 @@ def cpus_line(spec: JobSpec, config: scontrol.Fields, script: str | None) -> Lin
                 "CPUs the job holds on the node"
             ),
         )
-    bound = "cgroup" in (config.find("TaskPlugin") or "") or "affinity" in (config.find("TaskPlugin") or "")
+    bound = "cgroup" in (facts.task_plugin or "") or "affinity" in (facts.task_plugin or "")
     return (
         (WARN if bound else OK),
         "srun cpus",
@@ -133,18 +109,18 @@ def cpus_line(spec: JobSpec, config: scontrol.Fields, script: str | None) -> Lin
     )
 
 
-def requeue_line(config: scontrol.Fields) -> Line:
-    raw = config.find("JobRequeue")
+def requeue_line(facts: ClusterFacts) -> Line:
+    raw = facts.job_requeue
     if raw is None:
         return WARN, "job requeue", "JobRequeue not in scontrol show config → requeue.mode auto assumes requeue works"
-    if raw.strip() == "0":
+    if raw == 0:
         return OK, "job requeue", "JobRequeue=0 → requeue.mode auto continues the run in a chained successor job"
     return OK, "job requeue", f"JobRequeue={raw} → requeue.mode auto lets the job requeue itself (scontrol requeue)"
 
 
-def _on_requeue(spec: JobSpec, config: scontrol.Fields, grace: int | None) -> tuple[str, str]:
+def _on_requeue(spec: JobSpec, facts: ClusterFacts, grace: int | None) -> tuple[str, str]:
     signal = spec.requeue.signal
-    if "preempt_send_user_signal" not in (config.find("SlurmctldParameters") or ""):
+    if "preempt_send_user_signal" not in (facts.ctld_parameters or ""):
         return WARN, (
             f"preemption sends SIGTERM, not {signal} (no preempt_send_user_signal in SlurmctldParameters): workers "
             "end without an agreed checkpoint; the requeued job resumes from the last one saved"
@@ -154,24 +130,24 @@ def _on_requeue(spec: JobSpec, config: scontrol.Fields, grace: int | None) -> tu
     return OK, f"{signal} on preemption, then requeue; the agreed checkpoint must finish within {grace} s"
 
 
-def preemption_line(spec: JobSpec, config: scontrol.Fields, part: scontrol.PartitionInfo) -> Line:
+def preemption_line(spec: JobSpec, facts: ClusterFacts, part: Partition) -> Line:
     mode = (part.preempt_mode or "unknown").upper()
     grace = part.grace_s
     fact = f"PreemptMode={mode}, GraceTime={'?' if grace is None else grace} s"
     name = f"partition {part.name}" + (" (default)" if part.default else "")
-    if (config.find("PreemptType") or "").endswith("none") or mode == "OFF":
+    if (facts.preempt_type or "").endswith("none") or mode == "OFF":
         return OK, name, f"{fact} → jobs here are not preempted"
     if "CANCEL" in mode.split(","):
         return OK, name, f"{fact} → a preempted job is cancelled: requeue.mode auto chains a successor job"
     if "REQUEUE" in mode.split(","):
-        status, consequence = _on_requeue(spec, config, grace)
+        status, consequence = _on_requeue(spec, facts, grace)
         return status, name, f"{fact} → {consequence}"
     if "SUSPEND" in mode or "GANG" in mode:
         return OK, name, f"{fact} → a preempted job is suspended and resumed in place: no stop, no checkpoint"
     return WARN, name, f"{fact} → not a mode ddpctl is tested with"
 
 
-def gres_line(spec: JobSpec, part: scontrol.PartitionInfo, nodes: list[scontrol.NodeInfo]) -> Line:
+def gres_line(spec: JobSpec, part: Partition, nodes: tuple[Node, ...]) -> Line:
     mine = [n for n in nodes if part.name in n.partitions]
     kinds = Counter(n.gres for n in mine)
     fact = ", ".join(f"{gres} x{count}" for gres, count in sorted(kinds.items())) or "no nodes listed"
@@ -194,26 +170,23 @@ def gres_line(spec: JobSpec, part: scontrol.PartitionInfo, nodes: list[scontrol.
     return OK, name, f"{fact} → gpus_per_node={want}: {fitting} node(s) have that many, one rank per GPU"
 
 
-def report(spec: JobSpec, texts: ClusterTexts, script: str | None) -> list[Line]:
+def report(spec: JobSpec, facts: ClusterFacts, script: str | None) -> list[Line]:
     """One line per fact (pure)."""
     if spec.backend == "local":
         return [(OK, "cluster", "local backend: no Slurm facts apply")]
-    if texts.config is None:
-        return [(WARN, "cluster", f"no facts: {texts.why_missing or 'scontrol show config gave nothing'}")]
-    config = scontrol.parse_config(texts.config)
+    if not facts.config_read:
+        return [(WARN, "cluster", f"no facts: {facts.why_missing or 'scontrol show config gave nothing'}")]
     lines = [
-        version_line(config),
-        task_plugin_line(spec, config),
-        proctrack_line(config),
-        cpus_line(spec, config, script),
-        requeue_line(config),
+        version_line(facts),
+        task_plugin_line(spec, facts),
+        proctrack_line(facts),
+        cpus_line(spec, facts, script),
+        requeue_line(facts),
     ]
-    parts = scontrol.partitions(texts.partitions or "")
-    chosen = [p for p in parts if p.name == spec.partition] if spec.partition else parts
-    nodes = scontrol.nodes(texts.nodes or "")
+    chosen = [p for p in facts.partitions if p.name == spec.partition] if spec.partition else facts.partitions
     for part in chosen[:32]:  # bounded output on a site with hundreds of partitions
-        lines.append(preemption_line(spec, config, part))
-        lines.append(gres_line(spec, part, nodes))
+        lines.append(preemption_line(spec, facts, part))
+        lines.append(gres_line(spec, part, facts.nodes))
     if not chosen:
-        lines.append((WARN, "partitions", f"{texts.why_missing or 'scontrol show partition listed none'}"))
+        lines.append((WARN, "partitions", f"{facts.why_missing or 'scontrol show partition listed none'}"))
     return lines

@@ -1,22 +1,17 @@
 """`ddpctl doctor`: preflight checks before trusting a job to the queue.
 
-Facts are gathered at the edge (commands through an injectable Runner, imports, the filesystem); each check is
-a pure function of those facts, so the verdicts are tested with literal tables.
+Facts are gathered at the edge (ddpctl.cli.doctor: the cluster's facts once through ddpctl.slurm.cluster,
+imports, the filesystem); each check is a pure function of those facts, so the verdicts are tested with literal
+tables.
 """
 
 from __future__ import annotations
 
-import importlib.util
-import os
-import socket
-import tempfile
 from dataclasses import dataclass, field
-from pathlib import Path
 
-from ddpctl import proc
-from ddpctl.errors import CommandError
-from ddpctl.plan import stopscan
-from ddpctl.slurm import commands
+from ddpctl.plan.clusterfacts import report
+from ddpctl.plan.preflight import limit_s
+from ddpctl.slurm.cluster import ClusterFacts
 from ddpctl.spec import JobSpec, time_to_seconds
 
 OK, WARN, FAIL = "ok", "warn", "fail"
@@ -33,7 +28,8 @@ class Check:
 @dataclass(frozen=True)
 class Facts:
     tools: dict[str, bool]
-    partition: tuple[str, int, int | None] | None = None  # (name, nodes, max time s or None = unlimited)
+    cluster: ClusterFacts | None = None  # None: not asked (no cluster lines); ClusterFacts(): asked, no answer
+    script: str | None = None  # the batch script (None: the backend has none)
     torch_version: str | None = None
     submitit: bool = False
     hostname: str = ""
@@ -43,7 +39,6 @@ class Facts:
     script_syntax_error: str | None = None
     container: tuple[bool, str] | None = None  # (ok, detail) of ddpctl in the image; None = no probe
     stop_handling: str | None = None  # stopscan's warning about the training script, if any
-    cluster: tuple[tuple[str, str, str], ...] = ()  # clusterfacts.report: (status, name, fact → consequence)
     extra: dict[str, str] = field(default_factory=dict)
 
 
@@ -58,15 +53,18 @@ def check_tools(spec: JobSpec, facts: Facts) -> Check:
 def check_partition(spec: JobSpec, facts: Facts) -> Check:
     if spec.backend == "local":
         return Check(OK, "partition", "local backend: no partition needed")
-    if facts.partition is None:
-        return Check(FAIL, "partition", f"partition {spec.partition or '(default)'!r} not found by sinfo")
-    name, nodes, max_s = facts.partition
-    if spec.nodes > nodes:
+    part = facts.cluster.partition(spec.partition) if facts.cluster else None
+    if part is None:
+        why = f" ({facts.cluster.why_missing})" if facts.cluster and facts.cluster.why_missing else ""
+        return Check(FAIL, "partition", f"partition {spec.partition or '(default)'!r} not found by scontrol{why}")
+    name, nodes, max_s = part.name, part.total_nodes, limit_s(part)
+    if nodes is not None and spec.nodes > nodes:
         return Check(FAIL, "partition", f"{name} has {nodes} nodes, the spec asks for {spec.nodes}")
     wanted = time_to_seconds(spec.time) if spec.time else None
     if max_s is not None and wanted is not None and wanted > max_s:
         return Check(FAIL, "partition", f"time {spec.time} exceeds {name}'s limit of {max_s} s")
-    return Check(OK, "partition", f"{name}: {nodes} nodes, time limit {'none' if max_s is None else f'{max_s} s'}")
+    limit = "none" if max_s is None else f"{max_s} s"
+    return Check(OK, "partition", f"{name}: {'?' if nodes is None else nodes} nodes, time limit {limit}")
 
 
 def check_torch(spec: JobSpec, facts: Facts) -> Check:
@@ -154,92 +152,6 @@ CHECKS = (
 
 
 def evaluate(spec: JobSpec, facts: Facts) -> list[Check]:
-    return [check(spec, facts) for check in CHECKS] + [Check(*line) for line in facts.cluster]
-
-
-def parse_sinfo(text: str) -> tuple[str, int, int | None] | None:
-    """`sinfo -h -o %R|%D|%l` for one partition (several lines when node states differ: nodes add up)."""
-    rows = [line.split("|") for line in text.strip().splitlines() if line.count("|") == 2]
-    if not rows:
-        return None
-    nodes = sum(int(r[1]) for r in rows if r[1].isdigit())
-    limit = rows[0][2].strip()
-    try:
-        max_s = time_to_seconds(limit)
-    except ValueError:
-        max_s = None
-    return rows[0][0].strip().rstrip("*"), nodes, max_s
-
-
-def gather(spec: JobSpec, script: str | None, runner: proc.Runner = proc.run) -> Facts:
-    from ddpctl.node import netif
-    from ddpctl.plan import clusterfacts
-
-    tools = {tool: proc.available(tool) for tool in SLURM_TOOLS}
-    if spec.backend == "local" or tools["scontrol"]:
-        texts = clusterfacts.gather(runner) if spec.backend != "local" else clusterfacts.ClusterTexts()
-    else:
-        texts = clusterfacts.ClusterTexts(why_missing="scontrol is not on PATH")
-    partition = None
-    if tools["squeue"] and proc.available("sinfo"):
-        partition = parse_sinfo(commands.sinfo_partition(spec.partition, runner))
-    hostname = socket.gethostname()
-    try:
-        address: str | None = socket.gethostbyname(hostname)
-    except OSError:
-        address = None
-    return Facts(
-        tools=tools,
-        partition=partition,
-        torch_version=torch_version(),
-        submitit=importlib.util.find_spec("submitit") is not None,
-        hostname=hostname,
-        host_address=address,
-        ifname=netif.pick_ifname(hostname),
-        run_dir_writable=writable(Path(spec.run_dir)),
-        script_syntax_error=bash_syntax_error(script),
-        stop_handling=stopscan.check_script(spec),
-        container=probe_container(spec),
-        cluster=tuple(clusterfacts.report(spec, texts, script)),
-    )
-
-
-def probe_container(spec: JobSpec) -> tuple[bool, str] | None:
-    if not spec.container.enabled:
-        return None
-    from ddpctl.plan.container import PROBE_TIMEOUT_S, probe_argv, probe_verdict
-
-    argv = probe_argv(spec)
-    if argv is None:
-        return None
-    if not proc.available(argv[0]):
-        return probe_verdict(spec, None, "")
-    env = {**os.environ, "USER": os.environ.get("USER") or str(os.getuid())}  # ch-run needs $USER
-    try:
-        done = proc.run(argv, timeout=PROBE_TIMEOUT_S, env=env)
-    except CommandError as err:
-        return False, str(err)
-    return probe_verdict(spec, done.returncode, done.stdout + "\n" + done.stderr if done.returncode else done.stdout)
-
-
-def torch_version() -> str | None:
-    if importlib.util.find_spec("torch") is None:
-        return None
-    from importlib.metadata import version
-
-    return f"torch {version('torch')}"
-
-
-def writable(path: Path) -> bool:
-    existing = next((p for p in (path, *path.parents) if p.exists()), Path("/"))
-    return os.access(existing, os.W_OK)
-
-
-def bash_syntax_error(script: str | None) -> str | None:
-    if script is None:
-        return None
-    with tempfile.NamedTemporaryFile("w", suffix=".sbatch") as handle:
-        handle.write(script)
-        handle.flush()
-        done = proc.run(["bash", "-n", handle.name])
-    return done.stderr.strip().splitlines()[-1] if done.returncode else None
+    """Every verdict, then the cluster's `fact → consequence` lines (pure)."""
+    lines = report(spec, facts.cluster, facts.script) if facts.cluster is not None else []
+    return [check(spec, facts) for check in CHECKS] + [Check(*line) for line in lines]

@@ -1,81 +1,56 @@
-"""What `submit` checks against the cluster before sbatch, from what `doctor` knows (sinfo): a partition that
-does not exist, or a request no partition can ever run (more nodes, more time), is refused with the limit,
-instead of a job that pends forever (PartitionNodeLimit) while `logs -f` waits.
+"""What `submit` checks against the cluster before sbatch, from the cluster's facts (ddpctl.slurm.cluster): a
+partition that does not exist, or a request no partition can ever run (more nodes, more time), is refused with
+the limit, instead of a job that pends forever (PartitionNodeLimit) while `logs -f` waits. `doctor` says the
+same limits (`limit_s`).
 
-Without sinfo (or when it fails) nothing is checked: sbatch then has the last word.
+Where the facts could not be gathered (no Slurm here, the controller refused) nothing is checked: sbatch then has
+the last word.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
-from ddpctl import proc
 from ddpctl.errors import SpecError
+from ddpctl.slurm.cluster import ClusterFacts, Partition
 from ddpctl.spec import JobSpec, time_to_seconds
 
 
-@dataclass(frozen=True)
-class Partition:
-    name: str
-    nodes: int
-    max_s: int | None  # None: no time limit
-    default: bool
-
-
-def parse_partitions(text: str) -> dict[str, Partition]:
-    """`sinfo -h -o %P|%D|%l`: one line per partition and node state; node counts add up (pure)."""
-    found: dict[str, Partition] = {}
-    for line in text.splitlines():
-        parts = line.strip().split("|")
-        if len(parts) != 3 or not parts[1].strip().isdigit():
-            continue
-        raw, count, limit = (p.strip() for p in parts)
-        name = raw.rstrip("*")
-        try:
-            max_s = time_to_seconds(limit)
-        except Exception:  # "infinite", "n/a"
-            max_s = None
-        old = found.get(name)
-        nodes = int(count) + (old.nodes if old else 0)
-        found[name] = Partition(name, nodes, max_s, raw.endswith("*") or bool(old and old.default))
-    return found
-
-
-def problem(spec: JobSpec, partitions: dict[str, Partition]) -> str | None:
-    """The one-line refusal for this spec, or None (pure)."""
-    if not partitions:
+def limit_s(part: Partition) -> int | None:
+    """The partition's MaxTime in seconds; None: no limit (UNLIMITED), or none ddpctl can read."""
+    try:
+        return time_to_seconds(part.max_time or "UNLIMITED")
+    except ValueError:  # "n/a", or a spelling of a later Slurm: sbatch has the last word
         return None
-    if spec.partition and spec.partition not in partitions:
+
+
+def problem(spec: JobSpec, facts: ClusterFacts) -> str | None:
+    """The one-line refusal for this spec, or None (pure)."""
+    if not facts.partitions:
+        return None
+    names = [p.name for p in facts.partitions]
+    if spec.partition and spec.partition not in names:
         return (
             f"{spec.source}: partition: got {spec.partition!r}, expected one of "
-            f"{', '.join(sorted(partitions))} (partitions on this cluster, per sinfo)"
+            f"{', '.join(sorted(names))} (partitions on this cluster, per scontrol show partition)"
         )
-    part = partitions.get(spec.partition or "") or next((p for p in partitions.values() if p.default), None)
-    if part is None:
+    part = facts.partition(spec.partition)
+    if part is None or part.total_nodes is None:
         return None
-    if spec.nodes > part.nodes:
+    if spec.nodes > part.total_nodes:
         return (
-            f"{spec.source}: nodes: got {spec.nodes}, partition {part.name} has {part.nodes} node(s); the job "
+            f"{spec.source}: nodes: got {spec.nodes}, partition {part.name} has {part.total_nodes} node(s); the job "
             "would pend forever (PartitionNodeLimit)"
         )
-    wanted = time_to_seconds(spec.time) if spec.time else None
-    if part.max_s is not None and wanted is not None and wanted > part.max_s:
+    wanted, most = (time_to_seconds(spec.time) if spec.time else None), limit_s(part)
+    if most is not None and wanted is not None and wanted > most:
         return (
-            f"{spec.source}: time: got {spec.time}, partition {part.name} allows at most {part.max_s} s; the "
+            f"{spec.source}: time: got {spec.time}, partition {part.name} allows at most {most} s; the "
             "job would pend forever (PartitionTimeLimit)"
         )
     return None
 
 
-def check_partition(spec: JobSpec, runner: proc.Runner = proc.run) -> None:
+def check(spec: JobSpec, facts: ClusterFacts) -> None:
     """Raise SpecError (exit 2) when the cluster cannot ever run this spec."""
-    if spec.backend == "local" or not proc.available("sinfo"):
-        return
-    from ddpctl.slurm import commands
-
-    text = commands.sinfo_partitions(runner)
-    if text is None:
-        return
-    refusal = problem(spec, parse_partitions(text))
+    refusal = problem(spec, facts)
     if refusal:
         raise SpecError(refusal)

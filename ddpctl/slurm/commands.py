@@ -7,6 +7,7 @@ from dataclasses import dataclass
 
 from ddpctl.errors import CommandError
 from ddpctl.proc import Completed, Runner, check, run
+from ddpctl.slurm import scontrol
 
 # `%i|%T|%r|%N|%M`: cheap and stable across Slurm versions (the --json schema is not).
 SQUEUE_FORMAT = "%i|%T|%r|%N|%M"
@@ -39,14 +40,10 @@ def parse_squeue(text: str) -> list[QueueRow]:
     return rows
 
 
-def parse_scontrol_job(text: str) -> dict[str, str]:
-    """`scontrol show job -o ID`: one line of KEY=VALUE words (values have no spaces except the last ones)."""
-    fields: dict[str, str] = {}
-    for word in text.split():
-        key, sep, value = word.partition("=")
-        if sep:
-            fields[key] = value
-    return fields
+def parse_scontrol_job(text: str) -> scontrol.Fields:
+    """`scontrol show job -o ID`: one line of KEY=VALUE words, read by the one scontrol parser (keys in any case;
+    a value may hold spaces, as Command= and WorkDir= do)."""
+    return scontrol.parse_record(text.strip())
 
 
 def sbatch(script: str, extra: Sequence[str] = (), runner: Runner = run, args: Sequence[str] = ()) -> str:
@@ -72,9 +69,9 @@ def queued(job_ids: Sequence[str], runner: Runner = run) -> set[str] | None:
     return {row.job_id for row in parse_squeue(done.stdout)}
 
 
-def show_job(job_id: str, runner: Runner = run) -> dict[str, str]:
+def show_job(job_id: str, runner: Runner = run) -> scontrol.Fields:
     done = runner(["scontrol", "show", "job", "-o", job_id])
-    return parse_scontrol_job(done.stdout) if done.returncode == 0 else {}
+    return parse_scontrol_job(done.stdout) if done.returncode == 0 else scontrol.Fields()
 
 
 def scancel(job_id: str, *options: str, runner: Runner = run) -> None:
@@ -94,18 +91,6 @@ def _quick(argv: Sequence[str]) -> Completed:
 def time_left(job_id: str, runner: Runner = _quick) -> str | None:
     """squeue's `%L` for the job (e.g. `1:59`, `UNLIMITED`); None when squeue does not know it."""
     done = runner(["squeue", "-h", "-j", job_id, "-o", "%L"])
-    return done.stdout if done.returncode == 0 else None
-
-
-def sinfo_partition(partition: str | None, runner: Runner = run) -> str:
-    """`sinfo` rows `PARTITION|NODES|TIMELIMIT` for one partition (None: all); parsed by the doctor."""
-    argv = ["sinfo", "-h", "-o", "%R|%D|%l"] + (["-p", partition] if partition else [])
-    return runner(argv).stdout
-
-
-def sinfo_partitions(runner: Runner = run) -> str | None:
-    """`sinfo` rows `PARTITION|NODES|TIMELIMIT` of every partition, the default marked `*`; None if sinfo failed."""
-    done = runner(["sinfo", "-h", "-o", "%P|%D|%l"])
     return done.stdout if done.returncode == 0 else None
 
 

@@ -1,4 +1,5 @@
-"""Pure parsers of `scontrol show config`, `scontrol show partition -o` and `scontrol show node -o`.
+"""The one parser of scontrol's KEY=value output: `show config`, and the one-line records of `show partition -o`,
+`show node -o` and `show job -o`.
 
 Written for the spellings of Slurm 22.05 and 24.11 alike and tolerant of what differs between versions: keys are
 looked up case-insensitively, `show config`'s sections ("Cgroup Support Configuration:", "MPI Plugins
@@ -10,21 +11,29 @@ followed by `=` after whitespace.
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from typing import overload
 
 _CONFIG_LINE = re.compile(r"^\s*([A-Za-z][A-Za-z0-9_]*)\s*=\s?(.*?)\s*$")
-_RECORD_KEY = re.compile(r"(?:^|\s)([A-Za-z][A-Za-z0-9_]*)=")
+_RECORD_KEY = re.compile(r"(?:^|\s)([A-Za-z][A-Za-z0-9_/:]*)=")  # show job: CPUs/Task=, ReqB:S:C:T=
 _VERSION = re.compile(r"(\d+)\.(\d+)")
 
 
 class Fields(dict[str, str]):
-    """KEY=value pairs; `get` ignores the key's case (24.11 renamed some keys' capitals)."""
+    """KEY=value pairs; `find` and `get` ignore the key's case (24.11 renamed some keys' capitals)."""
 
     def find(self, key: str) -> str | None:
         if key in self:
             return self[key]
         lowered = key.lower()
         return next((value for name, value in self.items() if name.lower() == lowered), None)
+
+    @overload  # type: ignore[override]
+    def get(self, key: str, default: None = None) -> str | None: ...
+    @overload
+    def get(self, key: str, default: str) -> str: ...
+    def get(self, key: str, default: str | None = None) -> str | None:
+        found = self.find(key)
+        return default if found is None else found
 
 
 def parse_config(text: str) -> Fields:
@@ -71,48 +80,3 @@ def gres_gpus(gres: str | None) -> int:
         if parts[0] == "gpu" and len(parts) >= 2 and parts[-1].isdigit():
             total += int(parts[-1])
     return total
-
-
-@dataclass(frozen=True)
-class PartitionInfo:
-    name: str
-    default: bool
-    preempt_mode: str | None
-    grace_s: int | None
-    nodes: str  # hostlist expression
-
-
-def partitions(text: str) -> list[PartitionInfo]:
-    found = []
-    for fields in parse_records(text):
-        name = fields.find("PartitionName")
-        if name:
-            found.append(
-                PartitionInfo(
-                    name=name,
-                    default=(fields.find("Default") or "").upper() == "YES",
-                    preempt_mode=fields.find("PreemptMode"),
-                    grace_s=seconds(fields.find("GraceTime")),
-                    nodes=fields.find("Nodes") or "",
-                )
-            )
-    return found
-
-
-@dataclass(frozen=True)
-class NodeInfo:
-    name: str
-    partitions: tuple[str, ...]
-    gres: str  # as scontrol prints it, "(null)" for none
-    gpus: int
-
-
-def nodes(text: str) -> list[NodeInfo]:
-    found = []
-    for fields in parse_records(text):
-        name = fields.find("NodeName")
-        if name:
-            gres = fields.find("Gres") or "(null)"
-            parts = tuple(p for p in (fields.find("Partitions") or "").split(",") if p)
-            found.append(NodeInfo(name=name, partitions=parts, gres=gres, gpus=gres_gpus(gres)))
-    return found

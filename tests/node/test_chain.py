@@ -11,10 +11,12 @@ import pytest
 from ddpctl.errors import SpecError
 from ddpctl.node import chain
 from ddpctl.node.chain import Refusal
-from ddpctl.plan.requeue_mode import ClusterFacts, parse_config, parse_partitions, pick
+from ddpctl.plan.requeue_mode import pick
 from ddpctl.proc import Completed
 from ddpctl.run.events import append_event, read_events
 from ddpctl.run.layout import RunLayout
+from ddpctl.slurm import cluster
+from ddpctl.slurm.cluster import ClusterFacts, Partition
 from ddpctl.spec import JobSpec, RequeuePolicy
 
 EVENTS = [
@@ -108,37 +110,66 @@ PARTS = (
 
 
 def test_parse_cluster_facts() -> None:
-    assert parse_config(CONFIG) == 0 and parse_config("nothing") is None
-    assert parse_partitions(PARTS, None) == ("debug", "REQUEUE")
-    assert parse_partitions(PARTS, "lowprio") == ("lowprio", "CANCEL")
-    assert parse_partitions(PARTS, "gone") == ("gone", None)
+    parsed = cluster.parse(CONFIG, PARTS)
+    assert parsed.job_requeue == 0 and cluster.parse("nothing", None).job_requeue is None
+
+    def chosen(wanted: str | None) -> tuple[str, str | None] | None:
+        part = parsed.partition(wanted)
+        return (part.name, part.preempt_mode) if part else None
+
+    assert chosen(None) == ("debug", "REQUEUE")
+    assert chosen("lowprio") == ("lowprio", "CANCEL")
+    assert chosen("gone") is None
+
+
+def facts(job_requeue: int | None = None, partition: str = "", preempt_mode: str | None = None) -> ClusterFacts:
+    """Cluster facts with JobRequeue and one default partition (none when it has no name)."""
+    part = Partition(partition, True, "UP", 2, "UNLIMITED", preempt_mode, 10)
+    return ClusterFacts(job_requeue is not None, job_requeue=job_requeue, partitions=(part,) if partition else ())
 
 
 def spec(mode: str = "auto", backend: str = "sbatch") -> JobSpec:
     return JobSpec(name="x", script="t.py", backend=backend, requeue=RequeuePolicy(mode=mode))
 
 
-@pytest.mark.parametrize(("mode", "backend", "facts", "chosen", "why"), [
-    ("auto", "sbatch", ClusterFacts(1, "debug", "REQUEUE"), "requeue", "JobRequeue=1, partition debug PreemptMode"),
-    ("auto", "sbatch", ClusterFacts(0, "debug", "REQUEUE"), "chain", "JobRequeue=0 in the cluster's config"),
-    ("auto", "sbatch", ClusterFacts(1, "lowprio", "CANCEL"), "chain", "partition lowprio has PreemptMode=CANCEL"),
-    ("auto", "sbatch", ClusterFacts(1, "p", "GANG,CANCEL"), "chain", "PreemptMode=CANCEL"),
-    ("auto", "sbatch", ClusterFacts(), "requeue", "cluster facts not available here"),
-    ("requeue", "sbatch", ClusterFacts(0, "lowprio", "CANCEL"), "requeue", "requeue.mode: requeue in the spec"),
-    ("chain", "sbatch", ClusterFacts(1, "debug", "REQUEUE"), "chain", "requeue.mode: chain in the spec"),
-    ("auto", "local", ClusterFacts(), "requeue", "local backend"),
-    ("chain", "local", ClusterFacts(), "chain", "local backend"),
-    ("auto", "submitit", ClusterFacts(1, "debug", "REQUEUE"), "requeue", "JobRequeue=1"),
+@pytest.mark.parametrize(("mode", "backend", "known", "chosen", "why"), [
+    ("auto", "sbatch", facts(1, "debug", "REQUEUE"), "requeue", "JobRequeue=1, partition debug PreemptMode"),
+    ("auto", "sbatch", facts(0, "debug", "REQUEUE"), "chain", "JobRequeue=0 in the cluster's config"),
+    ("auto", "sbatch", facts(1, "lowprio", "CANCEL"), "chain", "partition lowprio has PreemptMode=CANCEL"),
+    ("auto", "sbatch", facts(1, "p", "GANG,CANCEL"), "chain", "PreemptMode=CANCEL"),
+    ("auto", "sbatch", facts(), "requeue", "cluster facts not available here"),
+    ("requeue", "sbatch", facts(0, "lowprio", "CANCEL"), "requeue", "requeue.mode: requeue in the spec"),
+    ("chain", "sbatch", facts(1, "debug", "REQUEUE"), "chain", "requeue.mode: chain in the spec"),
+    ("auto", "local", facts(), "requeue", "local backend"),
+    ("chain", "local", facts(), "chain", "local backend"),
+    ("auto", "submitit", facts(1, "debug", "REQUEUE"), "requeue", "JobRequeue=1"),
 ])  # fmt: skip
-def test_pick(mode: str, backend: str, facts: ClusterFacts, chosen: str, why: str) -> None:
-    got, reason = pick(spec(mode, backend), facts)
+def test_pick(mode: str, backend: str, known: ClusterFacts, chosen: str, why: str) -> None:
+    got, reason = pick(spec(mode, backend), known)
     assert got == chosen and why in reason
 
 
 @pytest.mark.parametrize(
-    ("mode", "facts"),
-    [("chain", ClusterFacts()), ("auto", ClusterFacts(0)), ("auto", ClusterFacts(1, "lowprio", "CANCEL"))],
+    ("mode", "known"),
+    [("chain", facts()), ("auto", facts(0)), ("auto", facts(1, "lowprio", "CANCEL"))],
 )
-def test_submitit_cannot_chain(mode: str, facts: ClusterFacts) -> None:
+def test_submitit_cannot_chain(mode: str, known: ClusterFacts) -> None:
     with pytest.raises(SpecError, match="the submitit backend can only requeue"):
-        pick(spec(mode, "submitit"), facts)
+        pick(spec(mode, "submitit"), known)
+
+
+@pytest.mark.parametrize(
+    ("partition", "chosen", "why"),
+    [
+        (None, "requeue", "JobRequeue=1, partition debug PreemptMode=REQUEUE"),
+        ("lowprio", "chain", "partition lowprio has PreemptMode=CANCEL"),
+        ("urgent", "requeue", "partition urgent PreemptMode=OFF"),
+        ("gone", "requeue", "JobRequeue=1, no CANCEL"),
+    ],
+)
+def test_pick_reads_the_specs_partition_of_the_22_05_facts(partition: str | None, chosen: str, why: str) -> None:
+    from scontrol_output import CONFIG_22_05, PARTITION_22_05
+
+    known = cluster.parse(CONFIG_22_05, PARTITION_22_05)
+    got, reason = pick(JobSpec(name="x", script="t.py", partition=partition), known)
+    assert got == chosen and why in reason, reason

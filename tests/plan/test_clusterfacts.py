@@ -1,23 +1,37 @@
 """`doctor`'s cluster facts: each `fact → consequence` line from literal scontrol output (real 22.05 lines from
-the test cluster, and the production-like settings) and a spec; the same through the Runner seam; and, against the
-real cluster, doctor's facts match what `scontrol show config` says right now."""
+the test cluster, and the production-like settings, read by ddpctl.slurm.cluster) and a spec; the same through the
+Runner seam; and, against the real cluster, doctor's facts match what `scontrol show config` says right now."""
 
 from __future__ import annotations
 
 import re
 import subprocess
 from collections.abc import Sequence
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 import pytest
 from scontrol_output import CONFIG_22_05, NODE_22_05, PARTITION_22_05
 
-from ddpctl.plan import clusterfacts
-from ddpctl.plan.clusterfacts import FAIL, OK, WARN, ClusterTexts, report
+from ddpctl.plan.clusterfacts import FAIL, OK, WARN, report
 from ddpctl.plan.doctor import Facts, evaluate
 from ddpctl.proc import Completed
+from ddpctl.slurm import cluster
+from ddpctl.slurm.cluster import ClusterFacts
 from ddpctl.spec import JobSpec
+
+
+@dataclass(frozen=True)
+class ClusterTexts:
+    """What scontrol printed (show config, show partition -o, show node -o); None where it failed."""
+
+    config: str | None = None
+    partitions: str | None = None
+    nodes: str | None = None
+
+    def facts(self) -> ClusterFacts:
+        return cluster.parse(self.config, self.partitions, self.nodes)
+
 
 SPEC = JobSpec(name="x", script="t.py", nodes=2, time="00:30:00", partition="debug")
 SCRIPT = 'srun --ntasks-per-node=1 --kill-on-bad-exit=1 python3 -m ddpctl launch "$RUN_DIR" &\n'
@@ -33,7 +47,7 @@ GPU_NODES = NODE_22_05.replace("Gres=(null)", "Gres=gpu:4(S:0)") + NODE_22_05.re
 
 
 def lines(spec: JobSpec = SPEC, texts: ClusterTexts = TEXTS, script: str | None = SCRIPT) -> dict[str, tuple[str, str]]:
-    return {name: (status, detail) for status, name, detail in report(spec, texts, script)}
+    return {name: (status, detail) for status, name, detail in report(spec, texts.facts(), script)}
 
 
 def test_22_05_test_cluster_lines() -> None:
@@ -253,7 +267,7 @@ def test_fact_lines(case: Case) -> None:
 
 
 def test_every_partition_when_the_spec_names_none() -> None:
-    names = [name for _, name, _ in report(replace(SPEC, partition=None), TEXTS, SCRIPT)]
+    names = [name for _, name, _ in report(replace(SPEC, partition=None), TEXTS.facts(), SCRIPT)]
     assert [n for n in names if n.startswith(("partition", "gres"))] == [
         "partition debug (default)",
         "gres debug",
@@ -265,10 +279,10 @@ def test_every_partition_when_the_spec_names_none() -> None:
 
 
 def test_local_and_missing() -> None:
-    assert report(replace(SPEC, backend="local"), ClusterTexts(), None) == [
+    assert report(replace(SPEC, backend="local"), ClusterFacts(), None) == [
         (OK, "cluster", "local backend: no Slurm facts apply")
     ]
-    assert report(SPEC, ClusterTexts(why_missing="scontrol is not on PATH"), SCRIPT) == [
+    assert report(SPEC, ClusterFacts(why_missing="scontrol is not on PATH"), SCRIPT) == [
         (WARN, "cluster", "no facts: scontrol is not on PATH")
     ]
 
@@ -290,21 +304,24 @@ class FakeScontrol:
 
 def test_gather_through_the_runner() -> None:
     fake = FakeScontrol(TEXTS)
-    assert clusterfacts.gather(fake) == TEXTS
-    assert fake.calls == [
+    assert cluster.gather(fake, with_nodes=True) == TEXTS.facts()
+    assert sorted(fake.calls) == [
         ("scontrol", "show", "config"),
-        ("scontrol", "show", "partition", "-o"),
         ("scontrol", "show", "node", "-o"),
+        ("scontrol", "show", "partition", "-o"),
     ]
-    failed = clusterfacts.gather(FakeScontrol(TEXTS, fail="partition"))
-    assert failed.partitions is None
+    failed = cluster.gather(FakeScontrol(TEXTS, fail="partition"), with_nodes=True)
+    assert failed.partitions == ()
+    assert [line for line in report(SPEC, failed, SCRIPT) if line[1] == "partitions"] == [
+        (WARN, "partitions", failed.why_missing)
+    ]
     assert failed.why_missing == (
         "scontrol show partition -o failed: slurm_load_partitions: Unable to contact slurm controller"
     )
 
 
 def test_doctor_shows_the_lines() -> None:
-    facts = Facts(tools={}, cluster=tuple(report(SPEC, TEXTS, SCRIPT)))
+    facts = Facts(tools={}, cluster=TEXTS.facts(), script=SCRIPT)
     names = [c.name for c in evaluate(SPEC, facts)]
     assert names[-7:] == list(lines())
 

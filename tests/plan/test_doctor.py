@@ -1,4 +1,5 @@
-"""`ddpctl doctor`: each verdict from literal facts, sinfo parsing, and the real command on this machine."""
+"""`ddpctl doctor`: each verdict from literal facts (the cluster's from real 22.05 scontrol lines), and the real
+command on this machine."""
 
 from __future__ import annotations
 
@@ -8,14 +9,18 @@ from dataclasses import replace
 from pathlib import Path
 
 import pytest
+from scontrol_output import CONFIG_22_05, NODE_22_05, PARTITION_24_11
 
-from ddpctl.plan.doctor import FAIL, OK, WARN, Facts, evaluate, parse_sinfo
+from ddpctl.plan.doctor import FAIL, OK, WARN, Facts, evaluate
+from ddpctl.slurm import cluster
 from ddpctl.spec import JobSpec
 
 ALL_TOOLS = dict.fromkeys(("sbatch", "srun", "squeue", "scontrol", "scancel"), True)
+DEBUG = "PartitionName=debug Default=YES GraceTime=10 MaxTime=01:00:00 PreemptMode=REQUEUE State=UP TotalNodes=4\n"
+CLUSTER = cluster.parse(CONFIG_22_05, DEBUG, NODE_22_05)
 GOOD = Facts(
     tools=ALL_TOOLS,
-    partition=("debug", 4, 3600),
+    cluster=CLUSTER,
     torch_version="torch 2.13.0",
     submitit=True,
     hostname="login1",
@@ -38,10 +43,20 @@ def test_all_good() -> None:
     [
         (SPEC, replace(GOOD, tools={**ALL_TOOLS, "sbatch": False}), "slurm tools", FAIL, "--backend local"),
         (replace(SPEC, backend="local"), replace(GOOD, tools={}), "slurm tools", OK, "missing"),
-        (SPEC, replace(GOOD, partition=None), "partition", FAIL, "not found"),
+        (SPEC, replace(GOOD, cluster=replace(CLUSTER, partitions=())), "partition", FAIL, "not found"),
+        (SPEC, replace(GOOD, cluster=None), "partition", FAIL, "not found"),
+        (replace(SPEC, partition="gone"), GOOD, "partition", FAIL, "'gone' not found"),
+        (replace(SPEC, partition=None), GOOD, "partition", OK, "debug: 4 nodes"),
+        (replace(SPEC, nodes=40), replace(GOOD, cluster=cluster.parse("", PARTITION_24_11)), "partition", OK, "49"),
         (replace(SPEC, nodes=5), GOOD, "partition", FAIL, "has 4 nodes"),
         (replace(SPEC, time="02:00:00"), GOOD, "partition", FAIL, "exceeds"),
-        (replace(SPEC, time="02:00:00"), replace(GOOD, partition=("debug", 4, None)), "partition", OK, "none"),
+        (
+            replace(SPEC, time="02:00:00"),
+            replace(GOOD, cluster=cluster.parse(CONFIG_22_05, DEBUG.replace("01:00:00", "UNLIMITED"))),
+            "partition",
+            OK,
+            "time limit none",
+        ),
         (SPEC, replace(GOOD, torch_version=None), "torch", FAIL, "not importable"),
         (replace(SPEC, backend="submitit"), replace(GOOD, submitit=False), "backend", FAIL, "pip install"),
         (SPEC, replace(GOOD, host_address="127.0.1.1"), "network", WARN, "will use eth0"),
@@ -58,17 +73,18 @@ def test_verdicts(spec: JobSpec, facts: Facts, name: str, status: str, fragment:
     assert found[name].status == status and fragment in found[name].detail
 
 
-@pytest.mark.parametrize(
-    ("text", "parsed"),
-    [
-        ("debug*|2|infinite\n", ("debug", 2, None)),
-        ("gpu|3|1-00:00:00\ngpu|5|1-00:00:00\n", ("gpu", 8, 86400)),
-        ("", None),
-        ("garbage\n", None),
-    ],
-)
-def test_parse_sinfo(text: str, parsed: tuple[str, int, int | None] | None) -> None:
-    assert parse_sinfo(text) == parsed
+def test_the_cluster_lines_follow_the_checks() -> None:
+    names = [check.name for check in evaluate(SPEC, GOOD)]
+    assert names[-7:] == [
+        "slurm version",
+        "task plugin",
+        "proctrack",
+        "srun cpus",
+        "job requeue",
+        "partition debug (default)",
+        "gres debug",
+    ]
+    assert "slurm version" not in [check.name for check in evaluate(SPEC, replace(GOOD, cluster=None))]
 
 
 def test_doctor_command_runs_for_the_local_backend(tmp_path: Path) -> None:

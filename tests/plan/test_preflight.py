@@ -1,4 +1,5 @@
-"""submit's partition check before sbatch: literal sinfo tables, and the real CLI against the real cluster."""
+"""submit's partition check before sbatch: literal `scontrol show partition -o` tables, and the real CLI against
+the real cluster."""
 
 from __future__ import annotations
 
@@ -7,20 +8,29 @@ from pathlib import Path
 
 import pytest
 
-from ddpctl.plan.preflight import Partition, parse_partitions, problem
+from ddpctl.plan.preflight import limit_s, problem
+from ddpctl.slurm import cluster
+from ddpctl.slurm.cluster import ClusterFacts
 from ddpctl.spec import JobSpec
 
-SINFO = "debug*|1|infinite\ndebug*|1|infinite\ngpu|4|1-00:00:00\nshort|2|30:00\n"
+PARTITIONS = (
+    "PartitionName=debug Default=YES MaxTime=UNLIMITED State=UP TotalNodes=2\n"
+    "PartitionName=gpu Default=NO MaxTime=1-00:00:00 State=UP TotalNodes=4\n"
+    "PartitionName=short Default=NO MaxTime=00:30:00 State=UP TotalNodes=2\n"
+)
+FACTS = cluster.parse("", PARTITIONS)
 SPEC = JobSpec(name="x", script="t.py", nodes=2, time="00:10:00", source="jobs/x.yaml")
 
 
-def test_parse_partitions() -> None:
-    assert parse_partitions(SINFO) == {
-        "debug": Partition("debug", 2, None, True),
-        "gpu": Partition("gpu", 4, 86400, False),
-        "short": Partition("short", 2, 1800, False),
-    }
-    assert parse_partitions("garbage\n") == {}
+def test_partition_limits() -> None:
+    assert [(p.name, p.total_nodes, limit_s(p), p.default) for p in FACTS.partitions] == [
+        ("debug", 2, None, True),
+        ("gpu", 4, 86400, False),
+        ("short", 2, 1800, False),
+    ]
+    assert cluster.parse("", "garbage\n").partitions == ()
+    odd = cluster.parse("", "PartitionName=x MaxTime=n/a\n").partitions[0]
+    assert limit_s(odd) is None and problem(SPEC, cluster.parse("", "PartitionName=x Default=YES\n")) is None
 
 
 @pytest.mark.parametrize(
@@ -37,9 +47,9 @@ def test_parse_partitions() -> None:
     ],
 )
 def test_problem(spec: JobSpec, says: str | None) -> None:
-    got = problem(spec, parse_partitions(SINFO))
+    got = problem(spec, FACTS)
     assert (got is None) if says is None else (got is not None and got.startswith(says)), got
-    assert problem(spec, {}) is None  # no sinfo: sbatch has the last word
+    assert problem(spec, ClusterFacts()) is None  # no facts: sbatch has the last word
 
 
 @pytest.mark.slurm

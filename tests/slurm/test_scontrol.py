@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 from scontrol_output import CONFIG_22_05, CONFIG_SECTIONED, NODE_22_05, PARTITION_22_05, PARTITION_24_11
 
-from ddpctl.slurm import scontrol
+from ddpctl.slurm import cluster, scontrol
 
 
 def test_config_22_05() -> None:
@@ -31,8 +31,8 @@ def test_config_sections_do_not_override() -> None:
 
 
 def test_partitions_22_05() -> None:
-    parts = scontrol.partitions(PARTITION_22_05)
-    assert [(p.name, p.default, p.preempt_mode, p.grace_s, p.nodes) for p in parts] == [
+    parts = cluster.parse_partitions(PARTITION_22_05)
+    assert [(p.name, p.default, p.preempt_mode, p.grace_s, p.hosts) for p in parts] == [
         ("debug", True, "REQUEUE", 10, "node[1-2]"),
         ("lowprio", False, "CANCEL", 10, "node[1-2]"),
         ("urgent", False, "OFF", 0, "node[1-2]"),
@@ -40,8 +40,8 @@ def test_partitions_22_05() -> None:
 
 
 def test_partition_24_11() -> None:
-    (part,) = scontrol.partitions(PARTITION_24_11)
-    assert (part.name, part.default, part.preempt_mode, part.grace_s, part.nodes) == (
+    (part,) = cluster.parse_partitions(PARTITION_24_11)
+    assert (part.name, part.default, part.preempt_mode, part.grace_s, part.hosts) == (
         "debug",
         True,
         "REQUEUE",
@@ -56,7 +56,7 @@ def test_node_values_with_spaces_and_equals() -> None:
     assert fields["CfgTRES"] == "cpu=2,mem=4G,billing=2"
     assert fields["AllocTRES"] == ""
     assert fields["Partitions"] == "debug,lowprio,urgent,scale"
-    (node,) = scontrol.nodes(NODE_22_05)
+    (node,) = cluster.parse_nodes(NODE_22_05)
     assert (node.name, node.partitions, node.gres, node.gpus) == (
         "node1",
         ("debug", "lowprio", "urgent", "scale"),
