@@ -1,9 +1,11 @@
 """The layout's promises, checked on the source: packages import one way along the data flow, no module walk
-bounces back, and each "one place" claim (commands, signal names, run-dir names) holds."""
+bounces back, and each "one place" claim (commands, signal names, run-dir names and patterns, safe file opening
+and atomic writing) holds."""
 
 from __future__ import annotations
 
 import ast
+import functools
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
@@ -13,7 +15,7 @@ PKG = Path(__file__).resolve().parents[1] / "ddpctl"
 
 # Lower layers first; a module may import from its own package or from a strictly lower layer only.
 LAYERS: tuple[tuple[str, ...], ...] = (
-    ("exitcodes", "templates", "sanitize"),
+    ("exitcodes", "templates", "sanitize", "safeio"),
     ("errors",),
     ("proc",),
     ("spec", "slurm"),
@@ -37,6 +39,7 @@ def module_name(path: Path) -> str:
     return ".".join(path.relative_to(PKG.parent).with_suffix("").parts).removesuffix(".__init__")
 
 
+@functools.cache  # parsed once per session: every check below walks the same trees
 def modules() -> dict[str, ast.Module]:
     return {module_name(p): ast.parse(p.read_text()) for p in sorted(PKG.rglob("*.py"))}
 
@@ -156,6 +159,26 @@ def test_signal_names_become_signals_in_one_function() -> None:
     assert calls_outside({"ddpctl.proc"}, converts) == []
 
 
+def is_file_pattern(text: str, prefix: str) -> bool:
+    """`text` names run-dir files starting with `prefix`: a file name, a glob or a regex for them."""
+    return text.removeprefix("^").startswith(prefix) and " " not in text and any(c in text for c in ".*(")
+
+
+@pytest.mark.parametrize(
+    ("text", "prefix", "expected"),
+    [
+        ("progress-3.json", "progress-", True),
+        (r"^progress-(\d+)\.json$", "progress-", True),
+        ("listen-rank-*.json", "listen-rank-", True),
+        ("attempt-*", "attempt-", True),
+        ("attempt-start", "attempt-", False),
+        ("attempt-<n>/listen-rank-<r>.json: who listens", "attempt-", False),
+    ],
+)
+def test_file_patterns_are_told_from_event_names_and_prose(text: str, prefix: str, expected: bool) -> None:
+    assert is_file_pattern(text, prefix) is expected
+
+
 @pytest.mark.parametrize(
     "name",
     [
@@ -169,6 +192,14 @@ def test_signal_names_become_signals_in_one_function() -> None:
         "rank-",
         "node-",
         "stop-node-",
+        "progress-",
+        "listen-rank-",
+        "attempt-",
+        "hang.json",
+        "cancel-request.json",
+        "supervisor.lock",
+        "snapshot.json",
+        "job.sbatch",
     ],
 )
 def test_run_dir_names_are_spelled_in_layout_only(name: str) -> None:
@@ -178,11 +209,8 @@ def test_run_dir_names_are_spelled_in_layout_only(name: str) -> None:
         return (
             isinstance(node, ast.Constant)
             and isinstance(node.value, str)
-            and (
-                node.value == name
-                or (name.endswith("-") and node.value.startswith(name) and "." in node.value and " " not in node.value)
-            )
-        )  # a file name, not a docstring or an event
+            and (node.value == name or (name.endswith("-") and is_file_pattern(node.value, name)))
+        )  # a file name, glob or regex, not a docstring or an event ("attempt-start")
 
     # The submitit backend's name is also "submitit"; the backend table and schema use it as a name, not a path.
     # A checkpoint directory's rank-<r>.pt/.json are the runtime's own layout (ddpctl.runtime.checkpoint).
@@ -225,3 +253,26 @@ def test_the_cluster_facts_are_gathered_in_one_place() -> None:
         return isinstance(node, ast.Attribute) and node.attr in {"show_config", "show_partitions", "show_nodes"}
 
     assert calls_outside({"ddpctl.slurm.cluster"}, asks) == []
+
+
+def test_only_safeio_opens_files_without_following_links() -> None:
+    def nofollow(node: ast.AST) -> bool:
+        return isinstance(node, ast.Attribute) and node.attr == "O_NOFOLLOW"
+
+    assert calls_outside({"ddpctl.safeio"}, nofollow) == []
+
+
+def test_only_safeio_renames_a_written_file_into_place() -> None:
+    """A temp file renamed over its target is safeio.write_atomic's job (temp name, cleanup, O_NOFOLLOW, fsync)."""
+
+    def renames(node: ast.AST) -> bool:
+        if not (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)):
+            return False
+        func = node.func
+        if isinstance(func.value, ast.Name) and func.value.id == "os":
+            return func.attr in {"replace", "rename", "renames"}
+        # Path.replace(target) takes one argument; str.replace two, dataclasses.replace keywords.
+        return func.attr == "replace" and len(node.args) == 1 and not node.keywords
+
+    # The snapshot store publishes an object it copied in and chmod'ed read-only (a copy, not a write).
+    assert calls_outside({"ddpctl.safeio", "ddpctl.snapshot.store"}, renames) == []

@@ -15,12 +15,11 @@ import time
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from ddpctl import proc
+from ddpctl import proc, safeio
 from ddpctl.backends import local_proc
 from ddpctl.backends.slurm_state import final_state_in, restarts_in, run_events
 from ddpctl.errors import CommandError
 from ddpctl.node import batch
-from ddpctl.run import safeio
 from ddpctl.run.events import append_event
 from ddpctl.run.layout import RunLayout
 from ddpctl.run.registry import JobRecord, Registry

@@ -20,7 +20,7 @@ import signal
 import socket
 from pathlib import Path
 
-from ddpctl.run import safeio
+from ddpctl import safeio
 from ddpctl.run.layout import RunLayout
 
 _PR_SET_PDEATHSIG = 1
@@ -40,7 +40,7 @@ def start_time(pid: int) -> int | None:
 
 def take_lock(run_dir: Path) -> int:
     """Create and lock the run's supervisor lock; return the fd to hand to the supervisor (inheritable)."""
-    fd = os.open(RunLayout(run_dir).supervisor_lock, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW, 0o600)
+    fd = safeio.open_fd(RunLayout(run_dir).supervisor_lock, os.O_RDWR | os.O_CREAT, 0o600)
     fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
     os.set_inheritable(fd, True)
     return fd
@@ -49,7 +49,7 @@ def take_lock(run_dir: Path) -> int:
 def lock_held(run_dir: Path) -> bool:
     """True while the job's supervisor (or one of its launchers) is alive."""
     try:
-        fd = os.open(RunLayout(run_dir).supervisor_lock, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
+        fd = safeio.open_read(RunLayout(run_dir).supervisor_lock)
     except OSError:
         return False
     try:

@@ -80,7 +80,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     except OSError as err:
         # The filesystem refused (read-only run_dir or DDPCTL_HOME, a file where a directory should be, a
         # symlink in a run dir): the user's environment, not a bug, so one line naming the path.
-        from ddpctl.run.safeio import describe
+        from ddpctl.safeio import describe
 
         print(f"ddpctl: error: {describe(err)}", file=sys.stderr)
         return USAGE

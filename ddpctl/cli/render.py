@@ -30,7 +30,7 @@ def run(args: argparse.Namespace) -> int:
         sys.stdout.write(text)
         return 0
     from ddpctl.errors import SpecError
-    from ddpctl.run.safeio import describe, write_text_atomic
+    from ddpctl.safeio import describe, write_text_atomic
 
     try:
         write_text_atomic(args.output, text)

@@ -2,51 +2,19 @@
 
 from __future__ import annotations
 
-import json
 import os
 import re
 from pathlib import Path
 from typing import Any
 
-from ddpctl.run.layout import RunLayout
+from ddpctl import safeio
+from ddpctl.run.layout import RunLayout, attempts_in, rank_of_info, rank_of_progress
 
-MAX_RECORD_BYTES = 256 * 1024  # a record is ~3 KB; anything bigger is not ours
-PROGRESS_RE = re.compile(r"^progress-(\d+)\.json$")
 Record = dict[str, Any]
 
 
 def _names(directory: Path) -> list[str]:
     return [entry.name for entry in directory.iterdir()]  # OSError (missing, not a directory) to the caller
-
-
-def read_bounded(path: Path, limit: int = MAX_RECORD_BYTES, tail: bool = False) -> bytes | None:
-    """Up to `limit` bytes (the last ones with `tail`), or None when missing, a symlink or unreadable."""
-    try:
-        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
-    except OSError:
-        return None
-    try:
-        if tail:
-            size = os.fstat(fd).st_size
-            os.lseek(fd, max(0, size - limit), os.SEEK_SET)
-        chunks, left = [], limit
-        while left > 0 and (chunk := os.read(fd, min(left, 65536))):
-            chunks.append(chunk)
-            left -= len(chunk)
-        return b"".join(chunks)
-    except OSError:
-        return None
-    finally:
-        os.close(fd)
-
-
-def read_json(path: Path) -> Record | None:
-    data = read_bounded(path)
-    try:
-        value = json.loads(data) if data else None
-    except ValueError:
-        return None
-    return value if isinstance(value, dict) else None
 
 
 def progress_records(layout: RunLayout, attempt: int) -> dict[int, Record]:
@@ -57,9 +25,9 @@ def progress_records(layout: RunLayout, attempt: int) -> dict[int, Record]:
     except OSError:
         return out
     for name in names:
-        match = PROGRESS_RE.match(name)
-        if match and (record := read_json(layout.attempt_dir(attempt) / name)) is not None:
-            out[int(match.group(1))] = record
+        rank = rank_of_progress(name)
+        if rank is not None and (record := safeio.read_json(layout.attempt_dir(attempt) / name)) is not None:
+            out[rank] = record
     return out
 
 
@@ -72,9 +40,9 @@ def placements(layout: RunLayout, attempt: int) -> dict[int, Record]:
     except OSError:
         return out
     for name in names:
-        match = re.match(r"^rank-(\d+)\.json$", name)
-        if match and (record := read_json(directory / name)) is not None:
-            out[int(match.group(1))] = record
+        rank = rank_of_info(name)
+        if rank is not None and (record := safeio.read_json(directory / name)) is not None:
+            out[rank] = record
     return out
 
 
@@ -83,17 +51,13 @@ def latest_attempt(layout: RunLayout) -> int | None:
         names = _names(layout.root)
     except OSError:
         return None
-    numbers = [
-        int(n.removeprefix("attempt-"))
-        for n in names
-        if n.startswith("attempt-") and n.removeprefix("attempt-").isdigit()
-    ]
-    return max(numbers) if numbers else None
+    numbers = attempts_in(names)
+    return numbers[-1] if numbers else None
 
 
 def last_line(path: Path, limit: int = 4096) -> tuple[str, float | None]:
     """The last non-empty line of a log (raw: callers make control characters visible) and its mtime."""
-    data = read_bounded(path, limit, tail=True)
+    data = safeio.read_bounded(path, limit, tail=True)
     try:
         mtime: float | None = os.lstat(path).st_mtime
     except OSError:
@@ -111,7 +75,7 @@ def last_checkpoint(directory: Path) -> tuple[int, float] | None:
     except OSError:
         return None
     for name in names:
-        marker = read_json(directory / name / "COMPLETE")
+        marker = safeio.read_json(directory / name / "COMPLETE")
         if marker is not None and isinstance(marker.get("time"), (int, float)):
             return int(name.removeprefix("step-")), float(marker["time"])
     return None

@@ -9,9 +9,12 @@ autotuning costs would otherwise flatter the larger runs or penalise the shorter
 from __future__ import annotations
 
 import json
+import os
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
+
+from ddpctl import safeio
 
 
 @dataclass(frozen=True)
@@ -51,9 +54,7 @@ def table(results: list[SizeResult]) -> str:
 
 
 def write_json(path: Path, results: list[SizeResult], meta: dict[str, Any]) -> None:
-    tmp = path.with_name(f".{path.name}.tmp")
-    tmp.write_text(json.dumps({**meta, "sizes": [asdict(r) for r in results]}, indent=2) + "\n")
-    tmp.replace(path)
+    safeio.write_text_atomic(path, json.dumps({**meta, "sizes": [asdict(r) for r in results]}, indent=2) + "\n")
 
 
 def write_png(path: Path, results: list[SizeResult], title: str) -> str | None:
@@ -78,8 +79,13 @@ def write_png(path: Path, results: list[SizeResult], title: str) -> str | None:
     right.plot(ranks, [100 * (r.efficiency or 0) for r in measured], "o-")
     right.set(xlabel="ranks", ylabel="efficiency %", ylim=(0, 110), title="scaling efficiency", xticks=ranks)
     fig.tight_layout()
-    tmp = path.with_name(f".{path.name}.tmp.png")
-    fig.savefig(tmp, dpi=100)
-    plt.close(fig)
-    tmp.replace(path)
+
+    def save(fd: int) -> None:
+        with os.fdopen(fd, "wb", closefd=False) as out:
+            fig.savefig(out, format="png", dpi=100)
+
+    try:
+        safeio.write_atomic(path, save)
+    finally:
+        plt.close(fig)
     return None

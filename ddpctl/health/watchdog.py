@@ -19,9 +19,10 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from ddpctl import safeio
 from ddpctl.health import DUMP_SIGNAL
 from ddpctl.health.hang import HangVerdict, check_hang
-from ddpctl.health.records import placements, progress_records, read_bounded, read_json
+from ddpctl.health.records import placements, progress_records
 from ddpctl.health.stacks import DUMP_MARK, RankState, culprits, main_frames, parse_dump, where
 from ddpctl.health.straggler import find_stragglers
 from ddpctl.run.events import append_event
@@ -121,7 +122,7 @@ class Watchdog:
     def _claim(self, verdict: HangVerdict) -> bool:
         """Only one node records the event: the one that creates hang.json."""
         try:
-            fd = os.open(self.layout.hang_marker(self.attempt), os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
+            fd = safeio.open_fd(self.layout.hang_marker(self.attempt), os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
         except OSError:
             return False
         with os.fdopen(fd, "w") as out:
@@ -129,20 +130,18 @@ class Watchdog:
         return True
 
     def _recorded(self) -> bool:
-        found = read_json(self.layout.hang_marker(self.attempt))
+        found = safeio.read_json(self.layout.hang_marker(self.attempt))
         return bool(found and found.get("recorded"))
 
     def _mark_recorded(self) -> None:
         marker = self.layout.hang_marker(self.attempt)
-        tmp = marker.with_name(f".{marker.name}.tmp")
-        tmp.write_text(json.dumps({**(read_json(marker) or {}), "recorded": time.time()}))
-        tmp.replace(marker)
+        safeio.write_text_atomic(marker, json.dumps({**(safeio.read_json(marker) or {}), "recorded": time.time()}))
 
     def _record(self, verdict: HangVerdict, records: dict[int, dict[str, Any]]) -> None:
         placed = placements(self.layout, self.attempt)
         states = []
         for rank in sorted(set(placed) | set(records)):
-            raw = read_bounded(self.layout.rank_log(self.attempt, rank), DUMP_TAIL_BYTES, tail=True) or b""
+            raw = safeio.read_bounded(self.layout.rank_log(self.attempt, rank), DUMP_TAIL_BYTES, tail=True) or b""
             main = placed.get(rank, {}).get("main_thread")
             frames = main_frames(parse_dump(raw.decode(errors="replace")), main if isinstance(main, int) else None)
             node = str(placed.get(rank, {}).get("node") or records.get(rank, {}).get("node", "?"))
@@ -164,7 +163,7 @@ class Watchdog:
 def dump_stacks(log: Path, pid: int, why: str) -> None:
     """Mark the rank log, then have the worker (faulthandler) append every thread's stack below the mark."""
     try:
-        fd = os.open(log, os.O_WRONLY | os.O_APPEND | os.O_NOFOLLOW)
+        fd = safeio.open_fd(log, os.O_WRONLY | os.O_APPEND)
         try:
             os.write(fd, f"{DUMP_MARK} {why}; stacks of all threads follow\n".encode())
         finally:

@@ -16,9 +16,9 @@ import stat
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
+from ddpctl import safeio
 from ddpctl.logs.core import LineFilter, LineSplitter, Source
-from ddpctl.run import safeio
-from ddpctl.run.layout import NODE_INFO_GLOB, RANK_INFO_GLOB, RunLayout, attempt_number, rank_of_log
+from ddpctl.run.layout import NODE_INFO_GLOB, RANK_INFO_GLOB, RunLayout, attempts_in, rank_of_log
 
 _UNSEEN = -1  # inode before the first stat
 _VANISHED = 0  # no file has inode 0: set when the file disappears, so its return reads from the start
@@ -50,8 +50,7 @@ def list_attempts(root: Path) -> list[int]:
         entries = list(os.scandir(root))
     except (FileNotFoundError, NotADirectoryError):
         return []
-    numbers = (attempt_number(e.name) for e in entries if e.is_dir())
-    return sorted(n for n in numbers if n is not None)
+    return attempts_in(e.name for e in entries if e.is_dir())
 
 
 def list_rank_logs(attempt_dir: Path) -> dict[int, Path]:

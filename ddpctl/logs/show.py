@@ -18,6 +18,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
+from ddpctl import safeio
 from ddpctl.backends import current_state
 from ddpctl.health.report import describe_event, health_events
 from ddpctl.logs.core import ALL, LineFilter, Source, attempt_banner, check_nodes, check_ranks, select_attempts
@@ -34,7 +35,6 @@ from ddpctl.logs.files import (
 from ddpctl.logs.follow import FollowConfig, Follower
 from ddpctl.logs.launcher import LauncherFailure, launcher_failures, oom_limit
 from ddpctl.logs.output import Sink
-from ddpctl.run import safeio
 from ddpctl.run.layout import NODE_LOG_GLOB, RunLayout
 from ddpctl.run.registry import JobRecord
 from ddpctl.run.state import TERMINAL, JobState

@@ -19,7 +19,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from types import FrameType
 
-from ddpctl import exitcodes, proc
+from ddpctl import exitcodes, proc, safeio
 from ddpctl.errors import DdpctlError, SlurmEnvError
 from ddpctl.node import gpus
 from ddpctl.node.ackwatch import AckWatch
@@ -27,7 +27,7 @@ from ddpctl.node.localenv import LOCAL_ENV_FLAG
 from ddpctl.node.oom import OomCounter
 from ddpctl.node.rundist import run_dist, run_node_spec
 from ddpctl.node.torchrun import NodePlan, node_plan
-from ddpctl.run import envvars, safeio
+from ddpctl.run import envvars
 from ddpctl.run.events import append_event
 from ddpctl.run.layout import RunLayout
 from ddpctl.run.rundir import wait_for_run_dir

@@ -25,8 +25,9 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from ddpctl import safeio
 from ddpctl.proc import signal_named
-from ddpctl.run import envvars, safeio
+from ddpctl.run import envvars
 from ddpctl.run.events import append_event
 from ddpctl.run.layout import RunLayout
 from ddpctl.runtime import stopflag
@@ -164,9 +165,7 @@ def after_script(status: int, env: Mapping[str, str]) -> dict[str, Any] | None:
         "attempt": attempt,
         "time": time.time(),
     }
-    tmp = marker.with_name(f".{marker.name}.{os.getpid()}")
-    tmp.write_text(json.dumps(record) + "\n")
-    tmp.replace(marker)
+    safeio.write_json_atomic(marker, record)
     append_event(layout.events, "stop", **{k: v for k, v in record.items() if k != "time"})
     saved = f"newest checkpoint {newest['path']}" if newest else "no file in the checkpoint directory"
     print(f"[ddpctl.worker] the script stopped itself after the stop request ({saved}); the job requeues", flush=True)

@@ -27,8 +27,9 @@ import sys
 import time
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import IO, Any
+from typing import IO
 
+from ddpctl import safeio
 from ddpctl.run import envvars
 from ddpctl.run.events import append_event
 from ddpctl.run.layout import RunLayout, rank_info_of
@@ -51,12 +52,6 @@ def parse(argv: Sequence[str]) -> argparse.Namespace:
     return p.parse_args(argv)
 
 
-def atomic_json(path: Path, data: dict[str, Any]) -> None:
-    tmp = path.with_name(f".{path.name}.{os.getpid()}")
-    tmp.write_text(json.dumps(data) + "\n")
-    tmp.replace(path)
-
-
 def progress(step: int) -> None:
     """Hook for a progress/heartbeat mechanism (none on this branch): called once per step, like a real loop."""
 
@@ -76,9 +71,9 @@ class Node:
         self.logs: list[IO[str]] = []
         for local, rank in enumerate(self.ranks):
             path = Path(pattern.format(rank=rank))
-            fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW, 0o644)
+            fd = safeio.open_append(path, 0o644)
             self.logs.append(os.fdopen(fd, "a", buffering=1))
-            atomic_json(
+            safeio.write_json_atomic(
                 rank_info_of(path), {"rank": rank, "local_rank": local, "group_rank": args.node_rank, "node": self.node}
             )
             # As a rank using StopAgreement does: `ddpctl preempt` waits for a rank that listens for stops.
@@ -111,7 +106,7 @@ class Node:
             source = stopflag.stop_source() if own else "another node"
             if own:
                 (self.shared / "requested").touch()
-            atomic_json(
+            safeio.write_json_atomic(
                 self.shared / f"seen-node-{self.args.node_rank}.json", {"t": seen, "source": source, "node": self.node}
             )
             self.say(f"[standin] stop seen at t={seen:.3f} ({source})")
@@ -133,7 +128,7 @@ class Node:
 
     def agreed_stop(self, step: int) -> int:
         """Propose this node's step, agree on the largest, run to it, checkpoint; node 0 records the stop."""
-        atomic_json(self.shared / f"propose-{self.args.node_rank}", {"step": step})
+        safeio.write_json_atomic(self.shared / f"propose-{self.args.node_rank}", {"step": step})
         target = max(json.loads(p.read_text())["step"] for p in self.wait_all("propose"))
         while step < target:
             step += 1
@@ -144,7 +139,7 @@ class Node:
         if self.args.node_rank == 0:
             self.wait_all("ckpt")
             self.ckpt.parent.mkdir(parents=True, exist_ok=True)
-            atomic_json(self.ckpt, {"step": target})
+            safeio.write_json_atomic(self.ckpt, {"step": target})
             seen = [json.loads(p.read_text())["t"] for p in self.shared.glob("seen-node-*.json")]
             record = {
                 "step": target,
@@ -155,7 +150,7 @@ class Node:
                 "world_size": self.args.nnodes * self.args.nproc_per_node,
                 "time": time.time(),
             }
-            atomic_json(marker, record)
+            safeio.write_json_atomic(marker, record)
             append_event(self.layout.events, "stop", **{k: v for k, v in record.items() if k != "time"})
         deadline = time.monotonic() + AGREE_TIMEOUT_S
         while not marker.exists() and time.monotonic() < deadline:  # the barrier after the marker
@@ -174,7 +169,7 @@ class Node:
                 return 1
         if self.args.node_rank == 0:
             self.ckpt.parent.mkdir(parents=True, exist_ok=True)
-            atomic_json(self.ckpt, {"step": step})
+            safeio.write_json_atomic(self.ckpt, {"step": step})
         self.say(f"[standin] finished {step} steps")
         return 0
 

@@ -19,10 +19,10 @@ import traceback
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
-from ddpctl import exitcodes
+from ddpctl import exitcodes, safeio
 from ddpctl.health import DUMP_SIGNAL
 from ddpctl.node import scriptstop
-from ddpctl.run import envvars, safeio
+from ddpctl.run import envvars
 from ddpctl.run.layout import fill_rank, rank_info_of
 from ddpctl.runtime import stopflag
 

@@ -13,7 +13,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from ddpctl.run import safeio
+from ddpctl import safeio
 
 
 def append_event(path: Path, event: str, **fields: Any) -> dict[str, Any]:

@@ -30,11 +30,16 @@
 from __future__ import annotations
 
 import re
+from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
 ATTEMPT_RE = re.compile(r"^attempt-(\d+)$")
+ATTEMPT_GLOB = "attempt-*"
 RANK_LOG_RE = re.compile(r"^rank-(\d+)\.log$")
+RANK_INFO_RE = re.compile(r"^rank-(\d+)\.json$")
+PROGRESS_RE = re.compile(r"^progress-(\d+)\.json$")
+LISTEN_GLOB = "listen-rank-*.json"
 NODE_INFO_GLOB = "node-*.json"
 NODE_LOG_GLOB = "node-*.log"
 RANK_INFO_GLOB = "rank-*.json"
@@ -138,9 +143,6 @@ class RunLayout:
         return self.attempt_dir(restart) / f"listen-rank-{rank}.json"
 
 
-RANK_PLACEHOLDER = "{rank}"
-
-
 def fill_rank(pattern: str, rank: str) -> Path:
     """The rank log path from `$DDPCTL_RANK_LOG_PATTERN`: `{rank}` is replaced in the file name only.
 
@@ -173,9 +175,14 @@ def batch_output(run_base: Path, job_id: str) -> Path:
     return run_base / f".slurm-{job_id}.out"
 
 
-def attempt_number(dirname: str) -> int | None:
-    match = ATTEMPT_RE.match(dirname)
-    return int(match.group(1)) if match else None
+def attempt_of(dirname: str) -> int | None:
+    """The attempt an `attempt-<n>` directory name holds (None for any other name)."""
+    return _number(ATTEMPT_RE, dirname)
+
+
+def attempts_in(names: Iterable[str]) -> list[int]:
+    """The attempts among a run dir's entry names, oldest first."""
+    return sorted(a for name in names if (a := attempt_of(name)) is not None)
 
 
 def rank_info_of(rank_log: Path) -> Path:
@@ -184,5 +191,19 @@ def rank_info_of(rank_log: Path) -> Path:
 
 
 def rank_of_log(filename: str) -> int | None:
-    match = RANK_LOG_RE.match(filename)
+    return _number(RANK_LOG_RE, filename)
+
+
+def rank_of_info(filename: str) -> int | None:
+    """The rank a worker's placement file (`rank-<r>.json`) is for."""
+    return _number(RANK_INFO_RE, filename)
+
+
+def rank_of_progress(filename: str) -> int | None:
+    """The rank a progress record (`progress-<r>.json`) is for."""
+    return _number(PROGRESS_RE, filename)
+
+
+def _number(pattern: re.Pattern[str], name: str) -> int | None:
+    match = pattern.match(name)
     return int(match.group(1)) if match else None

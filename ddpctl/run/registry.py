@@ -15,7 +15,12 @@ from collections.abc import Mapping
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
+from ddpctl import safeio
 from ddpctl.errors import DdpctlError, JobNotFound
+
+# Private: the registry names every run dir and spec of this user. Opened without following a symlink, like
+# every file ddpctl writes, so a link planted in a shared DDPCTL_HOME cannot redirect the appends.
+REGISTRY_MODE = 0o600
 
 
 @dataclass(frozen=True)
@@ -48,7 +53,7 @@ class Registry:
     def add(self, record: JobRecord) -> None:
         self.path.parent.mkdir(parents=True, exist_ok=True)
         line = (json.dumps(asdict(record), sort_keys=True) + "\n").encode()
-        fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+        fd = safeio.open_append(self.path, REGISTRY_MODE)
         try:
             os.write(fd, line)
         finally:
@@ -60,10 +65,10 @@ class Registry:
         try:
             self.path.parent.mkdir(parents=True, exist_ok=True)
             if self.path.exists():
-                os.close(os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CLOEXEC))
+                os.close(safeio.open_fd(self.path, os.O_WRONLY | os.O_APPEND))
             else:  # probe with a file of our own: a rejected submission leaves no registry behind
                 probe = self.path.with_name(f".{self.path.name}.probe{os.getpid()}")
-                os.close(os.open(probe, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o600))
+                os.close(safeio.open_fd(probe, os.O_WRONLY | os.O_CREAT | os.O_EXCL, REGISTRY_MODE))
                 probe.unlink()
         except OSError as err:
             raise DdpctlError(

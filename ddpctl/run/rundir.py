@@ -17,6 +17,7 @@ from pathlib import Path
 
 import yaml
 
+from ddpctl import safeio
 from ddpctl.errors import SpecError
 from ddpctl.run.layout import RunLayout, batch_output
 from ddpctl.snapshot import take
@@ -54,8 +55,7 @@ def link_batch_output(layout: RunLayout, spec: JobSpec, job_id: str) -> None:
     """The run dir's slurm.out is the file Slurm writes (`sbatch_output`): one inode under two names, whether
     the job opened it before this (O_APPEND|O_CREAT keeps what it wrote) or opens it later (it appends)."""
     target = batch_output(spec.run_base, job_id)
-    fd = os.open(target, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW, 0o666)
-    os.close(fd)
+    safeio.touch(target)
     os.link(target, layout.batch_log, follow_symlinks=False)
 
 

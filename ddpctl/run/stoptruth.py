@@ -11,13 +11,13 @@ Read-only over the run directory; the interpretation (`reports`, `restart_notes`
 
 from __future__ import annotations
 
-import json
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
+from ddpctl import safeio
 from ddpctl.run.events import read_events
-from ddpctl.run.layout import RunLayout
+from ddpctl.run.layout import ATTEMPT_GLOB, LISTEN_GLOB, RunLayout, attempts_in
 
 AckState = Literal["acknowledged", "waiting", "unacknowledged"]
 MAX_LISTENERS_READ = 64  # enough to say who listens; bounded for a job with thousands of ranks
@@ -140,7 +140,7 @@ def read_facts(layout: RunLayout, events: Iterable[Mapping[str, Any]] | None = N
         AttemptFacts(
             attempt=a,
             signal=s.get("signal"),
-            stopped=read_json(layout.stopped_marker(a)),
+            stopped=safeio.read_json(layout.stopped_marker(a)),
             listeners=read_listeners(layout, a),
             resume=s.get("resume"),
             start=s.get("start"),
@@ -154,22 +154,14 @@ def read_listeners(layout: RunLayout, attempt: int) -> tuple[str, ...]:
     out: list[str] = []
     directory = layout.attempt_dir(attempt)
     try:
-        names = sorted(p.name for p in directory.glob("listen-rank-*.json"))[:MAX_LISTENERS_READ]
+        names = sorted(p.name for p in directory.glob(LISTEN_GLOB))[:MAX_LISTENERS_READ]
     except OSError:
         return ()
     for name in names:
-        data = read_json(directory / name)
+        data = safeio.read_json(directory / name)
         if data is not None:
             out.append(f"rank {data.get('rank')}: {data.get('how')}")
     return tuple(out)
-
-
-def read_json(path: Any) -> dict[str, Any] | None:
-    try:
-        data = json.loads(path.read_text()[:65536])
-    except (OSError, ValueError):
-        return None
-    return data if isinstance(data, dict) else None
 
 
 def summary(layout: RunLayout, lead_s: int, now: float) -> tuple[list[StopReport], list[str]]:
@@ -195,9 +187,7 @@ def run_summary(layout: RunLayout, now: float) -> tuple[list[StopReport], list[s
 def listening_now(layout: RunLayout, script_signal: str | None) -> str | None:
     """For `preempt`: None when some rank of the newest attempt listens (or the script asked for a signal);
     else the plain statement that this stop will not be acted on."""
-    attempts = sorted(
-        int(p.name.split("-", 1)[1]) for p in layout.root.glob("attempt-*") if p.name.split("-", 1)[1].isdigit()
-    )
+    attempts = attempts_in(p.name for p in layout.root.glob(ATTEMPT_GLOB))
     if script_signal or (attempts and read_listeners(layout, attempts[-1])):
         return None
     return (

@@ -7,14 +7,14 @@ a display, never a decision.
 
 from __future__ import annotations
 
-import os
 import re
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from ddpctl import safeio
 from ddpctl.run.events import read_events
-from ddpctl.run.layout import RunLayout, attempt_number
+from ddpctl.run.layout import RunLayout, attempts_in
 
 TAIL_BYTES = 16384  # bounded: only the end of rank 0's log is read
 STEP_RE = re.compile(r"\bstep[ =:]+(\d+)")
@@ -54,19 +54,6 @@ def last_step_in(text: str) -> int | None:
     return int(found[-1]) if found else None
 
 
-def read_tail(path: Path, size: int = TAIL_BYTES) -> str:
-    try:
-        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW)
-    except OSError:
-        return ""
-    try:
-        end = os.fstat(fd).st_size
-        os.lseek(fd, max(0, end - size), os.SEEK_SET)
-        return os.read(fd, size).decode(errors="replace")
-    finally:
-        os.close(fd)
-
-
 def summarize(layout: RunLayout) -> RunSummary:
     starts, last_t, nodes = [], None, ""
     for event in read_events(layout.events):
@@ -78,10 +65,12 @@ def summarize(layout: RunLayout) -> RunSummary:
             last_t = t if last_t is None else max(last_t, t)
     first = next((t for t in starts if isinstance(t, (int, float))), None)
     elapsed = None if first is None or last_t is None else max(0.0, last_t - first)
-    attempts = sorted(a for p in _entries(layout.root) if (a := attempt_number(p)) is not None)
+    attempts = attempts_in(_entries(layout.root))
     step = None
     for attempt in reversed(attempts):  # the newest attempt that logged a step
-        step = last_step_in(read_tail(layout.rank_log(attempt, 0)))
+        step = last_step_in(
+            (safeio.read_bounded(layout.rank_log(attempt, 0), TAIL_BYTES, tail=True) or b"").decode(errors="replace")
+        )
         if step is not None:
             break
     return RunSummary(elapsed, nodes, len(attempts), step)

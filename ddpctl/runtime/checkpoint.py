@@ -146,7 +146,7 @@ class Checkpointer:
         deadline = time.monotonic() + COMMIT_TIMEOUT_S
         for rank in range(self.ctx.world_size):
             # After the barrier these exist already; for a background save this waits for slower ranks.
-            while (table := ckptio.read_json(path / f"rank-{rank}.json")) is None:
+            while (table := ckptio.read_table(path / f"rank-{rank}.json")) is None:
                 if time.monotonic() > deadline:
                     raise TimeoutError(
                         f"rank {rank} never finished its part of {path} "
@@ -236,7 +236,7 @@ class Checkpointer:
         steps: list[int] = []
         foreign: list[str] = []
         for step, path in sorted(self._step_dirs().items(), reverse=True):
-            marker = ckptio.read_json(path / MARKER)
+            marker = ckptio.read_table(path / MARKER)
             if why := ckptowner.foreign_unresumable(marker, self._owner, self.ctx.world_size):
                 foreign.append(f"{path.name}: {why}")
             elif not isinstance(marker, dict):
@@ -249,7 +249,7 @@ class Checkpointer:
         return steps, foreign
 
     def _try_load(self, path: Path) -> tuple[dict[str, Any] | None, str | None]:
-        marker = ckptio.read_json(path / MARKER)
+        marker = ckptio.read_table(path / MARKER)
         files = marker.get("files", {}) if isinstance(marker, dict) else {}
         own = f"rank-{self.ctx.rank}.pt"
         for name in (SHARED, own):

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import contextlib
 import json
-import os
 import zlib
 from collections.abc import Callable
 from pathlib import Path
@@ -17,7 +16,10 @@ from typing import Any
 
 import torch
 
-CHUNK = 1 << 22
+from ddpctl import safeio
+
+HASH_CHUNK = 1 << 22
+MAX_TABLE_BYTES = 64 << 20
 
 
 class _HashingWriter:
@@ -32,10 +34,8 @@ class _HashingWriter:
     def write(self, data: bytes | memoryview) -> int:
         view = memoryview(data)
         self.crc = zlib.crc32(view, self.crc)
-        done = 0
         try:
-            while done < len(view):
-                done += os.write(self._fd, view[done:])
+            safeio.write_all(self._fd, view)
         except OSError as exc:
             self.error = exc
             raise
@@ -46,39 +46,17 @@ class _HashingWriter:
         """Nothing buffered here: every write goes straight to the descriptor."""
 
 
-def fsync_dir(path: Path) -> None:
-    """Make a rename or unlink in `path` durable (POSIX needs the directory itself synced)."""
-    fd = os.open(path, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-
-
 class CheckpointWriteError(OSError):
     """A checkpoint file could not be written; its temp file is already removed. Names the path and why."""
 
 
 def _write_atomically(path: Path, write: Callable[[int], None]) -> None:
-    """Temp file + fsync + rename. On any failure (disk full, quota, EIO) the temp file is removed, so a
+    """Temp file + fsync + rename (safeio). On any failure (disk full, quota, EIO) the temp file is removed, so a
     requeued attempt does not find the filesystem still full of our partial files, and the error names the path."""
-    tmp = path.with_name(f".{path.name}.tmp{os.getpid()}")
     try:
-        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, 0o644)
-        try:
-            write(fd)
-            os.fsync(fd)
-        finally:
-            os.close(fd)
-        tmp.replace(path)
-    except BaseException as exc:
-        tmp.unlink(missing_ok=True)
-        if isinstance(exc, OSError):
-            raise CheckpointWriteError(
-                exc.errno, f"cannot write checkpoint file {path}: {exc.strerror or exc}"
-            ) from exc
-        raise
-    fsync_dir(path.parent)
+        safeio.write_atomic(path, write, mode=0o644, durable=True)
+    except OSError as exc:
+        raise CheckpointWriteError(exc.errno, f"cannot write checkpoint file {path}: {exc.strerror or exc}") from exc
 
 
 def atomic_torch_save(obj: Any, path: Path) -> dict[str, Any]:
@@ -102,20 +80,13 @@ def atomic_write_json(obj: Any, path: Path) -> None:
     """Write JSON atomically (same temp + fsync + rename dance as the tensors)."""
     data = (json.dumps(obj, sort_keys=True, indent=1) + "\n").encode()
 
-    def write(fd: int) -> None:
-        done = 0
-        while done < len(data):
-            done += os.write(fd, data[done:])
-
-    _write_atomically(path, write)
+    _write_atomically(path, lambda fd: safeio.write_all(fd, data))
 
 
-def read_json(path: Path) -> Any:
-    """Parsed JSON, or None for a missing or unparsable file (a torn write counts as absent)."""
-    try:
-        return json.loads(path.read_text())
-    except (OSError, ValueError):
-        return None
+def read_table(path: Path) -> dict[str, Any] | None:
+    """A checkpoint's JSON table or marker, or None for a missing, unparsable or linked file (a torn write
+    counts as absent). Bounded far above a marker's size (two file entries per rank)."""
+    return safeio.read_json(path, limit=MAX_TABLE_BYTES)
 
 
 def file_matches(path: Path, expected: dict[str, Any], check_hash: bool) -> str | None:
@@ -129,7 +100,7 @@ def file_matches(path: Path, expected: dict[str, Any], check_hash: bool) -> str 
     if check_hash:
         crc = 0
         with path.open("rb") as handle:
-            while chunk := handle.read(CHUNK):
+            while chunk := handle.read(HASH_CHUNK):
                 crc = zlib.crc32(chunk, crc)
         if crc != expected.get("crc32"):
             return f"{path.name} content does not match its recorded CRC-32"

@@ -38,7 +38,7 @@ def fresh_identity() -> str:
 def owner_of(step_dir: Path) -> str | None:
     """The run that wrote `step_dir` (from OWNER, else the marker); None for a checkpoint of ddpctl < 0.2."""
     for name in (OWNER, "COMPLETE"):
-        data = ckptio.read_json(step_dir / name)
+        data = ckptio.read_table(step_dir / name)
         if isinstance(data, dict) and isinstance(data.get("owner"), str):
             return str(data["owner"])
     return None

@@ -25,6 +25,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from ddpctl import safeio
 from ddpctl.run import envvars
 from ddpctl.run.layout import RunLayout
 
@@ -114,11 +115,9 @@ class Heartbeat:
             "values": {k: _number(v) for k, v in self.values.items()},
             "history": list(self.history),
         }
-        tmp = self.path.with_name(f".{self.path.name}.tmp")
         try:
             self.path.parent.mkdir(parents=True, exist_ok=True)
-            tmp.write_text(json.dumps(record))
-            tmp.replace(self.path)
+            safeio.write_text_atomic(self.path, json.dumps(record))
         except OSError:
             pass  # progress is advisory: a full or flaky filesystem must never stop training
 

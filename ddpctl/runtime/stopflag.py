@@ -8,7 +8,6 @@ corrupts (Lightning#21406), so the training loop agrees on a step with `StopAgre
 
 from __future__ import annotations
 
-import json
 import os
 import signal
 import sys
@@ -19,6 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from types import FrameType
 
+from ddpctl import safeio
 from ddpctl.proc import signal_named
 from ddpctl.run import envvars
 
@@ -125,9 +125,7 @@ def announce_listener(how: str, env: Mapping[str, str] | None = None) -> Path | 
     target = RunLayout(Path(run_dir)).listen_marker(int(env.get(envvars.ATTEMPT, "0") or 0), rank)
     try:
         target.parent.mkdir(parents=True, exist_ok=True)
-        tmp = target.with_name(f".{target.name}.{os.getpid()}")
-        tmp.write_text(json.dumps({"rank": rank, "how": how, "time": time.time()}) + "\n")
-        tmp.replace(target)
+        safeio.write_json_atomic(target, {"rank": rank, "how": how, "time": time.time()})
     except OSError as exc:  # an announcement must never stop training
         print(f"ddpctl: WARNING: cannot record that rank {rank} listens for stops: {exc}", file=sys.stderr)
         return None

@@ -16,9 +16,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from ddpctl import safeio
 from ddpctl.errors import SpecError
 from ddpctl.snapshot.collect import Manifest, dir_manifest, git_manifest, git_root
-from ddpctl.snapshot.store import Limits, MiB, store_tree, too_big, write_atomic
+from ddpctl.snapshot.store import Limits, MiB, store_tree, too_big
 from ddpctl.spec import JobSpec
 
 MODES = ("auto", "git", "dir", "off")
@@ -72,7 +73,7 @@ def take(spec: JobSpec, record: Path, limits: Limits | None = None) -> SnapshotI
         dirty=manifest.dirty,
         skipped=tuple(manifest.skipped),
     )
-    write_atomic(record, json.dumps(dataclasses.asdict(info), indent=1) + "\n")
+    safeio.write_text_atomic(record, json.dumps(dataclasses.asdict(info), indent=1) + "\n")
     return info
 
 

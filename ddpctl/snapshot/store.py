@@ -19,6 +19,7 @@ import uuid
 from dataclasses import dataclass
 from pathlib import Path
 
+from ddpctl import safeio
 from ddpctl.errors import SpecError
 from ddpctl.snapshot.collect import EXEC, LINK, Entry, Manifest
 
@@ -90,7 +91,7 @@ def store_tree(store: Path, manifest: Manifest, limits: Limits) -> Stored:
     finally:
         if tmp.exists():
             shutil.rmtree(tmp, ignore_errors=True)
-    write_atomic(meta, json.dumps({"files": len(sizes), "bytes": sum(sizes)}))
+    safeio.write_text_atomic(meta, json.dumps({"files": len(sizes), "bytes": sum(sizes)}))
     return Stored(tid, tree, len(sizes), sum(sizes), new)
 
 
@@ -116,9 +117,3 @@ def place(store: Path, root: Path, entry: Entry, tree: Path) -> int:
     except OSError:  # no hard links on this filesystem
         shutil.copy2(obj, target)
     return copied
-
-
-def write_atomic(path: Path, text: str) -> None:
-    part = path.with_name(f".{path.name}.{uuid.uuid4().hex[:8]}")
-    part.write_text(text)
-    part.replace(path)

@@ -18,6 +18,7 @@ from typing import Any
 
 import yaml
 
+from ddpctl import safeio
 from ddpctl.errors import SpecError
 
 Key = tuple[str, ...]
@@ -105,8 +106,8 @@ def one_line(text: str) -> str:
 def read_doc(path: str | Path, *, nofollow: bool = False) -> Doc:
     source = str(path)
     try:
-        flags = os.O_RDONLY | os.O_CLOEXEC | (os.O_NOFOLLOW if nofollow else 0)
-        with os.fdopen(os.open(path, flags), "rb") as handle:
+        fd = safeio.open_read(path) if nofollow else os.open(path, os.O_RDONLY | os.O_CLOEXEC)
+        with os.fdopen(fd, "rb") as handle:
             data = handle.read(MAX_SPEC_BYTES + 1)
         if len(data) > MAX_SPEC_BYTES:
             raise SpecError(f"{one_line(source)}: spec file larger than {MAX_SPEC_BYTES} bytes, expected a job spec")

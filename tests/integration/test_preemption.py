@@ -271,7 +271,7 @@ def assert_checkpoints_load(job: Job) -> list[int]:
 
     complete = []
     for path in sorted((job.run_dir / "checkpoints").glob("step-*")):
-        marker = ckptio.read_json(path / "COMPLETE")
+        marker = ckptio.read_table(path / "COMPLETE")
         if marker is None:
             continue
         for name, expected in marker["files"].items():

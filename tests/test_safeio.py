@@ -1,0 +1,141 @@
+"""safeio, the one place files are opened without following links and written atomically: real files, real
+links, a real FIFO; and the readers and the registry that now go through it."""
+
+from __future__ import annotations
+
+import errno
+import json
+import os
+import stat
+import threading
+from pathlib import Path
+
+import pytest
+
+from ddpctl import safeio
+from ddpctl.errors import DdpctlError
+from ddpctl.run.layout import RunLayout
+from ddpctl.run.registry import JobRecord, Registry
+from ddpctl.run.stoptruth import read_listeners
+
+RECORD = JobRecord(job_id="local-1", name="x", run_dir="/nowhere", backend="local", submitted_at=1.0)
+
+
+def leftovers(directory: Path) -> list[str]:
+    return sorted(p.name for p in directory.iterdir() if ".tmp" in p.name)
+
+
+@pytest.mark.parametrize("durable", [False, True])
+def test_write_atomic_replaces_the_file_whole(tmp_path: Path, durable: bool) -> None:
+    target = tmp_path / "out.json"
+    target.write_text("old")
+    safeio.write_bytes_atomic(target, b"new", durable=durable)
+    assert target.read_text() == "new"
+    assert leftovers(tmp_path) == []
+
+
+def test_a_failing_writer_leaves_the_old_file_and_no_temp_file(tmp_path: Path) -> None:
+    target = tmp_path / "out.json"
+    target.write_text("old")
+
+    def fail(fd: int) -> None:
+        os.write(fd, b"half")
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    with pytest.raises(OSError, match="No space left"):
+        safeio.write_atomic(target, fail)
+    assert target.read_text() == "old"
+    assert leftovers(tmp_path) == []
+
+
+def test_a_stale_temp_file_of_our_pid_does_not_block_the_write(tmp_path: Path) -> None:
+    """A container's pids repeat after a requeue: a temp file a killed process left under our name is reused."""
+    target = tmp_path / "out.json"
+    stale = tmp_path / f".out.json.tmp{os.getpid()}-{threading.get_native_id()}"
+    stale.write_text("stale")
+    safeio.write_text_atomic(target, "second")
+    assert target.read_text() == "second"
+    assert leftovers(tmp_path) == []
+
+
+def test_a_link_at_the_target_is_replaced_not_written_through(tmp_path: Path) -> None:
+    outside = tmp_path / "outside"
+    outside.write_text("keep")
+    link = tmp_path / "stopped.json"
+    link.symlink_to(outside)
+    safeio.write_json_atomic(link, {"step": 3})
+    assert outside.read_text() == "keep"
+    assert not link.is_symlink() and json.loads(link.read_text()) == {"step": 3}
+
+
+def test_write_text_atomic_names_the_target_when_the_directory_is_missing(tmp_path: Path) -> None:
+    target = tmp_path / "gone" / "out.json"
+    with pytest.raises(FileNotFoundError) as err:
+        safeio.write_text_atomic(target, "x")
+    assert err.value.filename == str(target)
+
+
+def test_read_bounded_refuses_a_link_and_does_not_hang_on_a_fifo(tmp_path: Path) -> None:
+    real = tmp_path / "real.json"
+    real.write_text("0123456789")
+    link = tmp_path / "progress-0.json"
+    link.symlink_to(real)
+    fifo = tmp_path / "progress-1.json"
+    os.mkfifo(fifo)
+    assert safeio.read_bounded(real, 4) == b"0123"
+    assert safeio.read_bounded(real, 4, tail=True) == b"6789"
+    assert safeio.read_bounded(link) is None
+    assert safeio.read_bounded(fifo) == b""  # no writer: empty at once, not blocked
+    assert safeio.read_bounded(tmp_path / "missing") is None
+
+
+@pytest.mark.parametrize(
+    ("content", "expected"),
+    [
+        (b'{"step": 3}', {"step": 3}),
+        (b'{"step": 3', None),  # torn: being rewritten
+        (b"[1, 2]", None),  # not an object
+        (b"", None),
+        (json.dumps({"pad": "x" * 300_000}).encode(), None),  # over the bound: not ours
+    ],
+    ids=["object", "torn", "list", "empty", "too-big"],
+)
+def test_read_json_gives_an_object_or_none(tmp_path: Path, content: bytes, expected: object) -> None:
+    path = tmp_path / "record.json"
+    path.write_bytes(content)
+    assert safeio.read_json(path) == expected
+
+
+def test_a_linked_listen_marker_is_not_believed(tmp_path: Path) -> None:
+    """stoptruth read listen markers with read_text (following links, unbounded); now through safeio."""
+    layout = RunLayout(tmp_path)
+    layout.attempt_dir(0).mkdir()
+    layout.listen_marker(0, 0).write_text(json.dumps({"rank": 0, "how": "StopAgreement"}))
+    elsewhere = tmp_path / "elsewhere.json"
+    elsewhere.write_text(json.dumps({"rank": 1, "how": "planted"}))
+    layout.listen_marker(0, 1).symlink_to(elsewhere)
+    assert read_listeners(layout, 0) == ("rank 0: StopAgreement",)
+
+
+def test_a_new_registry_is_private(tmp_path: Path) -> None:
+    old = os.umask(0o022)
+    try:
+        Registry(tmp_path).add(RECORD)
+    finally:
+        os.umask(old)
+    assert stat.S_IMODE((tmp_path / "registry.jsonl").stat().st_mode) == 0o600
+
+
+def test_a_linked_registry_is_refused_before_submit_and_never_appended_through(tmp_path: Path) -> None:
+    outside = tmp_path / "outside.jsonl"
+    outside.write_text("")
+    home = tmp_path / "home"
+    home.mkdir()
+    (home / "registry.jsonl").symlink_to(outside)
+    registry = Registry(home)
+    with pytest.raises(DdpctlError, match=r"registry .* is not writable"):
+        registry.check_writable()
+    with pytest.raises(OSError) as err:
+        registry.add(RECORD)
+    assert err.value.errno == errno.ELOOP
+    assert outside.read_text() == ""
