@@ -22,9 +22,9 @@ from typing import TYPE_CHECKING
 
 from ddpctl.backends import current_state, get_backend
 from ddpctl.errors import JobNotFound, WaitTimeout
-from ddpctl.logs.stream import LogLine, StateFn
+from ddpctl.logs.stream import LogLine
 from ddpctl.run.registry import JobRecord, Registry
-from ddpctl.run.state import JobState
+from ddpctl.run.state import JobState, StateFn
 from ddpctl.spec import JobSpec, resolve_paths, spec_from_mapping, spec_to_mapping
 from ddpctl.spec import load_spec as _read_spec
 

@@ -14,9 +14,7 @@ from ddpctl import exitcodes
 from ddpctl.backends import current_state
 from ddpctl.errors import CommandError, DdpctlError
 from ddpctl.run.registry import JobRecord
-from ddpctl.run.state import JobState
-
-StateFn = Callable[[JobRecord], JobState]
+from ddpctl.run.state import JobState, StateFn
 
 
 class JobNotActive(DdpctlError):

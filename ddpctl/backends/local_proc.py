@@ -26,7 +26,7 @@ from ddpctl.run.layout import RunLayout
 _PR_SET_PDEATHSIG = 1
 
 
-def start_time(pid: int) -> int | None:
+def process_start_ticks(pid: int) -> int | None:
     """Kernel start time of `pid` in clock ticks since boot (None: no such process, or a zombie)."""
     try:
         stat = Path(f"/proc/{pid}/stat").read_text()
@@ -62,7 +62,7 @@ def lock_held(run_dir: Path) -> bool:
 
 
 def write_pid(run_dir: Path, pid: int) -> None:
-    started = start_time(pid)
+    started = process_start_ticks(pid)
     safeio.write_text_atomic(RunLayout(run_dir).supervisor_pid, f"{pid} {started}\n")
 
 
@@ -73,7 +73,7 @@ def supervisor(run_dir: Path) -> int | None:
         pid = int(pid_text)
     except (OSError, ValueError):
         return None
-    if str(start_time(pid)) != started or not lock_held(run_dir):
+    if str(process_start_ticks(pid)) != started or not lock_held(run_dir):
         return None
     return pid
 

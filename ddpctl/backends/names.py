@@ -14,10 +14,9 @@ from ddpctl.backends.slurm_chain import run_jobs
 from ddpctl.errors import CommandError, DdpctlError
 from ddpctl.proc import Runner, run
 from ddpctl.run.registry import JobRecord, Registry
-from ddpctl.run.state import JobState
+from ddpctl.run.state import JobState, StateFn
 from ddpctl.slurm import commands
 
-StateFn = Callable[[JobRecord], JobState]
 Warn = Callable[[str], None]
 Prefilter = Callable[[list[JobRecord]], list[JobRecord]]
 MAX_CHECKED = 5  # newest jobs of one name whose state is asked for: bounded work for a name used 1000 times

@@ -84,7 +84,7 @@ def run_dir_of(args: argparse.Namespace, env: Mapping[str, str]) -> Path | None:
     return Path(raw) if raw else None
 
 
-def show(args: argparse.Namespace, env: Mapping[str, str]) -> str:
+def env_listing(args: argparse.Namespace, env: Mapping[str, str]) -> str:
     resolve = socket.gethostbyname if args.resolve else None
     run_dir = run_dir_of(args, env)
     if run_dir is not None and args.nproc_per_node is None:
@@ -102,5 +102,5 @@ def show(args: argparse.Namespace, env: Mapping[str, str]) -> str:
 
 
 def run(args: argparse.Namespace) -> int:
-    sys.stdout.write(show(args, dict(os.environ)) + "\n")
+    sys.stdout.write(env_listing(args, dict(os.environ)) + "\n")
     return 0

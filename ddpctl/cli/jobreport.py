@@ -9,17 +9,17 @@ from pathlib import Path
 from typing import Any
 
 from ddpctl import exitcodes
+from ddpctl.health.report import checkpoint_dir
 from ddpctl.run.layout import RunLayout
 from ddpctl.run.registry import JobRecord
 from ddpctl.run.state import JobState
 from ddpctl.run.stoptruth import run_summary
 from ddpctl.run.summary import RunSummary, format_elapsed, summarize
-from ddpctl.spec import load_spec
 
 MAX_NOTES = 8  # bounded: the newest stops and restarts matter most
 
 
-def describe(state: JobState, *, elapsed: bool = True) -> str:
+def describe_state(state: JobState, *, elapsed: bool = True) -> str:
     parts = [state.state]
     if state.reason:
         parts.append(f"({state.reason})")
@@ -55,15 +55,6 @@ def completed(record: JobRecord, state: JobState, summary: RunSummary) -> JobSta
     )
 
 
-def checkpoint_dir(record: JobRecord) -> str:
-    layout = RunLayout(Path(record.run_dir))
-    try:
-        configured = load_spec(layout.spec_file, check_paths=False).checkpoint.dir
-    except Exception:
-        configured = None
-    return configured or str(layout.default_checkpoints)
-
-
 def payload(record: JobRecord, state: JobState) -> dict[str, Any]:
     layout = RunLayout(Path(record.run_dir))
     summary = summarize(layout)
@@ -76,7 +67,7 @@ def payload(record: JobRecord, state: JobState) -> dict[str, Any]:
         **asdict(completed(record, state, summary)),
         "attempts": summary.attempts,
         "last_step": summary.last_step,
-        "checkpoints": checkpoint_dir(record),
+        "checkpoints": str(checkpoint_dir(layout)),
         "stops": [s.as_json() for s in stops],
         "restart_notes": notes,
     }
@@ -86,13 +77,13 @@ def lines(record: JobRecord, state: JobState) -> list[str]:
     layout = RunLayout(Path(record.run_dir))
     summary = summarize(layout)
     shown = completed(record, state, summary)
-    out = [f"{record.job_id}  {record.name}  {describe(shown, elapsed=not state.terminal)}"]
+    out = [f"{record.job_id}  {record.name}  {describe_state(shown, elapsed=not state.terminal)}"]
     if state.terminal:
         step = summary.last_step if summary.last_step is not None else "none logged"
         out.append(f"  elapsed {shown.elapsed} on {shown.nodes}, restarts {state.restarts}, last step {step}")
     out.append(f"  backend {record.backend}, run dir {record.run_dir}")
     if state.terminal:
-        out.append(f"  logs: ddpctl logs {record.job_id} --attempt all; checkpoints: {checkpoint_dir(record)}")
+        out.append(f"  logs: ddpctl logs {record.job_id} --attempt all; checkpoints: {checkpoint_dir(layout)}")
     stops, notes = run_summary(layout, time.time())
     out += [f"  {line}" for line in [*(s.text for s in stops), *notes][-MAX_NOTES:]]
     return out

@@ -45,7 +45,7 @@ def add(sub: Any) -> None:
     parser.set_defaults(func=run)
 
 
-def check(args: argparse.Namespace) -> None:
+def check_args(args: argparse.Namespace) -> None:
     from ddpctl.errors import DdpctlError
 
     if args.nproc is not None and args.nproc < 1:
@@ -100,7 +100,7 @@ def run(args: argparse.Namespace) -> int:
     from ddpctl import api
     from ddpctl.health.scaling import table, with_speedups, write_json, write_png
 
-    check(args)
+    check_args(args)
     spec = api.plan(args.spec, backend=args.backend, overrides=args.overrides).spec
     out = args.out or Path(spec.run_dir) / f"{spec.name}-scale"
     results = []

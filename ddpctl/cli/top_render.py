@@ -14,7 +14,7 @@ from rich.text import Text
 
 from ddpctl.health.rates import duration
 from ddpctl.health.report import describe_event
-from ddpctl.health.view import NodeRow, RankRow, fits, node_rows, visible
+from ddpctl.health.view import NodeRow, RankRow, fits, node_rows, visible_cut
 from ddpctl.run.registry import JobRecord
 from ddpctl.run.state import JobState
 
@@ -36,7 +36,7 @@ def _flags(stall: bool | int, straggler: bool | int) -> Text:
 def title(record: JobRecord, state: JobState, snap: dict[str, Any]) -> Text:
     summary = snap.get("summary")
     parts = [
-        f"{visible(record.job_id, 40)} {visible(record.name, 40)} {state.state}",
+        f"{visible_cut(record.job_id, 40)} {visible_cut(record.name, 40)} {state.state}",
         f"attempt {snap.get('attempt')}" if snap.get("attempt") is not None else "no attempt yet",
     ]
     if summary is not None and state.state == "RUNNING":  # a finished job's last rates are no forecast
@@ -67,7 +67,7 @@ def rank_table(rows: list[RankRow]) -> Table:
     for row in rows:
         table.add_row(
             Text(str(row.rank)),
-            Text(visible(row.node, 20)),
+            Text(visible_cut(row.node, 20)),
             Text(_num(row.step, "{}")),
             Text(_num(row.step_s)),
             Text(_num(row.lag, "{}")),
@@ -89,7 +89,7 @@ def node_table(nodes: list[NodeRow]) -> Table:
             else (f"{node.step_min}" if node.step_min == node.step_max else f"{node.step_min}-{node.step_max}")
         )
         table.add_row(
-            Text(visible(node.node, 20)),
+            Text(visible_cut(node.node, 20)),
             Text(str(node.ranks)),
             Text(steps),
             Text(_num(node.step_s)),
@@ -105,7 +105,7 @@ def frame(record: JobRecord, state: JobState, snap: dict[str, Any], size: Any) -
     events = snap.get("events", [])
     notes = [
         Text(
-            visible(describe_event(e), 300),
+            visible_cut(describe_event(e), 300),
             style="red" if e["event"] in ("hang", "oom") else "yellow",
             overflow="ellipsis",
             no_wrap=True,

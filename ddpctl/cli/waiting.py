@@ -7,7 +7,7 @@ import time
 from collections.abc import Callable
 
 from ddpctl.backends import current_state
-from ddpctl.cli.jobreport import describe, exit_status, lines
+from ddpctl.cli.jobreport import describe_state, exit_status, lines
 from ddpctl.run.registry import JobRecord
 from ddpctl.run.state import JobState
 
@@ -43,7 +43,7 @@ def poll_until_terminal(
     last_text, last_at = [""], [clock()]
 
     def on_state(state: JobState) -> None:
-        text = describe(state, elapsed=live)
+        text = describe_state(state, elapsed=live)
         due = state.state == "RUNNING" and clock() - last_at[0] >= PROGRESS_EVERY_S
         if live or text != last_text[0] or due:
             line = text + progress(record, state)
@@ -63,7 +63,7 @@ def wait_for_job(record: JobRecord) -> int:
         console = Console()
         with console.status(label) as status:
             state = poll_until_terminal(record, lambda text: status.update(f"{label}: {text}"), live=True)
-        console.print(f"{label}: {describe(state)}")
+        console.print(f"{label}: {describe_state(state)}")
     else:
         state = poll_until_terminal(record, lambda text: print(f"{label}: {text}", flush=True), live=False)
     print("\n".join(lines(record, state)[1:]), flush=True)  # elapsed, restarts, last step, logs, checkpoints

@@ -18,7 +18,7 @@ def checkpoint_dir(layout: RunLayout) -> Path:
         spec = load_spec(layout.spec_file, check_paths=False)
     except Exception:  # an unreadable job.yaml: fall back to the default place
         return layout.default_checkpoints
-    return Path(spec.checkpoint.dir) if spec.checkpoint.dir else layout.default_checkpoints
+    return layout.checkpoints(spec.checkpoint.dir)
 
 
 def health_events(layout: RunLayout) -> list[dict[str, Any]]:

@@ -21,7 +21,7 @@ STALL_MIN_S = 10.0
 LINE_MAX = 200
 
 
-def visible(text: str, limit: int = LINE_MAX) -> str:
+def visible_cut(text: str, limit: int = LINE_MAX) -> str:
     """A rank's log line made terminal-safe exactly as `ddpctl logs` shows it, cut to at most `limit` chars."""
     shown = sanitize.visible(text[: limit * 2])
     return shown if len(shown) <= limit else shown[: limit - 1] + "…"
@@ -85,7 +85,7 @@ def rank_rows(
                 step_s,
                 fastest - step if step is not None and fastest is not None else None,
                 since,
-                visible(line),
+                visible_cut(line),
                 since is not None and since > limit and not done,
                 rank in flagged,
             )

@@ -37,10 +37,9 @@ from ddpctl.logs.launcher import LauncherFailure, launcher_failures, oom_limit
 from ddpctl.logs.output import Sink
 from ddpctl.run.layout import NODE_LOG_GLOB, RunLayout
 from ddpctl.run.registry import JobRecord
-from ddpctl.run.state import TERMINAL, JobState
+from ddpctl.run.state import TERMINAL, JobState, StateFn
 from ddpctl.run.stoptruth import run_summary
 
-StateFn = Callable[[JobRecord], JobState]
 LAUNCHER_TAIL_BYTES = 1 << 20  # torchrun's failure report is at the end of a launcher log
 
 

@@ -7,19 +7,17 @@ from __future__ import annotations
 
 import queue
 import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from ddpctl.run.registry import JobRecord
-from ddpctl.run.state import JobState
+from ddpctl.run.state import StateFn
 
 if TYPE_CHECKING:
     from ddpctl.logs.core import Source
     from ddpctl.logs.failures import ErrorHit
     from ddpctl.logs.show import LogsRequest
-
-StateFn = Callable[[JobRecord], JobState]
 
 
 @dataclass(frozen=True)

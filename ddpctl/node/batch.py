@@ -18,7 +18,6 @@ from ddpctl import safeio
 from ddpctl.errors import WaitTimeout
 from ddpctl.node.decide import Decision, Kind, RunOutcome, classify_signal, count_requeues, decide, root_exit
 from ddpctl.node.localenv import LOCAL_ENV_FLAG
-from ddpctl.node.torchrun import checkpoint_dir
 from ddpctl.run import envvars
 from ddpctl.run.events import append_event, read_events
 from ddpctl.run.layout import RunLayout
@@ -91,7 +90,7 @@ def checkpoints_present(layout: RunLayout) -> bool | None:
     """Whether the checkpoint directory holds anything as the attempt starts (None: cannot tell): an empty
     one means a restart from scratch, whatever the script does."""
     try:
-        directory = checkpoint_dir(run_spec(layout), layout)
+        directory = layout.checkpoints(run_spec(layout).checkpoint.dir)
         with os.scandir(directory) as entries:
             return any(not e.name.startswith(".") for e in entries)
     except FileNotFoundError:

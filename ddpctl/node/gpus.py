@@ -12,7 +12,7 @@ from collections.abc import Mapping
 from typing import Any
 
 
-def visible(env: Mapping[str, str]) -> list[str]:
+def visible_devices(env: Mapping[str, str]) -> list[str]:
     """The entries of CUDA_VISIBLE_DEVICES (empty when unset or blank)."""
     return [d.strip() for d in env.get("CUDA_VISIBLE_DEVICES", "").split(",") if d.strip()]
 
@@ -26,7 +26,7 @@ def node_indexes(env: Mapping[str, str]) -> list[str]:
 def mapping(env: Mapping[str, str], nproc: int) -> list[dict[str, Any]]:
     """Per local rank: the cuda index it uses, the CUDA_VISIBLE_DEVICES entry behind it and, when Slurm says,
     the node's device index (for the launch event and `doctor`)."""
-    shown, indexes = visible(env), node_indexes(env)
+    shown, indexes = visible_devices(env), node_indexes(env)
     out = []
     for rank in range(min(nproc, len(shown))):
         entry: dict[str, Any] = {"local_rank": rank, "cuda": rank, "visible": shown[rank]}
@@ -41,7 +41,7 @@ def shortage(env: Mapping[str, str], nproc: int, gpus_per_node: int, node: str) 
     asks for GPUs: CPU-only runs have no CUDA_VISIBLE_DEVICES and need none."""
     if gpus_per_node <= 0:
         return None
-    shown = visible(env)
+    shown = visible_devices(env)
     if len(shown) >= nproc:
         return None
     raw = env.get("CUDA_VISIBLE_DEVICES")

@@ -52,7 +52,7 @@ def parse(argv: Sequence[str]) -> argparse.Namespace:
     return p.parse_args(argv)
 
 
-def progress(step: int) -> None:
+def on_step(step: int) -> None:
     """Hook for a progress/heartbeat mechanism (none on this branch): called once per step, like a real loop."""
 
 
@@ -116,7 +116,7 @@ class Node:
         time.sleep(self.args.step_s)
         for _ in range(self.args.lines):
             self.say(f"[standin] step {step}/{self.args.steps} T={time.time():.6f}")
-        progress(step)
+        on_step(step)
 
     def wait_all(self, prefix: str) -> list[Path]:
         deadline = time.monotonic() + AGREE_TIMEOUT_S

@@ -7,7 +7,6 @@ preview of `ddpctl submit --dry-run`.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from pathlib import Path
 
 from ddpctl.run import envvars
 from ddpctl.run.layout import RunLayout
@@ -26,10 +25,6 @@ class NodePlan:
 
     def env_dict(self) -> dict[str, str]:
         return dict(self.env)
-
-
-def checkpoint_dir(spec: JobSpec, layout: RunLayout) -> Path:
-    return Path(spec.checkpoint.dir) if spec.checkpoint.dir else layout.default_checkpoints
 
 
 def rendezvous_args(spec: JobSpec, dist: DistEnv, local_addr: str | None) -> list[str]:
@@ -113,7 +108,7 @@ def ddpctl_env(spec: JobSpec, dist: DistEnv, layout: RunLayout) -> list[tuple[st
         (envvars.RUN_DIR, str(layout.root)),
         (envvars.ATTEMPT, str(attempt)),
         (envvars.RESTART_COUNT, str(attempt)),
-        (envvars.CKPT_DIR, str(checkpoint_dir(spec, layout))),
+        (envvars.CKPT_DIR, str(layout.checkpoints(spec.checkpoint.dir))),
         (envvars.CKPT_KEEP, str(spec.checkpoint.keep)),
         (envvars.STOP_FILE, str(layout.stop_file(attempt, dist.node_rank))),
         (envvars.STOP_SIGNAL, spec.requeue.signal),

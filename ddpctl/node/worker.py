@@ -26,7 +26,7 @@ from ddpctl.run import envvars
 from ddpctl.run.layout import fill_rank, rank_info_of
 from ddpctl.runtime import stopflag
 
-USAGE = "usage: python -m ddpctl.node.worker SCRIPT [ARGS...]"
+USAGE_LINE = "usage: python -m ddpctl.node.worker SCRIPT [ARGS...]"
 
 
 def redirect_output(env: Mapping[str, str]) -> Path | None:
@@ -98,7 +98,7 @@ def main(argv: Sequence[str] | None = None, env: Mapping[str, str] | None = None
     argv = list(sys.argv[1:] if argv is None else argv)
     env = os.environ if env is None else env
     if not argv or argv[0] in ("-h", "--help"):
-        print(USAGE, file=sys.stderr)
+        print(USAGE_LINE, file=sys.stderr)
         return exitcodes.USAGE if not argv else exitcodes.OK
     try:
         log = redirect_output(env)

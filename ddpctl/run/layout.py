@@ -79,6 +79,10 @@ class RunLayout:
     def default_checkpoints(self) -> Path:
         return self.root / "checkpoints"
 
+    def checkpoints(self, configured: str | None) -> Path:
+        """The checkpoint directory: the spec's checkpoint.dir when set, else the run dir's own."""
+        return Path(configured) if configured else self.default_checkpoints
+
     @property
     def preempt_request(self) -> Path:
         """Written by `ddpctl preempt --as KIND` just before it signals, so the decision knows the kind."""
@@ -175,14 +179,14 @@ def batch_output(run_base: Path, job_id: str) -> Path:
     return run_base / f".slurm-{job_id}.out"
 
 
-def attempt_of(dirname: str) -> int | None:
+def attempt_of_dir(dirname: str) -> int | None:
     """The attempt an `attempt-<n>` directory name holds (None for any other name)."""
     return _number(ATTEMPT_RE, dirname)
 
 
 def attempts_in(names: Iterable[str]) -> list[int]:
     """The attempts among a run dir's entry names, oldest first."""
-    return sorted(a for name in names if (a := attempt_of(name)) is not None)
+    return sorted(a for name in names if (a := attempt_of_dir(name)) is not None)
 
 
 def rank_info_of(rank_log: Path) -> Path:

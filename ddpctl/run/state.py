@@ -2,7 +2,12 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from ddpctl.run.registry import JobRecord
 
 TERMINAL = frozenset(
     {
@@ -31,3 +36,7 @@ class JobState:
     @property
     def terminal(self) -> bool:
         return self.state in TERMINAL
+
+
+# How a job's state is asked (the backend's current_state by default; tests and followers pass their own).
+StateFn = Callable[["JobRecord"], JobState]

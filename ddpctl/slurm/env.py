@@ -14,16 +14,14 @@ from types import MappingProxyType
 from ddpctl.errors import HostlistError, SlurmEnvError
 from ddpctl.slurm import stepshape
 from ddpctl.slurm.hostlist import compress, expand
-from ddpctl.slurm.stepshape import check_one_task_per_node, het_component
+from ddpctl.slurm.stepshape import GPUS_ON_NODE, JOB_NODELIST, STEP_NUM_NODES, check_one_task_per_node, het_component
 
 JOB_ID = "SLURM_JOB_ID"
 ARRAY_JOB_ID = "SLURM_ARRAY_JOB_ID"
 ARRAY_TASK_ID = "SLURM_ARRAY_TASK_ID"
-JOB_NODELIST = "SLURM_JOB_NODELIST"
 NODELIST = "SLURM_NODELIST"
 JOB_NUM_NODES = "SLURM_JOB_NUM_NODES"
 NNODES = "SLURM_NNODES"
-STEP_NUM_NODES = "SLURM_STEP_NUM_NODES"
 NODEID = "SLURM_NODEID"
 NODENAME = "SLURMD_NODENAME"
 STEP_ID = "SLURM_STEP_ID"
@@ -31,7 +29,6 @@ PROCID = "SLURM_PROCID"
 RESTART_COUNT = "SLURM_RESTART_COUNT"
 # Attempts before this job in a chain of jobs (requeue.mode: chain; set by the batch script of a successor).
 CHAIN_ATTEMPT = "DDPCTL_CHAIN_ATTEMPT"
-GPUS_ON_NODE = "SLURM_GPUS_ON_NODE"
 
 VARIABLES: Mapping[str, str] = MappingProxyType(
     {
@@ -49,7 +46,7 @@ VARIABLES: Mapping[str, str] = MappingProxyType(
         PROCID: "task rank within the step (one task per node under ddpctl launch)",
         RESTART_COUNT: "absent on the first run, then 1, 2, ... after each requeue",
         GPUS_ON_NODE: "GPUs allocated on this node (may differ between nodes; see stepshape.GPUS_PER_NODE)",
-        **stepshape.VARIABLES,
+        **stepshape.SHAPE_VARIABLES,
     }
 )
 

@@ -30,7 +30,7 @@ NTASKS = "SLURM_NTASKS"
 NTASKS_PER_NODE = "SLURM_NTASKS_PER_NODE"
 STEP_NUM_NODES = "SLURM_STEP_NUM_NODES"
 STEP_NODELIST = "SLURM_STEP_NODELIST"
-JOB_NODELIST = "SLURM_JOB_NODELIST"  # also in ddpctl.slurm.env, which imports this module
+JOB_NODELIST = "SLURM_JOB_NODELIST"  # ddpctl.slurm.env, which imports this module, takes these from here
 HET_SIZE = "SLURM_HET_SIZE"
 PACK_SIZE = "SLURM_PACK_SIZE"  # Slurm < 20.02's name, still exported by 22.05
 HET_NODELIST = "SLURM_JOB_NODELIST_HET_GROUP_{}"
@@ -38,7 +38,7 @@ HET_NUM_NODES = "SLURM_JOB_NUM_NODES_HET_GROUP_{}"
 GPUS_PER_NODE = "SLURM_GPUS_PER_NODE"
 GPUS_ON_NODE = "SLURM_GPUS_ON_NODE"
 
-VARIABLES: dict[str, str] = {
+SHAPE_VARIABLES: dict[str, str] = {
     STEP_TASKS_PER_NODE: "the step's tasks per node, e.g. 1(x4); more than 1 anywhere is refused",
     STEP_NUM_TASKS: "the step's task count; more than its node count is refused",
     NTASKS: "inside a step: the step's task count (read when SLURM_STEP_NUM_TASKS is absent)",

@@ -39,7 +39,7 @@ def spec(tmp_path: Path, name: str, **extra: object) -> Path:
     return write_spec(tmp_path / f"{name}.yaml", **fields)
 
 
-def test_item1_a_run_with_another_world_size_never_deletes_the_first_runs_checkpoints(cli: Cli, tmp_path: Path) -> None:
+def test_a_run_with_another_world_size_never_deletes_the_first_runs_checkpoints(cli: Cli, tmp_path: Path) -> None:
     ck = tmp_path / "ck"
     first, _ = cli.submit(spec(tmp_path, "f1"), "--set", f"checkpoint.dir={ck}", "--wait")
     assert cli.status(first)["state"] == "COMPLETED"
@@ -70,9 +70,7 @@ def alive(pid: int) -> bool:
         return False
 
 
-def test_item2_kill_9_of_the_supervisor_takes_its_nodes_down_and_status_tells_the_truth(
-    cli: Cli, tmp_path: Path
-) -> None:
+def test_kill_9_of_the_supervisor_takes_its_nodes_down_and_status_tells_the_truth(cli: Cli, tmp_path: Path) -> None:
     job_id, run_dir = cli.submit(spec(tmp_path, "orphans", args=[*ARGS, "--sleep-per-step", "2"]))
     rank0 = run_dir / "attempt-0" / "rank-0.log"
     cli.wait_for(lambda: rank0.exists() and "step 1/" in rank0.read_text(), timeout=120, what="step 1")
@@ -87,7 +85,7 @@ def test_item2_kill_9_of_the_supervisor_takes_its_nodes_down_and_status_tells_th
     assert done.returncode != 0 and "already ended" in done.stderr and "nothing to cancel" in done.stderr
 
 
-def test_item3_a_stranger_with_the_supervisors_pid_is_neither_running_nor_cancelled(cli: Cli, tmp_path: Path) -> None:
+def test_a_stranger_with_the_supervisors_pid_is_neither_running_nor_cancelled(cli: Cli, tmp_path: Path) -> None:
     job_id, run_dir = cli.submit(spec(tmp_path, "stranger", args=["--epochs", "1", "--samples", "128"]), "--wait")
     assert cli.status(job_id)["state"] == "COMPLETED"
     stranger = subprocess.Popen(["sleep", "120"])
@@ -104,7 +102,7 @@ def test_item3_a_stranger_with_the_supervisors_pid_is_neither_running_nor_cancel
         stranger.wait()
 
 
-def test_item6_a_run_dir_with_braces_and_percent_runs_and_logs(cli: Cli, tmp_path: Path) -> None:
+def test_a_run_dir_with_braces_and_percent_runs_and_logs(cli: Cli, tmp_path: Path) -> None:
     runs = tmp_path / "r{x}{rank}{0}%j"
     job_id, run_dir = cli.submit(
         spec(tmp_path, "braces", run_dir=str(runs), args=["--epochs", "1", "--samples", "128"]), "--wait"
@@ -130,7 +128,7 @@ for _ in range(400):
 """
 
 
-def test_item15_errors_names_the_sigkilled_rank_not_the_gloo_collateral(cli: Cli, tmp_path: Path) -> None:
+def test_errors_names_the_sigkilled_rank_not_the_gloo_collateral(cli: Cli, tmp_path: Path) -> None:
     script = tmp_path / "kill_one.py"
     script.write_text(KILL_ONE_RANK)
     done = cli.run(

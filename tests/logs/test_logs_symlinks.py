@@ -14,7 +14,7 @@ from ddpctl.run.registry import JobRecord, Registry
 SHADOW_LINE = "root:$6$secret-hash:19000:0:99999:7:::"
 
 
-def test_item13_a_symlinked_rank_log_is_named_not_followed(tmp_path: Path) -> None:
+def test_a_symlinked_rank_log_is_named_not_followed(tmp_path: Path) -> None:
     secret = tmp_path / "shadow"
     secret.write_text(SHADOW_LINE + "\n")
     run_dir = tmp_path / "runs" / "j" / "5"

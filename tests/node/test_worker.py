@@ -147,7 +147,7 @@ def test_unknown_stop_signal_is_a_warning_not_a_crash(tmp_path: Path) -> None:
 
 
 @pytest.mark.parametrize("planted", ["rank-0.log", "rank-0.json"])
-def test_item13_worker_never_writes_through_a_symlink_in_the_run_dir(tmp_path: Path, planted: str) -> None:
+def test_worker_never_writes_through_a_symlink_in_the_run_dir(tmp_path: Path, planted: str) -> None:
     attempt = tmp_path / "run" / "attempt-0"
     attempt.mkdir(parents=True)
     victim = tmp_path / "victim.txt"

@@ -133,7 +133,7 @@ def test_unknown_template_is_a_spec_error(tmp_path: Path) -> None:
         render_script(replace(spec, template="nope"), RenderInputs(Path("/r"), "python"))
 
 
-def test_item6_run_dir_is_data_in_slurms_output_pattern(tmp_path: Path) -> None:
+def test_run_dir_is_data_in_slurms_output_pattern(tmp_path: Path) -> None:
     """`%` starts a Slurm filename pattern (%j, %x, ...): a run_dir with one must arrive literally."""
     spec = resolve_paths(load_spec(ROOT / "jobs/example.yaml"), ROOT)
     base = Path("/data/50%x/{x}{rank}") / spec.name
@@ -151,7 +151,7 @@ ESCAPES = [
 
 
 @pytest.mark.parametrize("body", ESCAPES)
-def test_item11_templates_cannot_reach_python(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, body: str) -> None:
+def test_templates_cannot_reach_python(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, body: str) -> None:
     monkeypatch.chdir(tmp_path)
     template = tmp_path / "evil.sbatch.j2"
     template.write_text(f"#!/bin/bash\n{body}\n")
@@ -173,9 +173,7 @@ def test_item11_templates_cannot_reach_python(tmp_path: Path, monkeypatch: pytes
         ("{{ 1 / 0 }}", "ZeroDivisionError: division by zero"),
     ],
 )
-def test_item11_template_work_is_bounded(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, body: str, message: str
-) -> None:
+def test_template_work_is_bounded(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, body: str, message: str) -> None:
     monkeypatch.setattr("ddpctl.plan.sandbox.RENDER_TIMEOUT_S", 0.5)
     monkeypatch.chdir(tmp_path)
     template = tmp_path / "big.sbatch.j2"

@@ -34,7 +34,7 @@ def test_slurm_filename_escapes_percent(path: str, text: str) -> None:
     assert slurm_filename(Path(path)) == text
 
 
-def test_item14_job_sbatch_and_render_output_follow_the_umask(tmp_path: Path) -> None:
+def test_job_sbatch_and_render_output_follow_the_umask(tmp_path: Path) -> None:
     """Both hold the spec's env values: under umask 077 nobody else may read them, and nothing needs +x."""
     import dataclasses
     import os

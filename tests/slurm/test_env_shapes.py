@@ -19,7 +19,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from ddpctl.cli.env import show
+from ddpctl.cli.env import env_listing
 from ddpctl.errors import DdpctlError
 from ddpctl.node.launch import prepare
 from ddpctl.node.localenv import local_node_env
@@ -305,14 +305,14 @@ def args(nproc: int | None, run_dir: Path | None = None) -> argparse.Namespace:
 
 @pytest.mark.parametrize(("env", "nproc", "expected"), [row[1:] for row in GOOD], ids=[row[0] for row in GOOD])
 def test_good_shapes(env: dict[str, str], nproc: int | None, expected: tuple[int, int, int, int, str]) -> None:
-    got = json.loads(show(args(nproc), env))
+    got = json.loads(env_listing(args(nproc), env))
     assert (got["NODE_RANK"], got["NNODES"], got["NPROC_PER_NODE"], got["WORLD_SIZE"], got["MASTER_ADDR"]) == expected
 
 
 @pytest.mark.parametrize(("env", "nproc", "line"), [row[1:] for row in BAD], ids=[row[0] for row in BAD])
 def test_refused_shapes(env: dict[str, str], nproc: int | None, line: str) -> None:
     with pytest.raises(DdpctlError) as info:
-        show(args(nproc), env)
+        env_listing(args(nproc), env)
     assert line in str(info.value)
     assert "\n" not in str(info.value)
 
@@ -322,7 +322,7 @@ def test_every_node_of_an_uneven_job_agrees_or_refuses() -> None:
     worlds = set()
     for node_id, gpus in ((0, "2"), (1, "3")):
         try:
-            worlds.add(json.loads(show(args(None), step(2, node_id, SLURM_GPUS_ON_NODE=gpus)))["WORLD_SIZE"])
+            worlds.add(json.loads(env_listing(args(None), step(2, node_id, SLURM_GPUS_ON_NODE=gpus)))["WORLD_SIZE"])
         except DdpctlError:
             worlds.add("refused")
     assert worlds == {"refused"}
@@ -382,5 +382,5 @@ def test_inside_a_local_run_env_shows_loopback_like_launch(tmp_path: Path) -> No
 
 def test_flag_still_overrides_inside_a_run(tmp_path: Path) -> None:
     run_dir = run_dir_with(tmp_path, nodes="2", nproc_per_node="3")
-    got = json.loads(show(args(1, run_dir), step(2, 0)))
+    got = json.loads(env_listing(args(1, run_dir), step(2, 0)))
     assert (got["NPROC_PER_NODE"], got["WORLD_SIZE"]) == (1, 2)

@@ -69,7 +69,9 @@ def files_under(root: Path) -> set[str]:
         (b"name: \xff\n", ("not UTF-8",)),
     ],
 )
-def test_item7_spec_file_errors(tmp_path: Path, body: bytes, needles: tuple[str, ...]) -> None:
+def test_a_bad_spec_file_is_one_line_naming_the_file_and_the_problem(
+    tmp_path: Path, body: bytes, needles: tuple[str, ...]
+) -> None:
     path = tmp_path / "ok.yaml"
     path.write_bytes(body + f"script: {TRAIN}\n".encode())
     for command in (["render"], ["submit", "--dry-run"], ["submit"]):
@@ -88,13 +90,15 @@ def test_item7_spec_file_errors(tmp_path: Path, body: bytes, needles: tuple[str,
         ("nodes=\x07", ("U+0007",)),
     ],
 )
-def test_item7_override_errors(tmp_path: Path, spec: Path, override: str | bytes, needles: tuple[str, ...]) -> None:
+def test_a_bad_override_is_one_line_naming_the_key_and_the_value(
+    tmp_path: Path, spec: Path, override: str | bytes, needles: tuple[str, ...]
+) -> None:
     for command in (["render"], ["submit", "--dry-run"], ["submit"]):
         one_line_error(ddpctl(tmp_path, *command, str(spec), "--set", override), *needles)
     assert files_under(tmp_path) == {"ok.yaml"}
 
 
-def test_item7_render_output_errors_leave_nothing(tmp_path: Path, spec: Path) -> None:
+def test_render_output_errors_leave_nothing_behind(tmp_path: Path, spec: Path) -> None:
     one_line_error(
         ddpctl(tmp_path, "render", str(spec), "-o", "/nonexistent/x.sh"),
         "-o /nonexistent/x.sh",
@@ -105,7 +109,7 @@ def test_item7_render_output_errors_leave_nothing(tmp_path: Path, spec: Path) ->
     assert files_under(tmp_path) == {"ok.yaml", "adir"}
 
 
-def test_item7_unwritable_run_dir_and_home(tmp_path: Path, spec: Path) -> None:
+def test_an_unusable_run_dir_or_home_is_one_line_and_leaves_nothing(tmp_path: Path, spec: Path) -> None:
     # As root a read-only mode is no obstacle; a file where a directory must be is one for everybody.
     (tmp_path / "afile").write_text("")
     one_line_error(
@@ -121,7 +125,7 @@ def test_item7_unwritable_run_dir_and_home(tmp_path: Path, spec: Path) -> None:
     assert files_under(tmp_path) == {"ok.yaml", "afile"}
 
 
-def test_item8_merge_key_bomb_is_refused_before_it_grows(tmp_path: Path) -> None:
+def test_a_merge_key_bomb_is_refused_before_it_grows(tmp_path: Path) -> None:
     items = ["&a0 {k0: 1}"] + [f"&a{i} {{<<: [*a{i - 1}, *a{i - 1}], k{i}: 1}}" for i in range(1, 40)]
     path = tmp_path / "bomb.yaml"
     path.write_text(f"name: bomb\nscript: {TRAIN}\nenv: {{<<: [{', '.join(items)}]}}\n")
@@ -129,7 +133,7 @@ def test_item8_merge_key_bomb_is_refused_before_it_grows(tmp_path: Path) -> None
     one_line_error(ddpctl(tmp_path, "render", str(path)), "bomb.yaml:3: env: more than 100000 YAML values")
 
 
-def test_item8_huge_spec_file_is_refused_unread(tmp_path: Path) -> None:
+def test_a_huge_spec_file_is_refused_unread(tmp_path: Path) -> None:
     path = tmp_path / "huge.yaml"
     path.write_text(f"name: big\nscript: {TRAIN}\nargs: [{'x, ' * 600_000}x]\n")
     one_line_error(ddpctl(tmp_path, "render", str(path)), "larger than 1048576 bytes")
@@ -145,7 +149,7 @@ def test_item8_huge_spec_file_is_refused_unread(tmp_path: Path) -> None:
         "nccl.timeout_s=4294967296",
     ],
 )
-def test_item8_integers_are_bounded(tmp_path: Path, spec: Path, override: str) -> None:
+def test_spec_integers_are_bounded(tmp_path: Path, spec: Path, override: str) -> None:
     one_line_error(ddpctl(tmp_path, "submit", str(spec), "--dry-run", "--set", override), "expected an integer in")
 
 
@@ -158,7 +162,7 @@ def test_item8_integers_are_bounded(tmp_path: Path, spec: Path, override: str) -
         ("requeue.lead_s=0600", 600),
     ],
 )
-def test_item9_integers_read_as_written(spec: Path, override: str, value: int) -> None:
+def test_spec_integers_read_as_written(spec: Path, override: str, value: int) -> None:
     key = override.split("=", maxsplit=1)[0].split(".")
     loaded = load_spec(spec, [override])
     assert getattr(loaded if len(key) == 1 else getattr(loaded, key[0]), key[-1]) == value
@@ -176,5 +180,5 @@ def test_item9_integers_read_as_written(spec: Path, override: str, value: int) -
         "requeue.lead_s=0x3c",
     ],
 )
-def test_item9_yaml_11_integer_forms_are_refused(tmp_path: Path, spec: Path, override: str) -> None:
+def test_yaml_11_integer_forms_are_refused(tmp_path: Path, spec: Path, override: str) -> None:
     one_line_error(ddpctl(tmp_path, "render", str(spec), "--set", override), "expected an integer in")

@@ -288,7 +288,7 @@ def test_deep_nesting_is_refused() -> None:
         ("ntasks-", "--ntasks-per-node"),
     ],
 )
-def test_item10_abbreviations_of_reserved_sbatch_options_are_refused(option: str, means: str) -> None:
+def test_abbreviations_of_reserved_sbatch_options_are_refused(option: str, means: str) -> None:
     message = spec_error(HEAD + f"sbatch:\n  {option}: x\n")
     assert f"sbatch.{option}: --{option} is an abbreviation sbatch reads as {means}, which ddpctl sets" in message
 
@@ -307,7 +307,7 @@ def test_item10_abbreviations_of_reserved_sbatch_options_are_refused(option: str
         "oversubscribe",
     ],
 )
-def test_item10_other_options_are_kept(option: str) -> None:
+def test_other_sbatch_options_and_their_abbreviations_are_kept(option: str) -> None:
     assert dict(spec_from_mapping({**BASE, "sbatch": {option: "1"}}, check_paths=False).sbatch) == {option: "1"}
 
 
