@@ -13,6 +13,8 @@ from typing import Any
 import yaml
 
 REPO = Path(__file__).resolve().parent.parent
+EXAMPLE_SCRIPT = REPO / "jobs" / "example" / "train.py"
+EXAMPLE_ARGS = ("--epochs", "2", "--samples", "1024", "--ckpt-every", "2")  # a few seconds on CPU, 4 checkpoints
 TERMINAL = {"COMPLETED", "FAILED", "CANCELLED", "TIMEOUT", "BUDGET_SPENT", "NODE_FAIL", "OUT_OF_MEMORY"}
 
 ALLREDUCE_SCRIPT = """
@@ -77,6 +79,31 @@ class Cli:
 def write_spec(path: Path, **fields: Any) -> Path:
     path.write_text(yaml.safe_dump(fields, sort_keys=False))
     return path
+
+
+def example_spec(
+    tmp_path: Path,
+    name: str,
+    *extra: str,
+    script: Path = EXAMPLE_SCRIPT,
+    run_dir: str | None = None,
+    backend: str = "local",
+    **fields: Any,
+) -> Path:
+    """The example job (2 nodes x 2 ranks on CPU, EXAMPLE_ARGS then `extra`) as <tmp_path>/<name>.yaml; its runs
+    go under <tmp_path>/runs unless `run_dir` says otherwise."""
+    return write_spec(
+        tmp_path / f"{name}.yaml",
+        name=name,
+        script=str(script),
+        args=[*EXAMPLE_ARGS, *extra],
+        nodes=2,
+        nproc_per_node=2,
+        run_dir=run_dir or str(tmp_path / "runs"),
+        env={"OMP_NUM_THREADS": "1"},
+        backend=backend,
+        **fields,
+    )
 
 
 def events(run_dir: Path) -> list[dict[str, Any]]:

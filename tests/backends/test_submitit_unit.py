@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pytest
 import yaml
+from stubtools import on_path, write_command
 
 from ddpctl.backends import submitit_backend as sb
 from ddpctl.plan.executor import executor_parameters
@@ -37,11 +38,7 @@ def make_spec(tmp_path: Path, **fields: object) -> JobSpec:
 @pytest.fixture
 def fake_srun(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """submitit's SlurmExecutor only checks that srun is on PATH; nothing here runs it."""
-    bin_dir = tmp_path / "bin"
-    bin_dir.mkdir()
-    (bin_dir / "srun").write_text("#!/bin/sh\nexit 1\n")
-    (bin_dir / "srun").chmod(0o755)
-    monkeypatch.setenv("PATH", f"{bin_dir}{os.pathsep}{os.environ['PATH']}")
+    monkeypatch.setenv("PATH", on_path(write_command(tmp_path / "bin", "srun").parent))
 
 
 @pytest.mark.parametrize(

@@ -9,7 +9,7 @@ import re
 from pathlib import Path
 
 import pytest
-from clitools import REPO, write_spec
+from clitools import example_spec
 
 import ddpctl
 from ddpctl.api import Job, LogLine
@@ -17,7 +17,6 @@ from ddpctl.errors import WaitTimeout
 
 pytestmark = pytest.mark.torchrun
 
-ARGS = ["--epochs", "2", "--samples", "1024", "--ckpt-every", "2"]
 STEP = re.compile(r"\[example\] step (\d+)/")
 
 
@@ -34,20 +33,6 @@ def registry(home: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Non
     monkeypatch.chdir(tmp_path)
 
 
-def example(tmp_path: Path, name: str, *extra: str) -> Path:
-    return write_spec(
-        tmp_path / f"{name}.yaml",
-        name=name,
-        script=str(REPO / "jobs/example/train.py"),
-        args=[*ARGS, *extra],
-        nodes=2,
-        nproc_per_node=2,
-        run_dir="runs",
-        env={"OMP_NUM_THREADS": "1"},
-        backend="sbatch",
-    )
-
-
 def first_step(job: Job) -> LogLine:
     """Follow rank 0 until its first training step, then stop reading (the follower must let go)."""
     for line in job.logs(follow=True, rank=0):
@@ -57,7 +42,9 @@ def first_step(job: Job) -> LogLine:
 
 
 def test_submit_wait_and_read_the_logs(tmp_path: Path) -> None:
-    job = ddpctl.submit(example(tmp_path, "api"), backend="local", overrides=["nproc_per_node=1"])
+    job = ddpctl.submit(
+        example_spec(tmp_path, "api", run_dir="runs", backend="sbatch"), backend="local", overrides=["nproc_per_node=1"]
+    )
     assert (job.backend, job.run_dir) == ("local", tmp_path / "runs" / "api" / job.job_id)
     assert ddpctl.job("api").job_id == job.job_id
     final = job.wait(timeout=300)
@@ -70,7 +57,10 @@ def test_submit_wait_and_read_the_logs(tmp_path: Path) -> None:
 
 
 def test_preempt_then_resume(tmp_path: Path) -> None:
-    job = ddpctl.submit(example(tmp_path, "preempted", "--sleep-per-step", "0.5"), backend="local")
+    job = ddpctl.submit(
+        example_spec(tmp_path, "preempted", "--sleep-per-step", "0.5", run_dir="runs", backend="sbatch"),
+        backend="local",
+    )
     assert first_step(job).rank == 0  # its node may still be None: placement files can trail the first lines
     job.preempt()
     final = job.wait(timeout=300)
@@ -79,7 +69,9 @@ def test_preempt_then_resume(tmp_path: Path) -> None:
 
 
 def test_wait_times_out_then_cancel(tmp_path: Path) -> None:
-    job = ddpctl.submit(example(tmp_path, "cancelled", "--sleep-per-step", "2"), backend="local")
+    job = ddpctl.submit(
+        example_spec(tmp_path, "cancelled", "--sleep-per-step", "2", run_dir="runs", backend="sbatch"), backend="local"
+    )
     with pytest.raises(WaitTimeout, match="still"):
         job.wait(timeout=0.2, poll_s=0.05)
     first_step(job)

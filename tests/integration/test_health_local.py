@@ -10,13 +10,12 @@ import json
 from pathlib import Path
 
 import pytest
-from clitools import REPO, Cli, events, final_hash, write_spec
+from clitools import REPO, Cli, events, example_spec, final_hash, write_spec
 
 from ddpctl.health.stacks import DUMP_MARK
 
 pytestmark = pytest.mark.torchrun
 
-ARGS = ["--epochs", "2", "--samples", "1024", "--ckpt-every", "2"]
 HANG_TIMEOUT_S = 20
 
 
@@ -25,19 +24,7 @@ def cli(tmp_path: Path) -> Cli:
     return Cli(tmp_path / "home", cwd=REPO)
 
 
-def spec(tmp_path: Path, name: str, *extra: str, **fields: object) -> Path:
-    return write_spec(
-        tmp_path / f"{name}.yaml",
-        name=name,
-        script=str(REPO / "jobs/example/train.py"),
-        args=[*ARGS, *extra],
-        nodes=2,
-        nproc_per_node=2,
-        run_dir=str(tmp_path / "runs"),
-        env={"OMP_NUM_THREADS": "1"},
-        backend="local",
-        **fields,
-    )
+spec = example_spec  # the example job as every local integration test submits it
 
 
 def test_hidden_stall_is_dumped_named_requeued_and_resumed_to_the_same_weights(cli: Cli, tmp_path: Path) -> None:

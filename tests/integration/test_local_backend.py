@@ -12,11 +12,10 @@ import shutil
 from pathlib import Path
 
 import pytest
-from clitools import REPO, Cli, events, final_hash, write_spec
+from clitools import REPO, Cli, events, example_spec, final_hash
 
 pytestmark = pytest.mark.torchrun
 
-ARGS = ["--epochs", "2", "--samples", "1024", "--ckpt-every", "2"]
 STEP_LINE = re.compile(r"\[example\] step (\d+)/")
 
 
@@ -26,20 +25,6 @@ def cli(tmp_path: Path) -> Cli:
     empty = tmp_path / "empty-bin"
     empty.mkdir()
     return Cli(tmp_path / "home", cwd=REPO, extra_env={"PATH": str(empty)})
-
-
-def example_spec(tmp_path: Path, name: str, *extra: str) -> Path:
-    return write_spec(
-        tmp_path / f"{name}.yaml",
-        name=name,
-        script=str(REPO / "jobs/example/train.py"),
-        args=[*ARGS, *extra],
-        nodes=2,
-        nproc_per_node=2,
-        run_dir=str(tmp_path / "runs"),
-        env={"OMP_NUM_THREADS": "1"},
-        backend="local",
-    )
 
 
 def steps_logged(log: Path) -> list[int]:

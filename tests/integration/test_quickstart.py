@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 from clitools import REPO
 from slurmtools import scancel_and_wait
+from stubtools import write_command
 
 README = REPO / "README.md"
 STEP_RE = re.compile(r"\[example\] step (\d+)/\d+ epoch \d+ loss (\S+) running (\S+)")
@@ -32,10 +33,7 @@ def local_variant(command: str) -> str:
 
 def run_quickstart(tmp_path: Path, local: bool) -> dict[str, subprocess.CompletedProcess[str]]:
     shutil.copytree(REPO / "jobs", tmp_path / "jobs")  # relative paths resolve against the cwd, as for a user
-    bin_dir = tmp_path / "bin"
-    bin_dir.mkdir()
-    (bin_dir / "ddpctl").write_text(f'#!/bin/sh\nexec {sys.executable} -m ddpctl "$@"\n')
-    (bin_dir / "ddpctl").chmod(0o755)
+    bin_dir = write_command(tmp_path / "bin", "ddpctl", f'#!/bin/sh\nexec {sys.executable} -m ddpctl "$@"\n').parent
     env = {
         **os.environ,
         "DDPCTL_HOME": str(tmp_path / "home"),

@@ -7,50 +7,18 @@ code and end with the weights of an uninterrupted run of the original code.
 
 from __future__ import annotations
 
-import os
 import re
 import shutil
-import subprocess
 from pathlib import Path
 
 import pytest
-from clitools import REPO, Cli, events, final_hash, write_spec
+from clitools import REPO, Cli, events, example_spec, final_hash
+from gittools import git
 
 pytestmark = pytest.mark.torchrun
 
-ARGS = ["--epochs", "2", "--samples", "1024", "--ckpt-every", "2"]
 STEP_LINE = re.compile(r"\[example\] step (\d+)/")
 EDITED = "EDITED-AFTER-SUBMIT"
-GIT_ENV = {
-    "GIT_AUTHOR_NAME": "t",
-    "GIT_AUTHOR_EMAIL": "t@t",
-    "GIT_COMMITTER_NAME": "t",
-    "GIT_COMMITTER_EMAIL": "t@t",
-    "GIT_CONFIG_GLOBAL": "/dev/null",
-    "GIT_CONFIG_NOSYSTEM": "1",
-}
-
-
-def git(repo: Path, *args: str) -> str:
-    done = subprocess.run(
-        ["git", "-C", str(repo), *args], capture_output=True, text=True, check=True, env={**os.environ, **GIT_ENV}
-    )
-    return done.stdout.strip()
-
-
-def spec(tmp_path: Path, name: str, script: Path, *extra: str, snapshot: str = "auto") -> Path:
-    return write_spec(
-        tmp_path / f"{name}.yaml",
-        name=name,
-        script=str(script),
-        args=[*ARGS, *extra],
-        nodes=2,
-        nproc_per_node=2,
-        run_dir=str(tmp_path / "runs"),
-        env={"OMP_NUM_THREADS": "1"},
-        backend="local",
-        snapshot=snapshot,
-    )
 
 
 def steps_logged(log: Path) -> list[int]:
@@ -66,10 +34,10 @@ def test_resumed_attempt_runs_the_submitted_code(tmp_path: Path) -> None:
     git(code, "commit", "-qm", "example")
     commit = git(code, "rev-parse", "HEAD")
     script = code / "train.py"
-    reference_id, reference_dir = cli.submit(
-        spec(tmp_path, "reference", REPO / "jobs/example/train.py", snapshot="off")
-    )
-    submitted = cli.run("submit", str(spec(tmp_path, "pinned", script, "--sleep-per-step", "0.5"))).stdout
+    reference_id, reference_dir = cli.submit(example_spec(tmp_path, "reference", snapshot="off"))
+    submitted = cli.run(
+        "submit", str(example_spec(tmp_path, "pinned", "--sleep-per-step", "0.5", script=script, snapshot="auto"))
+    ).stdout
     assert f"code: git {commit[:12]} on exp, clean; snapshot " in submitted, submitted
     assert "requeue:  requeue (local backend: its supervisor starts every attempt itself" in submitted, submitted
     job_id = submitted.split("job ", 1)[1].split()[0]

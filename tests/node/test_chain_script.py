@@ -14,26 +14,17 @@ from pathlib import Path
 
 import pytest
 import yaml
+from stubtools import RECORDING_STUB, on_path, recorded_argv, write_command
 
 from ddpctl.plan.render import RenderInputs, render_script
 from ddpctl.spec import load_spec, resolve_paths, spec_to_mapping
 
-STUB = """#!/bin/bash
-out="$STUB_OUT/$(basename "$0")"
-mkdir -p "$out"
-n=$(ls "$out" | wc -l)
-printf '%s\\0' "$@" > "$out/argv.$n"
-env -0 > "$out/env.$n"
-"""
 ANSWERS = {"sbatch": "echo 99\n", "scontrol": 'echo "Requested operation is presently disabled" >&2; exit 1\n'}
 
 
 def prepare(tmp_path: Path, mode: str, srun: str = "", python: str = sys.executable) -> Path:
-    stubs = tmp_path / "bin"
-    stubs.mkdir()
     for name in ("srun", "scontrol", "scancel", "squeue", "sbatch"):
-        (stubs / name).write_text(STUB + {**ANSWERS, "srun": srun}.get(name, ""))
-        (stubs / name).chmod(0o755)
+        write_command(tmp_path / "bin", name, RECORDING_STUB + {**ANSWERS, "srun": srun}.get(name, ""))
     (tmp_path / "train.py").write_text("")
     spec_file = tmp_path / "spec.yaml"
     spec_file.write_text(
@@ -51,7 +42,7 @@ def prepare(tmp_path: Path, mode: str, srun: str = "", python: str = sys.executa
 def run(tmp_path: Path, run_dir: Path, *args: str, **extra: str) -> subprocess.CompletedProcess[str]:
     env = {
         **os.environ,
-        "PATH": f"{tmp_path / 'bin'}:{os.environ['PATH']}",
+        "PATH": on_path(tmp_path / "bin"),
         "STUB_OUT": str(tmp_path / "out"),
         "SLURM_JOB_ID": "4242",
         **extra,
@@ -70,7 +61,7 @@ def run(tmp_path: Path, run_dir: Path, *args: str, **extra: str) -> subprocess.C
 
 
 def argv(tmp_path: Path, name: str, n: int = 0) -> list[str]:
-    return [a.decode() for a in (tmp_path / "out" / name / f"argv.{n}").read_bytes().split(b"\0")[:-1]]
+    return recorded_argv(tmp_path / "out", name, n)
 
 
 def events(run_dir: Path) -> list[dict[str, object]]:
@@ -151,9 +142,7 @@ def test_a_requeued_or_chained_start_of_a_live_run_starts_no_interpreter_before_
 ) -> None:
     """Only a run that may have ended (its marker, or a cancel request) costs a start an `internal chain-check`:
     an interpreter start on every requeued start's way to its first step, ~0.1 s here, more on a shared FS."""
-    wrapper = tmp_path / "python-logged"
-    wrapper.write_text(PYTHON_LOGGED.format(python=sys.executable))
-    wrapper.chmod(0o755)
+    wrapper = write_command(tmp_path, "python-logged", PYTHON_LOGGED.format(python=sys.executable))
     run_dir = prepare(tmp_path, mode, python=str(wrapper))
     requeue = {"kind": "preemption", "reason": "preemption: requeue 1 of 10", "exit_code": 0}
     decision = {"event": "decision", "attempt": 0, "action": "requeue", **requeue}

@@ -12,6 +12,8 @@ import subprocess
 import time
 from pathlib import Path
 
+from stubtools import on_path, write_command
+
 from ddpctl.plan.render import RenderInputs, render_script
 from ddpctl.spec import load_spec, resolve_paths
 
@@ -30,14 +32,12 @@ def start(tmp_path: Path, **env: str) -> tuple[subprocess.Popen[str], Path, Path
     base = tmp_path / "runs" / "example"
     base.mkdir(parents=True)
     bin_dir, log = tmp_path / "bin", tmp_path / "calls.log"
-    bin_dir.mkdir()
     for name in ("srun", "py"):
-        (bin_dir / name).write_text(STUB.format(base=base, log=log))
-        (bin_dir / name).chmod(0o755)
+        write_command(bin_dir, name, STUB.format(base=base, log=log))
     spec = resolve_paths(load_spec(ROOT / "jobs" / "example.yaml"), ROOT)
     script = tmp_path / "job.sbatch"
     script.write_text(render_script(spec, RenderInputs(run_base=base, python=str(bin_dir / "py"))))
-    full_env = {**os.environ, "PATH": f"{bin_dir}{os.pathsep}{os.environ['PATH']}", "SLURM_JOB_ID": "4242", **env}
+    full_env = {**os.environ, "PATH": on_path(bin_dir), "SLURM_JOB_ID": "4242", **env}
     child = subprocess.Popen(["bash", str(script)], env=full_env, stderr=subprocess.PIPE, text=True)
     return child, base, log
 

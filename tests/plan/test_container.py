@@ -22,6 +22,7 @@ from pathlib import Path
 
 import pytest
 import yaml
+from stubtools import write_command
 
 from ddpctl.errors import SpecError
 from ddpctl.plan.container import container_command, probe_argv, probe_verdict
@@ -253,7 +254,6 @@ out="$STUB_OUT/runtime"; mkdir -p "$out"; printf '%s\\0' "$0" "$@" > "$out/argv"
 @pytest.mark.parametrize(("runtime", "gpus", "words"), [c for c in CASES if c[0] != "pyxis"] + [CASES[0]])
 def test_rendered_script_runs_the_runtime(tmp_path: Path, runtime: str, gpus: int, words: list[str]) -> None:
     stubs, out = tmp_path / "bin", tmp_path / "out"
-    stubs.mkdir()
     for name, text in [
         ("srun", SRUN),
         ("scontrol", RUNTIME),
@@ -261,8 +261,7 @@ def test_rendered_script_runs_the_runtime(tmp_path: Path, runtime: str, gpus: in
         ("squeue", RUNTIME),
         ("python3" if runtime == "pyxis" else words[0], RUNTIME),
     ]:
-        (stubs / name).write_text(text)
-        (stubs / name).chmod(0o755)
+        write_command(stubs, name, text)
     spec = spec_for(runtime, gpus)
     run_dir = tmp_path / "runs" / "ex" / "4242"
     run_dir.mkdir(parents=True)

@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 import yaml
+from stubtools import RECORDING_STUB, on_path, recorded_argv, recorded_env, write_command
 
 from ddpctl.errors import SpecError
 from ddpctl.plan.render import RenderInputs, render_script, sbatch_value, shell_quote
@@ -71,21 +72,11 @@ def test_sbatch_value_rejects(value: str) -> None:
 
 NASTY = ["$(touch pwned)", "`touch pwned`", "a'b\"c", "x; touch pwned", "line1\nline2", "$HOME", "*", "\\"]
 
-STUB = """#!/bin/bash
-out="$STUB_OUT/$(basename "$0")"
-mkdir -p "$out"
-n=$(ls "$out" | wc -l)
-printf '%s\\0' "$@" > "$out/argv.$n"
-env -0 > "$out/env.$n"
-"""
-
 
 def test_rendered_script_executes_with_values_arriving_literally(tmp_path: Path) -> None:
     stubs, out = tmp_path / "bin", tmp_path / "out"
-    stubs.mkdir()
     for name in ("srun", "scontrol", "scancel", "squeue"):
-        (stubs / name).write_text(STUB)
-        (stubs / name).chmod(0o755)
+        write_command(stubs, name, RECORDING_STUB)
     (tmp_path / "train.py").write_text("")
     env_values = {f"V{i}": value for i, value in enumerate(NASTY)}
     spec_file = tmp_path / "spec.yaml"
@@ -107,15 +98,15 @@ def test_rendered_script_executes_with_values_arriving_literally(tmp_path: Path)
     (run_dir / "job.yaml").write_text(yaml.safe_dump(spec_to_mapping(spec)))
     script = tmp_path / "job.sbatch"
     script.write_text(render_script(spec, RenderInputs(run_base=run_base, python=sys.executable)))
-    env = {**os.environ, "PATH": f"{stubs}:{os.environ['PATH']}", "STUB_OUT": str(out), "SLURM_JOB_ID": "4242"}
+    env = {**os.environ, "PATH": on_path(stubs), "STUB_OUT": str(out), "SLURM_JOB_ID": "4242"}
     done = subprocess.run(
         ["bash", str(script)], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=60, check=False
     )
     assert done.returncode == 0, done.stderr
     assert not list(tmp_path.rglob("pwned")), "a value was executed by the shell"
-    argv = (out / "srun" / "argv.0").read_bytes().split(b"\0")[:-1]
-    assert argv[-1].decode() == str(run_dir) and argv[-2].decode() == "launch"
-    srun_env = dict(item.decode().split("=", 1) for item in (out / "srun" / "env.0").read_bytes().split(b"\0")[:-1])
+    argv = recorded_argv(out, "srun")
+    assert argv[-1] == str(run_dir) and argv[-2] == "launch"
+    srun_env = recorded_env(out, "srun")
     assert {k: srun_env[k] for k in env_values} == env_values
     # The run finished normally: no requeue, and the decision is on record.
     assert not (out / "scontrol").exists()

@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pytest
 import yaml
+from stubtools import on_path, write_command
 
 from ddpctl.backends.sbatch import SbatchBackend
 from ddpctl.node.launch import prepare
@@ -104,11 +105,7 @@ class FakeSlurm:
 @pytest.fixture
 def sbatch_on_path(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """check_available() only looks sbatch up on PATH; the fake runner answers for it."""
-    bin_dir = tmp_path / "bin"
-    bin_dir.mkdir()
-    (bin_dir / "sbatch").write_text("#!/bin/sh\nexit 1\n")
-    (bin_dir / "sbatch").chmod(0o755)
-    monkeypatch.setenv("PATH", f"{bin_dir}{os.pathsep}{os.environ['PATH']}")
+    monkeypatch.setenv("PATH", on_path(write_command(tmp_path / "bin", "sbatch").parent))
 
 
 @pytest.mark.usefixtures("sbatch_on_path")
@@ -160,11 +157,8 @@ def test_submitit_executor_gets_the_plans_parameters(tmp_path: Path, monkeypatch
     pytest.importorskip("submitit")
     from ddpctl.backends.submitit_backend import make_executor
 
-    bin_dir = tmp_path / "bin"  # submitit's SlurmExecutor only checks that srun is on PATH
-    bin_dir.mkdir()
-    (bin_dir / "srun").write_text("#!/bin/sh\nexit 1\n")
-    (bin_dir / "srun").chmod(0o755)
-    monkeypatch.setenv("PATH", f"{bin_dir}{os.pathsep}{os.environ['PATH']}")
+    # submitit's SlurmExecutor only checks that srun is on PATH
+    monkeypatch.setenv("PATH", on_path(write_command(tmp_path / "bin", "srun").parent))
     monkeypatch.chdir(ROOT)
     plan = example_plan("submitit")
     params = plan.executor_parameters()

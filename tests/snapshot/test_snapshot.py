@@ -3,34 +3,16 @@
 from __future__ import annotations
 
 import json
-import subprocess
 from pathlib import Path
 
 import pytest
+from gittools import git
 
 from ddpctl.errors import SpecError
 from ddpctl.snapshot import pin, read_info, summary, take
 from ddpctl.snapshot.collect import parse_status
 from ddpctl.snapshot.store import Limits
 from ddpctl.spec import JobSpec
-
-GIT_ENV = {
-    "GIT_AUTHOR_NAME": "t",
-    "GIT_AUTHOR_EMAIL": "t@t",
-    "GIT_COMMITTER_NAME": "t",
-    "GIT_COMMITTER_EMAIL": "t@t",
-    "GIT_CONFIG_GLOBAL": "/dev/null",
-    "GIT_CONFIG_NOSYSTEM": "1",
-}
-
-
-def git(repo: Path, *args: str) -> str:
-    import os
-
-    done = subprocess.run(
-        ["git", "-C", str(repo), *args], capture_output=True, text=True, check=True, env={**os.environ, **GIT_ENV}
-    )
-    return done.stdout.strip()
 
 
 @pytest.fixture
