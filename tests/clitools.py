@@ -7,7 +7,9 @@ import os
 import subprocess
 import sys
 import time
+from collections.abc import Callable, Mapping
 from pathlib import Path
+from subprocess import CompletedProcess
 from typing import Any
 
 import yaml
@@ -74,6 +76,24 @@ class Cli:
                 return
             time.sleep(0.2)
         raise AssertionError(f"timed out after {timeout} s waiting for {what}")
+
+
+def ddpctl_in(cwd: Path, env: Mapping[str, str], timeout: float = 120) -> Callable[..., CompletedProcess[str]]:
+    """`python -m ddpctl ARGS` run in `cwd` with exactly `env` (nothing inherited: no Slurm on PATH, no stray
+    DDPCTL_* variables), its failure left to the caller to check."""
+
+    def ddpctl(*args: str) -> CompletedProcess[str]:
+        return subprocess.run(
+            [sys.executable, "-m", "ddpctl", *args],
+            capture_output=True,
+            text=True,
+            env=dict(env),
+            cwd=cwd,
+            timeout=timeout,
+            check=False,
+        )
+
+    return ddpctl
 
 
 def write_spec(path: Path, **fields: Any) -> Path:

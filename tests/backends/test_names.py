@@ -2,13 +2,12 @@
 
 from __future__ import annotations
 
-import subprocess
-import sys
 from collections.abc import Sequence
 from pathlib import Path
 
 import pytest
 import yaml
+from clitools import ddpctl_in
 
 from ddpctl.backends.names import DuplicateName, check_duplicate, possibly_live, resolve
 from ddpctl.errors import JobNotFound
@@ -141,17 +140,7 @@ def test_cli_refuses_a_second_live_job_of_a_name(tmp_path: Path) -> None:
         )
     )
     env = {"DDPCTL_HOME": str(tmp_path / "home"), "PATH": "/usr/bin:/bin", "PYTHONPATH": str(REPO)}
-
-    def ddpctl(*args: str) -> subprocess.CompletedProcess[str]:
-        return subprocess.run(
-            [sys.executable, "-m", "ddpctl", *args],
-            capture_output=True,
-            text=True,
-            env=env,
-            cwd=tmp_path,
-            timeout=120,
-            check=False,
-        )
+    ddpctl = ddpctl_in(tmp_path, env)
 
     first = ddpctl("submit", str(spec))
     try:

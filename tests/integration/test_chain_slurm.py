@@ -25,8 +25,8 @@ from test_preemption import (
     assert_same_training,
     assert_stop_agreed,
     decisions,
+    paced,
     squeue_row,
-    submit,
 )
 
 pytestmark = pytest.mark.slurm
@@ -86,16 +86,7 @@ def assert_one_job_at_a_time(job: Job) -> None:
 def test_chain_survives_two_cancelling_preemptions_and_a_time_limit(
     cli: Cli, tmp_path: Path, cleanup_jobs: Callable[[str], str], reference: Reference
 ) -> None:
-    job = submit(
-        cli,
-        tmp_path / "runs",
-        cleanup_jobs,
-        "--ckpt-every",
-        "4",
-        "--sleep-per-step",
-        "2",
-        sets=(*LOWPRIO, "time=00:03:00", "requeue.lead_s=60"),
-    )
+    job = paced(cli, tmp_path, cleanup_jobs, 4, "2", *LOWPRIO, "time=00:03:00", "requeue.lead_s=60")
 
     def register() -> None:
         for job_id in chain_ids(job):
@@ -145,9 +136,7 @@ def test_cancel_of_a_chained_run_leaves_no_job_behind(
 ) -> None:
     doctor = cli.run("doctor", "jobs/example.yaml", "--set", "partition=lowprio", check=False).stdout
     assert "requeue mode: chain (partition lowprio has PreemptMode=CANCEL" in doctor, doctor
-    job = submit(
-        cli, tmp_path / "runs", cleanup_jobs, "--ckpt-every", "4", "--sleep-per-step", "2", sets=("requeue.mode=chain",)
-    )
+    job = paced(cli, tmp_path, cleanup_jobs, 4, "2", "requeue.mode=chain")
     job.wait_step(0, 1)
     cli.run("preempt", job.job_id)  # the signal submits the successor at once; it waits on this job
     job.wait(lambda: job.events("chain-submit"), "the successor's submission", 60)
@@ -165,16 +154,7 @@ def test_cancel_of_a_chained_run_leaves_no_job_behind(
 
 # --- a spent budget ends the chain ---------------------------------------------------------------------------------
 def test_spent_budget_ends_the_chain(cli: Cli, tmp_path: Path, cleanup_jobs: Callable[[str], str]) -> None:
-    job = submit(
-        cli,
-        tmp_path / "runs",
-        cleanup_jobs,
-        "--ckpt-every",
-        "4",
-        "--sleep-per-step",
-        "0.5",
-        sets=("requeue.mode=chain", "requeue.max_preemptions=1"),
-    )
+    job = paced(cli, tmp_path, cleanup_jobs, 4, "0.5", "requeue.mode=chain", "requeue.max_preemptions=1")
     job.wait_step(0, 1)
     cli.run("preempt", job.job_id)
     job.wait(attempt_started(job, 1), "attempt 1 in the successor job", 120)

@@ -28,7 +28,7 @@ from typing import Any
 
 import pytest
 import yaml
-from clitools import REPO, Cli, events, final_hash
+from clitools import REPO, TERMINAL, Cli, events, final_hash
 from slurmtools import cluster_dump, job_info, sbatch_text
 
 pytestmark = pytest.mark.slurm
@@ -185,9 +185,6 @@ class Job:
         return "\n".join(parts)
 
 
-TERMINAL = {"COMPLETED", "FAILED", "CANCELLED", "TIMEOUT", "BUDGET_SPENT", "NODE_FAIL", "OUT_OF_MEMORY"}
-
-
 def submit(
     cli: Cli,
     runs: Path,
@@ -205,6 +202,11 @@ def submit(
     if backend != "local":
         cleanup(job_id)
     return Job(cli, job_id, run_dir)
+
+
+def paced(cli: Cli, tmp_path: Path, cleanup: Callable[[str], str], every: int, sleep: str, *sets: str) -> Job:
+    """The example job under <tmp_path>/runs: a checkpoint every `every` steps of `sleep` s each, `sets` applied."""
+    return submit(cli, tmp_path / "runs", cleanup, "--ckpt-every", str(every), "--sleep-per-step", sleep, sets=sets)
 
 
 @dataclass
@@ -350,7 +352,7 @@ class LogFollower:
 def test_preempt_warning_stops_all_ranks_at_one_step_and_resumes_exactly(
     cli: Cli, tmp_path: Path, cleanup_jobs: Callable[[str], str], reference: Reference
 ) -> None:
-    job = submit(cli, tmp_path / "runs", cleanup_jobs, "--ckpt-every", "4", "--sleep-per-step", "0.5")
+    job = paced(cli, tmp_path, cleanup_jobs, 4, "0.5")
     follower = LogFollower(cli, job.job_id)
     try:
         job.wait_step(0, 3)
@@ -391,7 +393,7 @@ def test_preempt_warning_stops_all_ranks_at_one_step_and_resumes_exactly(
 def test_three_real_preemptions_by_the_urgent_partition(
     cli: Cli, tmp_path: Path, cleanup_jobs: Callable[[str], str], reference: Reference
 ) -> None:
-    job = submit(cli, tmp_path / "runs", cleanup_jobs, "--ckpt-every", "4", "--sleep-per-step", "0.5")
+    job = paced(cli, tmp_path, cleanup_jobs, 4, "0.5")
     stops: list[int] = []
     for attempt in range(3):
         # RUNNING and made progress in this attempt: at least one new step since it (re)started.
@@ -413,8 +415,7 @@ def test_three_real_preemptions_by_the_urgent_partition(
 
 def checkpointing_every_2(cli: Cli, tmp_path: Path, cleanup: Callable[[str], str], max_failures: int) -> Job:
     """The example, a checkpoint every 2 steps of 0.5 s, with this failure budget."""
-    options = ("--ckpt-every", "2", "--sleep-per-step", "0.5")
-    return submit(cli, tmp_path / "runs", cleanup, *options, sets=(f"requeue.max_failures={max_failures}",))
+    return paced(cli, tmp_path, cleanup, 2, "0.5", f"requeue.max_failures={max_failures}")
 
 
 # --- 2b. a run that fails after a real preemption: Slurm's own record says FAILED too -----------------------------
@@ -458,16 +459,7 @@ def test_a_run_failing_after_a_real_preemption_ends_failed_in_slurm_too(
 
 # --- 3. the preemption budget ends the job ------------------------------------------------------------------------
 def test_preemption_budget_ends_the_job(cli: Cli, tmp_path: Path, cleanup_jobs: Callable[[str], str]) -> None:
-    job = submit(
-        cli,
-        tmp_path / "runs",
-        cleanup_jobs,
-        "--ckpt-every",
-        "4",
-        "--sleep-per-step",
-        "0.5",
-        sets=("requeue.max_preemptions=1",),
-    )
+    job = paced(cli, tmp_path, cleanup_jobs, 4, "0.5", "requeue.max_preemptions=1")
     job.wait_step(0, 1)
     cli.run("preempt", job.job_id)
     first = job.wait_requeued(0)
@@ -539,7 +531,7 @@ def test_killed_worker_follows_the_failure_policy(
 def test_damaged_newest_checkpoint_resumes_from_the_previous_one(
     cli: Cli, tmp_path: Path, cleanup_jobs: Callable[[str], str], reference: Reference
 ) -> None:
-    job = submit(cli, tmp_path / "runs", cleanup_jobs, "--ckpt-every", "2", "--sleep-per-step", "0.5")
+    job = paced(cli, tmp_path, cleanup_jobs, 2, "0.5")
     job.wait_step(0, 5)
     cli.run("preempt", job.job_id)
     damaged: dict[str, Any] = {}
@@ -577,16 +569,7 @@ def test_time_limit_warning_checkpoints_and_requeues_before_the_kill(
 ) -> None:
     # 12 steps x 11 s: uninterrupted it would need more than its 2 minutes.
     sleep = 11.0
-    job = submit(
-        cli,
-        tmp_path / "runs",
-        cleanup_jobs,
-        "--ckpt-every",
-        "4",
-        "--sleep-per-step",
-        str(sleep),
-        sets=("time=00:02:00", "requeue.lead_s=60"),
-    )
+    job = paced(cli, tmp_path, cleanup_jobs, 4, str(sleep), "time=00:02:00", "requeue.lead_s=60")
     assert TOTAL * sleep > 120
 
     def drop_sleep() -> None:

@@ -2,12 +2,11 @@
 
 from __future__ import annotations
 
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 import yaml
+from clitools import ddpctl_in
 
 from ddpctl.plan.stopscan import stop_handling_problem
 
@@ -39,25 +38,11 @@ def test_submit_and_doctor_warn_once_about_a_plain_script(tmp_path: Path) -> Non
     spec = tmp_path / "plain.yaml"
     spec.write_text(yaml.safe_dump({"name": "plain", "script": str(script), "run_dir": str(tmp_path / "runs")}))
     env = {"DDPCTL_HOME": str(tmp_path / "home"), "PATH": "/usr/bin:/bin", "PYTHONPATH": str(REPO)}
-    dry = subprocess.run(
-        [sys.executable, "-m", "ddpctl", "doctor", str(spec), "--backend", "local"],
-        capture_output=True,
-        text=True,
-        env=env,
-        cwd=tmp_path,
-        timeout=120,
-        check=False,
-    )
+    ddpctl = ddpctl_in(tmp_path, env)
+
+    dry = ddpctl("doctor", str(spec), "--backend", "local")
     assert "[WARN] stop handling:" in dry.stdout and "shows no sign of handling stops" in dry.stdout, dry.stdout
     # submit says it once, on stderr, and still submits (a static look can be wrong: never an error)
-    done = subprocess.run(
-        [sys.executable, "-m", "ddpctl", "submit", str(spec), "--backend", "local"],
-        capture_output=True,
-        text=True,
-        env=env,
-        cwd=tmp_path,
-        timeout=120,
-        check=False,
-    )
+    done = ddpctl("submit", str(spec), "--backend", "local")
     assert done.returncode == 0, done.stderr
     assert done.stderr.count("shows no sign of handling stops") == 1, done.stderr
