@@ -80,7 +80,7 @@ def cluster_facts(spec: JobSpec, *, with_nodes: bool = False) -> ClusterFacts:
     from ddpctl import proc
     from ddpctl.slurm.cluster import ClusterFacts, gather
 
-    if spec.backend == "local":
+    if not spec.capabilities.slurm:
         return ClusterFacts()
     if not proc.available("scontrol"):
         return ClusterFacts(why_missing="scontrol is not on PATH")

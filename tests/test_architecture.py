@@ -212,17 +212,15 @@ def test_run_dir_names_are_spelled_in_layout_only(name: str) -> None:
             and (node.value == name or (name.endswith("-") and is_file_pattern(node.value, name)))
         )  # a file name, glob or regex, not a docstring or an event ("attempt-start")
 
-    # The submitit backend's name is also "submitit"; the backend table and schema use it as a name, not a path.
+    # The submitit backend's name is also "submitit"; the capability table, its backend and the CLI's --backend
+    # choices use it as a name, not a path.
     # A checkpoint directory's rank-<r>.pt/.json are the runtime's own layout (ddpctl.runtime.checkpoint).
     backend_name = {
         "ddpctl.backends",
-        "ddpctl.spec.schema",
-        "ddpctl.plan.doctor",
-        "ddpctl.plan.submission",
+        "ddpctl.spec.capabilities",
         "ddpctl.backends.submitit_backend",
         "ddpctl.cli.submit",
         "ddpctl.cli.doctor",
-        "ddpctl.plan.requeue_mode",
     }
     allowed = {
         "ddpctl.run.layout",
@@ -276,3 +274,44 @@ def test_only_safeio_renames_a_written_file_into_place() -> None:
 
     # The snapshot store publishes an object it copied in and chmod'ed read-only (a copy, not a write).
     assert calls_outside({"ddpctl.safeio", "ddpctl.snapshot.store"}, renames) == []
+
+
+BACKEND_NAMES = {"sbatch", "submitit", "local"}
+
+
+def names_a_backend(node: ast.AST) -> bool:
+    """A backend name as an operand of a comparison (`backend == "local"`, `name in ("sbatch", ...)`), or a case."""
+
+    def spelled(operand: ast.AST) -> bool:
+        if isinstance(operand, (ast.Tuple, ast.List, ast.Set)):
+            return any(spelled(item) for item in operand.elts)
+        return isinstance(operand, ast.Constant) and operand.value in BACKEND_NAMES
+
+    if isinstance(node, ast.Compare):
+        return any(spelled(operand) for operand in (node.left, *node.comparators))
+    return isinstance(node, ast.MatchValue) and spelled(node.value)
+
+
+def test_only_backends_branch_on_a_backend_name() -> None:
+    """Everywhere else asks the backend's capability (`spec.capabilities.chain`), declared once per backend in
+    ddpctl.spec.capabilities: a new backend is a row there and a module in backends/, not a hunt for names."""
+    inside = {name for name in modules() if name.startswith("ddpctl.backends")} | {"ddpctl.spec.capabilities"}
+    assert calls_outside(inside, names_a_backend) == []
+
+
+def test_the_check_sees_a_name_comparison() -> None:  # the check above can fail
+    tree = ast.parse(
+        'if spec.backend == "local" or name in ("sbatch", "x"):\n    pass\nif "submitit" != b:\n    pass\n'
+    )
+    assert sum(names_a_backend(node) for node in ast.walk(tree)) == 3
+    assert not any(names_a_backend(node) for node in ast.walk(ast.parse('if mode == "chain":\n    pass\n')))
+
+
+def test_every_backend_module_carries_its_row_of_the_capability_table() -> None:
+    from ddpctl.backends import MODULES, get_backend
+    from ddpctl.spec.capabilities import BACKENDS
+
+    assert set(MODULES) == set(BACKENDS)
+    for name, caps in BACKENDS.items():
+        backend = get_backend(name)
+        assert (backend.name, backend.capabilities) == (name, caps)

@@ -6,7 +6,9 @@ registry, the launcher and the requeue decision.
                             ─▶ local      (a detached supervisor, local_supervisor, plays the batch shell)
     JobRecord ──state/cancel/preempt──▶ the same backend (`current_state` is the one state query)
 
-`slurm_state` reads a job's state from squeue, scontrol and the run's events (no accounting needed).
+What each backend can do is its row of ddpctl.spec.capabilities (chain, containers, Slurm or not, what its
+plan submits), which plan/ and doctor read instead of the backend's name. `slurm_state` reads a job's state from
+squeue, scontrol and the run's events (no accounting needed).
 """
 
 from __future__ import annotations
@@ -18,6 +20,9 @@ from typing import TYPE_CHECKING, Protocol
 from ddpctl.errors import SpecError
 from ddpctl.run.registry import JobRecord
 from ddpctl.run.state import JobState
+from ddpctl.spec.capabilities import SLURM_BACKENDS, Capabilities
+
+__all__ = ["MODULES", "SLURM_BACKENDS", "Backend", "current_state", "get_backend"]
 
 if TYPE_CHECKING:  # the plan (and the node code it previews) is not needed to ask a job's state
     from ddpctl.plan.submission import SubmissionPlan
@@ -27,11 +32,11 @@ MODULES = {
     "local": "ddpctl.backends.local",
     "submitit": "ddpctl.backends.submitit_backend",
 }
-SLURM_BACKENDS = ("sbatch", "submitit")  # their jobs are Slurm jobs: squeue and scontrol know them
 
 
 class Backend(Protocol):
     name: str
+    capabilities: Capabilities  # what it can do, its row of ddpctl.spec.capabilities.BACKENDS
 
     def check_available(self) -> None:
         """Raise BackendUnavailable with what to do when this backend cannot run here."""

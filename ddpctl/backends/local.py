@@ -25,6 +25,7 @@ from ddpctl.run.layout import RunLayout
 from ddpctl.run.registry import JobRecord, Registry
 from ddpctl.run.rundir import commit, run_spec, staging
 from ddpctl.run.state import JobState
+from ddpctl.spec import capabilities
 
 if TYPE_CHECKING:  # `status` and `cancel` need no plan
     from ddpctl.plan.submission import SubmissionPlan
@@ -43,7 +44,8 @@ def next_job_number(home: Path) -> int:
 
 
 class LocalBackend:
-    name = "local"
+    capabilities = capabilities.of("local")  # its row of the one table
+    name = capabilities.name
 
     def check_available(self) -> None:
         """Always available: it needs nothing but this machine."""

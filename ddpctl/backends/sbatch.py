@@ -15,13 +15,15 @@ from ddpctl.run.layout import batch_output
 from ddpctl.run.registry import JobRecord
 from ddpctl.run.rundir import commit, link_batch_output, staging
 from ddpctl.slurm import commands
+from ddpctl.spec import capabilities
 
 if TYPE_CHECKING:  # `status` and `cancel` need no plan
     from ddpctl.plan.submission import SubmissionPlan
 
 
 class SbatchBackend(SlurmJobs):
-    name = "sbatch"
+    capabilities = capabilities.of("sbatch")  # its row of the one table
+    name = capabilities.name
     preempt_delivery = ("--batch",)  # the template uses --signal=B:, so Slurm signals the batch shell
 
     def check_available(self) -> None:

@@ -47,7 +47,7 @@ from ddpctl.run.registry import JobRecord
 from ddpctl.run.rundir import commit, run_spec, staging
 from ddpctl.slurm import commands
 from ddpctl.slurm.env import JOB_ID, PROCID
-from ddpctl.spec import JobSpec
+from ddpctl.spec import JobSpec, capabilities
 
 if TYPE_CHECKING:  # `status` and `cancel` need no plan
     from ddpctl.plan.submission import SubmissionPlan
@@ -218,7 +218,8 @@ def __getattr__(name: str) -> Any:
 
 
 class SubmititBackend(SlurmJobs):
-    name = "submitit"
+    capabilities = capabilities.of("submitit")  # its row of the one table
+    name = capabilities.name
     preempt_delivery = ()  # submitit uses --signal=SIG@T without B:: Slurm signals every step task
 
     def check_available(self) -> None:

@@ -53,7 +53,6 @@ def run(args: argparse.Namespace) -> int:
 
 
 def gather(spec: JobSpec, script: str | None, cluster: ClusterFacts) -> Facts:
-    import importlib.util
     import socket
     from pathlib import Path
 
@@ -72,7 +71,7 @@ def gather(spec: JobSpec, script: str | None, cluster: ClusterFacts) -> Facts:
         cluster=cluster,
         script=script,
         torch_version=torch_version(),
-        submitit=importlib.util.find_spec("submitit") is not None,
+        backend_module=importable(spec.capabilities.python_module),
         hostname=hostname,
         host_address=address,
         ifname=netif.pick_ifname(hostname),
@@ -81,6 +80,12 @@ def gather(spec: JobSpec, script: str | None, cluster: ClusterFacts) -> Facts:
         stop_handling=stopscan.check_script(spec),
         container=probe_container(spec),
     )
+
+
+def importable(module: str | None) -> bool:
+    import importlib.util
+
+    return module is None or importlib.util.find_spec(module) is not None
 
 
 def probe_container(spec: JobSpec) -> tuple[bool, str] | None:

@@ -172,8 +172,8 @@ def gres_line(spec: JobSpec, part: Partition, nodes: tuple[Node, ...]) -> Line:
 
 def report(spec: JobSpec, facts: ClusterFacts, script: str | None) -> list[Line]:
     """One line per fact (pure)."""
-    if spec.backend == "local":
-        return [(OK, "cluster", "local backend: no Slurm facts apply")]
+    if not spec.capabilities.slurm:
+        return [(OK, "cluster", f"{spec.backend} backend: no Slurm facts apply")]
     if not facts.config_read:
         return [(WARN, "cluster", f"no facts: {facts.why_missing or 'scontrol show config gave nothing'}")]
     lines = [

@@ -31,7 +31,7 @@ class Facts:
     cluster: ClusterFacts | None = None  # None: not asked (no cluster lines); ClusterFacts(): asked, no answer
     script: str | None = None  # the batch script (None: the backend has none)
     torch_version: str | None = None
-    submitit: bool = False
+    backend_module: bool = False  # the Python module the backend needs (capabilities.python_module) imports
     hostname: str = ""
     host_address: str | None = None
     ifname: str | None = None
@@ -46,13 +46,13 @@ def check_tools(spec: JobSpec, facts: Facts) -> Check:
     missing = [t for t in SLURM_TOOLS if not facts.tools.get(t)]
     if not missing:
         return Check(OK, "slurm tools", "sbatch, srun, squeue, scontrol, scancel on PATH")
-    status = OK if spec.backend == "local" else FAIL
+    status = FAIL if spec.capabilities.slurm else OK
     return Check(status, "slurm tools", f"missing {', '.join(missing)}; without Slurm use --backend local")
 
 
 def check_partition(spec: JobSpec, facts: Facts) -> Check:
-    if spec.backend == "local":
-        return Check(OK, "partition", "local backend: no partition needed")
+    if not spec.capabilities.slurm:
+        return Check(OK, "partition", f"{spec.backend} backend: no partition needed")
     part = facts.cluster.partition(spec.partition) if facts.cluster else None
     if part is None:
         why = f" ({facts.cluster.why_missing})" if facts.cluster and facts.cluster.why_missing else ""
@@ -76,14 +76,15 @@ def check_torch(spec: JobSpec, facts: Facts) -> Check:
 
 
 def check_backend(spec: JobSpec, facts: Facts) -> Check:
-    if spec.backend == "submitit" and not facts.submitit:
-        return Check(FAIL, "backend", "submitit is not importable: pip install submitit")
+    needs = spec.capabilities.python_module
+    if needs and not facts.backend_module:
+        return Check(FAIL, "backend", f"{needs} is not importable: pip install {needs}")
     return Check(OK, "backend", spec.backend)
 
 
 def check_network(spec: JobSpec, facts: Facts) -> Check:
-    if spec.backend == "local":
-        return Check(OK, "network", "local backend: Gloo on loopback")
+    if spec.capabilities.loopback:
+        return Check(OK, "network", f"{spec.backend} backend: Gloo on loopback")
     if spec.nccl.socket_ifname:
         return Check(OK, "network", f"interface set in the spec: {spec.nccl.socket_ifname}")
     if facts.host_address and facts.host_address.startswith("127."):

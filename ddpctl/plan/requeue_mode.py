@@ -14,12 +14,13 @@ import dataclasses
 from ddpctl.errors import SpecError
 from ddpctl.slurm.cluster import ClusterFacts, Partition
 from ddpctl.spec import JobSpec
+from ddpctl.spec.capabilities import BACKENDS
 
 FALLBACK = "a failed scontrol requeue falls back to a chained job"
 
 
 class RequeueModeError(SpecError):
-    """The backend cannot resume the way this spec or cluster needs (submitit has no chain)."""
+    """The backend cannot resume the way this spec or cluster needs (one without `chain`: submitit)."""
 
 
 def needs_chain(facts: ClusterFacts, part: Partition | None) -> str | None:
@@ -34,17 +35,18 @@ def needs_chain(facts: ClusterFacts, part: Partition | None) -> str | None:
 def pick(spec: JobSpec, facts: ClusterFacts) -> tuple[str, str]:
     """(requeue or chain, why) for this spec on this backend and cluster. Raises SpecError where the backend
     cannot do what is needed (submitit has no chain)."""
-    mode, backend = spec.requeue.mode, spec.backend
-    if backend == "local":
+    mode, backend, caps = spec.requeue.mode, spec.backend, spec.capabilities
+    if caps.own_attempts:
         chosen = "requeue" if mode == "auto" else mode
-        return chosen, "local backend: its supervisor starts every attempt itself (requeue and chain alike)"
+        return chosen, f"{backend} backend: its supervisor starts every attempt itself (requeue and chain alike)"
     part = facts.partition(spec.partition)  # the named partition, else the default one
     reason = needs_chain(facts, part)
-    if backend == "submitit" and spec.requeue.enabled and (mode == "chain" or (mode == "auto" and reason)):
+    if not caps.chain and spec.requeue.enabled and (mode == "chain" or (mode == "auto" and reason)):
         why = "requeue.mode: chain in the spec" if mode == "chain" else reason
+        chaining = ", ".join(n for n, c in BACKENDS.items() if c.chain and c.slurm)
         raise RequeueModeError(
-            f"{spec.source}: requeue.mode: {mode}: {why}, but the submitit backend can only requeue "
-            "(submitit resubmits through scontrol requeue); expected backend: sbatch, or "
+            f"{spec.source}: requeue.mode: {mode}: {why}, but the {backend} backend can only requeue "
+            f"({backend} resubmits through scontrol requeue); expected backend: {chaining}, or "
             "requeue.mode: requeue"
         )
     if mode != "auto":

@@ -27,7 +27,8 @@ from ddpctl.node.rundist import local_network
 from ddpctl.node.torchrun import NodePlan, node_plan
 from ddpctl.run.layout import RunLayout
 from ddpctl.slurm.env import DistEnv, derive
-from ddpctl.spec import JobSpec
+from ddpctl.spec import JobSpec, capabilities
+from ddpctl.spec.capabilities import EXECUTOR, SCRIPT, Capabilities, with_containers
 
 PLACEHOLDER_JOB_ID = "JOBID"
 PLACEHOLDER_JOB_NUMBER = "1000"
@@ -50,6 +51,11 @@ class SubmissionPlan:
     nodes: tuple[NodePreview, ...] = ()
     requeue_why: str = ""  # why spec.requeue.mode is what it is (ddpctl.plan.requeue_mode; said by submit)
 
+    @property
+    def capabilities(self) -> Capabilities:
+        """What the plan's backend can do (ddpctl.spec.capabilities)."""
+        return capabilities.of(self.backend)
+
     def executor_parameters(self) -> dict[str, Any]:
         """A fresh copy of the executor keywords (the frozen JSON is what the dry run printed)."""
         if self.executor_json is None:
@@ -68,7 +74,7 @@ class SubmissionPlan:
                 self.executor_json,
             ]
         parts.append(f"# ===== per node ({self.node_note()}) =====")
-        if self.backend != "local" and (note := plan_note(self.spec.gpus_per_node, self.spec.nproc_per_node)):
+        if self.capabilities.slurm and (note := plan_note(self.spec.gpus_per_node, self.spec.nproc_per_node)):
             parts.append(note)
         parts += [node_text(node, container_line(self.spec)) for node in self.nodes]
         return "\n".join(parts) + "\n"
@@ -76,7 +82,7 @@ class SubmissionPlan:
     def node_note(self) -> str:
         names = [node.dist.node_name for node in self.nodes]
         hosts = ",".join(names) if len(names) <= 8 else f"{names[0]},...,{names[-1]} ({len(names)})"
-        if self.backend == "local":
+        if self.capabilities.loopback:
             return f"placeholder: job id {PLACEHOLDER_JOB_NUMBER}; nodes {hosts} on loopback"
         return f"placeholders: job id {PLACEHOLDER_JOB_NUMBER}, hosts {hosts}"
 
@@ -127,7 +133,7 @@ def placeholder_env(spec: JobSpec, node_rank: int) -> dict[str, str]:
     }
 
 
-def node_preview(spec: JobSpec, backend: str, node_rank: int, first: DistEnv | None = None) -> NodePreview:
+def node_preview(spec: JobSpec, node_rank: int, first: DistEnv | None = None) -> NodePreview:
     """The node's plan as its launcher will build it (`ddpctl.node.launch.prepare`), before an allocation.
 
     `first` (node 0's DistEnv) lets every other node reuse the parsed host list: nodes differ only in rank and
@@ -135,7 +141,7 @@ def node_preview(spec: JobSpec, backend: str, node_rank: int, first: DistEnv | N
     layout = RunLayout(spec.run_base / PLACEHOLDER_JOB_ID)
     # In a container the launcher's own interpreter is the image's (`python`, default python3).
     python = (spec.python or "python3") if spec.container.enabled else (spec.python or sys.executable)
-    if backend == "local":
+    if spec.capabilities.loopback:
         env = local_node_env(spec, int(PLACEHOLDER_JOB_NUMBER), 0, node_rank)
         if first is None:
             dist, ifname, local_addr = local_network(derive(env, spec.nproc_per_node))
@@ -155,16 +161,16 @@ def build(spec: JobSpec, backend: str | None = None) -> SubmissionPlan:
     """The plan for `spec` on `backend` (default: the spec's own backend)."""
     if backend is not None and backend != spec.backend:
         spec = replace(spec, backend=backend)
-    name = spec.backend
-    if spec.container.enabled and name != "sbatch":
-        raise SpecError(f"{spec.source}: container: runs with backend sbatch only, not {name}")
-    first = node_preview(spec, name, 0)
-    nodes = (first, *(node_preview(spec, name, rank, first.dist) for rank in range(1, spec.nodes)))
-    if name == "sbatch":
+    name, caps = spec.backend, spec.capabilities
+    if spec.container.enabled and not caps.containers:
+        raise SpecError(f"{spec.source}: container: runs with backend {with_containers()} only, not {name}")
+    first = node_preview(spec, 0)
+    nodes = (first, *(node_preview(spec, rank, first.dist) for rank in range(1, spec.nodes)))
+    if caps.submits == SCRIPT:
         from ddpctl.plan.render import render_for
 
         return SubmissionPlan(spec, name, script=render_for(spec), nodes=nodes)
-    if name == "submitit":
+    if caps.submits == EXECUTOR:
         from ddpctl.plan.executor import executor_parameters
 
         parameters = executor_parameters(spec, spec.run_base.resolve())

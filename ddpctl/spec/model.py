@@ -6,6 +6,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from ddpctl.spec import capabilities
+from ddpctl.spec.capabilities import Capabilities
+
 
 @dataclass(frozen=True)
 class NcclSettings:
@@ -92,6 +95,11 @@ class JobSpec:
     python: str | None = None  # interpreter for workers (in the image with a container); None = ddpctl's own
     snapshot: str = "auto"  # code snapshot at submit: auto, git, dir or off (ddpctl.snapshot)
     source: str = "<spec>"  # the file the spec came from, for messages
+
+    @property
+    def capabilities(self) -> Capabilities:
+        """What this spec's backend can do: callers ask it, not the backend's name."""
+        return capabilities.of(self.backend)
 
     @property
     def rendezvous(self) -> str:

@@ -12,6 +12,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from ddpctl.spec.capabilities import BACKENDS, with_containers
 from ddpctl.spec.fields import (
     CONTAINER_RUNTIMES,
     IFNAME_RE,
@@ -186,7 +187,7 @@ TOP: dict[str, Conv] = {
     "env": env_vars,
     "run_dir": text(what="a directory path", path=True),
     "template": text(what="a template name or a path to a .j2 file", path=True),
-    "backend": choice(("sbatch", "submitit", "local")),
+    "backend": choice(tuple(BACKENDS)),
     "max_restarts": integer(0),
     "rdzv": choice(("auto", "c10d", "static")),
     "python": text(nullable=True, what="an interpreter name or path", path=True),
@@ -235,8 +236,10 @@ def check_container(spec: JobSpec, root: At) -> None:
         if box.image is not None:
             raise at.child("runtime").fail(None, "one of " + ", ".join(CONTAINER_RUNTIMES) + " (an image is set)")
         return
-    if spec.backend != "sbatch":
-        raise at.child("runtime").error(f"containers run with backend sbatch only (backend is {spec.backend})")
+    if not spec.capabilities.containers:
+        raise at.child("runtime").error(
+            f"containers run with backend {with_containers()} only (backend is {spec.backend})"
+        )
     if not box.image:
         raise at.child("image").fail(box.image, f"the image for {box.runtime} (container.runtime is set)")
     for i, mount in enumerate(box.mounts):

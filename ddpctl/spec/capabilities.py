@@ -1,0 +1,56 @@
+"""What each backend can do, declared once: the one table of backend names and their capabilities.
+
+Code outside backends/ asks a capability (`spec.capabilities.chain`), never the backend's name
+(tests/test_architecture.py checks it). The table lives here, low in the flow, because the spec's checks and
+plan/ decide from it and may not import backends/ (which builds on plan/); each backend module exposes its own
+row as `CAPABILITIES`, and a test holds the two together. A new backend is a row here, a module in backends/
+and, if it submits a script, a template.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+SCRIPT, EXECUTOR, NOTHING = "script", "executor", "nothing"  # what a plan hands its backend besides the run dir
+
+
+@dataclass(frozen=True)
+class Capabilities:
+    name: str
+    slurm: bool  # its jobs are Slurm jobs: Slurm's tools, partitions and cluster facts apply; squeue knows them
+    submits: str  # SCRIPT (the rendered batch script), EXECUTOR (submitit's parameters) or NOTHING
+    chain: bool  # can continue a run in a chained successor job (requeue.mode: chain)
+    own_attempts: bool  # starts every attempt itself, not through Slurm: requeue and chain are the same thing
+    containers: bool  # container.runtime: the batch script starts the launcher in the image
+    loopback: bool  # its nodes are processes on this machine, on loopback: the planned node names are the real ones
+    python_module: str | None = None  # a module it needs on the submitting host (doctor checks it imports)
+
+
+BACKENDS: dict[str, Capabilities] = {
+    caps.name: caps
+    for caps in (
+        Capabilities("sbatch", True, SCRIPT, chain=True, own_attempts=False, containers=True, loopback=False),
+        Capabilities(
+            "submitit",
+            True,
+            EXECUTOR,
+            chain=False,
+            own_attempts=False,
+            containers=False,
+            loopback=False,
+            python_module="submitit",
+        ),
+        Capabilities("local", False, NOTHING, chain=True, own_attempts=True, containers=False, loopback=True),
+    )
+}
+SLURM_BACKENDS = tuple(name for name, caps in BACKENDS.items() if caps.slurm)  # squeue and scontrol know their jobs
+
+
+def of(name: str) -> Capabilities:
+    """The backend's capabilities; KeyError for a name the spec's check would have refused."""
+    return BACKENDS[name]
+
+
+def with_containers() -> str:
+    """The backends that run containers, for messages ("sbatch")."""
+    return ", ".join(name for name, caps in BACKENDS.items() if caps.containers)
