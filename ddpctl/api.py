@@ -102,7 +102,7 @@ def plan(
     """
     import dataclasses
 
-    from ddpctl.plan.requeue_mode import resolve
+    from ddpctl.plan.requeue_mode import resolve_mode
     from ddpctl.proc import Pending, in_background
 
     spec = _spec_of(spec_or_path, overrides, backend)
@@ -111,7 +111,7 @@ def plan(
     from ddpctl.plan import render  # noqa: F401  (imported here, beside the round trips; build() uses it)
     from ddpctl.plan.submission import build
 
-    spec, why = resolve(spec, waiting.result() if isinstance(waiting, Pending) else waiting)
+    spec, why = resolve_mode(spec, waiting.result() if isinstance(waiting, Pending) else waiting)
     return dataclasses.replace(build(spec), requeue_why=why)
 
 

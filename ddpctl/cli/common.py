@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import argparse
 
-from ddpctl.cli.completion import complete_with, job_refs, spec_keys
+from ddpctl.cli.completion import complete_set, complete_with, job_refs
 
 
 def add_spec_args(parser: argparse.ArgumentParser) -> None:
@@ -18,7 +18,7 @@ def add_spec_args(parser: argparse.ArgumentParser) -> None:
             metavar="KEY=VALUE",
             help="override a spec key, value parsed as YAML (repeatable): --set nodes=4 --set nccl.socket_ifname=ib0",
         ),
-        spec_keys,
+        complete_set,
     )
 
 

@@ -15,7 +15,7 @@ from typing import Any
 Completer = Callable[..., list[str]]
 
 
-def spec_keys(prefix: str, **_: Any) -> list[str]:
+def complete_set(prefix: str, **_: Any) -> list[str]:
     """`--set` words: `key=` (no space after it), then, for keys with fixed values, `key=value`."""
     from ddpctl.spec.overrides import key_choices, spec_keys
 

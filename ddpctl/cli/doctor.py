@@ -46,13 +46,13 @@ def run(args: argparse.Namespace) -> int:
     except RequeueModeError as err:  # the rest is still worth checking, as the backend's only mode
         plan = api.plan(spec, overrides=["requeue.mode=requeue"], cluster=cluster)
         mode = Check(FAIL, "requeue mode", str(err))
-    checks = [*evaluate(plan.spec, gather(plan.spec, plan.script, cluster)), mode]
+    checks = [*evaluate(plan.spec, gather_host_facts(plan.spec, plan.script, cluster)), mode]
     for check in checks:
         print(f"[{MARKS[check.status]}] {check.name}: {check.detail}")
     return 1 if any(c.status == FAIL for c in checks) else 0
 
 
-def gather(spec: JobSpec, script: str | None, cluster: ClusterFacts) -> Facts:
+def gather_host_facts(spec: JobSpec, script: str | None, cluster: ClusterFacts) -> Facts:
     import socket
     from pathlib import Path
 

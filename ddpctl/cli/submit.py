@@ -56,10 +56,10 @@ def run(args: argparse.Namespace) -> int:
     if args.dry_run or duplicate is None:
         sys.stdout.write(plan.text())
         return 0
-    from ddpctl.plan.preflight import check
+    from ddpctl.plan.preflight import check_runnable
     from ddpctl.plan.stopscan import check_script
 
-    check(spec, cluster.result())  # a partition that can never run the spec: reported before a duplicate name
+    check_runnable(spec, cluster.result())  # a partition that can never run the spec: reported before a duplicate name
     duplicate.result()
     if (warning := check_script(plan.spec)) is not None:
         print(f"ddpctl: warning: {warning}", file=sys.stderr)

@@ -24,7 +24,7 @@ def add(sub: Any) -> None:
     parser.set_defaults(func=run)
 
 
-def snapshot(run_dir: Path, now: float) -> dict[str, Any]:
+def frame_facts(run_dir: Path, now: float) -> dict[str, Any]:
     """Everything one frame shows, read from the run dir of the job's latest attempt."""
     from ddpctl.health.rates import summarize
     from ddpctl.health.records import last_line, latest_attempt, placements, progress_records
@@ -67,7 +67,7 @@ def run(args: argparse.Namespace) -> int:
     console = Console()
     state, asked = current_state(record), time.monotonic()
     if args.once or state.terminal:
-        console.print(frame(record, state, snapshot(Path(record.run_dir), time.time()), console.size))
+        console.print(frame(record, state, frame_facts(Path(record.run_dir), time.time()), console.size))
         return 0
     try:
         with Live(console=console, auto_refresh=False, screen=False, transient=False) as live:
@@ -75,7 +75,7 @@ def run(args: argparse.Namespace) -> int:
                 if time.monotonic() - asked >= STATE_EVERY_S:
                     state, asked = current_state(record), time.monotonic()
                 live.update(
-                    frame(record, state, snapshot(Path(record.run_dir), time.time()), console.size), refresh=True
+                    frame(record, state, frame_facts(Path(record.run_dir), time.time()), console.size), refresh=True
                 )
                 if state.terminal:
                     break

@@ -39,7 +39,7 @@ POLL_S = 0.02
 AGREE_TIMEOUT_S = 120.0  # a node that never proposes (it died) must not keep the others forever
 
 
-def parse(argv: Sequence[str]) -> argparse.Namespace:
+def parse_args(argv: Sequence[str]) -> argparse.Namespace:
     p = argparse.ArgumentParser(prog="python -m ddpctl.node.standin")
     p.add_argument("--nnodes", type=int, required=True)
     p.add_argument("--nproc-per-node", type=int, required=True)
@@ -56,7 +56,7 @@ def on_step(step: int) -> None:
     """Hook for a progress/heartbeat mechanism (none on this branch): called once per step, like a real loop."""
 
 
-class Node:
+class StandinNode:
     def __init__(self, args: argparse.Namespace, env: Mapping[str, str]) -> None:
         self.args = args
         self.layout = RunLayout(Path(env[envvars.RUN_DIR]))
@@ -175,10 +175,10 @@ class Node:
 
 
 def main(argv: Sequence[str] | None = None, env: Mapping[str, str] | None = None) -> int:
-    args = parse(sys.argv[1:] if argv is None else argv)
+    args = parse_args(sys.argv[1:] if argv is None else argv)
     env = os.environ if env is None else env
     stopflag.watch_from_env(env)
-    return Node(args, env).run()
+    return StandinNode(args, env).run()
 
 
 if __name__ == "__main__":

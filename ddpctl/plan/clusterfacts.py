@@ -170,7 +170,7 @@ def gres_line(spec: JobSpec, part: Partition, nodes: tuple[Node, ...]) -> Line:
     return OK, name, f"{fact} → gpus_per_node={want}: {fitting} node(s) have that many, one rank per GPU"
 
 
-def report(spec: JobSpec, facts: ClusterFacts, script: str | None) -> list[Line]:
+def cluster_lines(spec: JobSpec, facts: ClusterFacts, script: str | None) -> list[Line]:
     """One line per fact (pure)."""
     if not spec.capabilities.slurm:
         return [(OK, "cluster", f"{spec.backend} backend: no Slurm facts apply")]

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from ddpctl.plan.clusterfacts import report
+from ddpctl.plan.clusterfacts import cluster_lines
 from ddpctl.plan.preflight import limit_s
 from ddpctl.slurm.cluster import ClusterFacts
 from ddpctl.spec import JobSpec, time_to_seconds
@@ -154,5 +154,5 @@ CHECKS = (
 
 def evaluate(spec: JobSpec, facts: Facts) -> list[Check]:
     """Every verdict, then the cluster's `fact → consequence` lines (pure)."""
-    lines = report(spec, facts.cluster, facts.script) if facts.cluster is not None else []
+    lines = cluster_lines(spec, facts.cluster, facts.script) if facts.cluster is not None else []
     return [check(spec, facts) for check in CHECKS] + [Check(*line) for line in lines]

@@ -49,7 +49,7 @@ def problem(spec: JobSpec, facts: ClusterFacts) -> str | None:
     return None
 
 
-def check(spec: JobSpec, facts: ClusterFacts) -> None:
+def check_runnable(spec: JobSpec, facts: ClusterFacts) -> None:
     """Raise SpecError (exit 2) when the cluster cannot ever run this spec."""
     refusal = problem(spec, facts)
     if refusal:

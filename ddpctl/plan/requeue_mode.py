@@ -4,7 +4,7 @@ the cluster's facts; said in `submit`'s output, in the run's events and by `doct
 Facts: `JobRequeue` from `scontrol show config` (0: the site does not want jobs requeued) and the partition's
 `PreemptMode` (CANCEL: a preempted job is cancelled, not requeued). The third fact, a failed `scontrol requeue`,
 only shows in the job: the batch script then continues the run in a chained job (templates/ddp.sbatch.j2).
-The choice is pure (`pick`, `resolve`), of the facts ddpctl.slurm.cluster gathered at the edge.
+The choice is pure (`pick`, `resolve_mode`), of the facts ddpctl.slurm.cluster gathered at the edge.
 """
 
 from __future__ import annotations
@@ -59,7 +59,7 @@ def pick(spec: JobSpec, facts: ClusterFacts) -> tuple[str, str]:
     return "requeue", f"JobRequeue={facts.job_requeue}, {where}; {FALLBACK}"
 
 
-def resolve(spec: JobSpec, facts: ClusterFacts) -> tuple[JobSpec, str]:
+def resolve_mode(spec: JobSpec, facts: ClusterFacts) -> tuple[JobSpec, str]:
     """The spec with its requeue mode decided (never auto), and why (pure)."""
     mode, why = pick(spec, facts)
     return dataclasses.replace(spec, requeue=dataclasses.replace(spec.requeue, mode=mode)), why

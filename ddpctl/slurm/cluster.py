@@ -94,7 +94,7 @@ def parse_partitions(text: str) -> tuple[Partition, ...]:
     return tuple(found)
 
 
-def parse_nodes(text: str) -> tuple[Node, ...]:
+def parse_node_records(text: str) -> tuple[Node, ...]:
     """`scontrol show node -o`, one record per line (pure)."""
     found = []
     for fields in scontrol.parse_records(text):
@@ -121,7 +121,7 @@ def parse(config: str | None, partitions: str | None, nodes: str | None = None, 
         cred_expire_s=int(cred.group(1)) if cred else None,
         max_array_size=_int(fields.find("MaxArraySize")),
         partitions=parse_partitions(partitions or ""),
-        nodes=parse_nodes(nodes or ""),
+        nodes=parse_node_records(nodes or ""),
         why_missing=why,
     )
 

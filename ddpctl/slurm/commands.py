@@ -43,7 +43,7 @@ def parse_squeue(text: str) -> list[QueueRow]:
 def parse_scontrol_job(text: str) -> scontrol.Fields:
     """`scontrol show job -o ID`: one line of KEY=VALUE words, read by the one scontrol parser (keys in any case;
     a value may hold spaces, as Command= and WorkDir= do)."""
-    return scontrol.parse_record(text.strip())
+    return scontrol.parse_line_fields(text.strip())
 
 
 def sbatch(script: str, extra: Sequence[str] = (), runner: Runner = run, args: Sequence[str] = ()) -> str:

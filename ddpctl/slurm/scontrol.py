@@ -46,7 +46,7 @@ def parse_config(text: str) -> Fields:
     return fields
 
 
-def parse_record(line: str) -> Fields:
+def parse_line_fields(line: str) -> Fields:
     """One line of `scontrol show partition -o` / `show node -o`."""
     fields = Fields()
     keys = list(_RECORD_KEY.finditer(line))
@@ -57,7 +57,7 @@ def parse_record(line: str) -> Fields:
 
 
 def parse_records(text: str) -> list[Fields]:
-    return [parse_record(line) for line in text.splitlines() if "=" in line]
+    return [parse_line_fields(line) for line in text.splitlines() if "=" in line]
 
 
 def version(text: str | None) -> tuple[int, int] | None:

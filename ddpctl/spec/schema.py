@@ -115,7 +115,7 @@ FREE_MAPS = ("env", "sbatch")  # sub-keys are the user's names, checked by patte
 MOUNT_RE = r"/[^,:]*(:/[^,:]*(:[A-Za-z0-9=+_-]+)?)?"
 
 
-def sbatch_options(value: Any, at: At) -> tuple[tuple[str, str | int | bool], ...]:
+def _sbatch_options(value: Any, at: At) -> tuple[tuple[str, str | int | bool], ...]:
     """`true` = a flag without value; `false` = left out (so a --set can switch a file's flag off)."""
     out: list[tuple[str, str | int | bool]] = []
     for key, item in mapping_of(at, value, "a mapping of sbatch long options to values").items():
@@ -182,7 +182,7 @@ TOP: dict[str, Conv] = {
     "partition": text(SLURM_NAMES_RE, nullable=True),
     "account": text(SLURM_NAMES_RE, nullable=True),
     "qos": text(SLURM_NAMES_RE, nullable=True),
-    "sbatch": sbatch_options,
+    "sbatch": _sbatch_options,
     "setup": text_list(lines=True),
     "env": env_vars,
     "run_dir": text(what="a directory path", path=True),
@@ -225,12 +225,12 @@ def check_spec(spec: JobSpec, doc: Doc, *, check_paths: bool) -> None:
             raise root.child("requeue").child("lead_s").fail(lead, expected)
         expected = f"more than requeue.lead_s ({lead} s), or requeue.enabled: false"
         raise root.child("time").fail(spec.time, expected)
-    check_container(spec, root)
+    _check_container(spec, root)
     if check_paths:
-        check_files(spec, root)
+        _check_files(spec, root)
 
 
-def check_container(spec: JobSpec, root: At) -> None:
+def _check_container(spec: JobSpec, root: At) -> None:
     box, at = spec.container, root.child("container")
     if box.runtime is None:
         if box.image is not None:
@@ -247,7 +247,7 @@ def check_container(spec: JobSpec, root: At) -> None:
             raise at.child("mounts").child(str(i)).fail(mount, "SRC[:DST[:OPTIONS]] with absolute paths, no commas")
 
 
-def check_files(spec: JobSpec, root: At) -> None:
+def _check_files(spec: JobSpec, root: At) -> None:
     """Relative paths are checked against the current directory: they are resolved there at submit."""
     script = Path(spec.script).expanduser()
     if not script.is_file():

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 from scontrol_output import CONFIG_22_05, NODE_22_05, PARTITION_22_05
 
-from ddpctl.plan.clusterfacts import FAIL, OK, WARN, report
+from ddpctl.plan.clusterfacts import FAIL, OK, WARN, cluster_lines
 from ddpctl.plan.doctor import Facts, evaluate
 from ddpctl.proc import Completed
 from ddpctl.slurm import cluster
@@ -47,7 +47,7 @@ GPU_NODES = NODE_22_05.replace("Gres=(null)", "Gres=gpu:4(S:0)") + NODE_22_05.re
 
 
 def lines(spec: JobSpec = SPEC, texts: ClusterTexts = TEXTS, script: str | None = SCRIPT) -> dict[str, tuple[str, str]]:
-    return {name: (status, detail) for status, name, detail in report(spec, texts.facts(), script)}
+    return {name: (status, detail) for status, name, detail in cluster_lines(spec, texts.facts(), script)}
 
 
 def test_22_05_test_cluster_lines() -> None:
@@ -267,7 +267,7 @@ def test_fact_lines(case: Case) -> None:
 
 
 def test_every_partition_when_the_spec_names_none() -> None:
-    names = [name for _, name, _ in report(replace(SPEC, partition=None), TEXTS.facts(), SCRIPT)]
+    names = [name for _, name, _ in cluster_lines(replace(SPEC, partition=None), TEXTS.facts(), SCRIPT)]
     assert [n for n in names if n.startswith(("partition", "gres"))] == [
         "partition debug (default)",
         "gres debug",
@@ -279,10 +279,10 @@ def test_every_partition_when_the_spec_names_none() -> None:
 
 
 def test_local_and_missing() -> None:
-    assert report(replace(SPEC, backend="local"), ClusterFacts(), None) == [
+    assert cluster_lines(replace(SPEC, backend="local"), ClusterFacts(), None) == [
         (OK, "cluster", "local backend: no Slurm facts apply")
     ]
-    assert report(SPEC, ClusterFacts(why_missing="scontrol is not on PATH"), SCRIPT) == [
+    assert cluster_lines(SPEC, ClusterFacts(why_missing="scontrol is not on PATH"), SCRIPT) == [
         (WARN, "cluster", "no facts: scontrol is not on PATH")
     ]
 
@@ -312,7 +312,7 @@ def test_gather_through_the_runner() -> None:
     ]
     failed = cluster.gather(FakeScontrol(TEXTS, fail="partition"), with_nodes=True)
     assert failed.partitions == ()
-    assert [line for line in report(SPEC, failed, SCRIPT) if line[1] == "partitions"] == [
+    assert [line for line in cluster_lines(SPEC, failed, SCRIPT) if line[1] == "partitions"] == [
         (WARN, "partitions", failed.why_missing)
     ]
     assert failed.why_missing == (

@@ -51,12 +51,12 @@ def test_partition_24_11() -> None:
 
 
 def test_node_values_with_spaces_and_equals() -> None:
-    fields = scontrol.parse_record(NODE_22_05.strip())
+    fields = scontrol.parse_line_fields(NODE_22_05.strip())
     assert fields["OS"] == "Linux 6.18.44-fc-v669 #1 SMP PREEMPT_DYNAMIC @0"
     assert fields["CfgTRES"] == "cpu=2,mem=4G,billing=2"
     assert fields["AllocTRES"] == ""
     assert fields["Partitions"] == "debug,lowprio,urgent,scale"
-    (node,) = cluster.parse_nodes(NODE_22_05)
+    (node,) = cluster.parse_node_records(NODE_22_05)
     assert (node.name, node.partitions, node.gres, node.gpus) == (
         "node1",
         ("debug", "lowprio", "urgent", "scale"),
