@@ -14,6 +14,7 @@ squeue, scontrol and the run's events (no accounting needed).
 from __future__ import annotations
 
 import importlib
+import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Protocol
 
@@ -26,6 +27,8 @@ __all__ = ["MODULES", "SLURM_BACKENDS", "Backend", "current_state", "get_backend
 
 if TYPE_CHECKING:  # the plan (and the node code it previews) is not needed to ask a job's state
     from ddpctl.plan.submission import SubmissionPlan
+    from ddpctl.run.layout import RunLayout
+    from ddpctl.spec import JobSpec
 
 MODULES = {
     "sbatch": "ddpctl.backends.sbatch",
@@ -61,3 +64,18 @@ def get_backend(name: str) -> Backend:
 def current_state(record: JobRecord) -> JobState:
     """A job's state, whatever the backend: the one query `status`, `logs -f` and `--wait` use."""
     return get_backend(record.backend).state(record)
+
+
+def submitted_record(
+    layout: RunLayout, spec: JobSpec, job_id: str, backend: str, spec_path: Path, *, pid: int | None = None
+) -> JobRecord:
+    """The registry's record of a job a backend just submitted, its run dir committed under the job id."""
+    return JobRecord(
+        job_id=job_id,
+        name=spec.name,
+        run_dir=str(layout.root),
+        backend=backend,
+        submitted_at=time.time(),
+        spec_path=str(spec_path),
+        pid=pid,
+    )

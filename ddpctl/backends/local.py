@@ -11,12 +11,11 @@ import fcntl
 import os
 import signal
 import sys
-import time
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from ddpctl import proc, safeio
-from ddpctl.backends import local_proc
+from ddpctl.backends import local_proc, submitted_record
 from ddpctl.backends.slurm_state import final_state_in, restarts_in, run_events
 from ddpctl.errors import CommandError
 from ddpctl.node import batch
@@ -59,15 +58,7 @@ class LocalBackend:
             layout = commit(stage, spec, job_id)
         append_event(layout.events, "submit", job_id=job_id, backend=self.name, spec=str(spec_path))
         pid = start_supervisor(layout.root, layout.batch_log, number)
-        return JobRecord(
-            job_id=job_id,
-            name=spec.name,
-            run_dir=str(layout.root),
-            backend=self.name,
-            submitted_at=time.time(),
-            spec_path=str(spec_path),
-            pid=pid,
-        )
+        return submitted_record(layout, spec, job_id, self.name, spec_path, pid=pid)
 
     def state(self, record: JobRecord) -> JobState:
         run_dir = Path(record.run_dir)

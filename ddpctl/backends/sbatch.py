@@ -3,11 +3,11 @@
 from __future__ import annotations
 
 import contextlib
-import time
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from ddpctl import proc
+from ddpctl.backends import submitted_record
 from ddpctl.backends.slurm_jobs import SlurmJobs
 from ddpctl.errors import BackendUnavailable
 from ddpctl.run.events import append_event
@@ -52,14 +52,7 @@ class SbatchBackend(SlurmJobs):
                 with contextlib.suppress(OSError):  # the output of a job that had already started
                     batch_output(spec.run_base, job_id).unlink()
                 raise
-        record = JobRecord(
-            job_id=job_id,
-            name=spec.name,
-            run_dir=str(layout.root),
-            backend=self.name,
-            submitted_at=time.time(),
-            spec_path=str(spec_path),
-        )
+        record = submitted_record(layout, spec, job_id, self.name, spec_path)
         append_event(layout.events, "submit", job_id=job_id, backend=self.name, spec=str(spec_path))
         return record
 

@@ -37,6 +37,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ddpctl import exitcodes, proc
+from ddpctl.backends import submitted_record
 from ddpctl.backends.slurm_jobs import SlurmJobs
 from ddpctl.errors import BackendUnavailable, CommandError
 from ddpctl.node import batch
@@ -252,14 +253,7 @@ class SubmititBackend(SlurmJobs):
                 commands.scancel_unchecked(job_id, self.runner)
                 raise
         append_event(layout.events, "submit", job_id=job_id, backend=self.name, spec=str(spec_path))
-        return JobRecord(
-            job_id=job_id,
-            name=spec.name,
-            run_dir=str(layout.root),
-            backend=self.name,
-            submitted_at=time.time(),
-            spec_path=str(spec_path),
-        )
+        return submitted_record(layout, spec, job_id, self.name, spec_path)
 
 
 def submit_held(plan: SubmissionPlan, run_base: Path, token: str) -> str:
