@@ -315,3 +315,24 @@ def test_every_backend_module_carries_its_row_of_the_capability_table() -> None:
     for name, caps in BACKENDS.items():
         backend = get_backend(name)
         assert (backend.name, backend.capabilities) == (name, caps)
+
+
+def top_level_names(tree: ast.Module) -> list[str]:
+    names: list[str] = []
+    for node in tree.body:
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            names.append(node.name)
+        elif isinstance(node, ast.Assign):
+            names += [t.id for t in node.targets if isinstance(t, ast.Name)]
+        elif isinstance(node, ast.AnnAssign) and isinstance(node.target, ast.Name):
+            names.append(node.target.id)
+    return names
+
+
+def test_no_module_defines_a_name_twice() -> None:
+    """A second definition silently wins (layout.py once held RANK_PLACEHOLDER twice)."""
+    twice = []
+    for module, tree in modules().items():
+        names = top_level_names(tree)
+        twice += sorted(f"{module}.{name}" for name in set(names) if names.count(name) > 1)
+    assert twice == []
