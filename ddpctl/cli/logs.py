@@ -15,7 +15,8 @@ if TYPE_CHECKING:
 
 DESCRIPTION = """\
 Show a job's worker logs (attempt-<n>/rank-<r>.log under its run dir), each line prefixed with
-[a<attempt> <node> r<rank>]. Only whole lines are printed, so ranks writing at once never mix inside a line.
+[a<attempt> <node> r<rank>], all ranks merged in the order their lines were written (-t shows when).
+Only whole lines are printed, so ranks writing at once never mix inside a line.
 
   -f            follow until the job ends: new lines within 0.5 s, moves on to a requeued job's new
                 attempt by itself, ends with "-- job ID STATE --"
@@ -37,7 +38,12 @@ def add(sub: Any) -> None:
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     arg = parser.add_argument
-    add_job_arg(parser, "job id, or name (the newest job with that name)", metavar="JOB_ID|NAME")
+    add_job_arg(
+        parser,
+        "job id, or name (the newest job with that name); default: the most recently submitted job",
+        metavar="JOB_ID|NAME",
+        nargs="?",
+    )
     arg("-f", "--follow", action="store_true", help="keep printing new lines until the job ends")
     arg("--rank", metavar="SPEC", help="only these global ranks: commas and ranges, e.g. 0,3-5")
     arg("--node", metavar="NAME[,NAME]", help="only ranks that ran on these nodes")
@@ -45,7 +51,8 @@ def add(sub: Any) -> None:
     arg("--grep", metavar="REGEX", help="only lines matching this Python regular expression")
     arg("--errors", action="store_true", help="each rank's first error; name the rank that failed first")
     arg("--no-color", action="store_true", help="no colours (also when not a terminal, or NO_COLOR is set)")
-    arg("--json", action="store_true", help="JSON lines: attempt, node, rank, text")
+    arg("--json", action="store_true", help="JSON lines: attempt, node, rank, text (and time, with -t)")
+    arg("-t", "--timestamps", action="store_true", help="each line's write time (UTC) before its prefix")
     arg(
         "--raw",
         action="store_true",
@@ -99,7 +106,15 @@ def run(args: argparse.Namespace) -> int:
         # Re-read the registry: a final_state recorded while we follow ends the follow without a query.
         return job_state(registry.find(rec.job_id))
 
-    sink = make_sink(sys.stdout, sys.stderr, os.environ, json_lines=args.json, no_color=args.no_color, raw=args.raw)
+    sink = make_sink(
+        sys.stdout,
+        sys.stderr,
+        os.environ,
+        json_lines=args.json,
+        no_color=args.no_color,
+        raw=args.raw,
+        timestamps=args.timestamps,
+    )
     try:
         show_logs(record, request, sink, state_fn=state_fn, config=FollowConfig(notify=not args.poll))
     except BrokenPipeError:

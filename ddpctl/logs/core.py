@@ -9,6 +9,7 @@ from __future__ import annotations
 import difflib
 import json
 import re
+import time
 from collections.abc import Iterable
 from dataclasses import dataclass
 
@@ -166,9 +167,25 @@ def render_plain(prefix: str, lines: list[str]) -> str:
     return prefix + ("\n" + prefix).join(lines) + "\n"
 
 
-def render_json(source: Source, lines: list[str]) -> str:
-    head = {"attempt": source.attempt, "node": source.node, "rank": source.rank}
+def render_json(source: Source, lines: list[str], when: float | None = None, timestamps: bool = False) -> str:
+    head: dict[str, object] = {"attempt": source.attempt, "node": source.node, "rank": source.rank}
+    if timestamps:
+        head["time"] = when or None
     return "".join(json.dumps({**head, "text": line}) + "\n" for line in lines)
+
+
+_second: list[tuple[int, str]] = [(-1, "")]  # the last second formatted: a poll's lines mostly share it
+
+
+def format_time(when: float | None) -> str:
+    """A line's write time for --timestamps: UTC, ISO 8601 to the millisecond, as `docker logs -t` does;
+    `-` where the log has no times (written before ddpctl recorded them)."""
+    if not when:
+        return "-"
+    second = int(when)
+    if _second[0][0] != second:
+        _second[0] = (second, time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(second)))
+    return f"{_second[0][1]}.{int((when - second) * 1000):03d}Z"
 
 
 def attempt_banner(attempt: int) -> str:

@@ -18,6 +18,7 @@ from pathlib import Path
 
 from ddpctl import safeio
 from ddpctl.logs.core import LineFilter, LineSplitter, Source
+from ddpctl.logs.stamps import Group, Stamps
 from ddpctl.run.layout import NODE_INFO_GLOB, RANK_INFO_GLOB, RunLayout, attempts_in, rank_of_log
 
 _UNSEEN = -1  # inode before the first stat
@@ -103,10 +104,15 @@ class FileTail:
     be reused at once) is read again from the start, after flushing the old content's partial line.
     """
 
-    def __init__(self, path: Path, source: Source) -> None:
+    def __init__(self, path: Path, source: Source, chunk: int = CHUNK) -> None:
         self.path = str(path)
         self.source = source
         self.offset = 0
+        self.chunk = chunk
+        # The writers are gone: read past the last write time recorded too (see stamps.Stamps).
+        self.final = False
+        self.stamps = Stamps(self.path)
+        self.size_seen = 0
         self._inode = _UNSEEN
         self._splitter = LineSplitter()
         self._fd: int | None = None
@@ -115,7 +121,19 @@ class FileTail:
     def has_partial(self) -> bool:
         return self._splitter.has_partial
 
+    @property
+    def unread(self) -> bool:
+        """Bytes the last poll saw but did not read: past one chunk, or not timed yet (see `final`)."""
+        return self.size_seen > self.offset
+
     def poll(self) -> list[str] | None:
+        """New complete lines in file order, or None if the file did not grow."""
+        groups = self.poll_groups()
+        return None if groups is None else [line for _, lines in groups for line in lines]
+
+    def poll_groups(self) -> list[Group] | None:
+        """New complete lines grouped by their write time (None for a log without times), or None if the file
+        did not grow (or only by bytes whose write time is not recorded yet)."""
         try:
             st = os.lstat(self.path)  # a str path: no Path object per file per poll
         except FileNotFoundError:
@@ -125,33 +143,39 @@ class FileTail:
             return None
         if stat.S_ISLNK(st.st_mode):
             return self._refuse_link()
-        restarted: list[str] = []
+        restarted: list[Group] = []
         if st.st_size < self.offset or self._inode not in (st.st_ino, _UNSEEN):
-            restarted = self._splitter.flush()
+            restarted = [(self.stamps.last, lines)] if (lines := self._splitter.flush()) else []
             self.offset = 0
+            self.stamps.reset()
             self.close()
         self._inode = st.st_ino
-        if st.st_size == self.offset:
+        self.size_seen = st.st_size
+        limit = self.stamps.refresh(st.st_size)
+        if limit is None or self.final:
+            limit = st.st_size
+        if limit <= self.offset:
             return restarted or None
         try:
-            data = self._read(st.st_ino)
+            data = self._read(st.st_ino, min(self.chunk, limit - self.offset))
         except OSError as err:
             if err.errno == errno.ELOOP:  # swapped for a symlink since the lstat
                 return self._refuse_link()
             raise
-        self.offset += len(data)
-        return restarted + self._splitter.feed(data)
+        start, self.offset = self.offset, self.offset + len(data)
+        return restarted + self.stamps.split(start, data, self._splitter)
 
     def flush(self) -> list[str]:
         return self._splitter.flush()
 
-    def _refuse_link(self) -> list[str] | None:
+    def _refuse_link(self) -> list[Group] | None:
         """A symlinked rank log is not followed (it could point at any file the reader may read): say so once."""
         if self._inode == _LINK:
             return None
         self._inode = _LINK
         self.close()
-        return [f"[ddpctl] not shown: {Path(self.path).name} is a symbolic link (run-dir files are never followed)"]
+        name = Path(self.path).name
+        return [(None, [f"[ddpctl] not shown: {name} is a symbolic link (run-dir files are never followed)"])]
 
     def close(self) -> None:
         if self._fd is not None:
@@ -159,16 +183,16 @@ class FileTail:
             self._fd = None
             FDS.give()
 
-    def _read(self, inode: int) -> bytes:
+    def _read(self, inode: int, size: int) -> bytes:
         try:
             fd = self._open(inode)
             if fd == _REPLACED:
                 return b""
             if fd is not None:
-                return os.pread(fd, CHUNK, self.offset)
+                return os.pread(fd, size, self.offset)
             fd = safeio.open_read(self.path)  # over the descriptor budget: open, read, close
             try:
-                return os.pread(fd, CHUNK, self.offset)
+                return os.pread(fd, size, self.offset)
             finally:
                 os.close(fd)
         except FileNotFoundError:
@@ -195,6 +219,7 @@ class AttemptFiles:
     layout: RunLayout
     attempt: int
     flt: LineFilter
+    chunk: int = CHUNK
     tails: dict[int, FileTail] = field(default_factory=dict)
     nodes: dict[int, str] = field(default_factory=dict)
     _node_files: set[str] = field(default_factory=set)
@@ -213,7 +238,7 @@ class AttemptFiles:
             node = self.nodes.get(rank)
             tail = self.tails.get(rank)
             if tail is None and self.flt.wants(rank, node):
-                self.tails[rank] = FileTail(path, Source(self.attempt, node, rank))
+                self.tails[rank] = FileTail(path, Source(self.attempt, node, rank), self.chunk)
                 added = True
             elif tail is not None and tail.source.node is None and node is not None:
                 tail.source = replace(tail.source, node=node)

@@ -27,6 +27,7 @@ from pathlib import Path
 from ddpctl.errors import CommandError
 from ddpctl.logs.core import LineFilter, attempt_banner, end_banner
 from ddpctl.logs.files import AttemptFiles, list_attempts
+from ddpctl.logs.merge import HOLD_S, Merger
 from ddpctl.logs.notify import Notifier
 from ddpctl.logs.output import Sink
 from ddpctl.run.layout import RunLayout
@@ -92,36 +93,51 @@ def _mtime_ns(path: str) -> int:
 DRAIN_LIMIT_S = 30.0  # a writer that outlived its job (a stray process) must not keep us draining forever
 
 
-def drain(files: AttemptFiles, sink: Sink, flt: LineFilter, *, final: bool) -> None:
-    """Read every file to its end; with `final` (the writers are gone), also print the partial last lines."""
+def drain(files: AttemptFiles, sink: Sink, flt: LineFilter, merger: Merger, *, final: bool) -> None:
+    """Read every file to its end; with `final` (the writers are gone), also the bytes with no recorded time
+    and the partial last lines. Everything held for ordering is printed."""
     deadline = time.monotonic() + DRAIN_LIMIT_S
-    while poll_files(files, sink, flt) and time.monotonic() < deadline:
+    for tail in files.tails.values():
+        tail.final = tail.final or final
+    while poll_files(files, flt, merger) and time.monotonic() < deadline:
+        merger.release(sink.lines, watermark(files, time.time()))
         sink.flush()
     if final:
-        flush_partials(files, sink, flt)
+        flush_partials(files, flt, merger)
+    merger.release(sink.lines)
     sink.flush()
 
 
-def flush_partials(files: AttemptFiles, sink: Sink, flt: LineFilter) -> None:
+def flush_partials(files: AttemptFiles, flt: LineFilter, merger: Merger) -> None:
     for tail in files.tails.values():
         lines = flt.select(tail.flush())
         if lines:
-            sink.lines(tail.source, lines)
+            merger.add(tail.stamps.last or time.time(), tail.source, lines)
 
 
-def poll_files(files: AttemptFiles, sink: Sink, flt: LineFilter) -> bool:
-    """One pass over the files; True if any of them grew."""
+def poll_files(files: AttemptFiles, flt: LineFilter, merger: Merger) -> bool:
+    """One pass over the files, their new lines into `merger`; True if any of them grew."""
     active = False
+    now = time.time() - HOLD_S  # lines of a log without times count as written now: they pass at once
     for tail in files.tails.values():
-        lines = tail.poll()
-        if lines is None:
+        groups = tail.poll_groups()
+        if groups is None:
             continue
         active = True
-        if lines and flt.grep is not None:
-            lines = flt.select(lines)
-        if lines:
-            sink.lines(tail.source, lines)
+        for when, new in groups:
+            lines = flt.select(new) if new and flt.grep is not None else new
+            if lines:
+                merger.add(when or now, tail.source, lines)
     return active
+
+
+def watermark(files: AttemptFiles | None, now: float) -> float:
+    """Lines written up to this time can be printed: no followed file can still deliver an older one."""
+    mark = now - HOLD_S
+    for tail in files.tails.values() if files is not None else ():
+        if tail.unread and tail.stamps.last is not None:
+            mark = min(mark, tail.stamps.last)
+    return mark
 
 
 class Follower:
@@ -149,6 +165,7 @@ class Follower:
         self._next_rescan = 0.0
         self._warned = ""
         self._waiting = ""
+        self.merger = Merger()
 
     def run(self) -> JobState:
         try:
@@ -159,6 +176,7 @@ class Follower:
                 if changed or self.clock() >= next_sweep:
                     next_sweep = self.clock() + self.config.notified_sweep
                     active = self._step()
+                self.merger.release(self.sink.lines, watermark(self.files, time.time()))
                 self.sink.flush()
                 if self.clock() >= next_state:
                     next_state = self.clock() + self.config.state_every
@@ -166,7 +184,8 @@ class Follower:
                     if state is not None and state.terminal:
                         return self._finish(state)
                     self._note_waiting(state)
-                changed = self.pacer.pause(active, next_state - self.clock())
+                # Lines held for ordering are due within HOLD_S: poll again soon rather than wait for an event.
+                changed = self.pacer.pause(active or bool(self.merger), next_state - self.clock())
         finally:
             self.pacer.close()
             if self.files is not None:
@@ -183,7 +202,7 @@ class Follower:
             return False
         if self._changed("attempt", str(self.files.path), forced):
             self.files.rescan()
-        return poll_files(self.files, self.sink, self.flt)
+        return poll_files(self.files, self.flt, self.merger)
 
     def _changed(self, key: str, path: str, forced: bool) -> bool:
         mtime = _mtime_ns(path)
@@ -196,7 +215,7 @@ class Follower:
         current = self.files.attempt if self.files is not None else -1
         for attempt in (n for n in list_attempts(self.layout.root) if n > current):
             if self.files is not None:
-                drain(self.files, self.sink, self.flt, final=True)
+                drain(self.files, self.sink, self.flt, self.merger, final=True)
                 self.files.close()
                 self.sink.note(attempt_banner(attempt))
             self.files = AttemptFiles(self.layout, attempt, self.flt)
@@ -209,7 +228,7 @@ class Follower:
             self._advance()
         if self.files is not None:
             self.files.rescan()
-            drain(self.files, self.sink, self.flt, final=True)
+            drain(self.files, self.sink, self.flt, self.merger, final=True)
         self.sink.note(end_banner(self.job_id, state.state))
         self.sink.flush()
         return state

@@ -10,7 +10,7 @@ import json
 from collections.abc import Mapping
 from typing import Protocol, TextIO
 
-from ddpctl.logs.core import Source, render_json, render_plain
+from ddpctl.logs.core import Source, format_time, render_json, render_plain
 from ddpctl.logs.failures import ErrorHit
 from ddpctl.sanitize import visible, visible_lines
 
@@ -32,7 +32,7 @@ PALETTE = (
 
 
 class Sink(Protocol):
-    def lines(self, source: Source, lines: list[str]) -> None: ...
+    def lines(self, source: Source, lines: list[str], when: float | None = None) -> None: ...
 
     def note(self, text: str) -> None: ...
 
@@ -44,8 +44,9 @@ class Sink(Protocol):
 class Buffered:
     """Output collected per poll and written in one call: fewer syscalls when a thousand ranks are busy."""
 
-    def __init__(self, out: TextIO) -> None:
+    def __init__(self, out: TextIO, timestamps: bool = False) -> None:
         self.out = out
+        self.timestamps = timestamps  # --timestamps: each line's write time before its prefix
         self._buf: list[str] = []
 
     def flush(self) -> None:
@@ -59,15 +60,18 @@ class Buffered:
 class PlainSink(Buffered):
     """Text for a terminal: rank output with control characters made visible unless `raw` (see sanitize)."""
 
-    def __init__(self, out: TextIO, raw: bool = False) -> None:
-        super().__init__(out)
+    def __init__(self, out: TextIO, raw: bool = False, timestamps: bool = False) -> None:
+        super().__init__(out, timestamps)
         self.raw = raw
 
     def prefix(self, source: Source) -> str:
         return visible(source.prefix)  # the node name comes from a file in the run dir: never trusted
 
-    def lines(self, source: Source, lines: list[str]) -> None:
-        self._buf.append(render_plain(self.prefix(source), lines if self.raw else visible_lines(lines)))
+    def lines(self, source: Source, lines: list[str], when: float | None = None) -> None:
+        prefix = self.prefix(source)
+        if self.timestamps:
+            prefix = f"{format_time(when)} {prefix}"
+        self._buf.append(render_plain(prefix, lines if self.raw else visible_lines(lines)))
 
     def note(self, text: str) -> None:
         self._buf.append((text if self.raw else visible(text)) + "\n")
@@ -80,11 +84,11 @@ class PlainSink(Buffered):
 class ColorSink(PlainSink):
     """Plain output with each prefix in its rank's colour; styles are rendered to ANSI once per source."""
 
-    def __init__(self, out: TextIO, color_system: str, raw: bool = False) -> None:
+    def __init__(self, out: TextIO, color_system: str, raw: bool = False, timestamps: bool = False) -> None:
         from rich.console import COLOR_SYSTEMS
         from rich.style import Style
 
-        super().__init__(out, raw)
+        super().__init__(out, raw, timestamps)
         self._system = COLOR_SYSTEMS[color_system]
         self._style = Style
         self._prefixes: dict[Source, str] = {}
@@ -105,13 +109,13 @@ class ColorSink(PlainSink):
 class JsonSink(Buffered):
     """One object per line: {"attempt", "node", "rank", "text"}; banners go to `err`, stdout stays JSON."""
 
-    def __init__(self, out: TextIO, err: TextIO, raw: bool = False) -> None:
-        super().__init__(out)
+    def __init__(self, out: TextIO, err: TextIO, raw: bool = False, timestamps: bool = False) -> None:
+        super().__init__(out, timestamps)
         self.err = err
         self.raw = raw
 
-    def lines(self, source: Source, lines: list[str]) -> None:
-        self._buf.append(render_json(source, lines))
+    def lines(self, source: Source, lines: list[str], when: float | None = None) -> None:
+        self._buf.append(render_json(source, lines, when, self.timestamps))
 
     def note(self, text: str) -> None:
         self.flush()  # notes go to the terminal, not into JSON: they may quote a rank's line
@@ -131,15 +135,22 @@ class JsonSink(Buffered):
 
 
 def make_sink(
-    out: TextIO, err: TextIO, env: Mapping[str, str], *, json_lines: bool, no_color: bool, raw: bool = False
+    out: TextIO,
+    err: TextIO,
+    env: Mapping[str, str],
+    *,
+    json_lines: bool,
+    no_color: bool,
+    raw: bool = False,
+    timestamps: bool = False,
 ) -> Sink:
     """JSON, or colour when allowed (not --no-color, no NO_COLOR, a terminal or FORCE_COLOR), else plain.
-    `raw`: rank output as written, control characters included (--raw)."""
+    `raw`: rank output as written, control characters included (--raw); `timestamps`: each line's write time."""
     if json_lines:
-        return JsonSink(out, err, raw)
+        return JsonSink(out, err, raw, timestamps)
     if no_color or env.get("NO_COLOR") or not (env.get("FORCE_COLOR") or out.isatty()):
-        return PlainSink(out, raw)
+        return PlainSink(out, raw, timestamps)
     from rich.console import Console
 
     system = Console(file=out).color_system
-    return ColorSink(out, system, raw) if system else PlainSink(out, raw)
+    return ColorSink(out, system, raw, timestamps) if system else PlainSink(out, raw, timestamps)

@@ -34,6 +34,7 @@ from ddpctl.logs.files import (
 )
 from ddpctl.logs.follow import FollowConfig, Follower
 from ddpctl.logs.launcher import LauncherFailure, launcher_failures, oom_limit
+from ddpctl.logs.merge import DUMP_CHUNK, file_groups, merged
 from ddpctl.logs.output import Sink
 from ddpctl.run.layout import NODE_LOG_GLOB, RunLayout
 from ddpctl.run.registry import JobRecord
@@ -130,24 +131,25 @@ def check_filters(layout: RunLayout, attempts: list[int], flt: LineFilter) -> No
 def dump(
     layout: RunLayout, attempts: list[int], request: LogsRequest, sink: Sink, terminal: Callable[[], bool]
 ) -> None:
-    """All written so far; a partial last line only where its writer is gone (older attempt, job ended).
+    """All written so far, every attempt's ranks merged in the order their lines were written; a partial last
+    line only where its writer is gone (older attempt, job ended).
 
-    The job state is asked for only if some file of the newest attempt ends without a newline.
+    The job state is asked for only if some file of the newest attempt ends without a newline (or with bytes
+    whose write time is not recorded yet).
     """
     newest = max(list_attempts(layout.root), default=-1)
     for attempt in attempts:
         if request.attempt == ALL:
             sink.note(attempt_banner(attempt))
-        files = AttemptFiles(layout, attempt, request.flt)
+        files = AttemptFiles(layout, attempt, request.flt, chunk=DUMP_CHUNK)
         files.rescan()
         final = Once(terminal) if attempt == newest else Once(lambda: True)
-        for tail in files.tails.values():
-            while (lines := tail.poll()) is not None:
-                sink.lines(tail.source, request.flt.select(lines))
+        streams = [file_groups(tail, request.flt, final) for tail in files.tails.values()]
+        for count, (when, source, lines) in enumerate(merged(streams)):
+            sink.lines(source, lines, when)
+            if count % 64 == 63:
                 sink.flush()
-            tail.close()
-            if tail.has_partial and final():
-                sink.lines(tail.source, request.flt.select(tail.flush()))
+        sink.flush()
     sink.flush()
 
 
@@ -214,6 +216,7 @@ def launcher_reports(
 
 def first_failure(tail: FileTail) -> RankFailure | None:
     scanner = ErrorScanner()
+    tail.final = True  # bytes whose write time is not recorded yet count too
     while (lines := tail.poll()) is not None:
         if any(scanner.feed(line) for line in lines):
             break

@@ -28,6 +28,7 @@ class LogLine:
     node: str | None  # None until that rank's placement is known
     rank: int
     text: str
+    time: float | None = None  # when the rank wrote it (Unix time); None for a log written without times
 
 
 class _Stop(Exception):
@@ -53,11 +54,11 @@ class _QueueSink:
     def __init__(self, out: queue.Queue[object], stop: threading.Event) -> None:
         self.out, self.stop = out, stop
 
-    def lines(self, source: Source, lines: list[str]) -> None:
+    def lines(self, source: Source, lines: list[str], when: float | None = None) -> None:
         if self.stop.is_set():
             raise _Stop
         for text in lines:
-            _put(self.out, LogLine(source.attempt, source.node, source.rank, text), self.stop)
+            _put(self.out, LogLine(source.attempt, source.node, source.rank, text, when or None), self.stop)
 
     def note(self, text: str) -> None:
         """Banners (`-- attempt 1 --`) are for people; the lines carry their attempt."""

@@ -21,7 +21,7 @@ from pathlib import Path
 
 from ddpctl import exitcodes, safeio
 from ddpctl.health import DUMP_SIGNAL
-from ddpctl.node import scriptstop
+from ddpctl.node import scriptstop, stamper
 from ddpctl.run import envvars
 from ddpctl.run.layout import fill_rank, rank_info_of
 from ddpctl.runtime import stopflag
@@ -29,8 +29,12 @@ from ddpctl.runtime import stopflag
 USAGE_LINE = "usage: python -m ddpctl.node.worker SCRIPT [ARGS...]"
 
 
+_stamper_done: list[int] = []  # the stamper's done pipe, for exit_now: main() returns only a status
+
+
 def redirect_output(env: Mapping[str, str]) -> Path | None:
-    """Point fds 1 and 2 at this rank's log, opened for append so a requeued attempt never truncates it."""
+    """Point fds 1 and 2 at this rank's log (through the stamper, which records when each line was written),
+    opened for append so a requeued attempt never truncates it."""
     pattern = env.get(envvars.RANK_LOG, "")
     if not pattern:
         return None
@@ -38,11 +42,9 @@ def redirect_output(env: Mapping[str, str]) -> Path | None:
     path.parent.mkdir(parents=True, exist_ok=True)
     sys.stdout.flush()
     sys.stderr.flush()
-    fd = safeio.open_append(path)  # a symlinked rank log is refused (ELOOP), never appended through
-    # dup2 rather than reassigning sys.stdout, so C/C++ output (gloo, NCCL, faulthandler) lands there too.
-    os.dup2(fd, 1)
-    os.dup2(fd, 2)
-    os.close(fd)
+    # A symlinked rank log is refused (ELOOP), never appended through. fds 1 and 2 themselves are redirected
+    # rather than sys.stdout reassigned, so C/C++ output (gloo, NCCL, faulthandler) lands there too.
+    _stamper_done.append(stamper.start(path))
     for stream in (sys.stdout, sys.stderr):
         if hasattr(stream, "reconfigure"):
             stream.reconfigure(line_buffering=True)
@@ -136,6 +138,8 @@ def exit_now(status: int) -> None:
     atexit._run_exitfuncs()
     sys.stdout.flush()
     sys.stderr.flush()
+    for done in _stamper_done:  # the last lines are in the log (and timed) before torchrun sees the exit
+        stamper.wait_done(done)
     os._exit(status)
 
 

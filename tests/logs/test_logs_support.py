@@ -83,7 +83,7 @@ class Recorder:
     def __init__(self) -> None:
         self.rows: list[tuple[float, Source | None, str]] = []
 
-    def lines(self, source: Source, lines: list[str]) -> None:
+    def lines(self, source: Source, lines: list[str], when: float | None = None) -> None:
         now = time.monotonic()
         self.rows.extend((now, source, line) for line in lines)
 

@@ -1,0 +1,175 @@
+"""`ddpctl logs` merges ranks in the order their lines were written: real workers (ddpctl.node.worker, whose
+stamper records each write's time beside the log), a real registry, the real CLI."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+from pathlib import Path
+
+import pytest
+from test_logs_support import MODES, Recorder, make_attempt
+
+from ddpctl.logs.core import LineSplitter, format_time
+from ddpctl.logs.show import LogsRequest, show_logs
+from ddpctl.logs.stamps import Stamps
+from ddpctl.run import envvars, logtimes
+from ddpctl.run.registry import JobRecord, Registry
+from ddpctl.run.state import JobState
+
+REPO = Path(__file__).resolve().parents[2]
+
+# Rank 1 fails for real; rank 0 only reports the broken connection afterwards (Gloo's collateral error).
+RANK_BODIES = {
+    1: """
+        import pathlib, sys
+        print("rank 1 step 1")
+        print("RuntimeError: CUDA error: an illegal memory access", file=sys.stderr, flush=True)
+        pathlib.Path(sys.argv[1]).touch()
+    """,
+    0: """
+        import pathlib, sys, time
+        print("rank 0 step 1", flush=True)
+        while not pathlib.Path(sys.argv[1]).exists():
+            time.sleep(0.01)
+        time.sleep(0.05)
+        print("RuntimeError: [../gloo/transport/tcp/pair.cc:534] Connection closed by peer", file=sys.stderr)
+    """,
+}
+
+
+def start_worker(
+    attempt_dir: Path, rank: int, body: str, *args: str, new_session: bool = False
+) -> subprocess.Popen[bytes]:
+    script = attempt_dir.parent / f"job-{rank}.py"
+    script.write_text(textwrap.dedent(body))
+    env = {k: v for k, v in os.environ.items() if not k.startswith("DDPCTL_")}
+    env.update({envvars.RANK_LOG: str(attempt_dir / "rank-{rank}.log"), envvars.NODE_NAME: "node1", "RANK": str(rank)})
+    argv = [sys.executable, "-m", "ddpctl.node.worker", str(script), *args]
+    return subprocess.Popen(argv, env=env, cwd=REPO, start_new_session=new_session)
+
+
+@pytest.fixture
+def failed_job(tmp_path: Path) -> Path:
+    """Rank 0 starts first (its file sorts first), rank 1 errs, then rank 0 reports the collateral error."""
+    run_dir = tmp_path / "runs" / "train" / "7"
+    attempt = make_attempt(run_dir, 0, {"node1": [0, 1]})
+    flag = tmp_path / "rank1-failed"
+    workers = [start_worker(attempt, rank, RANK_BODIES[rank], str(flag)) for rank in (0, 1)]
+    for worker in workers:
+        assert worker.wait(60) == 0
+    Registry(tmp_path).add(JobRecord("7", "train", str(run_dir), "local", 1.0, final_state="FAILED"))
+    return tmp_path
+
+
+def ddpctl_logs(home: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    env = {**os.environ, "DDPCTL_HOME": str(home)}
+    env.pop("FORCE_COLOR", None)
+    return subprocess.run(
+        [sys.executable, "-m", "ddpctl", "logs", *args],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+
+
+def test_collateral_error_written_later_prints_later(failed_job: Path) -> None:
+    # No job argument: the newest job, as status and top do.
+    proc = ddpctl_logs(failed_job)
+    assert proc.returncode == 0, proc.stderr
+    lines = [line for line in proc.stdout.splitlines() if "[ddpctl.worker]" not in line]
+    real = lines.index("[a0 node1 r1] RuntimeError: CUDA error: an illegal memory access")
+    collateral = lines.index(
+        "[a0 node1 r0] RuntimeError: [../gloo/transport/tcp/pair.cc:534] Connection closed by peer"
+    )
+    assert real < collateral
+
+
+def test_timestamps_show_each_lines_write_time(failed_job: Path) -> None:
+    proc = ddpctl_logs(failed_job, "7", "--timestamps", "--rank", "1")
+    assert proc.returncode == 0, proc.stderr
+    stamp, rest = proc.stdout.splitlines()[1].split(" ", 1)
+    assert rest == "[a0 node1 r1] rank 1 step 1"
+    written = time.mktime(time.strptime(stamp[:19], "%Y-%m-%dT%H:%M:%S")) - time.timezone
+    assert stamp.endswith("Z") and abs(written - time.time()) < 120
+    as_json = ddpctl_logs(failed_job, "7", "--timestamps", "--json", "--rank", "1")
+    rows = [json.loads(line) for line in as_json.stdout.splitlines()]
+    assert [format_time(row["time"]) for row in rows] == [line.split(" ", 1)[0] for line in proc.stdout.splitlines()]
+
+
+@pytest.mark.parametrize("mode", sorted(MODES))
+def test_follow_merges_by_write_time(failed_job: Path, mode: str) -> None:
+    run_dir = failed_job / "runs" / "train" / "7"
+    record = JobRecord("7", "train", str(run_dir), "local", 1.0)
+    sink = Recorder()
+    show_logs(record, LogsRequest(follow=True), sink, state_fn=lambda _: JobState("FAILED"), config=MODES[mode])
+    texts = sink.texts()
+    assert texts.index("RuntimeError: CUDA error: an illegal memory access") < texts.index(
+        "RuntimeError: [../gloo/transport/tcp/pair.cc:534] Connection closed by peer"
+    )
+
+
+def test_logs_written_without_times_keep_rank_order(tmp_path: Path) -> None:
+    """An older run dir (no sidecars): rank by rank, as before."""
+    run_dir = tmp_path / "runs" / "old" / "3"
+    attempt = make_attempt(run_dir, 0, {"n1": [0, 1]})
+    (attempt / "rank-1.log").write_text("one a\none b\n")
+    (attempt / "rank-0.log").write_text("zero a\nzero b\n")
+    record = JobRecord("3", "old", str(run_dir), "local", 1.0, final_state="COMPLETED")
+    sink = Recorder()
+    show_logs(record, LogsRequest(), sink)
+    assert sink.texts() == ["zero a", "zero b", "one a", "one b"]
+
+
+def test_stamper_saves_the_last_words_of_a_killed_process_group(tmp_path: Path) -> None:
+    # torchrun stops workers with SIGTERM to their process group: the stamper must outlive the worker.
+    attempt = make_attempt(tmp_path / "run", 0, {"n1": [0]})
+    body = """
+        import os, signal
+        for i in range(2000):
+            print(f"line {i}")
+        os.killpg(0, signal.SIGTERM)
+    """
+    worker = start_worker(attempt, 0, body, new_session=True)
+    assert worker.wait(60) == -signal.SIGTERM
+    log = attempt / "rank-0.log"
+    deadline = time.monotonic() + 10
+    while log.read_text().count("\n") < 2001 and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert log.read_text().splitlines()[1:] == [f"line {i}" for i in range(2000)]
+    records, _ = logtimes.parse(Path(logtimes.times_of(log)).read_bytes())
+    assert records[-1][0] == log.stat().st_size
+
+
+@pytest.mark.parametrize(
+    ("sidecar", "chunks", "expected"),
+    [
+        # one write per line
+        (b"2 10.0\n4 11.0\n", [b"a\nb\n"], [(10.0, ["a"]), (11.0, ["b"])]),
+        # a line completed by a later write gets that write's time
+        (b"1 10.0\n4 11.0\n", [b"a\nb\n"], [(11.0, ["a", "b"])]),
+        # read in two pieces, across a record
+        (b"3 10.0\n6 12.0\n", [b"a\nb", b"\nc\n"], [(10.0, ["a"]), (12.0, ["b", "c"])]),
+        # a torn last record and a damaged one are ignored; bytes past the last record: the last time
+        (b"2 10.0\nxx\n4 11", [b"a\nb\n"], [(10.0, ["a"]), (10.0, ["b"])]),
+    ],
+)
+def test_stamps_split_lines_by_write(
+    tmp_path: Path, sidecar: bytes, chunks: list[bytes], expected: list[tuple[float, list[str]]]
+) -> None:
+    log = tmp_path / "rank-0.log"
+    log.write_bytes(b"".join(chunks))
+    Path(logtimes.times_of(log)).write_bytes(sidecar)
+    stamps, splitter, start, got = Stamps(str(log)), LineSplitter(), 0, []
+    assert stamps.refresh(log.stat().st_size) is not None
+    for chunk in chunks:
+        got += stamps.split(start, chunk, splitter)
+        start += len(chunk)
+    assert [(when, lines) for when, lines in got if lines] == [(when, lines) for when, lines in expected if lines]
