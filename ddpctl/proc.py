@@ -8,6 +8,7 @@ sbatch/squeue/scontrol takes a `Runner` so tests can inject their own at this se
 
 from __future__ import annotations
 
+import os
 import shutil
 import signal
 import subprocess
@@ -140,6 +141,25 @@ def spawn(
         preexec_fn=preexec_fn,  # noqa: PLW1509 - callers are single-threaded
         pass_fds=tuple(pass_fds),
     )
+
+
+def fork_detached(child: Callable[[], None], close_fds: Sequence[int] = ()) -> None:
+    """Run `child` in a forked copy of this process that is nobody's child (fork twice; the middle process
+    leaves at once and is reaped here), so the caller's own `os.wait()` can never reap it. The copy closes
+    `close_fds` first and leaves through os._exit (status 1 if `child` raised), never back into our code.
+    Only for a process with no threads yet (the worker wrapper before the script starts)."""
+    middle = os.fork()
+    if middle == 0:  # pragma: no cover - runs in the forked children
+        status = 0
+        try:
+            for fd in close_fds:
+                os.close(fd)
+            if os.fork() == 0:
+                child()
+        except BaseException:  # a forked child must never return into the caller's code
+            status = 1
+        os._exit(status)
+    os.waitpid(middle, 0)
 
 
 Popen = subprocess.Popen[bytes]

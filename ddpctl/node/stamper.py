@@ -22,7 +22,7 @@ import signal
 import time
 from pathlib import Path
 
-from ddpctl import safeio
+from ddpctl import proc, safeio
 from ddpctl.run import logtimes
 
 READ_SIZE = 1 << 16
@@ -45,11 +45,7 @@ def start(log: Path) -> int:
     done_read, done_write = os.pipe()
     with contextlib.suppress(OSError, AttributeError):  # Linux only; the default 64 KiB works too
         fcntl.fcntl(write_fd, fcntl.F_SETPIPE_SZ, PIPE_SIZE)
-    child = os.fork()
-    if child == 0:  # pragma: no cover - runs in the forked child, which leaves through os._exit
-        os.close(write_fd)
-        os.close(done_read)
-        _detach_and_serve(read_fd, log_fd, times_fd)
+    proc.fork_detached(lambda: _serve_detached(read_fd, log_fd, times_fd), close_fds=(write_fd, done_read))
     os.close(read_fd)
     os.close(log_fd)
     os.close(times_fd)
@@ -57,27 +53,20 @@ def start(log: Path) -> int:
     os.dup2(write_fd, 1)
     os.dup2(write_fd, 2)
     os.close(write_fd)
-    os.waitpid(child, 0)  # the middle process leaves at once; the stamper is nobody's child to reap
     return done_read
 
 
-def _detach_and_serve(read_fd: int, log_fd: int, times_fd: int) -> None:  # pragma: no cover - forked child
-    status = 0
-    try:
-        if os.fork() == 0:
-            # Hold none of the worker's own streams: whoever reads them (torchrun, a test) sees their end when
-            # the worker ends, not when the stamper does.
-            null = os.open(os.devnull, os.O_RDWR)
-            for fd in (0, 1, 2):
-                os.dup2(null, fd)
-            for sig in signal.valid_signals():
-                if sig not in _KEEP_SIGNALS:
-                    with contextlib.suppress(OSError, ValueError):
-                        signal.signal(sig, signal.SIG_IGN)
-            serve(read_fd, log_fd, times_fd)
-    except BaseException:  # a forked child must never return into the worker's code
-        status = 1
-    os._exit(status)
+def _serve_detached(read_fd: int, log_fd: int, times_fd: int) -> None:  # pragma: no cover - forked child
+    # Hold none of the worker's own streams: whoever reads them (torchrun, a test) sees their end when the
+    # worker ends, not when the stamper does.
+    null = os.open(os.devnull, os.O_RDWR)
+    for fd in (0, 1, 2):
+        os.dup2(null, fd)
+    for sig in signal.valid_signals():
+        if sig not in _KEEP_SIGNALS:
+            with contextlib.suppress(OSError, ValueError):
+                signal.signal(sig, signal.SIG_IGN)
+    serve(read_fd, log_fd, times_fd)
 
 
 def serve(read_fd: int, log_fd: int, times_fd: int) -> None:
