@@ -19,7 +19,7 @@ from ddpctl.logs.files import FileTail
 
 HOLD_S = 0.1  # how long a line may be held back for an older one still on its way; adds to -f's latency
 DUMP_CHUNK = 256 << 10  # per file: a dump of 1 024 rank logs holds 256 MiB at most
-Entry = tuple[float, int, int, Source, list[str]]  # time, rank, sequence (ties: file order), source, lines
+HeapEntry = tuple[float, int, int, Source, list[str]]  # time, rank, sequence (ties: file order), source, lines
 Emit = Callable[[Source, list[str], float | None], None]
 
 
@@ -51,7 +51,7 @@ def merged(
 
 class Merger:
     def __init__(self) -> None:
-        self._heap: list[Entry] = []
+        self._heap: list[HeapEntry] = []
         self._seq = itertools.count()
 
     def __bool__(self) -> bool:

@@ -49,7 +49,7 @@ class Stamps:
             return None if self.present is False else self.indexed
         try:
             while data := os.pread(fd, READ_LIMIT, self._offset):
-                records, used = logtimes.parse(data)
+                records, used = logtimes.parse_times(data)
                 self._offset += used
                 self._records.extend(records)
                 if records:

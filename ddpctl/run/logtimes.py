@@ -25,7 +25,7 @@ def record(end: int, when: float) -> bytes:
     return b"%d %.6f\n" % (end, when)
 
 
-def parse(data: bytes) -> tuple[list[tuple[int, float]], int]:
+def parse_times(data: bytes) -> tuple[list[tuple[int, float]], int]:
     """Whole records in `data` and how many bytes they took (a torn last record waits for the rest).
 
     A damaged record (not `<digits> <digits>.<digits>`) is skipped; records must not run backwards (a log

@@ -144,7 +144,7 @@ def test_stamper_saves_the_last_words_of_a_killed_process_group(tmp_path: Path) 
     while log.read_text().count("\n") < 2001 and time.monotonic() < deadline:
         time.sleep(0.05)
     assert log.read_text().splitlines()[1:] == [f"line {i}" for i in range(2000)]
-    records, _ = logtimes.parse(Path(logtimes.times_of(log)).read_bytes())
+    records, _ = logtimes.parse_times(Path(logtimes.times_of(log)).read_bytes())
     assert records[-1][0] == log.stat().st_size
 
 
