@@ -4,7 +4,7 @@ The data flows through one package per concern, each importing only from those b
 
     spec/      YAML + --set  ->  a checked, frozen JobSpec
     slurm/     Slurm's variables, hostlists and commands (sbatch, squeue, scontrol, scancel) behind one Runner
-    run/       the run directory contract: layout, events.jsonl, registry, JobState, the run's spec
+    run/       the run directory contract: layout, the run's history (events.jsonl), registry, JobState, its spec
     runtime/   the training side (torch): init, Checkpointer, StopAgreement, resume
     node/      the cluster side (torch-free): batch-shell decisions, launch, torchrun argv/env, worker
     plan/      spec -> the frozen SubmissionPlan (batch script or executor parameters + each node's argv/env)

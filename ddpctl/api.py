@@ -132,14 +132,12 @@ def submit_plan(submission: SubmissionPlan) -> Job:
     source = Path(submission.spec.source)  # "<spec>" for a spec built in Python: recorded as it is
     record = backend.submit(submission, source.resolve() if source.is_file() else source)
     Registry.from_env().add(record)
-    from ddpctl.run.events import append_event
+    from ddpctl.run import history
     from ddpctl.run.layout import RunLayout
 
-    append_event(
+    history.append(
         RunLayout(Path(record.run_dir)).events,
-        "requeue-mode",
-        mode=submission.spec.requeue.mode,
-        why=submission.requeue_why,
+        history.RequeueModeChosen(mode=submission.spec.requeue.mode, why=submission.requeue_why),
     )
     return Job(record)
 

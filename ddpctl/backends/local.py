@@ -16,10 +16,10 @@ from typing import TYPE_CHECKING
 
 from ddpctl import proc, safeio
 from ddpctl.backends import local_proc, submitted_record
-from ddpctl.backends.slurm_state import final_state_in, restarts_in, run_events
 from ddpctl.errors import CommandError
 from ddpctl.node import batch
-from ddpctl.run.events import append_event
+from ddpctl.run import history
+from ddpctl.run.history import Submitted
 from ddpctl.run.layout import RunLayout
 from ddpctl.run.registry import JobRecord, Registry
 from ddpctl.run.rundir import commit, run_spec, staging
@@ -56,7 +56,7 @@ class LocalBackend:
         job_id = f"local-{number}"
         with staging(spec, None) as stage:
             layout = commit(stage, spec, job_id)
-        append_event(layout.events, "submit", job_id=job_id, backend=self.name, spec=str(spec_path))
+        history.append(layout.events, Submitted(job_id=job_id, backend=self.name, spec=str(spec_path)))
         pid = start_supervisor(layout.root, layout.batch_log, number)
         return submitted_record(layout, spec, job_id, self.name, spec_path, pid=pid)
 
@@ -64,8 +64,8 @@ class LocalBackend:
         run_dir = Path(record.run_dir)
         running = local_proc.lock_held(run_dir)
         # Read once, after the lock: a supervisor records its decision before it lets go of the lock.
-        events = run_events(run_dir)
-        restarts = restarts_in(events)
+        past = history.load(RunLayout(run_dir).events)
+        restarts = past.restarts()
         if running:
             if local_proc.supervisor(run_dir) is None:
                 return JobState(
@@ -75,9 +75,9 @@ class LocalBackend:
                     nodes=nodes_of(run_dir),
                 )
             return JobState("RUNNING", restarts, nodes=nodes_of(run_dir))
-        if any(e.get("event") == "cancelled" for e in events):
+        if past.cancelled():
             return JobState("CANCELLED", restarts)
-        return final_state_in(events) or JobState(
+        return past.final_state() or JobState(
             "FAILED", restarts, "its supervisor ended without a decision (killed?); its nodes were stopped with it"
         )
 

@@ -17,7 +17,8 @@ from ddpctl import exitcodes, proc
 from ddpctl.backends import local_proc
 from ddpctl.node import batch
 from ddpctl.node.localenv import local_node_env
-from ddpctl.run.events import append_event
+from ddpctl.run import history
+from ddpctl.run.history import Cancelled
 from ddpctl.run.layout import RunLayout
 from ddpctl.run.rundir import run_spec
 from ddpctl.spec import JobSpec
@@ -92,7 +93,7 @@ class Supervisor:
             self.start_nodes()
             code = self.wait_nodes()
             if self.cancelled:
-                append_event(self.layout.events, "cancelled", attempt=self.attempt)
+                history.append(self.layout.events, Cancelled(attempt=self.attempt))
                 return 128 + signal.SIGTERM
             decision = batch.decide_run(self.layout, env, code)
             print(

@@ -10,7 +10,8 @@ from ddpctl import proc
 from ddpctl.backends import submitted_record
 from ddpctl.backends.slurm_jobs import SlurmJobs
 from ddpctl.errors import BackendUnavailable
-from ddpctl.run.events import append_event
+from ddpctl.run import history
+from ddpctl.run.history import Submitted
 from ddpctl.run.layout import batch_output
 from ddpctl.run.registry import JobRecord
 from ddpctl.run.rundir import commit, link_batch_output, staging
@@ -53,7 +54,7 @@ class SbatchBackend(SlurmJobs):
                     batch_output(spec.run_base, job_id).unlink()
                 raise
         record = submitted_record(layout, spec, job_id, self.name, spec_path)
-        append_event(layout.events, "submit", job_id=job_id, backend=self.name, spec=str(spec_path))
+        history.append(layout.events, Submitted(job_id=job_id, backend=self.name, spec=str(spec_path)))
         return record
 
 

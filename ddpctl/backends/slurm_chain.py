@@ -12,25 +12,29 @@ import json
 import time
 from pathlib import Path
 
-from ddpctl.backends.slurm_state import restarts_from_events, state_from_slurm
+from ddpctl.backends.slurm_state import state_from_slurm
 from ddpctl.errors import CommandError
-from ddpctl.node.chain import chain_jobs
 from ddpctl.proc import Runner
-from ddpctl.run.events import read_events
+from ddpctl.run import history
+from ddpctl.run.history import RunHistory
 from ddpctl.run.layout import RunLayout
 from ddpctl.run.registry import JobRecord
 from ddpctl.run.state import JobState
 from ddpctl.slurm import commands
 
 
-def run_jobs(record: JobRecord) -> list[str]:
-    return chain_jobs(record.job_id, read_events(RunLayout(Path(record.run_dir)).events))
+def run_history(record: JobRecord) -> RunHistory:
+    return history.load(RunLayout(Path(record.run_dir)).events)
 
 
-def current_job(record: JobRecord, runner: Runner) -> str:
+def run_jobs(record: JobRecord, past: RunHistory | None = None) -> list[str]:
+    return (past if past is not None else run_history(record)).chain_jobs(record.job_id)
+
+
+def current_job(record: JobRecord, runner: Runner, past: RunHistory | None = None) -> str:
     """The job that runs the run now: the newest one, unless its predecessor has not left the queue yet (a
     successor is submitted while its predecessor still checkpoints)."""
-    jobs = run_jobs(record)
+    jobs = run_jobs(record, past)
     if len(jobs) == 1:
         return jobs[0]
     row = commands.squeue(jobs[-2], runner)
@@ -38,19 +42,21 @@ def current_job(record: JobRecord, runner: Runner) -> str:
 
 
 def chain_state(record: JobRecord, runner: Runner) -> JobState:
-    jobs = run_jobs(record)
+    """The run's state: its current job's, said as that job's place in the chain (the history read once)."""
+    past = run_history(record)
+    jobs = run_jobs(record, past)
     if len(jobs) == 1:
-        return state_from_slurm(record, runner)
-    current = current_job(record, runner)
+        return state_from_slurm(record, runner, past)
+    current = current_job(record, runner, past)
     layout = RunLayout(Path(record.run_dir))
     if layout.cancel_request.exists() and commands.squeue(current, runner) is None:
-        return JobState("CANCELLED", restarts_from_events(layout.root), "cancelled with ddpctl cancel")
-    state = state_from_slurm(dataclasses.replace(record, job_id=current), runner)
+        return JobState("CANCELLED", past.restarts(), "cancelled with ddpctl cancel")
+    state = state_from_slurm(dataclasses.replace(record, job_id=current), runner, past)
     if state.terminal and current != jobs[-1]:
         # The predecessor left the queue between current_job's question and this one: its end (COMPLETED,
         # or CANCELLED by a PreemptMode=CANCEL preemption) is not the run's, since a successor carries it on.
         current = jobs[-1]
-        state = state_from_slurm(dataclasses.replace(record, job_id=current), runner)
+        state = state_from_slurm(dataclasses.replace(record, job_id=current), runner, past)
     where = f"job {current}, {jobs.index(current) + 1} of {len(jobs)} in the chain"
     return dataclasses.replace(state, reason=f"{where}; {state.reason}" if state.reason else where)
 

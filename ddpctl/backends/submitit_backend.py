@@ -42,7 +42,8 @@ from ddpctl.backends.slurm_jobs import SlurmJobs
 from ddpctl.errors import BackendUnavailable, CommandError
 from ddpctl.node import batch
 from ddpctl.node.decide import Decision
-from ddpctl.run.events import append_event, read_events
+from ddpctl.run import history
+from ddpctl.run.history import NodeExited, Submitted
 from ddpctl.run.layout import RunLayout
 from ddpctl.run.registry import JobRecord
 from ddpctl.run.rundir import commit, run_spec, staging
@@ -102,11 +103,7 @@ def squeue_time_left(job_id: str) -> int | None:
 def wait_node_exits(layout: RunLayout, attempt: int, nodes: int, timeout: float) -> None:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
-        exited = {
-            e.get("node")
-            for e in read_events(layout.events)
-            if e.get("event") == "node-exit" and e.get("attempt") == attempt
-        }
+        exited = {e.node for e in history.load(layout.events).attempt(attempt).all(NodeExited)}
         if len(exited) >= nodes:
             return
         time.sleep(POLL_S)
@@ -252,7 +249,7 @@ class SubmititBackend(SlurmJobs):
             except (OSError, CommandError):
                 commands.scancel_unchecked(job_id, self.runner)
                 raise
-        append_event(layout.events, "submit", job_id=job_id, backend=self.name, spec=str(spec_path))
+        history.append(layout.events, Submitted(job_id=job_id, backend=self.name, spec=str(spec_path)))
         return submitted_record(layout, spec, job_id, self.name, spec_path)
 
 

@@ -64,7 +64,7 @@ def run_on_signal(args: argparse.Namespace) -> int:
     layout = batch.run_dir_arg(args.run_dir)
     event = batch.on_signal(layout, env, args.signal, time_left, fan_out)
     print(
-        f"ddpctl: {args.signal} received ({event['kind']}, {event['time_left_s']} s left): "
+        f"ddpctl: {args.signal} received ({event.kind}, {event.time_left_s} s left): "
         "stopping all ranks at an agreed step",
         flush=True,
     )
@@ -74,7 +74,7 @@ def run_on_signal(args: argparse.Namespace) -> int:
         from ddpctl.node import chain
 
         # Now, not after the checkpoint: a preempted job may be cancelled at the end of its grace time.
-        successor = chain.submit_successor(layout, env, f"{event['kind']} signal")
+        successor = chain.submit_successor(layout, env, f"{event.kind} signal")
         print(f"ddpctl: chain: successor job {successor} submitted (starts after this job ends)", flush=True)
     return 0
 

@@ -28,9 +28,10 @@ def frame_facts(run_dir: Path, now: float) -> dict[str, Any]:
     """Everything one frame shows, read from the run dir of the job's latest attempt."""
     from ddpctl.health.rates import summarize
     from ddpctl.health.records import last_line, latest_attempt, placements, progress_records
-    from ddpctl.health.report import health_events
     from ddpctl.health.view import rank_rows
     from ddpctl.logs.files import list_rank_logs
+    from ddpctl.run import history
+    from ddpctl.run.history import Straggler
     from ddpctl.run.layout import RunLayout
     from ddpctl.spec import HealthSettings, load_spec
 
@@ -45,8 +46,8 @@ def frame_facts(run_dir: Path, now: float) -> dict[str, Any]:
     records = progress_records(layout, attempt)
     logs = {rank: last_line(path) for rank, path in list_rank_logs(layout.attempt_dir(attempt)).items()}
     nodes = {rank: str(info.get("node", "?")) for rank, info in placements(layout, attempt).items()}
-    events = [e for e in health_events(layout) if e.get("attempt") == attempt]
-    flagged = {e["rank"] for e in events if e["event"] == "straggler" and isinstance(e.get("rank"), int)}
+    events = history.load(layout.events).health(attempt)
+    flagged = {e.rank for e in events if isinstance(e, Straggler)}
     return {
         "attempt": attempt,
         "rows": rank_rows(records, logs, nodes=nodes, flagged=flagged, policy=policy, now=now),

@@ -15,6 +15,7 @@ from rich.text import Text
 from ddpctl.health.rates import duration
 from ddpctl.health.report import describe_event
 from ddpctl.health.view import NodeRow, RankRow, fits, node_rows, visible_cut
+from ddpctl.run.history import Hung, OomKilled
 from ddpctl.run.registry import JobRecord
 from ddpctl.run.state import JobState
 
@@ -106,7 +107,7 @@ def frame(record: JobRecord, state: JobState, snap: dict[str, Any], size: Any) -
     notes = [
         Text(
             visible_cut(describe_event(e), 300),
-            style="red" if e["event"] in ("hang", "oom") else "yellow",
+            style="red" if isinstance(e, (Hung, OomKilled)) else "yellow",
             overflow="ellipsis",
             no_wrap=True,
         )

@@ -8,7 +8,9 @@ from typing import Any
 
 from ddpctl.health.rates import duration, summarize
 from ddpctl.health.records import last_checkpoint, latest_attempt, progress_records
-from ddpctl.run.events import read_events
+from ddpctl.run import history
+from ddpctl.run.history import HealthEvent, Hung, OomKilled, RunHistory, Straggler
+from ddpctl.run.history.events import E
 from ddpctl.run.layout import RunLayout
 from ddpctl.spec import load_spec
 
@@ -21,12 +23,9 @@ def checkpoint_dir(layout: RunLayout) -> Path:
     return layout.checkpoints(spec.checkpoint.dir)
 
 
-def health_events(layout: RunLayout) -> list[dict[str, Any]]:
-    return [e for e in read_events(layout.events) if e.get("event") in ("hang", "straggler", "oom")]
-
-
-def collect(run_dir: Path, running: bool, now: float | None = None) -> dict[str, Any]:
-    """Progress (only while running: a finished job's last rate is no ETA), checkpoint, health events."""
+def collect(run_dir: Path, running: bool, now: float | None = None, past: RunHistory | None = None) -> dict[str, Any]:
+    """Progress (only while running: a finished job's last rate is no ETA), checkpoint, health events (from
+    `past`, the run's history as the caller read it; read here when None)."""
     now = time.time() if now is None else now
     layout = RunLayout(run_dir)
     out: dict[str, Any] = {}
@@ -38,53 +37,55 @@ def collect(run_dir: Path, running: bool, now: float | None = None) -> dict[str,
     found = last_checkpoint(checkpoint_dir(layout))
     if found is not None:
         out["checkpoint"] = {"step": found[0], "time": found[1], "age_s": round(now - found[1], 1)}
-    events = health_events(layout)
-    out["hangs"] = [e for e in events if e["event"] == "hang"]
-    out["stragglers"] = [e for e in events if e["event"] == "straggler"]
-    out["oom"] = [e for e in events if e["event"] == "oom"]
+    events = (past if past is not None else history.load(layout.events)).health()
+    out["hangs"] = [e.as_json() for e in events if isinstance(e, Hung)]
+    out["stragglers"] = [e.as_json() for e in events if isinstance(e, Straggler)]
+    out["oom"] = [e.as_json() for e in events if isinstance(e, OomKilled)]
     return out
 
 
-def describe_event(event: dict[str, Any]) -> str:
+def describe_event(event: HealthEvent) -> str:
     """One line for a health event (hang, straggler or oom)."""
-    if event.get("event") == "hang":
+    if isinstance(event, Hung):
         return describe_hang(event)
-    if event.get("event") == "oom":
+    if isinstance(event, OomKilled):
         return describe_oom(event)
     return describe_straggler(event)
 
 
-def describe_oom(event: dict[str, Any]) -> str:
-    kills = event.get("kills")
-    limit = event.get("limit_bytes")
-    within = f" (memory limit {limit / 2**20:.0f} MiB)" if isinstance(limit, int) else ""
+def describe_oom(event: OomKilled) -> str:
+    kills, limit = event.kills, event.limit_bytes
+    within = f" (memory limit {limit / 2**20:.0f} MiB)" if limit is not None else ""
     return (
-        f"out of memory in attempt {event.get('attempt')} on {event.get('node')}: the kernel's OOM killer ended"
+        f"out of memory in attempt {event.attempt} on {event.node}: the kernel's OOM killer ended"
         f" {kills} process{'es' if kills != 1 else ''} of this node's step{within}; a rank killed by SIGKILL"
         " there ran out of memory"
     )
 
 
-def describe_hang(event: dict[str, Any]) -> str:
-    culprits = event.get("culprits") or []
+def describe_hang(event: Hung) -> str:
+    culprits = event.culprits
     names = "; ".join(
-        f"rank {c.get('rank')} on {c.get('node')} at step {c.get('step')}: {c.get('where')}"
-        for c in culprits[:4]
-        if isinstance(c, dict)
+        f"rank {c.get('rank')} on {c.get('node')} at step {c.get('step')}: {c.get('where')}" for c in culprits[:4]
     )
     more = f" (+{len(culprits) - 4} more)" if len(culprits) > 4 else ""
     return (
-        f"hang in attempt {event.get('attempt')}: no progress for {event.get('idle_s')} s "
-        f"(allowed {event.get('timeout_s')} s); stopped first: {names or '?'}{more}"
+        f"hang in attempt {event.attempt}: no progress for {event.idle_s} s "
+        f"(allowed {event.timeout_s} s); stopped first: {names or '?'}{more}"
     )
 
 
-def describe_straggler(event: dict[str, Any]) -> str:
+def describe_straggler(event: Straggler) -> str:
     return (
-        f"straggler in attempt {event.get('attempt')}: rank {event.get('rank')} on {event.get('node')} "
-        f"busy {event.get('busy_s')} s/step = {event.get('factor')}x the other ranks' median "
-        f"{event.get('median_s')} s (threshold {event.get('threshold')}x over {event.get('steps')} steps)"
+        f"straggler in attempt {event.attempt}: rank {event.rank} on {event.node} "
+        f"busy {event.busy_s} s/step = {event.factor}x the other ranks' median "
+        f"{event.median_s} s (threshold {event.threshold}x over {event.steps} steps)"
     )
+
+
+def typed(report: dict[str, Any], key: str, cls: type[E]) -> list[E]:
+    """The events a `collect` report lists under `key`, typed again (the report is JSON for `status --json`)."""
+    return [e for r in report.get(key, []) if isinstance(e := history.parse(r), cls)]
 
 
 def text_lines(report: dict[str, Any]) -> list[str]:
@@ -100,7 +101,7 @@ def text_lines(report: dict[str, Any]) -> list[str]:
         )
     if ckpt := report.get("checkpoint"):
         lines.append(f"  last complete checkpoint: step {ckpt['step']}, {duration(ckpt['age_s'])} ago")
-    lines += [f"  {describe_hang(e)}" for e in report.get("hangs", [])[-3:]]
-    lines += [f"  {describe_straggler(e)}" for e in report.get("stragglers", [])[-5:]]
-    lines += [f"  {describe_oom(e)}" for e in report.get("oom", [])[-3:]]
+    lines += [f"  {describe_hang(e)}" for e in typed(report, "hangs", Hung)[-3:]]
+    lines += [f"  {describe_straggler(e)}" for e in typed(report, "stragglers", Straggler)[-5:]]
+    lines += [f"  {describe_oom(e)}" for e in typed(report, "oom", OomKilled)[-3:]]
     return lines

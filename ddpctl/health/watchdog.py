@@ -25,7 +25,8 @@ from ddpctl.health.hang import HangVerdict, check_hang
 from ddpctl.health.records import placements, progress_records
 from ddpctl.health.stacks import DUMP_MARK, RankState, culprits, main_frames, parse_dump, where
 from ddpctl.health.straggler import find_stragglers
-from ddpctl.run.events import append_event
+from ddpctl.run import history
+from ddpctl.run.history import Hung, Straggler
 from ddpctl.run.layout import RunLayout
 from ddpctl.spec import HealthSettings
 
@@ -79,17 +80,18 @@ class Watchdog:
         for found in find_stragglers(records, self.policy.straggler_factor, self.policy.straggler_steps):
             if found.rank not in self._flagged:
                 self._flagged.add(found.rank)
-                append_event(
+                history.append(
                     self.layout.events,
-                    "straggler",
-                    attempt=self.attempt,
-                    rank=found.rank,
-                    node=found.node,
-                    busy_s=round(found.busy_s, 4),
-                    median_s=round(found.median_s, 4),
-                    factor=round(found.factor, 2),
-                    threshold=self.policy.straggler_factor,
-                    steps=self.policy.straggler_steps,
+                    Straggler(
+                        attempt=self.attempt,
+                        rank=found.rank,
+                        node=found.node,
+                        busy_s=round(found.busy_s, 4),
+                        median_s=round(found.median_s, 4),
+                        factor=round(found.factor, 2),
+                        threshold=self.policy.straggler_factor,
+                        steps=self.policy.straggler_steps,
+                    ),
                 )
 
     def on_hang(self, verdict: HangVerdict | None, records: dict[int, dict[str, Any]]) -> None:
@@ -148,15 +150,18 @@ class Watchdog:
             step = records.get(rank, {}).get("step")
             states.append(RankState(rank, node, step if isinstance(step, int) else None, tuple(frames)))
         first = culprits(states)
-        append_event(
+        history.append(
             self.layout.events,
-            "hang",
-            attempt=self.attempt,
-            idle_s=verdict.idle_s,
-            timeout_s=verdict.allowed_s,
-            allowance=verdict.why,
-            culprits=[{"rank": s.rank, "node": s.node, "step": s.step, "where": where(list(s.frames))} for s in first],
-            ranks={str(s.rank): {"step": s.step, "where": where(list(s.frames))} for s in states},
+            Hung(
+                attempt=self.attempt,
+                idle_s=verdict.idle_s,
+                timeout_s=verdict.allowed_s,
+                allowance=verdict.why,
+                culprits=tuple(
+                    {"rank": s.rank, "node": s.node, "step": s.step, "where": where(list(s.frames))} for s in first
+                ),
+                ranks={str(s.rank): {"step": s.step, "where": where(list(s.frames))} for s in states},
+            ),
         )
 
 

@@ -24,7 +24,8 @@ import re
 import signal
 import time
 from dataclasses import dataclass
-from typing import Any
+
+from ddpctl.run.history import OomKilled
 
 _BLOCK = re.compile(r"^\[\d+\]:\s*$")
 _FIELD = re.compile(r"^\s+(time|rank|exitcode)\s*:\s*(.*)$")
@@ -67,10 +68,10 @@ class LauncherFailure:
         return f"exited with status {self.exitcode}, as its launcher reported"
 
 
-def oom_limit(event: dict[str, Any]) -> str:
+def oom_limit(event: OomKilled) -> str:
     """The memory limit an `oom` event recorded, for a failure's text ("?" when it recorded none)."""
-    limit = event.get("limit_bytes")
-    return f"{limit / 2**20:.0f} MiB" if isinstance(limit, int) else "?"
+    limit = event.limit_bytes
+    return f"{limit / 2**20:.0f} MiB" if limit is not None else "?"
 
 
 def launcher_failures(lines: list[str]) -> list[LauncherFailure]:

@@ -16,11 +16,10 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any
 
 from ddpctl import safeio
 from ddpctl.backends import current_state
-from ddpctl.health.report import describe_event, health_events
+from ddpctl.health.report import describe_event
 from ddpctl.logs.core import ALL, LineFilter, Source, attempt_banner, check_nodes, check_ranks, select_attempts
 from ddpctl.logs.failures import ErrorScanner, RankFailure, order_failures, root_cause_note, with_launcher_reports
 from ddpctl.logs.files import (
@@ -36,6 +35,8 @@ from ddpctl.logs.follow import FollowConfig, Follower
 from ddpctl.logs.launcher import LauncherFailure, launcher_failures, oom_limit
 from ddpctl.logs.merge import DUMP_CHUNK, file_groups, merged
 from ddpctl.logs.output import Sink
+from ddpctl.run import history
+from ddpctl.run.history import OomKilled
 from ddpctl.run.layout import NODE_LOG_GLOB, RunLayout
 from ddpctl.run.registry import JobRecord
 from ddpctl.run.state import TERMINAL, JobState, StateFn
@@ -168,12 +169,13 @@ class Once:
 
 def show_errors(layout: RunLayout, attempts: list[int], flt: LineFilter, sink: Sink) -> None:
     """Per attempt: each rank's first error, most likely root cause first, then a line naming it."""
+    past = history.load(layout.events)
     for attempt in attempts:
         files = AttemptFiles(layout, attempt, flt)
         files.rescan()
         own = {f.source.rank: f for f in map(first_failure, files.tails.values()) if f is not None}
-        events = [e for e in health_events(layout) if e.get("attempt") == attempt]
-        ooms = {e.get("node"): e for e in events if e["event"] == "oom"}
+        events = past.health(attempt)
+        ooms = {e.node: e for e in events if isinstance(e, OomKilled)}
         failures = with_launcher_reports(own, launcher_reports(files, flt, ooms))
         for failure in order_failures(failures):
             sink.failure(failure.source, failure.hit)
@@ -182,7 +184,7 @@ def show_errors(layout: RunLayout, attempts: list[int], flt: LineFilter, sink: S
         sink.note(root_cause_note(failures, attempt, len(files.tails)))
         sink.flush()
     # A stop nobody acted on is the likeliest reason for lost work, and no rank's log says so.
-    stops, _ = run_summary(layout, time.time())
+    stops, _ = run_summary(layout, time.time(), past)
     for stop in stops:
         if stop.state == "unacknowledged" and stop.attempt in attempts:
             sink.note(stop.text)
@@ -190,7 +192,7 @@ def show_errors(layout: RunLayout, attempts: list[int], flt: LineFilter, sink: S
 
 
 def launcher_reports(
-    files: AttemptFiles, flt: LineFilter, ooms: dict[Any, dict[str, Any]] | None = None
+    files: AttemptFiles, flt: LineFilter, ooms: dict[str, OomKilled] | None = None
 ) -> list[tuple[Source, LauncherFailure, str, float]]:
     """What every node's launcher log of the attempt reports about failed ranks (within the filter); a SIGKILL
     on a node whose launcher recorded an OOM kill (`ooms`, by node name) is reported as out of memory."""
@@ -204,7 +206,7 @@ def launcher_reports(
         for report in launcher_failures(text.splitlines()):
             node = files.nodes.get(report.rank)
             if flt.wants(report.rank, node):
-                oom = (ooms or {}).get(node)
+                oom = (ooms or {}).get(node) if node is not None else None
                 placed = replace(
                     report,
                     line_no=report.line_no + (before or 0),

@@ -9,7 +9,8 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 
-from ddpctl.run.events import append_event
+from ddpctl.run import history
+from ddpctl.run.history import StopUnacknowledged
 from ddpctl.run.layout import RunLayout
 from ddpctl.run.stoptruth import HOW_TO, read_listeners
 
@@ -41,12 +42,8 @@ class AckWatch:
             return False
         self.reported = True
         listeners = read_listeners(self.layout, self.attempt)
-        append_event(
-            self.layout.events,
-            "stop-unacknowledged",
-            attempt=self.attempt,
-            waited_s=self.lead_s,
-            listeners=list(listeners),
+        history.append(
+            self.layout.events, StopUnacknowledged(attempt=self.attempt, waited_s=self.lead_s, listeners=listeners)
         )
         who = "no rank listens for stops" if not listeners else f"{len(listeners)} rank(s) listen but did not stop"
         print(

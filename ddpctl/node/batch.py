@@ -12,14 +12,13 @@ import socket
 import time
 from collections.abc import Callable, Mapping
 from pathlib import Path
-from typing import Any
 
 from ddpctl import safeio
 from ddpctl.errors import WaitTimeout
-from ddpctl.node.decide import Decision, Kind, RunOutcome, classify_signal, count_requeues, decide, root_exit
+from ddpctl.node.decide import Decision, RunOutcome, classify_signal, decide, root_exit
 from ddpctl.node.localenv import LOCAL_ENV_FLAG
-from ddpctl.run import envvars
-from ddpctl.run.events import append_event, read_events
+from ddpctl.run import envvars, history
+from ddpctl.run.history import AttemptStarted, Kind, RunHistory, Signalled, StopUnacknowledged
 from ddpctl.run.layout import RunLayout
 from ddpctl.run.rundir import run_spec, wait_for_run_dir
 from ddpctl.run.stoptruth import read_listeners
@@ -47,43 +46,41 @@ def start_time(text: str, now: float) -> float | None:
     return at if now - AT_SLACK_S <= at <= now + 1.0 else None
 
 
-def batch_start(layout: RunLayout, env: Mapping[str, str], at: str = "") -> None:
+def batch_start(layout: RunLayout, env: Mapping[str, str], at: str = "", past: RunHistory | None = None) -> None:
     """Record the attempt's start. `at` is when the batch shell started it: the record itself comes later (from
-    node 0's launcher once its torchrun runs, templates/ddp.sbatch.j2), when nothing urgent needs the CPU."""
+    node 0's launcher once its torchrun runs, templates/ddp.sbatch.j2), when nothing urgent needs the CPU.
+    `past`: the run's history as the caller read it (read here when None)."""
     attempt = attempt_of(env)
     if not wait_for_run_dir(layout):
         raise WaitTimeout(f"no run directory {layout.root} (no job.yaml): its submit did not finish")
     layout.attempt_dir(attempt).mkdir(parents=True, exist_ok=True)
     if attempt > 0:
-        record_unacknowledged(layout, attempt - 1)
+        record_unacknowledged(layout, attempt - 1, past if past is not None else history.load(layout.events))
     # The local backend's job is "local-7" everywhere else (its run directory's name), not the simulated
     # SLURM_JOB_ID 7: the events name it with that one id. On Slurm it is the id of the job running this attempt
     # (a chained successor has its own).
     job_id = layout.root.name if env.get(LOCAL_ENV_FLAG) else env.get("SLURM_JOB_ID")
     started = start_time(at, time.time()) if at else None
-    append_event(
+    history.append(
         layout.events,
-        "attempt-start",
-        **({"t": round(started, 3)} if started is not None else {}),
-        attempt=attempt,
-        job_id=job_id,
-        nodes=env.get("SLURM_JOB_NODELIST"),
-        batch_host=env.get(envvars.BATCH_HOST) or socket.gethostname(),
-        checkpoints_present=checkpoints_present(layout),
+        AttemptStarted(
+            t=round(started, 3) if started is not None else None,
+            attempt=attempt,
+            job_id=job_id,
+            nodes=env.get("SLURM_JOB_NODELIST"),
+            batch_host=env.get(envvars.BATCH_HOST) or socket.gethostname(),
+            checkpoints_present=checkpoints_present(layout),
+        ),
     )
 
 
-def started(layout: RunLayout, attempt: int) -> bool:
-    return any(e.get("event") == "attempt-start" and e.get("attempt") == attempt for e in read_events(layout.events))
-
-
-def record_start_if_missing(layout: RunLayout, env: Mapping[str, str]) -> None:
+def record_start_if_missing(layout: RunLayout, env: Mapping[str, str], past: RunHistory) -> None:
     """The batch shell's step ended: where no launcher recorded the attempt's start (node 0's never ran), record
     it now, dated by the shell (`envvars.ATTEMPT_AT`). Nothing for a shell that does not set that (a template of
     one's own, which runs `internal batch-start` itself)."""
     at = env.get(envvars.ATTEMPT_AT)
-    if at is not None and not started(layout, attempt_of(env)):
-        batch_start(layout, env, at)
+    if at is not None and not past.started(attempt_of(env)):
+        batch_start(layout, env, at, past)
 
 
 def checkpoints_present(layout: RunLayout) -> bool | None:
@@ -99,19 +96,13 @@ def checkpoints_present(layout: RunLayout) -> bool | None:
         return None
 
 
-def record_unacknowledged(layout: RunLayout, attempt: int) -> None:
+def record_unacknowledged(layout: RunLayout, attempt: int, past: RunHistory) -> None:
     """The previous attempt was signalled but nobody stopped and nothing was recorded (Slurm killed the job,
     launchers included, before the lead time ran out): say so now, once."""
-    events = [e for e in read_events(layout.events) if e.get("attempt") == attempt]
-    names = {e.get("event") for e in events}
-    if "signal" in names and "stop-unacknowledged" not in names and not layout.stopped_marker(attempt).exists():
-        append_event(
+    if past.unacknowledged_unrecorded(attempt) and not layout.stopped_marker(attempt).exists():
+        history.append(
             layout.events,
-            "stop-unacknowledged",
-            attempt=attempt,
-            waited_s=None,
-            listeners=list(read_listeners(layout, attempt)),
-            killed=True,
+            StopUnacknowledged(attempt=attempt, waited_s=None, listeners=read_listeners(layout, attempt), killed=True),
         )
 
 
@@ -151,12 +142,12 @@ def parse_time_left(text: str | None) -> int | None:
 
 def on_signal(
     layout: RunLayout, env: Mapping[str, str], signal_name: str, time_left: Callable[[], int | None], fan_out: FanOut
-) -> dict[str, Any]:
+) -> Signalled:
     spec = run_spec(layout)
     attempt = attempt_of(env)
     left = time_left()
     kind = requested_kind(layout) or classify_signal(left, spec.requeue.lead_s)
-    event = append_event(layout.events, "signal", attempt=attempt, signal=signal_name, kind=kind, time_left_s=left)
+    event = history.append(layout.events, Signalled(attempt=attempt, signal=signal_name, kind=kind, time_left_s=left))
     # Two routes to every node: the stop files on the shared run dir, and the signal itself to each node's
     # launcher (which catches it; torchrun and the workers ignore it).
     for node_rank in range(spec.nodes):
@@ -167,31 +158,28 @@ def on_signal(
     return event
 
 
-def run_outcome(layout: RunLayout, events: list[dict[str, Any]], attempt: int, exit_code: int) -> RunOutcome:
-    """The outcome of `attempt` from the run's `events` (read once by the caller) and its stopped marker."""
-    events = [e for e in events if e.get("attempt") == attempt]
-    kinds = [e.get("kind") for e in events if e.get("event") == "signal"]
-    kind = kinds[-1] if kinds and kinds[-1] in ("timeout", "preemption") else None
-    node_exits = [e["exit"] for e in events if e.get("event") == "node-exit" and isinstance(e.get("exit"), int)]
+def run_outcome(layout: RunLayout, past: RunHistory, attempt: int, exit_code: int) -> RunOutcome:
+    """The outcome of `attempt` from the run's history (read once by the caller) and its stopped marker."""
+    this = past.attempt(attempt)
     return RunOutcome(
-        exit_code=root_exit(exit_code, node_exits), stopped=layout.stopped_marker(attempt).exists(), signal_kind=kind
+        exit_code=root_exit(exit_code, this.node_exits),
+        stopped=layout.stopped_marker(attempt).exists(),
+        signal_kind=this.signal_kind,
     )
 
 
 def decide_run(layout: RunLayout, env: Mapping[str, str], exit_code: int) -> Decision:
-    record_start_if_missing(layout, env)
+    """Decide the attempt's end and record it; the run's history is read once, before anything else."""
+    past = history.load(layout.events)
+    record_start_if_missing(layout, env, past)
     spec = run_spec(layout)
     attempt = attempt_of(env)
-    events = list(read_events(layout.events))
-    outcome = run_outcome(layout, events, attempt, exit_code)
-    used = count_requeues(events, attempt)
-    decision = decide(outcome, spec.requeue, used)
+    outcome = run_outcome(layout, past, attempt, exit_code)
+    decision = decide(outcome, spec.requeue, past.requeues_used(attempt))
     if decision.action == "finish":
         # Before the event: wherever a finish is recorded, the batch shell's restart guard sees this marker.
         safeio.touch(layout.finished_marker)
-    append_event(
-        layout.events, "decision", attempt=attempt, step_exit=exit_code, stopped=outcome.stopped, **decision.as_event()
-    )
+    history.append(layout.events, decision.as_event(attempt, exit_code, outcome.stopped))
     return decision
 
 

@@ -21,41 +21,17 @@ successor is either seen by `cancel` or cancelled by its submitter.
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Iterable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
 
 from ddpctl import exitcodes
 from ddpctl.errors import CommandError
 from ddpctl.proc import Runner, run
-from ddpctl.run.events import append_event, read_events
+from ddpctl.run import history
+from ddpctl.run.history import ChainDropped, ChainSubmitted
 from ddpctl.run.layout import RunLayout
 from ddpctl.slurm import commands
 from ddpctl.slurm.env import JOB_ID, attempt_number
-
-
-def chain_jobs(first_job: str, events: Iterable[Mapping[str, Any]]) -> list[str]:
-    """The run's jobs in order: the first one, then each successor not dropped again (pure)."""
-    jobs, dropped = [first_job], set()
-    for event in events:
-        if event.get("event") == "chain-submit" and isinstance(event.get("job_id"), str):
-            jobs.append(event["job_id"])
-        elif event.get("event") == "chain-drop" and isinstance(event.get("job_id"), str):
-            dropped.add(event["job_id"])
-    return [job for job in jobs if job not in dropped]
-
-
-def successor_of(events: Iterable[Mapping[str, Any]], attempt: int) -> str | None:
-    """The successor submitted by `attempt` and not dropped again, if any (pure)."""
-    found = None
-    for event in events:
-        if event.get("attempt") != attempt:
-            continue
-        if event.get("event") == "chain-submit":
-            found = event.get("job_id")
-        elif event.get("event") == "chain-drop" and event.get("job_id") == found:
-            found = None
-    return found if isinstance(found, str) else None
 
 
 def submit_successor(layout: RunLayout, env: Mapping[str, str], why: str, runner: Runner = run) -> str | None:
@@ -63,23 +39,18 @@ def submit_successor(layout: RunLayout, env: Mapping[str, str], why: str, runner
     attempt, job_id = attempt_number(env), env.get(JOB_ID, "")
     if layout.cancel_request.exists():
         return None
-    existing = successor_of(read_events(layout.events), attempt)
+    existing = history.load(layout.events).successor_of(attempt)
     if existing is not None:
         return existing
     options = [f"--dependency=afterany:{job_id}", f"--output={layout.batch_log}", "--open-mode=append"]
     successor = commands.sbatch(str(layout.script_file), options, runner, args=[str(layout.root), str(attempt + 1)])
-    append_event(
+    history.append(
         layout.events,
-        "chain-submit",
-        attempt=attempt,
-        job_id=successor,
-        predecessor=job_id,
-        next_attempt=attempt + 1,
-        why=why,
+        ChainSubmitted(attempt=attempt, job_id=successor, predecessor=job_id, next_attempt=attempt + 1, why=why),
     )
     if layout.cancel_request.exists():  # `cancel` ran meanwhile and may not have seen the event above
         cancel_quietly(successor, runner)
-        append_event(layout.events, "chain-drop", attempt=attempt, job_id=successor, why="run cancelled")
+        history.append(layout.events, ChainDropped(attempt=attempt, job_id=successor, why="run cancelled"))
         return None
     return successor
 
@@ -87,10 +58,10 @@ def submit_successor(layout: RunLayout, env: Mapping[str, str], why: str, runner
 def drop_successor(layout: RunLayout, env: Mapping[str, str], why: str, runner: Runner = run) -> str | None:
     """The run ends with this job: cancel the successor submitted at the signal, if any."""
     attempt = attempt_number(env)
-    successor = successor_of(read_events(layout.events), attempt)
+    successor = history.load(layout.events).successor_of(attempt)
     if successor is not None:
         cancel_quietly(successor, runner)
-        append_event(layout.events, "chain-drop", attempt=attempt, job_id=successor, why=why)
+        history.append(layout.events, ChainDropped(attempt=attempt, job_id=successor, why=why))
     return successor
 
 
@@ -109,18 +80,12 @@ def may_start(layout: RunLayout, env: Mapping[str, str]) -> Refusal | None:
     finished."""
     if layout.cancel_request.exists():
         return Refusal("the run was cancelled", 0)
-    attempt = attempt_number(env)
-    for event in read_events(layout.events):
-        if (
-            event.get("event") == "decision"
-            and event.get("action") == "finish"
-            and isinstance(event.get("attempt"), int)
-            and event["attempt"] < attempt
-        ):
-            code = event.get("exit_code")
-            status = code if isinstance(code, int) and 0 <= code <= 255 else exitcodes.FAILURE
-            return Refusal(f"the run already finished in attempt {event['attempt']} ({event.get('reason')})", status)
-    return None
+    finished = history.load(layout.events).finished_before(attempt_number(env))
+    if finished is None:
+        return None
+    code = finished.exit_code
+    status = code if code is not None and 0 <= code <= 255 else exitcodes.FAILURE
+    return Refusal(f"the run already finished in attempt {finished.attempt} ({finished.reason})", status)
 
 
 def cancel_quietly(job_id: str, runner: Runner = run) -> None:

@@ -7,16 +7,12 @@ things: preemption is the cluster's doing, a timeout is a planned continuation, 
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any, Literal
 
 from ddpctl import exitcodes
+from ddpctl.run.history import Action, Decided, Kind
 from ddpctl.spec import RequeuePolicy
-
-Kind = Literal["preemption", "timeout", "failure"]
-Action = Literal["requeue", "finish"]
-KINDS: tuple[Kind, ...] = ("preemption", "timeout", "failure")
 
 # The warning is sent lead_s before the limit, but Slurm checks limits only every 30 s, so it can arrive up
 # to 30 s early; anything with more time left than this margin is a preemption, not the time limit.
@@ -54,37 +50,20 @@ class Decision:
     reason: str
     exit_code: int  # the batch script's own exit status
 
-    def as_event(self) -> dict[str, Any]:
-        return {"action": self.action, "kind": self.kind, "reason": self.reason, "exit_code": self.exit_code}
+    def as_event(self, attempt: int, step_exit: int, stopped: bool) -> Decided:
+        return Decided(
+            attempt=attempt,
+            step_exit=step_exit,
+            stopped=stopped,
+            action=self.action,
+            kind=self.kind,
+            reason=self.reason,
+            exit_code=self.exit_code,
+        )
 
 
 def budget_of(policy: RequeuePolicy, kind: Kind) -> int:
     return {"preemption": policy.max_preemptions, "timeout": policy.max_timeouts, "failure": policy.max_failures}[kind]
-
-
-def count_requeues(events: Iterable[Mapping[str, Any]], current_attempt: int) -> dict[Kind, int]:
-    """Requeues so far, by kind: one per attempt before the current one.
-
-    An attempt's charge is its recorded decision; an attempt without one was requeued by Slurm itself (the
-    checkpoint outlasted the preemption grace time, or a node failed) and is charged to the kind of the signal it
-    received — preemption when none was recorded.
-    """
-    decided: dict[int, str | None] = {}
-    signalled: dict[int, str] = {}
-    for event in events:
-        attempt = event.get("attempt")
-        if not isinstance(attempt, int) or attempt >= current_attempt:
-            continue
-        if event.get("event") == "decision":
-            decided[attempt] = event.get("kind") if event.get("action") == "requeue" else None
-        elif event.get("event") == "signal" and event.get("kind") in KINDS:
-            signalled[attempt] = str(event["kind"])
-    counts: dict[Kind, int] = dict.fromkeys(KINDS, 0)
-    for attempt in range(current_attempt):
-        kind = decided[attempt] if attempt in decided else signalled.get(attempt, "preemption")
-        if kind in counts:
-            counts[kind] += 1
-    return counts
 
 
 def run_kind(outcome: RunOutcome) -> Kind | None:

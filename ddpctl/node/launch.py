@@ -27,8 +27,8 @@ from ddpctl.node.localenv import LOCAL_ENV_FLAG
 from ddpctl.node.oom import OomCounter
 from ddpctl.node.rundist import run_dist, run_node_spec
 from ddpctl.node.torchrun import NodePlan, node_plan
-from ddpctl.run import envvars
-from ddpctl.run.events import append_event
+from ddpctl.run import envvars, history
+from ddpctl.run.history import Launched, NodeExited, OomKilled, StopSignalled
 from ddpctl.run.layout import RunLayout
 from ddpctl.run.rundir import wait_for_run_dir
 from ddpctl.slurm.env import DistEnv
@@ -116,12 +116,11 @@ class Relay:
         stop_file.parent.mkdir(parents=True, exist_ok=True)
         safeio.touch(stop_file)
         if not self.stop_received:
-            append_event(
+            history.append(
                 self.layout.events,
-                "stop-signal",
-                node=self.dist.node_name,
-                attempt=self.dist.restart_count,
-                signal=signal.Signals(signum).name,
+                StopSignalled(
+                    node=self.dist.node_name, attempt=self.dist.restart_count, signal=signal.Signals(signum).name
+                ),
             )
         self.stop_received = True
         self.ack.stop_requested()
@@ -166,23 +165,24 @@ def record_oom(layout: RunLayout, dist: DistEnv, kills: int, limit: int | None) 
         return
     from ddpctl.health.report import describe_oom
 
-    event = append_event(
-        layout.events, "oom", node=dist.node_name, attempt=dist.restart_count, kills=kills, limit_bytes=limit
+    event = history.append(
+        layout.events, OomKilled(node=dist.node_name, attempt=dist.restart_count, kills=kills, limit_bytes=limit)
     )
     print(f"ddpctl launch [{dist.node_name}]: {describe_oom(event)}", flush=True)
 
 
 def record_launch(layout: RunLayout, dist: DistEnv, plan: NodePlan, env: Mapping[str, str]) -> None:
     """The `launch` event: this node's derivation, torchrun's argv and the GPUs Slurm gave it."""
-    append_event(
+    history.append(
         layout.events,
-        "launch",
-        node=dist.node_name,
-        attempt=dist.restart_count,
-        dist=dist.as_json(),
-        argv=list(plan.argv),
-        gpus=gpus.mapping(env, dist.nproc_per_node),
-        cuda_visible_devices=env.get("CUDA_VISIBLE_DEVICES"),
+        Launched(
+            node=dist.node_name,
+            attempt=dist.restart_count,
+            dist=dist.as_json(),
+            argv=tuple(plan.argv),
+            gpus=tuple(gpus.mapping(env, dist.nproc_per_node)),
+            cuda_visible_devices=env.get("CUDA_VISIBLE_DEVICES"),
+        ),
     )
 
 
@@ -207,15 +207,11 @@ def record_node_exit(layout: RunLayout, dist: DistEnv, code: int, hung: bool) ->
     # A node stopped for requeue exits 0 like a finished one: srun --kill-on-bad-exit must not take down
     # nodes still leaving cleanly. The stopped marker, not this status, tells the batch shell to requeue.
     final = code or (exitcodes.FAILURE if hung else 0)  # a hung attempt is a failure, never a success
-    append_event(
+    history.append(
         layout.events,
-        "node-exit",
-        node=dist.node_name,
-        attempt=dist.restart_count,
-        torchrun_exit=code,
-        exit=final,
-        stopped=stopped,
-        hang=hung,
+        NodeExited(
+            node=dist.node_name, attempt=dist.restart_count, torchrun_exit=code, exit=final, stopped=stopped, hang=hung
+        ),
     )
     print(
         f"ddpctl launch [{dist.node_name}]: torchrun exited {code}; launch exits {final}"

@@ -27,8 +27,8 @@ from typing import Any
 
 from ddpctl import safeio
 from ddpctl.proc import signal_named
-from ddpctl.run import envvars
-from ddpctl.run.events import append_event
+from ddpctl.run import envvars, history
+from ddpctl.run.history import Stopped
 from ddpctl.run.layout import RunLayout
 from ddpctl.runtime import stopflag
 
@@ -166,7 +166,7 @@ def after_script(status: int, env: Mapping[str, str]) -> dict[str, Any] | None:
         "time": time.time(),
     }
     safeio.write_json_atomic(marker, record)
-    append_event(layout.events, "stop", **{k: v for k, v in record.items() if k != "time"})
+    history.append(layout.events, Stopped.from_marker(record))
     saved = f"newest checkpoint {newest['path']}" if newest else "no file in the checkpoint directory"
     print(f"[ddpctl.worker] the script stopped itself after the stop request ({saved}); the job requeues", flush=True)
     return record

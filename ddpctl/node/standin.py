@@ -30,8 +30,8 @@ from pathlib import Path
 from typing import IO
 
 from ddpctl import safeio
-from ddpctl.run import envvars
-from ddpctl.run.events import append_event
+from ddpctl.run import envvars, history
+from ddpctl.run.history import Stopped
 from ddpctl.run.layout import RunLayout, rank_info_of
 from ddpctl.runtime import stopflag
 
@@ -151,7 +151,7 @@ class StandinNode:
                 "time": time.time(),
             }
             safeio.write_json_atomic(marker, record)
-            append_event(self.layout.events, "stop", **{k: v for k, v in record.items() if k != "time"})
+            history.append(self.layout.events, Stopped.from_marker(record))
         deadline = time.monotonic() + AGREE_TIMEOUT_S
         while not marker.exists() and time.monotonic() < deadline:  # the barrier after the marker
             time.sleep(POLL_S)

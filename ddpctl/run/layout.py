@@ -6,7 +6,8 @@
     snapshot.json       the code snapshot every attempt runs (ddpctl.snapshot; absent with snapshot: off)
     slurm.out           batch-shell output, appended across requeues (--open-mode=append); with the sbatch
                         backend a hard link to <run_dir>/<name>/.slurm-<job_id>.out, where Slurm writes it
-    events.jsonl        one JSON object per line: submit, start, signal, stop, checkpoint, decision, exit
+    events.jsonl        one JSON object per line, appended: the run's history (ddpctl.run.history declares each
+                        event type: submit, attempt-start, launch, signal, stop, decision, node-exit, ...)
     checkpoints/        default checkpoint directory (spec checkpoint.dir overrides)
     preempt-request.json  left by `ddpctl preempt --as KIND` just before it signals; consumed by the decision
     cancel-request.json   left by `ddpctl cancel` of a chained run: no successor may start after it

@@ -11,12 +11,13 @@ Read-only over the run directory; the interpretation (`reports`, `restart_notes`
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from ddpctl import safeio
-from ddpctl.run.events import read_events
+from ddpctl.run import history
+from ddpctl.run.history import AttemptStarted, Resumed, RunHistory, Signalled
 from ddpctl.run.layout import ATTEMPT_GLOB, LISTEN_GLOB, RunLayout, attempts_in
 
 AckState = Literal["acknowledged", "waiting", "unacknowledged"]
@@ -32,11 +33,11 @@ class AttemptFacts:
     """What the run directory says about one attempt."""
 
     attempt: int
-    signal: Mapping[str, Any] | None = None  # the attempt's first `signal` event
+    signal: Signalled | None = None  # the attempt's first stop request
     stopped: Mapping[str, Any] | None = None  # stopped.json
     listeners: tuple[str, ...] = ()  # how each announcing rank listens ("rank 0: ...")
-    resume: Mapping[str, Any] | None = None  # the runtime's `resume` event
-    start: Mapping[str, Any] | None = None  # the `attempt-start` event
+    resume: Resumed | None = None  # the runtime's report of what it resumed from
+    start: AttemptStarted | None = None
     ended: bool = False  # a decision, a cancellation or a later attempt was recorded
 
 
@@ -62,8 +63,8 @@ def report(facts: AttemptFacts, lead_s: int, now: float) -> StopReport | None:
     """The stop of one attempt, if one was requested (pure)."""
     if facts.signal is None:
         return None
-    kind = str(facts.signal.get("kind") or "stop")
-    asked = float(facts.signal.get("t") or 0.0)
+    kind = facts.signal.kind or "stop"
+    asked = facts.signal.t or 0.0
     head = f"attempt {facts.attempt}: {kind} stop"
     if facts.stopped is not None:
         return StopReport(
@@ -105,10 +106,10 @@ def restart_note(facts: AttemptFacts, previous: AttemptFacts | None) -> str | No
         return None
     head = f"attempt {facts.attempt}"
     if facts.resume is not None:
-        step = facts.resume.get("step")
+        step = facts.resume.step
         found = "restarted from scratch (no complete checkpoint to resume from)" if step is None else None
         return f"{head}: {found or f'resumed from step {step}'}"
-    if facts.start.get("checkpoints_present") is False:
+    if facts.start.checkpoints_present is False:
         return f"{head}: restarted from scratch (its checkpoint directory was empty)"
     own = previous.stopped if previous is not None and previous.stopped is not None else None
     if own is not None and own.get("source") == "script" and own.get("checkpoint"):
@@ -118,35 +119,20 @@ def restart_note(facts: AttemptFacts, previous: AttemptFacts | None) -> str | No
     return f"{head}: restarted; the script does not report resuming (ddpctl cannot tell whether it loaded a checkpoint)"
 
 
-def read_facts(layout: RunLayout, events: Iterable[Mapping[str, Any]] | None = None) -> list[AttemptFacts]:
-    """Per attempt, what the events and marker files say (bounded reads)."""
-    found: dict[int, dict[str, Any]] = {}
-    for event in read_events(layout.events) if events is None else events:
-        attempt = event.get("attempt")
-        if not isinstance(attempt, int) or attempt < 0:
-            continue
-        slot = found.setdefault(attempt, {})
-        name = event.get("event")
-        if name == "signal":
-            slot.setdefault("signal", event)
-        elif name == "resume":
-            slot["resume"] = event
-        elif name == "attempt-start":
-            slot.setdefault("start", event)
-        elif name in ("decision", "cancelled"):
-            slot["ended"] = True
-    last = max(found, default=-1)
+def read_facts(layout: RunLayout, past: RunHistory | None = None) -> list[AttemptFacts]:
+    """Per attempt, what the run's history (`past`; read here when None) and marker files say (bounded reads)."""
+    past = past if past is not None else history.load(layout.events)
     return [
         AttemptFacts(
             attempt=a,
-            signal=s.get("signal"),
+            signal=attempt.signal,
             stopped=safeio.read_json(layout.stopped_marker(a)),
             listeners=read_listeners(layout, a),
-            resume=s.get("resume"),
-            start=s.get("start"),
-            ended=bool(s.get("ended")) or a < last,
+            resume=attempt.resume,
+            start=attempt.start,
+            ended=past.ended(a),
         )
-        for a, s in sorted(found.items())
+        for a, attempt in past.attempts.items()
     ]
 
 
@@ -164,16 +150,18 @@ def read_listeners(layout: RunLayout, attempt: int) -> tuple[str, ...]:
     return tuple(out)
 
 
-def summary(layout: RunLayout, lead_s: int, now: float) -> tuple[list[StopReport], list[str]]:
+def summary(
+    layout: RunLayout, lead_s: int, now: float, past: RunHistory | None = None
+) -> tuple[list[StopReport], list[str]]:
     """Every stop report and restart note of the run, oldest first."""
-    facts = read_facts(layout)
+    facts = read_facts(layout, past)
     stops = [r for f in facts if (r := report(f, lead_s, now)) is not None]
     by_attempt = {f.attempt: f for f in facts}
     notes = [n for f in facts if (n := restart_note(f, by_attempt.get(f.attempt - 1))) is not None]
     return stops, notes
 
 
-def run_summary(layout: RunLayout, now: float) -> tuple[list[StopReport], list[str]]:
+def run_summary(layout: RunLayout, now: float, past: RunHistory | None = None) -> tuple[list[StopReport], list[str]]:
     """`summary` with the run's own lead time (from its job.yaml; 120 s when that cannot be read)."""
     try:
         from ddpctl.spec import load_spec
@@ -181,7 +169,7 @@ def run_summary(layout: RunLayout, now: float) -> tuple[list[StopReport], list[s
         lead_s = load_spec(layout.spec_file, check_paths=False).requeue.lead_s
     except Exception:  # a damaged job.yaml must not hide the rest of the status
         lead_s = 120
-    return summary(layout, lead_s, now)
+    return summary(layout, lead_s, now, past)
 
 
 def listening_now(layout: RunLayout, script_signal: str | None) -> str | None:

@@ -13,7 +13,8 @@ from pathlib import Path
 from typing import Any
 
 from ddpctl import safeio
-from ddpctl.run.events import read_events
+from ddpctl.run import history
+from ddpctl.run.history import RunHistory
 from ddpctl.run.layout import RunLayout, attempts_in
 
 TAIL_BYTES = 16384  # bounded: only the end of rank 0's log is read
@@ -54,16 +55,9 @@ def last_step_in(text: str) -> int | None:
     return int(found[-1]) if found else None
 
 
-def summarize(layout: RunLayout) -> RunSummary:
-    starts, last_t, nodes = [], None, ""
-    for event in read_events(layout.events):
-        t = event.get("t")
-        if event.get("event") == "attempt-start":
-            starts.append(t)
-            nodes = str(event.get("nodes") or nodes)
-        if isinstance(t, (int, float)) and event.get("event") != "submit":
-            last_t = t if last_t is None else max(last_t, t)
-    first = next((t for t in starts if isinstance(t, (int, float))), None)
+def summarize(layout: RunLayout, past: RunHistory | None = None) -> RunSummary:
+    """`past`: the run's history as the caller read it (read here when None)."""
+    first, last_t, nodes = (past if past is not None else history.load(layout.events)).span()
     elapsed = None if first is None or last_t is None else max(0.0, last_t - first)
     attempts = attempts_in(_entries(layout.root))
     step = None

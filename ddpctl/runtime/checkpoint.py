@@ -25,8 +25,8 @@ from typing import Any
 import torch
 import torch.distributed as dist
 
-from ddpctl.run import envvars
-from ddpctl.run.events import append_event
+from ddpctl.run import envvars, history
+from ddpctl.run.history import CheckpointSkipped, Resumed
 from ddpctl.run.layout import RunLayout
 from ddpctl.runtime import ckptio, ckptowner, progress
 from ddpctl.runtime.dist import DistContext, all_reduce_min, cpu_group
@@ -214,12 +214,13 @@ class Checkpointer:
     def _record_resume(self, step: int | None) -> None:
         # `status` tells "resumed from step N" from "restarted from scratch" by this event.
         if self.ctx.is_main and self._events is not None:
-            append_event(
+            history.append(
                 RunLayout(self._events).events,
-                "resume",
-                attempt=self.ctx.attempt,
-                step=step,
-                checkpoint=str(self.dir / step_dirname(step)) if step is not None else None,
+                Resumed(
+                    attempt=self.ctx.attempt,
+                    step=step,
+                    checkpoint=str(self.dir / step_dirname(step)) if step is not None else None,
+                ),
             )
 
     def _agreed_candidates(self) -> list[int]:
@@ -269,8 +270,8 @@ class Checkpointer:
         path = self.dir / step_dirname(step)
         print(f"ddpctl.runtime: WARNING: skipping checkpoint {path}: {reason}", file=sys.stderr, flush=True)
         if self._events is not None:
-            events = RunLayout(self._events).events
-            append_event(events, "checkpoint_skipped", step=step, checkpoint=str(path), reason=reason)
+            skipped = CheckpointSkipped(step=step, checkpoint=str(path), reason=reason)
+            history.append(RunLayout(self._events).events, skipped)
 
 
 def _default_dir(env: Mapping[str, str]) -> Path:

@@ -11,8 +11,8 @@ from pathlib import Path
 from typing import Any, NoReturn
 
 from ddpctl import exitcodes
-from ddpctl.run import envvars
-from ddpctl.run.events import append_event
+from ddpctl.run import envvars, history
+from ddpctl.run.history import Stopped
 from ddpctl.run.layout import RunLayout
 from ddpctl.runtime import ckptio, stopflag
 from ddpctl.runtime.dist import DistContext, all_reduce_min
@@ -47,7 +47,7 @@ def write_stopped_marker(
     marker = layout.stopped_marker(ctx.attempt)
     marker.parent.mkdir(parents=True, exist_ok=True)
     ckptio.atomic_write_json(record, marker)
-    append_event(layout.events, "stop", **{k: v for k, v in record.items() if k != "time"})
+    history.append(layout.events, Stopped.from_marker(record))
     print(f"ddpctl.runtime: stopped at step {step}, checkpoint {checkpoint}; exiting for requeue", flush=True)
     return record
 

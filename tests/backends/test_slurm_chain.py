@@ -8,7 +8,8 @@ from pathlib import Path
 
 from ddpctl.backends.slurm_chain import cancel_run, chain_state, current_job
 from ddpctl.proc import Completed
-from ddpctl.run.events import append_event
+from ddpctl.run import history
+from ddpctl.run.history import AttemptStarted, ChainSubmitted, Decided, Signalled
 from ddpctl.run.layout import RunLayout
 from ddpctl.run.registry import JobRecord
 
@@ -33,9 +34,9 @@ class Slurm:
 
 def chained_run(tmp_path: Path) -> JobRecord:
     layout = RunLayout(tmp_path)
-    append_event(layout.events, "attempt-start", attempt=0, job_id="10")
-    append_event(layout.events, "signal", attempt=0, kind="preemption")
-    append_event(layout.events, "chain-submit", attempt=0, job_id="11", predecessor="10", next_attempt=1)
+    history.append(layout.events, AttemptStarted(attempt=0, job_id="10"))
+    history.append(layout.events, Signalled(attempt=0, kind="preemption"))
+    history.append(layout.events, ChainSubmitted(attempt=0, job_id="11", predecessor="10", next_attempt=1))
     return JobRecord("10", "example", str(tmp_path), "sbatch", 0.0)
 
 
@@ -48,14 +49,9 @@ def test_the_predecessor_is_current_while_it_checkpoints(tmp_path: Path) -> None
 
 def test_a_pending_successor_is_a_requeued_run(tmp_path: Path) -> None:
     record = chained_run(tmp_path)
-    append_event(
+    history.append(
         RunLayout(tmp_path).events,
-        "decision",
-        attempt=0,
-        action="requeue",
-        kind="preemption",
-        reason="preemption: requeue 1 of 10",
-        exit_code=0,
+        Decided(attempt=0, action="requeue", kind="preemption", reason="preemption: requeue 1 of 10", exit_code=0),
     )
     slurm = Slurm({"11": "PENDING"})
     assert current_job(record, slurm) == "11"
@@ -93,6 +89,6 @@ def test_a_predecessor_leaving_the_queue_between_two_questions_does_not_end_the_
     # `logs -f` ended a chained run as COMPLETED, with its last attempt never shown, when the predecessor left
     # the queue after `current_job` saw it running and before its own state was asked.
     record = chained_run(tmp_path)
-    append_event(RunLayout(tmp_path).events, "decision", attempt=0, action="requeue", kind="preemption", exit_code=0)
+    history.append(RunLayout(tmp_path).events, Decided(attempt=0, action="requeue", kind="preemption", exit_code=0))
     state = chain_state(record, Leaving({"10": "RUNNING", "11": "PENDING"}))
     assert (state.state, state.restarts, state.reason) == ("REQUEUED", 1, "job 11, 2 of 2 in the chain"), state

@@ -13,11 +13,13 @@ from pathlib import Path
 
 import pytest
 import yaml
+from clitools import events as records
 from stubtools import on_path, write_command
 
 from ddpctl.backends import submitit_backend as sb
 from ddpctl.plan.executor import executor_parameters
-from ddpctl.run.events import append_event, read_events
+from ddpctl.run import history
+from ddpctl.run.history import Decided
 from ddpctl.run.layout import RunLayout
 from ddpctl.spec import JobSpec, RequeuePolicy, spec_to_mapping
 
@@ -148,7 +150,7 @@ def test_checkpoint_requeues_within_budget(tmp_path: Path, monkeypatch: pytest.M
     layout.preempt_request.write_text(json.dumps({"kind": "timeout", "t": time.time()}))
     delayed = sb.NodeTask(str(layout.root.parent)).checkpoint()
     assert type(delayed.function).__name__ == "NodeTask" and delayed.function.run_base == str(layout.root.parent)
-    events = list(read_events(layout.events))
+    events = list(records(layout.root))
     assert [(e["event"], e.get("kind")) for e in events] == [("signal", "timeout"), ("decision", "timeout")]
     assert events[1]["action"] == "requeue" and events[1]["attempt"] == 1
     assert all(layout.stop_file(1, n).exists() for n in range(2))  # the fan-out to both nodes
@@ -156,9 +158,9 @@ def test_checkpoint_requeues_within_budget(tmp_path: Path, monkeypatch: pytest.M
 
 def test_checkpoint_finishes_when_the_budget_is_spent(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     layout = run_dir_for(tmp_path, monkeypatch, RequeuePolicy(max_preemptions=1))
-    append_event(layout.events, "decision", attempt=0, action="requeue", kind="preemption")
+    history.append(layout.events, Decided(attempt=0, action="requeue", kind="preemption"))
     assert sb.NodeTask(str(layout.root.parent)).checkpoint() is None
-    last = list(read_events(layout.events))[-1]
+    last = list(records(layout.root))[-1]
     assert (last["action"], last["kind"]) == ("finish", "preemption")
     assert last["reason"] == "preemption budget spent: 1 of max_preemptions=1 requeues used"
 

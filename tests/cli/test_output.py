@@ -12,7 +12,8 @@ import pytest
 
 from ddpctl.cli.jobreport import lines, payload
 from ddpctl.cli.waiting import poll_until_terminal
-from ddpctl.run.events import append_event
+from ddpctl.run import history
+from ddpctl.run.history import AttemptStarted, Resumed
 from ddpctl.run.layout import RunLayout
 from ddpctl.run.registry import JobRecord, Registry
 from ddpctl.run.state import JobState
@@ -48,9 +49,9 @@ def finished_run(tmp_path: Path) -> JobRecord:
         layout.attempt_dir(attempt).mkdir(parents=True)
     layout.rank_log(0, 0).write_text("[example] step 1/4\n[example] step 2/4\n")
     layout.rank_log(1, 0).write_text("[example] resumed from step 2\n[example] step 3/4\n[example] step 4/4\n")
-    append_event(layout.events, "attempt-start", attempt=0, nodes="node[1-2]")
-    append_event(layout.events, "attempt-start", attempt=1, nodes="node[1-2]")
-    append_event(layout.events, "resume", attempt=1, step=2)
+    history.append(layout.events, AttemptStarted(attempt=0, nodes="node[1-2]"))
+    history.append(layout.events, AttemptStarted(attempt=1, nodes="node[1-2]"))
+    history.append(layout.events, Resumed(attempt=1, step=2))
     return JobRecord(job_id="29", name="ex", run_dir=str(layout.root), backend="local", submitted_at=0.0)
 
 

@@ -8,11 +8,12 @@ from pathlib import Path
 
 import pytest
 import yaml
+from clitools import events as records
 
 from ddpctl.node.batch import decide_run, on_signal, request_kind, requested_kind, run_outcome
 from ddpctl.node.decide import RunOutcome
 from ddpctl.node.localenv import LOCAL_ENV_FLAG
-from ddpctl.run.events import read_events
+from ddpctl.run.history import RunHistory
 from ddpctl.run.layout import RunLayout
 from ddpctl.run.rundir import run_spec
 from ddpctl.spec import JobSpec, spec_to_mapping
@@ -47,7 +48,7 @@ def test_on_signal_touches_every_nodes_stop_file_and_fans_out(tmp_path: Path) ->
     sent: list[str] = []
     event = on_signal(layout, {"SLURM_RESTART_COUNT": "2"}, "USR2", lambda: 100, sent.append)
     assert sent == ["USR2"]
-    assert (event["kind"], event["attempt"], event["time_left_s"]) == ("timeout", 2, 100)
+    assert (event.kind, event.attempt, event.time_left_s) == ("timeout", 2, 100)
     assert all(layout.stop_file(2, node).exists() for node in range(3))
 
 
@@ -57,7 +58,7 @@ def test_decide_records_a_requeue_for_a_stopped_run(tmp_path: Path) -> None:
     layout.stopped_marker(0).write_text(json.dumps({"step": 7}))
     decision = decide_run(layout, {}, 0)
     assert (decision.action, decision.kind) == ("requeue", "preemption")
-    recorded = [e for e in read_events(layout.events) if e["event"] == "decision"]
+    recorded = [e for e in records(layout.root) if e["event"] == "decision"]
     assert recorded[-1]["action"] == "requeue" and recorded[-1]["stopped"] is True
 
 
@@ -71,13 +72,15 @@ def test_the_run_spec_is_parsed_once_per_process(tmp_path: Path) -> None:
 
 
 def test_the_outcome_comes_from_the_events_the_caller_read(tmp_path: Path) -> None:
-    layout = run_dir(tmp_path)  # no events.jsonl at all: run_outcome must use the list it is given
-    events = [
-        {"event": "signal", "attempt": 1, "kind": "timeout"},
-        {"event": "node-exit", "attempt": 1, "exit": 3},
-        {"event": "signal", "attempt": 0, "kind": "preemption"},
-    ]
-    assert run_outcome(layout, events, 1, 143) == RunOutcome(exit_code=3, stopped=False, signal_kind="timeout")
+    layout = run_dir(tmp_path)  # no events.jsonl at all: run_outcome must use the history it is given
+    past = RunHistory.from_records(
+        [
+            {"event": "signal", "attempt": 1, "kind": "timeout"},
+            {"event": "node-exit", "node": "n1", "attempt": 1, "exit": 3},
+            {"event": "signal", "attempt": 0, "kind": "preemption"},
+        ]
+    )
+    assert run_outcome(layout, past, 1, 143) == RunOutcome(exit_code=3, stopped=False, signal_kind="timeout")
 
 
 def test_request_kind_is_what_requested_kind_reads(tmp_path: Path) -> None:
@@ -96,7 +99,7 @@ def test_attempt_start_names_the_job_by_its_run_dir_id_and_records_an_unheard_st
     on_signal(layout, {}, "USR2", lambda: None, lambda _name: None)
     # Killed before anything was recorded; the next attempt says what became of the stop, once.
     batch_start(layout, {"SLURM_JOB_ID": "7", "DDPCTL_LOCAL": "1", "SLURM_RESTART_COUNT": "1"})
-    events = list(read_events(layout.events))
+    events = list(records(layout.root))
     starts = [(e["job_id"], e["checkpoints_present"]) for e in events if e["event"] == "attempt-start"]
     assert starts == [("local-7", False), ("local-7", False)]
     unheard = [(e["attempt"], e["killed"], e["listeners"]) for e in events if e["event"] == "stop-unacknowledged"]
@@ -136,7 +139,7 @@ def test_attempt_start_is_dated_when_the_shell_started_it_not_when_the_niced_rec
     shell_time = time.time() - 4.25
     batch_start(layout, {"SLURM_JOB_ID": "9"}, at=f"{shell_time:.6f}")
     batch_start(layout, {"SLURM_JOB_ID": "9", "SLURM_RESTART_COUNT": "1"}, at="garbage")
-    first, second = (e for e in read_events(layout.events) if e["event"] == "attempt-start")
+    first, second = (e for e in records(layout.root) if e["event"] == "attempt-start")
     assert first["t"] == round(shell_time, 3)
     assert abs(second["t"] - time.time()) < 5  # an unusable reading: the record's own time
 
@@ -157,7 +160,7 @@ def test_attempt_start_waits_for_a_run_dir_submit_has_not_renamed_yet(tmp_path: 
     batch_start(layout, {"SLURM_JOB_ID": "4242"})
     commit.join()
     assert not stage.root.exists()
-    assert [e["event"] for e in read_events(layout.events)] == ["attempt-start"]
+    assert [e["event"] for e in records(layout.root)] == ["attempt-start"]
 
 
 def test_wait_for_run_dir_is_bounded(tmp_path: Path) -> None:
@@ -170,7 +173,7 @@ def test_wait_for_run_dir_is_bounded(tmp_path: Path) -> None:
 
 
 def starts(layout: RunLayout) -> list[dict[str, object]]:
-    return [e for e in read_events(layout.events) if e["event"] == "attempt-start"]
+    return [e for e in records(layout.root) if e["event"] == "attempt-start"]
 
 
 @pytest.mark.parametrize(

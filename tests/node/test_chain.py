@@ -3,6 +3,7 @@ and ddpctl.plan.requeue_mode (the auto choice from literal cluster facts)."""
 
 from __future__ import annotations
 
+import json
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -13,7 +14,8 @@ from ddpctl.node import chain
 from ddpctl.node.chain import Refusal
 from ddpctl.plan.requeue_mode import pick
 from ddpctl.proc import Completed
-from ddpctl.run.events import append_event, read_events
+from ddpctl.run import history
+from ddpctl.run.history import ChainSubmitted, Decided, RunHistory
 from ddpctl.run.layout import RunLayout
 from ddpctl.slurm import cluster
 from ddpctl.slurm.cluster import ClusterFacts, Partition
@@ -28,11 +30,12 @@ EVENTS = [
 
 
 def test_chain_jobs_and_successors() -> None:
-    assert chain.chain_jobs("10", EVENTS) == ["10", "11"]
-    assert chain.chain_jobs("10", []) == ["10"]
-    assert chain.successor_of(EVENTS, 0) == "11"
-    assert chain.successor_of(EVENTS, 1) is None  # dropped again
-    assert chain.successor_of(EVENTS, 2) is None
+    past = RunHistory.from_records(EVENTS)
+    assert past.chain_jobs("10") == ["10", "11"]
+    assert RunHistory().chain_jobs("10") == ["10"]
+    assert past.successor_of(0) == "11"
+    assert past.successor_of(1) is None  # dropped again
+    assert past.successor_of(2) is None
 
 
 class Recorder:
@@ -62,8 +65,8 @@ def test_submit_successor_once_per_attempt_and_never_after_cancel(tmp_path: Path
     ]
     assert chain.submit_successor(layout, env, "requeue decision", runner) == "77"
     assert len(runner.calls) == 1  # the signal already submitted it
-    submitted = [e for e in read_events(layout.events) if e["event"] == "chain-submit"]
-    assert [(e["attempt"], e["job_id"], e["next_attempt"]) for e in submitted] == [(2, "77", 3)]
+    submitted = history.load(layout.events).all(ChainSubmitted)
+    assert [(e.attempt, e.job_id, e.next_attempt) for e in submitted] == [(2, "77", 3)]
     assert chain.drop_successor(layout, env, "the run finished", runner) == "77"
     assert runner.calls[-1] == ["scancel", "77"]
     layout.cancel_request.write_text("{}")
@@ -75,9 +78,9 @@ def test_may_start(tmp_path: Path) -> None:
     layout = RunLayout(tmp_path)
     env = {"DDPCTL_CHAIN_ATTEMPT": "1"}
     assert chain.may_start(layout, env) is None
-    append_event(layout.events, "decision", attempt=0, action="requeue", reason="preemption: requeue 1 of 10")
+    history.append(layout.events, Decided(attempt=0, action="requeue", reason="preemption: requeue 1 of 10"))
     assert chain.may_start(layout, env) is None
-    append_event(layout.events, "decision", attempt=0, action="finish", reason="training completed", exit_code=0)
+    history.append(layout.events, Decided(attempt=0, action="finish", reason="training completed", exit_code=0))
     assert chain.may_start(layout, env) == Refusal("the run already finished in attempt 0 (training completed)", 0)
     layout.cancel_request.write_text("{}")
     assert chain.may_start(layout, env) == Refusal("the run was cancelled", 0)
@@ -96,7 +99,9 @@ def test_may_start(tmp_path: Path) -> None:
 )
 def test_a_refused_start_exits_with_the_runs_own_status(tmp_path: Path, fields: dict[str, object], status: int) -> None:
     layout = RunLayout(tmp_path)
-    append_event(layout.events, "decision", attempt=1, action="finish", **fields)
+    # Written as records, not typed events: the damaged ones are what an older ddpctl or a hand edit may leave.
+    record = {"event": "decision", "t": 1.0, "attempt": 1, "action": "finish", **fields}
+    layout.events.write_text(json.dumps(record) + "\n")
     refusal = chain.may_start(layout, {"SLURM_RESTART_COUNT": "2"})
     assert refusal is not None and refusal.exit_code == status
 

@@ -5,7 +5,8 @@ from __future__ import annotations
 import pytest
 
 from ddpctl import exitcodes
-from ddpctl.node.decide import Decision, Kind, RunOutcome, classify_signal, count_requeues, decide, root_exit
+from ddpctl.node.decide import Decision, RunOutcome, classify_signal, decide, root_exit
+from ddpctl.run.history import Kind, RunHistory
 from ddpctl.spec import RequeuePolicy
 
 POLICY = RequeuePolicy(enabled=True, signal="USR2", lead_s=120, max_preemptions=2, max_timeouts=1, max_failures=0)
@@ -74,7 +75,7 @@ def test_classify_signal(time_left: int | None, lead: int, kind: str) -> None:
     assert classify_signal(time_left, lead) == kind
 
 
-def test_count_requeues_charges_each_earlier_attempt_once() -> None:
+def test_requeues_used_charge_each_earlier_attempt_once() -> None:
     events = [
         {"event": "decision", "attempt": 0, "action": "requeue", "kind": "preemption"},
         {"event": "signal", "attempt": 1, "kind": "timeout"},
@@ -85,11 +86,12 @@ def test_count_requeues_charges_each_earlier_attempt_once() -> None:
         # The current attempt (4) is not counted yet.
         {"event": "decision", "attempt": 4, "action": "requeue", "kind": "failure"},
     ]
-    assert count_requeues(events, current_attempt=4) == {"preemption": 3, "timeout": 1, "failure": 0}
+    assert RunHistory.from_records(events).requeues_used(4) == {"preemption": 3, "timeout": 1, "failure": 0}
 
 
-def test_count_requeues_on_the_first_attempt_is_zero() -> None:
-    assert count_requeues([{"event": "decision", "attempt": 0, "action": "requeue", "kind": "timeout"}], 0) == {
+def test_no_requeue_is_used_on_the_first_attempt() -> None:
+    past = RunHistory.from_records([{"event": "decision", "attempt": 0, "action": "requeue", "kind": "timeout"}])
+    assert past.requeues_used(0) == {
         "preemption": 0,
         "timeout": 0,
         "failure": 0,
@@ -98,11 +100,16 @@ def test_count_requeues_on_the_first_attempt_is_zero() -> None:
 
 def test_finished_attempt_is_not_charged() -> None:
     events = [{"event": "decision", "attempt": 0, "action": "finish", "kind": "failure"}]
-    assert count_requeues(events, current_attempt=1) == {"preemption": 0, "timeout": 0, "failure": 0}
+    assert RunHistory.from_records(events).requeues_used(1) == {"preemption": 0, "timeout": 0, "failure": 0}
 
 
 def test_decision_event_fields() -> None:
-    assert Decision("requeue", "timeout", "r", 0).as_event() == {
+    assert Decision("requeue", "timeout", "r", 0).as_event(3, 143, True).as_json() == {
+        "event": "decision",
+        "t": None,
+        "attempt": 3,
+        "step_exit": 143,
+        "stopped": True,
         "action": "requeue",
         "kind": "timeout",
         "reason": "r",

@@ -3,16 +3,18 @@
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
 
 from ddpctl.node.ackwatch import overdue
-from ddpctl.run.events import append_event
+from ddpctl.run import history
+from ddpctl.run.history import AttemptStarted, Resumed, Signalled
 from ddpctl.run.layout import RunLayout
 from ddpctl.run.stoptruth import AttemptFacts, read_facts, report, restart_note, summary
 
-SIGNAL = {"event": "signal", "attempt": 0, "kind": "preemption", "t": 1000.0}
+SIGNAL = Signalled(attempt=0, kind="preemption", t=1000.0)
 RUNTIME_STOP = {"step": 7, "checkpoint": "/ck/step-000000007", "source": "file:/x"}
 SCRIPT_STOP = {"step": None, "checkpoint": "/ck/checkpoint.pt", "source": "script", "signal_time": 1000.0}
 
@@ -49,7 +51,7 @@ def test_stop_report(facts: AttemptFacts, now: float, state: str | None, says: s
     assert got is not None and got.state == state and says is not None and says in got.text, got
 
 
-START = {"event": "attempt-start", "attempt": 1}
+START = AttemptStarted(attempt=1)
 
 
 @pytest.mark.parametrize(
@@ -57,25 +59,25 @@ START = {"event": "attempt-start", "attempt": 1}
     [
         (AttemptFacts(0, start=START), None, None),
         (AttemptFacts(1), None, None),  # not started yet
-        (AttemptFacts(1, start=START, resume={"step": 7}), None, "attempt 1: resumed from step 7"),
+        (AttemptFacts(1, start=START, resume=Resumed(attempt=1, step=7)), None, "attempt 1: resumed from step 7"),
         (
-            AttemptFacts(1, start=START, resume={"step": None}),
+            AttemptFacts(1, start=START, resume=Resumed(attempt=1, step=None)),
             None,
             "attempt 1: restarted from scratch (no complete checkpoint to resume from)",
         ),
         (
-            AttemptFacts(1, start={**START, "checkpoints_present": False}, ended=True),
+            AttemptFacts(1, start=replace(START, checkpoints_present=False), ended=True),
             None,
             "attempt 1: restarted from scratch (its checkpoint directory was empty)",
         ),
         (
-            AttemptFacts(1, start={**START, "checkpoints_present": True}),
+            AttemptFacts(1, start=replace(START, checkpoints_present=True)),
             AttemptFacts(0, SIGNAL, SCRIPT_STOP),
             "attempt 1: restarted; the script's own checkpoint /ck/checkpoint.pt was there to resume from",
         ),
-        (AttemptFacts(1, start={**START, "checkpoints_present": True}), None, None),  # runtime may still report
+        (AttemptFacts(1, start=replace(START, checkpoints_present=True)), None, None),  # runtime may still report
         (
-            AttemptFacts(1, start={**START, "checkpoints_present": True}, ended=True),
+            AttemptFacts(1, start=replace(START, checkpoints_present=True), ended=True),
             None,
             "attempt 1: restarted; the script does not report resuming (ddpctl cannot tell whether it loaded a "
             "checkpoint)",
@@ -103,11 +105,11 @@ def test_read_facts_from_a_run_directory(tmp_path: Path) -> None:
     layout = RunLayout(tmp_path)
     for attempt in (0, 1):
         layout.attempt_dir(attempt).mkdir()
-    append_event(layout.events, "attempt-start", attempt=0, checkpoints_present=False)
-    append_event(layout.events, "signal", attempt=0, kind="preemption")
-    append_event(layout.events, "attempt-start", attempt=1, checkpoints_present=False)
+    history.append(layout.events, AttemptStarted(attempt=0, checkpoints_present=False))
+    history.append(layout.events, Signalled(attempt=0, kind="preemption"))
+    history.append(layout.events, AttemptStarted(attempt=1, checkpoints_present=False))
     layout.listen_marker(1, 3).write_text(json.dumps({"rank": 3, "how": "ddpctl.runtime.StopAgreement"}))
-    append_event(layout.events, "resume", attempt=1, step=None)
+    history.append(layout.events, Resumed(attempt=1, step=None))
     facts = read_facts(layout)
     assert [(f.attempt, f.ended, f.signal is not None, f.listeners) for f in facts] == [
         (0, True, True, ()),

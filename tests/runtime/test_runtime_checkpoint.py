@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 import torch
+from clitools import events as records
 
-from ddpctl.run.events import read_events
 from ddpctl.runtime import RANK_KEY, Checkpointer
 from ddpctl.runtime.ckptowner import SharedCheckpointDir
 from ddpctl.runtime.dist import DistContext
@@ -97,7 +97,7 @@ def test_damaged_latest_falls_back_with_warning(
     assert found[0] == 10
     assert torch.equal(found[1]["w"], torch.full((64,), 10.0))
     assert "WARNING: skipping checkpoint" in capsys.readouterr().err
-    skipped = [e for e in read_events(tmp_path / "events.jsonl") if e["event"] == "checkpoint_skipped"]
+    skipped = [e for e in records(tmp_path) if e["event"] == "checkpoint_skipped"]
     assert [e["step"] for e in skipped] == [20]
 
 

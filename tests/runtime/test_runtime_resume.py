@@ -9,9 +9,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
+from clitools import events as records
 from torch import nn
 
-from ddpctl.run.events import read_events
 from ddpctl.runtime import (
     Checkpointer,
     Progress,
@@ -126,5 +126,5 @@ def test_finish_for_requeue_writes_marker_and_event(tmp_path: Path) -> None:
     assert marker["checkpoint"].endswith("step-000000017")
     assert marker["signal_time"] == stopflag.stop_time()
     assert marker["source"] == "file:x"
-    (event,) = [e for e in read_events(tmp_path / "events.jsonl") if e["event"] == "stop"]
+    (event,) = [e for e in records(tmp_path) if e["event"] == "stop"]
     assert (event["step"], event["attempt"]) == (17, 2)

@@ -15,11 +15,11 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
+from clitools import events as records
 
 from ddpctl.node.localenv import local_node_env
 from ddpctl.node.rundist import local_network
 from ddpctl.node.torchrun import node_plan
-from ddpctl.run.events import read_events
 from ddpctl.run.layout import RunLayout
 from ddpctl.slurm.env import derive
 from ddpctl.spec import JobSpec, RequeuePolicy
@@ -150,7 +150,7 @@ def test_stop_checkpoint_and_exact_resume(tmp_path: Path, reference_hash: str, h
     assert ckpt.name == f"step-{step:09d}"
     assert (ckpt / "COMPLETE").exists()
     assert {"rank-0.pt", "rank-1.pt", "shared.pt"} <= {p.name for p in ckpt.iterdir()}
-    assert [e["step"] for e in read_events(first.layout.events) if e["event"] == "stop"] == [step]
+    assert [e["step"] for e in records(first.layout.root) if e["event"] == "stop"] == [step]
     assert first.steps() == list(range(1, step + 1))
     assert "final-weights-sha256" not in first.log(0)
 
@@ -177,7 +177,7 @@ def test_damaged_checkpoints_are_skipped(tmp_path: Path, reference_hash: str) ->
     resumed = int(oldest.name.split("-")[1])
     assert f"resumed from step {resumed}" in second.log(0)
     assert second.log(0).count("WARNING: skipping checkpoint") == 2
-    skipped = [e["step"] for e in read_events(first.layout.events) if e["event"] == "checkpoint_skipped"]
+    skipped = [e["step"] for e in records(first.layout.root) if e["event"] == "checkpoint_skipped"]
     assert skipped == [step, int(older.name.split("-")[1])]
     assert second.final_hash() == reference_hash
 

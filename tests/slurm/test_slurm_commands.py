@@ -10,7 +10,8 @@ import pytest
 from ddpctl.backends.slurm_state import state_from_slurm
 from ddpctl.errors import CommandError
 from ddpctl.proc import Completed
-from ddpctl.run.events import append_event
+from ddpctl.run import history
+from ddpctl.run.history import AttemptStarted, Decided
 from ddpctl.run.registry import JobRecord
 from ddpctl.slurm.commands import parse_job_id, parse_scontrol_job, parse_squeue
 
@@ -58,27 +59,23 @@ def record(tmp_path: Path) -> JobRecord:
 
 
 def test_pending_after_requeue_is_requeued_not_failed(tmp_path: Path) -> None:
-    append_event(tmp_path / "events.jsonl", "attempt-start", attempt=0)
-    append_event(tmp_path / "events.jsonl", "attempt-start", attempt=1)
+    history.append(tmp_path / "events.jsonl", AttemptStarted(attempt=0))
+    history.append(tmp_path / "events.jsonl", AttemptStarted(attempt=1))
     state = state_from_slurm(record(tmp_path), Answers(squeue=(0, "12|PENDING|BeginTime||0:00\n")))
     assert (state.state, state.restarts, state.reason, state.terminal) == ("REQUEUED", 1, "BeginTime", False)
 
 
 def test_requeue_hold_before_the_next_attempt_starts_is_requeued(tmp_path: Path) -> None:
-    append_event(tmp_path / "events.jsonl", "attempt-start", attempt=0)
-    append_event(tmp_path / "events.jsonl", "decision", attempt=0, action="requeue", kind="preemption")
+    history.append(tmp_path / "events.jsonl", AttemptStarted(attempt=0))
+    history.append(tmp_path / "events.jsonl", Decided(attempt=0, action="requeue", kind="preemption"))
     state = state_from_slurm(record(tmp_path), Answers(squeue=(0, "12|PENDING|BeginTime||0:00\n")))
     assert (state.state, state.restarts) == ("REQUEUED", 1)
 
 
 def test_finished_job_uses_the_recorded_decision(tmp_path: Path) -> None:
-    append_event(
+    history.append(
         tmp_path / "events.jsonl",
-        "decision",
-        action="finish",
-        kind="preemption",
-        reason="preemption budget spent",
-        exit_code=76,
+        Decided(attempt=0, action="finish", kind="preemption", reason="preemption budget spent", exit_code=76),
     )
     runner = Answers(squeue=(0, ""), scontrol=(0, "JobId=12 JobState=FAILED ExitCode=76:0"))
     state = state_from_slurm(record(tmp_path), runner)

@@ -1,0 +1,80 @@
+"""The run's history: events.jsonl, its event types (`events`), reading and appending it (`log`), and every
+question asked of a run (`RunHistory`: attempts and what ended them, stops, requeues and budgets used per kind,
+chain jobs, excluded nodes, outcome).
+
+Writers append one typed event: `history.append(layout.events, Decided(attempt=..., action=...))`. Readers ask
+`history.load(layout.events)` once per question (a decision, a state poll) and the returned `RunHistory` what
+they want to know; nothing else parses events.jsonl or compares event names.
+"""
+
+from ddpctl.run.history.events import (
+    CAUSES,
+    HEALTH,
+    KINDS,
+    SIGNAL_KINDS,
+    TYPES,
+    Action,
+    AttemptStarted,
+    Cancelled,
+    Cause,
+    ChainDropped,
+    ChainSubmitted,
+    CheckpointSkipped,
+    Decided,
+    Event,
+    HealthEvent,
+    Hung,
+    Kind,
+    Launched,
+    NodeExited,
+    OomKilled,
+    RequeueModeChosen,
+    Resumed,
+    Signalled,
+    Stopped,
+    StopSignalled,
+    StopUnacknowledged,
+    Straggler,
+    Submitted,
+    parse,
+)
+from ddpctl.run.history.log import EventLog, append, load, log_of
+from ddpctl.run.history.runhistory import Attempt, RunHistory
+
+__all__ = [
+    "CAUSES",
+    "HEALTH",
+    "KINDS",
+    "SIGNAL_KINDS",
+    "TYPES",
+    "Action",
+    "Attempt",
+    "AttemptStarted",
+    "Cancelled",
+    "Cause",
+    "ChainDropped",
+    "ChainSubmitted",
+    "CheckpointSkipped",
+    "Decided",
+    "Event",
+    "EventLog",
+    "HealthEvent",
+    "Hung",
+    "Kind",
+    "Launched",
+    "NodeExited",
+    "OomKilled",
+    "RequeueModeChosen",
+    "Resumed",
+    "RunHistory",
+    "Signalled",
+    "StopSignalled",
+    "StopUnacknowledged",
+    "Stopped",
+    "Straggler",
+    "Submitted",
+    "append",
+    "load",
+    "log_of",
+    "parse",
+]

@@ -1,0 +1,329 @@
+"""Every event of a run's events.jsonl, declared once with its typed fields (pure: no file access here).
+
+A line on disk is `{"t": ..., "event": NAME, field: value, ...}` with sorted keys, exactly what the field names
+below say. Records are untrusted (a run dir may be written by the job's own code, or by an older or newer
+ddpctl): `parse` returns None for an unknown event name or a record without a required field of the right type,
+and an optional field of the wrong type reads as its default. Nothing here raises on a record's content.
+
+Failure causes and budgets are typed here so that the next kinds (a node lost, a rank crash) are one entry each:
+`Kind` is what a requeue is charged to (`spec.requeue.max_*`), `Cause` what ended an attempt.
+"""
+
+from __future__ import annotations
+
+import types
+import typing
+from collections.abc import Mapping
+from dataclasses import MISSING, dataclass, fields
+from typing import Any, ClassVar, Literal, TypeVar, get_args, get_origin
+
+Kind = Literal["preemption", "timeout", "failure"]  # the budgets a requeue is charged to
+KINDS: tuple[Kind, ...] = get_args(Kind)
+Action = Literal["requeue", "finish"]
+# What ended an attempt (the failure model's causes); `Decided.cause` carries it where a writer knows it.
+Cause = Literal["stop", "node-lost", "rank-crash", "oom", "hang", "script-error"]
+CAUSES: tuple[Cause, ...] = get_args(Cause)
+SIGNAL_KINDS: tuple[Kind, ...] = ("timeout", "preemption")  # what a warning/preemption signal can mean
+
+
+@dataclass(frozen=True, kw_only=True)
+class Event:
+    NAME: ClassVar[str] = ""
+    OMIT_NONE: ClassVar[frozenset[str]] = frozenset()  # fields not written at all while None
+
+    t: float | None = None  # set when written (`log.append`), unless the writer dates it itself
+
+    def as_json(self) -> dict[str, Any]:
+        """The record as written to events.jsonl (and shown by `status --json`)."""
+        out: dict[str, Any] = {"event": self.NAME}
+        for field in fields(self):
+            value = getattr(self, field.name)
+            if value is None and field.name in self.OMIT_NONE:
+                continue
+            out[field.name] = list(value) if isinstance(value, tuple) else value
+        return out
+
+
+@dataclass(frozen=True, kw_only=True)
+class Submitted(Event):
+    NAME = "submit"
+    job_id: str
+    backend: str = ""
+    spec: str = ""
+
+
+@dataclass(frozen=True, kw_only=True)
+class RequeueModeChosen(Event):
+    NAME = "requeue-mode"
+    mode: str
+    why: str = ""
+
+
+@dataclass(frozen=True, kw_only=True)
+class AttemptStarted(Event):
+    NAME = "attempt-start"
+    attempt: int
+    job_id: str | None = None  # the job running this attempt (a chained successor has its own)
+    nodes: str | None = None
+    batch_host: str | None = None
+    checkpoints_present: bool | None = None  # None: could not tell
+
+
+@dataclass(frozen=True, kw_only=True)
+class Launched(Event):
+    NAME = "launch"
+    node: str
+    attempt: int
+    dist: Mapping[str, Any] | None = None
+    argv: tuple[str, ...] = ()
+    gpus: tuple[Mapping[str, Any], ...] = ()
+    cuda_visible_devices: str | None = None
+
+
+@dataclass(frozen=True, kw_only=True)
+class StopSignalled(Event):
+    """A node's launcher received the stop signal."""
+
+    NAME = "stop-signal"
+    node: str
+    attempt: int
+    signal: str = ""
+
+
+@dataclass(frozen=True, kw_only=True)
+class Signalled(Event):
+    """The batch shell (or the backend's lead) received the warning/preemption signal and classified it."""
+
+    NAME = "signal"
+    attempt: int
+    signal: str = ""
+    kind: str | None = None  # "timeout" or "preemption" from this ddpctl
+    time_left_s: int | None = None
+
+
+@dataclass(frozen=True, kw_only=True)
+class Stopped(Event):
+    """The ranks' agreed stop (or the script's own clean stop) after its checkpoint: stopped.json's record."""
+
+    NAME = "stop"
+    OMIT_NONE = frozenset({"world_size"})
+    attempt: int
+    step: int | None = None
+    checkpoint: str | None = None
+    signal_time: float | None = None
+    source: str = ""
+    world_size: int | None = None  # the agreed stop's
+    checkpoint_mtime: float | None = None  # the script's own stop's
+
+    @classmethod
+    def from_marker(cls, record: Mapping[str, Any]) -> Stopped:
+        """The event of a stopped.json record its writer just built (its `time` is the marker's own)."""
+        event = build(cls, record)
+        if event is None:
+            raise ValueError(f"not a stop record: {record!r}")
+        return event
+
+    def as_json(self) -> dict[str, Any]:
+        out = super().as_json()
+        if self.source != "script":
+            out.pop("checkpoint_mtime")
+        return out
+
+
+@dataclass(frozen=True, kw_only=True)
+class StopUnacknowledged(Event):
+    NAME = "stop-unacknowledged"
+    OMIT_NONE = frozenset({"killed"})
+    attempt: int
+    waited_s: int | None = None  # None: found at the next attempt's start
+    listeners: tuple[str, ...] = ()
+    killed: bool | None = None  # True: Slurm killed the job before the lead time ran out
+
+
+@dataclass(frozen=True, kw_only=True)
+class Resumed(Event):
+    NAME = "resume"
+    attempt: int
+    step: int | None = None  # None: no complete checkpoint, restarted from scratch
+    checkpoint: str | None = None
+
+
+@dataclass(frozen=True, kw_only=True)
+class CheckpointSkipped(Event):
+    NAME = "checkpoint_skipped"
+    step: int
+    checkpoint: str = ""
+    reason: str = ""
+
+
+@dataclass(frozen=True, kw_only=True)
+class NodeExited(Event):
+    NAME = "node-exit"
+    node: str
+    attempt: int
+    torchrun_exit: int | None = None
+    exit: int | None = None  # the launcher's own status
+    stopped: bool = False
+    hang: bool = False
+
+
+@dataclass(frozen=True, kw_only=True)
+class OomKilled(Event):
+    NAME = "oom"
+    node: str
+    attempt: int
+    kills: int = 0
+    limit_bytes: int | None = None
+
+
+@dataclass(frozen=True, kw_only=True)
+class Hung(Event):
+    NAME = "hang"
+    attempt: int
+    idle_s: float | None = None
+    timeout_s: float | None = None
+    allowance: str = ""
+    culprits: tuple[Mapping[str, Any], ...] = ()
+    ranks: Mapping[str, Any] | None = None
+
+
+@dataclass(frozen=True, kw_only=True)
+class Straggler(Event):
+    NAME = "straggler"
+    attempt: int
+    rank: int
+    node: str | None = None
+    busy_s: float | None = None
+    median_s: float | None = None
+    factor: float | None = None
+    threshold: float | None = None
+    steps: int | None = None
+
+
+@dataclass(frozen=True, kw_only=True)
+class Decided(Event):
+    """The end-of-attempt decision: requeue (charged to `kind`) or finish the run with `exit_code`."""
+
+    NAME = "decision"
+    OMIT_NONE = frozenset({"cause"})
+    attempt: int
+    action: Action
+    kind: Kind | None = None
+    reason: str = ""
+    exit_code: int | None = None  # the batch script's own status
+    step_exit: int | None = None
+    stopped: bool | None = None
+    cause: Cause | None = None  # what ended the attempt, where known (not written yet)
+
+
+@dataclass(frozen=True, kw_only=True)
+class Cancelled(Event):
+    NAME = "cancelled"
+    attempt: int
+
+
+@dataclass(frozen=True, kw_only=True)
+class ChainSubmitted(Event):
+    NAME = "chain-submit"
+    attempt: int
+    job_id: str
+    predecessor: str | None = None
+    next_attempt: int | None = None
+    why: str = ""
+
+
+@dataclass(frozen=True, kw_only=True)
+class ChainDropped(Event):
+    NAME = "chain-drop"
+    attempt: int
+    job_id: str
+    why: str = ""
+
+
+HEALTH = (Hung, Straggler, OomKilled)
+HealthEvent = Hung | Straggler | OomKilled
+TYPES: dict[str, type[Event]] = {
+    cls.NAME: cls
+    for cls in (
+        Submitted,
+        RequeueModeChosen,
+        AttemptStarted,
+        Launched,
+        StopSignalled,
+        Signalled,
+        Stopped,
+        StopUnacknowledged,
+        Resumed,
+        CheckpointSkipped,
+        NodeExited,
+        OomKilled,
+        Hung,
+        Straggler,
+        Decided,
+        Cancelled,
+        ChainSubmitted,
+        ChainDropped,
+    )
+}
+E = TypeVar("E", bound=Event)
+
+
+def parse(record: object) -> Event | None:
+    """The typed event of one parsed JSON line; None for anything this ddpctl does not know or cannot trust."""
+    if not isinstance(record, dict):
+        return None
+    name = record.get("event")
+    cls = TYPES.get(name) if isinstance(name, str) else None
+    if cls is None:
+        return None
+    return build(cls, record)
+
+
+def build(cls: type[E], record: Mapping[str, Any]) -> E | None:
+    """`cls` from a record's fields; None when a required field is missing or of the wrong type."""
+    hints = _hints(cls)
+    values: dict[str, Any] = {}
+    for field in fields(cls):
+        required = field.default is MISSING and field.default_factory is MISSING
+        ok, value = fit(hints[field.name], record.get(field.name, MISSING))
+        if ok:
+            values[field.name] = value
+        elif required:
+            return None
+    return cls(**values)
+
+
+def fit(hint: Any, value: Any) -> tuple[bool, Any]:
+    """Whether `value` (from JSON) is of type `hint`, and the value to store (lists become tuples)."""
+    if value is MISSING:
+        return False, None
+    origin, args = get_origin(hint), get_args(hint)
+    if origin in (typing.Union, types.UnionType):
+        return next(((True, fitted) for arg in args for ok, fitted in [fit(arg, value)] if ok), (False, None))
+    if origin is Literal:
+        return value in args, value
+    if origin is tuple:
+        if not isinstance(value, list):
+            return False, None
+        items = [fit(args[0], item) for item in value]
+        return all(ok for ok, _ in items), tuple(item for _, item in items)
+    return fit_scalar(dict if origin is Mapping else hint, value), value
+
+
+def fit_scalar(hint: Any, value: Any) -> bool:
+    if hint is type(None):
+        return value is None
+    if isinstance(value, bool):  # JSON's true is no number here
+        return hint is bool
+    if hint is float:
+        return isinstance(value, (int, float))
+    return isinstance(value, hint)
+
+
+_HINTS: dict[type[Event], dict[str, Any]] = {}
+
+
+def _hints(cls: type[Event]) -> dict[str, Any]:
+    if cls not in _HINTS:
+        _HINTS[cls] = typing.get_type_hints(cls)
+    return _HINTS[cls]
