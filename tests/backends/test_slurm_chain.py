@@ -92,3 +92,34 @@ def test_a_predecessor_leaving_the_queue_between_two_questions_does_not_end_the_
     history.append(RunLayout(tmp_path).events, Decided(attempt=0, action="requeue", kind="preemption", exit_code=0))
     state = chain_state(record, Leaving({"10": "RUNNING", "11": "PENDING"}))
     assert (state.state, state.restarts, state.reason) == ("REQUEUED", 1, "job 11, 2 of 2 in the chain"), state
+
+
+def test_a_state_poll_reads_the_runs_log_once(tmp_path: Path) -> None:
+    """`logs -f` asks every 2 s: one read of the log per poll while the job is queued or running (ddpctl 0.2 read
+    it 4 times for a chain, twice for one job); after the job leaves the queue, one more read for its decision."""
+    record, slurm = chained_run(tmp_path), Slurm({"10": "RUNNING", "11": "PENDING"})
+    log = history.log_of(RunLayout(tmp_path).events)
+    before = log.reads
+    assert chain_state(record, slurm).state == "RUNNING"
+    assert log.reads - before == 1
+    single = JobRecord("7", "x", str(tmp_path / "one"), "sbatch", 0.0)
+    history.append(RunLayout(Path(single.run_dir)).events, AttemptStarted(attempt=0, job_id="7"))
+    one = history.log_of(RunLayout(Path(single.run_dir)).events)
+    before = one.reads
+    assert chain_state(single, Slurm({"7": "RUNNING"})).state == "RUNNING"
+    assert one.reads - before == 1
+    history.append(RunLayout(Path(single.run_dir)).events, Decided(attempt=0, action="finish", exit_code=0))
+    before, bytes_before = one.reads, one.bytes_read
+    assert chain_state(single, Slurm({})).state == "COMPLETED"  # gone from the queue: its decision says how
+    assert one.reads - before == 2 and one.bytes_read - bytes_before < 200  # the second: only the appended line
+
+
+def test_the_local_backends_state_reads_the_runs_log_once(tmp_path: Path) -> None:
+    from ddpctl.backends.local import BACKEND
+
+    layout = RunLayout(tmp_path)
+    history.append(layout.events, Decided(attempt=0, action="finish", exit_code=0, reason="training completed"))
+    log = history.log_of(layout.events)
+    before = log.reads
+    state = BACKEND.state(JobRecord("local-1", "x", str(tmp_path), "local", 0.0))
+    assert (state.state, log.reads - before) == ("COMPLETED", 1)

@@ -58,6 +58,7 @@ class EventLog:
     def __init__(self, path: Path) -> None:
         self.path = path
         self.reads = 0  # times the file was opened and read: one per question asked of the run
+        self.bytes_read = 0  # of the log's lines (each byte once, but for a last line still being written)
         self._lock = threading.Lock()
         self._reset(None)
 
@@ -95,6 +96,7 @@ class EventLog:
             if not chunk:
                 break
             pos += len(chunk)
+            self.bytes_read += len(chunk)
             lines = (rest + chunk).split(b"\n")
             rest = lines.pop()
             for line in lines:
