@@ -33,8 +33,15 @@ class Completed:
 Runner = Callable[[Sequence[str]], Completed]
 
 
-def run(argv: Sequence[str], *, timeout: float | None = 60.0, env: Mapping[str, str] | None = None) -> Completed:
-    """Run argv and capture its output; a missing program becomes a CommandError naming it."""
+def run(
+    argv: Sequence[str],
+    *,
+    timeout: float | None = 60.0,
+    env: Mapping[str, str] | None = None,
+    errors: str = "strict",
+) -> Completed:
+    """Run argv and capture its output; a missing program becomes a CommandError naming it. `errors` is the
+    decoding's: "surrogateescape" keeps bytes that are not UTF-8 (file names) as the str the os module takes."""
     if shutil.which(argv[0], path=(env or {}).get("PATH")) is None:
         raise CommandError(f"command not found: {argv[0]!r} (is it installed and on PATH?)")
     try:
@@ -42,6 +49,7 @@ def run(argv: Sequence[str], *, timeout: float | None = 60.0, env: Mapping[str, 
             list(argv),
             capture_output=True,
             text=True,
+            errors=errors,
             timeout=timeout,
             env=dict(env) if env else None,
             check=False,

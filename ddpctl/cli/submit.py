@@ -46,16 +46,14 @@ def run(args: argparse.Namespace) -> int:
     from ddpctl.proc import in_background
 
     spec = api.spec_of(args.spec, backend=args.backend, overrides=args.overrides)
+    if args.dry_run:
+        return dry_run(spec)
     # Every controller round trip starts now and runs while the plan is built: the cluster's facts (asked
     # once: the requeue mode and the partition check both read them) and the duplicate-name check. A plan
-    # error is still the one reported first; a dry run asks for no duplicate check.
+    # error is still the one reported first.
     cluster = in_background(lambda: api.cluster_facts(spec))
-    duplicate = None if args.dry_run else in_background(lambda: check_name(spec, args.allow_duplicate))
-    # One plan, built once: the dry run prints it, the submission submits it.
-    plan = api.plan(spec, cluster=cluster)
-    if args.dry_run or duplicate is None:
-        sys.stdout.write(plan.text())
-        return 0
+    duplicate = in_background(lambda: check_name(spec, args.allow_duplicate))
+    plan = api.plan(spec, cluster=cluster)  # one plan, built once: the submission submits it
     from ddpctl.plan.preflight import check_runnable
     from ddpctl.plan.stopscan import check_script
 
@@ -68,7 +66,8 @@ def run(args: argparse.Namespace) -> int:
     print(f"run dir:  {job.run_dir}")
     requeue = plan.spec.requeue
     print(f"requeue:  {requeue.mode} ({plan.requeue_why})" if requeue.enabled else "requeue:  disabled in the spec")
-    print(code_line(str(job.run_dir)))
+    for line in code_lines(str(job.run_dir)):
+        print(line)
     print(f"logs:     ddpctl logs -f {job.job_id}")
     sys.stdout.flush()
     if args.wait:
@@ -87,7 +86,46 @@ def check_name(spec: JobSpec, allow_duplicate: bool) -> None:
         check_duplicate(Registry.from_env(), spec.name)
 
 
+def dry_run(spec: JobSpec) -> int:
+    """The plan as it would be submitted, with the script each attempt runs: the one in the run's copy of the
+    code. The snapshot's checks run (limits, names, links); nothing is copied."""
+    import dataclasses
+
+    from ddpctl import api
+    from ddpctl.plan.submission import PLACEHOLDER_JOB_ID
+    from ddpctl.run.layout import RunLayout
+    from ddpctl.snapshot import check, left_out_lines
+
+    preview = check(spec)
+    if preview is None:
+        sys.stdout.write(api.plan(spec).text())
+        print("code:     not snapshotted (snapshot: off): each attempt runs the script as it is then")
+        return 0
+    code = RunLayout(spec.run_base.resolve() / PLACEHOLDER_JOB_ID).code_dir
+    pinned = str(code / preview.script_rel)
+    sys.stdout.write(api.plan(dataclasses.replace(spec, script=pinned)).text())
+    m = preview.manifest
+    print(f"code:     {preview.mode} snapshot of {m.root}: {len(m.entries)} files, {m.total / 2**20:.1f} MB "
+          f"(checked, not copied); each attempt runs {pinned}")  # fmt: skip
+    for line in left_out_lines(m.skipped, m.left_out):
+        print(line)
+    return 0
+
+
+def code_lines(run_dir: str) -> list[str]:
+    from pathlib import Path
+
+    from ddpctl.run.layout import RunLayout
+    from ddpctl.snapshot import left_out_lines, read_info, summary
+
+    info = read_info(RunLayout(Path(run_dir)).snapshot_file)
+    if info is None:
+        return [summary(None)]
+    return [f"{summary(info)}; runs {info.script}", *left_out_lines(info.skipped, info.left_out)]
+
+
 def code_line(run_dir: str) -> str:
+    """The one code line `status` shows."""
     from pathlib import Path
 
     from ddpctl.run.layout import RunLayout

@@ -24,7 +24,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ddpctl.errors import SpecError
-from ddpctl.snapshot.info import STORE_DIR
+from ddpctl.snapshot.store import STORE_DIR
 from ddpctl.spec import JobSpec
 
 # Variables podman must be told to pass (the other runtimes pass the host environment through).

@@ -4,6 +4,7 @@
     job.yaml            resolved spec as submitted
     job.sbatch          rendered batch script (sbatch backend)
     snapshot.json       the code snapshot every attempt runs (ddpctl.snapshot; absent with snapshot: off)
+    code/               this run's own copy of the snapshot: every attempt runs the script from here
     slurm.out           batch-shell output, appended across requeues (--open-mode=append); with the sbatch
                         backend a hard link to <run_dir>/<name>/.slurm-<job_id>.out, where Slurm writes it
     events.jsonl        one JSON object per line, appended: the run's history (ddpctl.run.history declares each
@@ -67,6 +68,10 @@ class RunLayout:
     @property
     def snapshot_file(self) -> Path:
         return self.root / "snapshot.json"
+
+    @property
+    def code_dir(self) -> Path:
+        return self.root / "code"
 
     @property
     def batch_log(self) -> Path:

@@ -36,7 +36,7 @@ def staging(spec: JobSpec, script_text: str | None) -> Iterator[RunLayout]:
         ) from err
     try:
         stage.spec_file.write_text(yaml.safe_dump(spec_to_mapping(spec), sort_keys=False))
-        take(spec, stage.snapshot_file)  # the code every attempt runs, pinned before the job exists
+        take(spec, stage.snapshot_file, stage.code_dir)  # the code every attempt runs, before the job exists
         if script_text is not None:
             stage.script_file.write_text(script_text)  # 0o666 minus the umask: sbatch reads it, no exec bit
         yield stage

@@ -1,16 +1,17 @@
-"""What goes into a snapshot: a manifest of (path, kind, content id), from git's index or a directory walk.
+"""What goes into a snapshot: a manifest of entries (path, kind, mode, size, and the content id where git already
+knows it), from git's index or a directory walk (`ddpctl.snapshot.walk`). Nothing here reads a file's bytes:
+sizes and counts are checked against the limits from `lstat` before anything is read.
 
-Content ids are git blob ids (sha1 of "blob <size>\\0" + bytes), so a clean file's id comes for free from
-`git ls-files -s` (git's index, kept fresh by `git status`) and only changed or untracked files are read and
-hashed here. A file whose bytes differ from its blob because of a git clean/smudge filter (LFS, eol conversion)
-is stored with its work-tree bytes under the index's id.
+A git content id is trusted only for a file git itself vouches for: tracked, stage 0, tag `H` (not
+skip-worktree, not assume-unchanged) and not reported changed by `git status`. Every other file is hashed as it
+is stored (`ddpctl.snapshot.store`), so an id always names the bytes that were hashed.
 """
 
 from __future__ import annotations
 
-import hashlib
 import os
-from collections.abc import Iterable
+import stat
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -18,48 +19,96 @@ from ddpctl import proc
 from ddpctl.errors import SpecError
 
 FILE, EXEC, LINK = "file", "exec", "link"
-GIT_KINDS = {"100644": FILE, "100755": EXEC, "120000": LINK}  # 160000 (submodule) is not snapshotted
+GIT_KINDS = {"100644": FILE, "100755": EXEC, "120000": LINK}
+SUBMODULE = "160000"
 SKIP_DIRS = frozenset({".git", "__pycache__", ".mypy_cache", ".pytest_cache", ".ruff_cache"})
+MiB = 1024 * 1024
+
+
+@dataclass(frozen=True)
+class Limits:
+    max_files: int = 50_000
+    max_bytes: int = 512 * MiB
+
+    @classmethod
+    def from_env(cls, env: dict[str, str] | os._Environ[str]) -> Limits:
+        return cls(
+            whole_number(env, "DDPCTL_SNAPSHOT_MAX_FILES", cls.max_files),
+            whole_number(env, "DDPCTL_SNAPSHOT_MAX_MB", cls.max_bytes // MiB) * MiB,
+        )
+
+
+def whole_number(env: dict[str, str] | os._Environ[str], name: str, default: int) -> int:
+    """A limit from the environment: ASCII digits only (`str.isdigit` also takes '²', which int() refuses)."""
+    value = env.get(name, "")
+    if not value:
+        return default
+    if not (value.isascii() and value.isdigit()) or len(value) > 12:
+        raise SpecError(f"{name}: got {value!r}, expected a whole number such as {default}")
+    return int(value)
 
 
 @dataclass(frozen=True)
 class Entry:
-    path: str  # relative to the manifest's root, "/"-separated
+    path: str  # relative to the snapshot's root, "/"-separated
     kind: str  # file, exec or link
-    oid: str  # git blob id of the bytes (of the link target for a link)
+    mode: int = 0o644  # the source's permission bits: the run's copy never gets more
+    size: int = 0
+    oid: str | None = None  # content id git vouches for; None: hashed while it is stored
+    source: str = ""  # where the bytes are read from (a link leaving the tree: its target), "" = root/path
+    target: str = ""  # a link's target, as the snapshot holds it
 
 
 @dataclass
 class Manifest:
     root: Path
+    limits: Limits = field(default_factory=Limits)
     entries: list[Entry] = field(default_factory=list)
     commit: str | None = None
     branch: str | None = None
     dirty: bool = False
-    skipped: list[str] = field(default_factory=list)  # submodules and the like, named in snapshot.json
-    truncated: bool = False  # the directory walk stopped at a limit
+    skipped: list[str] = field(default_factory=list)  # git submodules, nested repositories: not snapshotted
+    left_out: list[str] = field(default_factory=list)  # "path (why)": hidden and data-like files
+    total: int = 0  # bytes of the files so far
+
+    def add(self, entry: Entry) -> None:
+        """Add `entry`, or stop with the limit error before anything beyond a limit is read."""
+        if len(self.entries) >= self.limits.max_files or self.total + entry.size > self.limits.max_bytes:
+            raise too_big(self, len(self.entries), self.total + entry.size, True)
+        self.entries.append(entry)
+        self.total += entry.size
 
 
-def blob_id(data: bytes) -> str:
-    return hashlib.sha1(b"blob %d\0" % len(data) + data, usedforsecurity=False).hexdigest()
+def too_big(manifest: Manifest, files: int, size: int | None, more: bool) -> SpecError:
+    """The limit error, raised before anything beyond the limit is read (`size` None: only counted so far)."""
+    limits = manifest.limits
+    amount = f"{files} files" + (f" / {size / MiB:.1f} MB" if size is not None else "")
+    return SpecError(
+        f"snapshot: {manifest.root} holds {'more than ' if more else ''}{amount} of code to snapshot; "
+        f"allowed are {limits.max_files} files / "
+        f"{limits.max_bytes // MiB} MB (DDPCTL_SNAPSHOT_MAX_FILES, DDPCTL_SNAPSHOT_MAX_MB): keep data and outputs "
+        "out of the code (.gitignore or snapshot_exclude them), or set snapshot: off"
+    )
 
 
-def entry_for(root: Path, rel: str) -> Entry | None:
-    """The work tree's current content of `rel` (None when it is gone or not a file/link)."""
-    path = root / rel
+def check_name(root: Path, rel: str) -> None:
+    """Names are bytes on disk; the snapshot's record is UTF-8 text: a name that is not UTF-8 is refused."""
     try:
-        if path.is_symlink():
-            return Entry(rel, LINK, blob_id(str(path.readlink()).encode()))
-        if not path.is_file():
-            return None
-        kind = EXEC if os.access(path, os.X_OK) else FILE
-        return Entry(rel, kind, blob_id(path.read_bytes()))
-    except OSError:
-        return None
+        rel.encode("utf-8")
+    except UnicodeEncodeError:
+        shown = os.fsencode(rel).decode("utf-8", "backslashreplace")
+        raise SpecError(
+            f"snapshot: {root}: the file name {shown!r} is not UTF-8; rename it, leave it out "
+            "(.gitignore or snapshot_exclude), or set snapshot: off"
+        ) from None
+
+
+def kind_of(st: os.stat_result) -> str:
+    return EXEC if st.st_mode & stat.S_IXUSR else FILE
 
 
 def git(root: Path, *args: str) -> proc.Completed:
-    return proc.run(["git", "-C", str(root), *args], timeout=120)
+    return proc.run(["git", "-C", str(root), *args], timeout=120, errors="surrogateescape")
 
 
 def git_root(directory: Path) -> Path | None:
@@ -96,61 +145,35 @@ def parse_status(text: str) -> tuple[str | None, str | None, set[str], bool]:
     return commit, branch, changed, dirty
 
 
-def parse_ls_files(text: str) -> Iterable[tuple[str, str, str]]:
-    """`git ls-files -s -z`: (mode, blob id, path) of stage-0 entries."""
+def parse_ls_files(text: str) -> Iterator[tuple[str, str, str, str]]:
+    """`git ls-files -s -v -z`: (tag, mode, blob id, path) of stage-0 entries. Tag `H` is a file git keeps
+    checking; `S` (skip-worktree, sparse checkouts) and lower case (assume-unchanged) are files it does not."""
     for record in text.split("\0"):
         meta, tab, path = record.partition("\t")
         parts = meta.split()
-        if tab and len(parts) == 3 and parts[2] == "0":
-            yield parts[0], parts[1], path
+        if tab and len(parts) == 4 and parts[3] == "0":
+            yield parts[0], parts[1], parts[2], path
 
 
-def git_manifest(root: Path, exclude: Iterable[Path]) -> Manifest:
-    status = git(root, "status", "--porcelain=v2", "-z", "--branch", "--untracked-files=all")
-    listed = git(root, "ls-files", "-s", "-z")
+def pathspec(root: Path, exclude: Iterable[Path]) -> list[str]:
+    """`-- . :(exclude)...` for the excluded directories inside the repository (run_dir, checkpoint dir):
+    git then neither lists nor counts what ddpctl itself writes there (its staging dir is not "dirty")."""
+    spec = ["--", "."]
+    for path in exclude:
+        try:
+            rel = path.relative_to(root).as_posix()
+        except ValueError:
+            continue
+        if rel != ".":
+            spec.append(f":(top,exclude,literal){rel}")
+    return spec
+
+
+def git_lists(root: Path, exclude: Iterable[Path]) -> tuple[str, str]:
+    spec = pathspec(root, exclude)
+    status = git(root, "status", "--porcelain=v2", "-z", "--branch", "--untracked-files=all", *spec)
+    listed = git(root, "ls-files", "-s", "-v", "-z", *spec)
     for done in (status, listed):
         if done.returncode != 0:
             raise SpecError(f"snapshot: {' '.join(done.argv[3:5])} failed in {root}: {done.stderr.strip()}")
-    commit, branch, changed, dirty = parse_status(status.stdout)
-    manifest = Manifest(root, commit=commit, branch=branch, dirty=dirty)
-    excluded = [p.resolve() for p in exclude]
-    paths = {}
-    for mode, oid, path in parse_ls_files(listed.stdout):
-        if mode not in GIT_KINDS:
-            manifest.skipped.append(path)
-        elif path not in changed:
-            paths[path] = Entry(path, GIT_KINDS[mode], oid)
-    for path in changed:
-        if (entry := entry_for(root, path)) is not None:
-            paths[path] = entry
-    manifest.entries = [e for p, e in sorted(paths.items()) if not inside(root / p, excluded)]
-    return manifest
-
-
-def inside(path: Path, dirs: list[Path]) -> bool:
-    return any(path == d or d in path.parents for d in dirs)
-
-
-def dir_manifest(root: Path, exclude: Iterable[Path], max_files: int, max_bytes: int) -> Manifest:
-    """Every file under `root` but hidden directories (.git, .cache, .venv, ...), __pycache__ and `exclude`;
-    links are kept as links. Stops reading once past a limit (the caller reports it): nothing is hashed beyond
-    it, so a script left in a large directory (a home directory) costs a bounded walk and one clear error."""
-    excluded = [p.resolve() for p in exclude]
-    manifest = Manifest(root)
-    total = 0
-    for current, dirs, files in os.walk(root):
-        here = Path(current)
-        dirs[:] = sorted(
-            d
-            for d in dirs
-            if d not in SKIP_DIRS and not d.startswith(".") and not inside((here / d).resolve(), excluded)
-        )
-        for name in sorted(files):
-            total += (here / name).lstat().st_size
-            if len(manifest.entries) >= max_files or total > max_bytes:
-                manifest.truncated = True
-                return manifest
-            rel = (here / name).relative_to(root).as_posix()
-            if (entry := entry_for(root, rel)) is not None:
-                manifest.entries.append(entry)
-    return manifest
+    return status.stdout, listed.stdout

@@ -1,119 +1,165 @@
-"""The content-addressed snapshot store under `<run_dir>/.snapshots/` (on the shared filesystem the nodes see).
+"""The private content-addressed store under `<run_dir>/.snapshots/` (on the shared filesystem the nodes see).
 
-    objects/<id[:2]>/<id[2:]>[.x]   one read-only file per content (".x": executable), written tmp + rename
-    trees/<tree id>/                the snapshot as a directory: hard links to the objects (copies where the
-                                    filesystem has no hard links); built under a temporary name, then renamed
-    trees/<tree id>.json            its file count and size
+    .snapshots/                      mode 0700, owned by the submitting user: checked on every submit
+      v2/objects/<id[:2]>/<id[2:]>   one read-only file per content; id = git blob id of the bytes as written
+      v2/tmp/                        objects being written (renamed into objects/ once hashed)
 
-The tree id is a hash of the sorted manifest, so an unchanged second submit finds its tree and copies nothing.
-Nothing is ever modified in place; removing `.snapshots/` is safe when no run of that run_dir is active.
+An object's id is computed from the bytes as they are copied in (read a chunk, hash it, write it), never taken
+from elsewhere: `put` stores under the id of what it wrote. A git id is used to find an object without reading
+the file (an unchanged resubmit copies nothing into the store) only for files git vouches for
+(`ddpctl.snapshot.collect`). Nobody but the owner can write the store, so an object cannot be planted there;
+objects are also checked to be the owner's and of the recorded size before a run copies them.
+
+The store is a cache: each run runs its own copy (`ddpctl.snapshot.copy`), never the objects themselves, so
+nothing a run writes reaches the store or another run. Removing `.snapshots/` is safe at any time.
 """
 
 from __future__ import annotations
 
 import hashlib
-import json
 import os
-import shutil
+import pwd
+import stat
 import uuid
-from dataclasses import dataclass
 from pathlib import Path
 
 from ddpctl import safeio
 from ddpctl.errors import SpecError
-from ddpctl.snapshot.collect import EXEC, LINK, Entry, Manifest
 
-MiB = 1024 * 1024
+STORE_DIR = ".snapshots"
+LAYOUT = "v2"  # objects of the earlier, shared layout (.snapshots/objects) are never trusted
+CHUNK = 1 << 20
+NOFOLLOW = os.O_NOFOLLOW | os.O_CLOEXEC
 
 
-@dataclass(frozen=True)
-class Limits:
-    max_files: int = 50_000
-    max_bytes: int = 512 * MiB
+def owner_name(uid: int) -> str:
+    try:
+        return f"{pwd.getpwuid(uid).pw_name} (uid {uid})"
+    except KeyError:
+        return f"uid {uid}"
 
-    @classmethod
-    def from_env(cls, env: dict[str, str] | os._Environ[str]) -> Limits:
-        def number(name: str, default: int) -> int:
-            value = env.get(name, "")
-            if not value:
-                return default
-            if not value.isdigit():
-                raise SpecError(f"{name}: got {value!r}, expected a whole number")
-            return int(value)
 
-        return cls(
-            number("DDPCTL_SNAPSHOT_MAX_FILES", cls.max_files),
-            number("DDPCTL_SNAPSHOT_MAX_MB", cls.max_bytes // MiB) * MiB,
+def private_dir(path: Path) -> None:
+    """Make sure `path` is a directory only the current user can write, creating it 0700 if needed; an older,
+    readable one is narrowed to 0700 (never widened); one that others own or can write is refused."""
+    try:
+        path.mkdir(mode=0o700, exist_ok=True)
+        st = os.lstat(path)
+    except OSError as err:
+        raise SpecError(
+            f"snapshot: cannot create the code snapshot store {path}: {err.strerror or err}; give the job a "
+            "run_dir you can write (run_dir: ...), or set snapshot: off"
+        ) from err
+    if not stat.S_ISDIR(st.st_mode):
+        raise SpecError(f"snapshot: the code snapshot store {path} is not a directory (a link?); remove it")
+    if st.st_uid != os.geteuid():
+        raise SpecError(
+            f"snapshot: the code snapshot store {path} belongs to {owner_name(st.st_uid)}: a store is private "
+            "to its owner (0700), so that nobody can plant code your runs would execute; give your jobs a "
+            "run_dir of your own (e.g. run_dir: runs-$USER), or set snapshot: off"
         )
+    if st.st_mode & 0o022:
+        raise SpecError(
+            f"snapshot: the code snapshot store {path} is writable by others (mode {stat.S_IMODE(st.st_mode):o}), "
+            "so its contents cannot be trusted: remove it (it is a cache), then submit again"
+        )
+    if st.st_mode & 0o077:
+        path.chmod(0o700)
 
 
-@dataclass(frozen=True)
-class Stored:
-    tree_id: str
-    path: Path
-    files: int
-    bytes: int
-    new_bytes: int  # copied by this submit (0 when the tree or every object already existed)
+def open_store(run_dir: Path) -> Path:
+    top = run_dir / STORE_DIR
+    run_dir.mkdir(parents=True, exist_ok=True)
+    private_dir(top)
+    store = top / LAYOUT
+    private_dir(store)
+    for sub in ("objects", "tmp"):
+        (store / sub).mkdir(mode=0o700, exist_ok=True)
+    return store
 
 
-def tree_id(entries: list[Entry]) -> str:
-    text = "".join(f"{e.kind} {e.oid} {e.path}\n" for e in entries)
-    return hashlib.sha256(text.encode()).hexdigest()
+def object_path(store: Path, oid: str) -> Path:
+    return store / "objects" / oid[:2] / oid[2:]
 
 
-def too_big(manifest: Manifest, files: int, size: int, limits: Limits) -> SpecError:
-    return SpecError(
-        f"snapshot: {manifest.root} holds {'more than ' if manifest.truncated else ''}{files} files / "
-        f"{size / MiB:.1f} MB of code to snapshot; allowed are {limits.max_files} files / "
-        f"{limits.max_bytes // MiB} MB (DDPCTL_SNAPSHOT_MAX_FILES, DDPCTL_SNAPSHOT_MAX_MB): keep data and outputs "
-        "out of the repository (or .gitignore them), or set snapshot: off"
-    )
-
-
-def store_tree(store: Path, manifest: Manifest, limits: Limits) -> Stored:
-    tid = tree_id(manifest.entries)
-    tree, meta = store / "trees" / tid, store / "trees" / f"{tid}.json"
-    if tree.is_dir() and meta.is_file():
-        counts = json.loads(meta.read_text())
-        return Stored(tid, tree, int(counts["files"]), int(counts["bytes"]), 0)
-    sizes = [(manifest.root / e.path).lstat().st_size for e in manifest.entries]
-    if manifest.truncated or len(sizes) > limits.max_files or sum(sizes) > limits.max_bytes:
-        raise too_big(manifest, len(sizes), sum(sizes), limits)
-    tmp = store / "trees" / f".tmp-{tid[:16]}-{uuid.uuid4().hex[:8]}"
-    tmp.mkdir(parents=True)
+def have(store: Path, oid: str, size: int) -> bool:
+    """Whether the store holds `oid`: a regular file of the owner's, of the expected size."""
     try:
-        new = sum(place(store, manifest.root, entry, tmp) for entry in manifest.entries)
-        try:
-            tmp.rename(tree)
-        except OSError:  # another submit built the same tree meanwhile: theirs is as good
-            if not tree.is_dir():
-                raise
+        st = os.lstat(object_path(store, oid))
+    except OSError:
+        return False
+    return stat.S_ISREG(st.st_mode) and st.st_uid == os.geteuid() and st.st_size == size
+
+
+def changed(source: Path) -> SpecError:
+    return SpecError(f"snapshot: {source} changed while it was being snapshotted; submit again")
+
+
+def hash_file(source: Path, size: int) -> str:
+    """The git blob id of `source`'s `size` bytes, read in chunks (never whole)."""
+    h = hashlib.sha1(b"blob %d\0" % size, usedforsecurity=False)
+    try:
+        fd = os.open(source, os.O_RDONLY | NOFOLLOW)
+    except OSError as err:
+        raise SpecError(f"snapshot: cannot read {source}: {err.strerror or err}") from err
+    try:
+        done = 0
+        while chunk := os.read(fd, min(CHUNK, size - done) or 1):
+            done += len(chunk)
+            if done > size:
+                raise changed(source)
+            h.update(chunk)
     finally:
-        if tmp.exists():
-            shutil.rmtree(tmp, ignore_errors=True)
-    safeio.write_text_atomic(meta, json.dumps({"files": len(sizes), "bytes": sum(sizes)}))
-    return Stored(tid, tree, len(sizes), sum(sizes), new)
+        os.close(fd)
+    if done != size:
+        raise changed(source)
+    return h.hexdigest()
 
 
-def place(store: Path, root: Path, entry: Entry, tree: Path) -> int:
-    """Put `entry` into `tree` (linking its object, storing that first if new); returns the bytes copied."""
-    target = tree / entry.path
-    target.parent.mkdir(parents=True, exist_ok=True)
-    source = root / entry.path
-    if entry.kind == LINK:
-        target.symlink_to(source.readlink())
-        return 0
-    obj = store / "objects" / entry.oid[:2] / (entry.oid[2:] + (".x" if entry.kind == EXEC else ""))
-    copied = 0
-    if not obj.exists():
-        obj.parent.mkdir(parents=True, exist_ok=True)
-        part = obj.with_name(f".{obj.name}.{uuid.uuid4().hex[:8]}")
-        shutil.copyfile(source, part, follow_symlinks=False)
-        part.chmod(0o555 if entry.kind == EXEC else 0o444)  # shared by every tree: never written again
-        part.replace(obj)
-        copied = obj.stat().st_size
+def copy_hashing(src: int, dst: int, source: Path, size: int) -> str:
+    """Copy `size` bytes from `src` to `dst`, hashing what is written; a read error names the source."""
+    h = hashlib.sha1(b"blob %d\0" % size, usedforsecurity=False)
+    done = 0
+    while True:
+        try:
+            chunk = os.read(src, min(CHUNK, size - done) or 1)
+        except OSError as err:
+            raise SpecError(f"snapshot: cannot read {source}: {err.strerror or err}") from err
+        if not chunk:
+            break
+        done += len(chunk)
+        if done > size:
+            raise changed(source)
+        h.update(chunk)
+        safeio.write_all(dst, chunk)
+    if done != size:
+        raise changed(source)
+    return h.hexdigest()
+
+
+def put(store: Path, source: Path, size: int) -> str:
+    """Store `source`'s bytes; returns the id of the bytes as written. On any failure (a full disk) the partial
+    file is removed and the error names the store."""
     try:
-        os.link(obj, target)
-    except OSError:  # no hard links on this filesystem
-        shutil.copy2(obj, target)
-    return copied
+        src = os.open(source, os.O_RDONLY | NOFOLLOW)
+    except OSError as err:
+        raise SpecError(f"snapshot: cannot read {source}: {err.strerror or err}") from err
+    part = store / "tmp" / uuid.uuid4().hex
+    try:
+        dst = os.open(part, os.O_WRONLY | os.O_CREAT | os.O_EXCL | NOFOLLOW, 0o400)
+        try:
+            oid = copy_hashing(src, dst, source, size)
+        finally:
+            os.close(dst)
+        obj = object_path(store, oid)
+        obj.parent.mkdir(mode=0o700, exist_ok=True)
+        part.replace(obj)
+        return oid
+    except OSError as err:
+        raise SpecError(
+            f"snapshot: writing to the code snapshot store {store} failed: {err.strerror or err} (the partial "
+            "file was removed); free space there, or set snapshot: off"
+        ) from err
+    finally:
+        os.close(src)
+        part.unlink(missing_ok=True)

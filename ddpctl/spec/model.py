@@ -94,6 +94,7 @@ class JobSpec:
     rdzv: str = "auto"  # "c10d", "static", or "auto": static without in-job restarts, c10d with them (`rendezvous`)
     python: str | None = None  # interpreter for workers (in the image with a container); None = ddpctl's own
     snapshot: str = "auto"  # code snapshot at submit: auto, git, dir or off (ddpctl.snapshot)
+    snapshot_exclude: tuple[str, ...] = ()  # globs left out of the snapshot; "!glob" keeps a data-like file
     source: str = "<spec>"  # the file the spec came from, for messages
 
     @property

@@ -169,6 +169,20 @@ def section(table: Mapping[str, Conv]) -> Conv:
     return conv
 
 
+MAX_GLOBS = 256
+
+
+def globs(value: Any, at: At) -> tuple[str, ...]:
+    """`snapshot_exclude`: gitignore-style globs (ddpctl.snapshot.ignore), a bounded list."""
+    items = text_list()(value, at)
+    if len(items) > MAX_GLOBS:
+        raise at.error(f"got {len(items)} patterns, expected at most {MAX_GLOBS}")
+    for index, item in enumerate(items):
+        if not item.strip("!/ ") or len(item) > 1024 or "\n" in item:
+            raise at.child(str(index)).fail(item, "a glob such as data/ or *.csv, or !glob to keep a file")
+    return tuple(items)
+
+
 TOP: dict[str, Conv] = {
     "name": job_name,
     "script": text(what="a path to the training script", path=True),
@@ -192,6 +206,7 @@ TOP: dict[str, Conv] = {
     "rdzv": choice(("auto", "c10d", "static")),
     "python": text(nullable=True, what="an interpreter name or path", path=True),
     "snapshot": choice(("auto", "git", "dir", "off")),
+    "snapshot_exclude": globs,
     **{name: section(table) for name, table in SECTIONS.items()},
 }
 REQUIRED = ("name", "script")

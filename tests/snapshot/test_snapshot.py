@@ -9,9 +9,8 @@ import pytest
 from gittools import git
 
 from ddpctl.errors import SpecError
-from ddpctl.snapshot import pin, read_info, summary, take
-from ddpctl.snapshot.collect import parse_status
-from ddpctl.snapshot.store import Limits
+from ddpctl.snapshot import SnapshotInfo, pin, read_info, summary, take
+from ddpctl.snapshot.collect import Limits, parse_status
 from ddpctl.spec import JobSpec
 
 
@@ -26,6 +25,12 @@ def repo(tmp_path: Path) -> Path:
     git(root, "add", ".")
     git(root, "commit", "-qm", "one")
     return root
+
+
+def take_at(spec: JobSpec, where: Path, limits: Limits | None = None) -> SnapshotInfo | None:
+    """take() as submit calls it: the record and the run's copy of the code in one (staging) run dir."""
+    where.mkdir(parents=True, exist_ok=True)
+    return take(spec, where / "snapshot.json", where / "code", limits)
 
 
 def spec_for(script: Path, run_dir: Path, mode: str = "auto") -> JobSpec:
@@ -57,7 +62,7 @@ def test_git_snapshot_holds_tracked_dirty_and_untracked_files_but_not_ignored_on
     (repo / "ignored.txt").write_text("no\n")
     (repo / "runs").mkdir()
     (repo / "runs" / "big.bin").write_text("checkpoint")
-    info = take(spec_for(repo / "jobs" / "train.py", repo / "runs"), tmp_path / "snapshot.json")
+    info = take_at(spec_for(repo / "jobs" / "train.py", repo / "runs"), tmp_path / "snapshot")
     assert info is not None and info.mode == "git"
     assert tree_files(info.path) == {
         ".gitignore": "ignored.txt\nruns/\n",
@@ -67,23 +72,23 @@ def test_git_snapshot_holds_tracked_dirty_and_untracked_files_but_not_ignored_on
     }
     assert (info.commit, info.branch, info.dirty) == (git(repo, "rev-parse", "HEAD"), "main", True)
     assert info.script == str(Path(info.path) / "jobs" / "train.py")
-    assert read_info(tmp_path / "snapshot.json") == info
-    assert Path(info.path).parent.parent == repo / "runs" / ".snapshots"
+    assert read_info(tmp_path / "snapshot" / "snapshot.json") == info
+    assert info.path == str(tmp_path / "snapshot" / "code")
     assert "dirty" in summary(info) and info.commit is not None and info.commit[:12] in summary(info)
 
 
 def test_unchanged_second_submit_copies_nothing_and_a_change_copies_only_itself(repo: Path, tmp_path: Path) -> None:
     spec = spec_for(repo / "jobs" / "train.py", tmp_path / "runs")
-    first = take(spec, tmp_path / "a.json")
-    second = take(spec, tmp_path / "b.json")
+    first = take_at(spec, tmp_path / "a")
+    second = take_at(spec, tmp_path / "b")
     assert first is not None and second is not None
     assert not first.dirty and first.new_bytes == first.bytes > 0
     assert (second.tree, second.new_bytes) == (first.tree, 0)
     (repo / "lib.py").write_text("X = 3\n")
-    third = take(spec, tmp_path / "c.json")
+    third = take_at(spec, tmp_path / "c")
     assert third is not None and third.tree != first.tree and third.new_bytes == len("X = 3\n")
     assert tree_files(first.path)["lib.py"] == "X = 1\n"  # the first run's code is untouched
-    objects = [p for p in (tmp_path / "runs" / ".snapshots" / "objects").rglob("*") if p.is_file()]
+    objects = [p for p in (tmp_path / "runs" / ".snapshots" / "v2" / "objects").rglob("*") if p.is_file()]
     assert len(objects) == 4  # 3 files + the one changed content, each stored once
 
 
@@ -96,60 +101,60 @@ def test_dir_mode_and_auto_outside_git(tmp_path: Path) -> None:
     (code / ".venv").mkdir()
     (code / ".venv" / "big").write_bytes(b"\0")
     for mode in ("auto", "dir"):
-        info = take(spec_for(code / "train.py", tmp_path / "runs", mode), tmp_path / f"{mode}.json")
+        info = take_at(spec_for(code / "train.py", tmp_path / "runs", mode), tmp_path / f"{mode}")
         assert info is not None and (info.mode, info.commit, info.dirty) == ("dir", None, False)
         assert tree_files(info.path) == {"train.py": "print(1)\n", "pkg/m.py": "M = 1\n"}
         assert "directory" in summary(info)
     with pytest.raises(SpecError, match=r"snapshot: git, but the script .* is not in a git work tree"):
-        take(spec_for(code / "train.py", tmp_path / "runs", "git"), tmp_path / "git.json")
+        take_at(spec_for(code / "train.py", tmp_path / "runs", "git"), tmp_path / "git")
 
 
 def test_off_takes_nothing_and_pin_keeps_the_script(tmp_path: Path) -> None:
     spec = spec_for(tmp_path / "train.py", tmp_path / "runs", "off")
-    assert take(spec, tmp_path / "snapshot.json") is None
-    assert not (tmp_path / "snapshot.json").exists() and not (tmp_path / "runs").exists()
-    assert pin(spec, tmp_path / "snapshot.json") == spec
+    assert take_at(spec, tmp_path / "snapshot") is None
+    assert not (tmp_path / "snapshot" / "snapshot.json").exists() and not (tmp_path / "runs").exists()
+    assert pin(spec, tmp_path / "snapshot" / "snapshot.json") == spec
     assert "not snapshotted" in summary(None)
 
 
 def test_pin_runs_the_snapshot_and_refuses_a_missing_one(repo: Path, tmp_path: Path) -> None:
     spec = spec_for(repo / "jobs" / "train.py", tmp_path / "runs")
-    info = take(spec, tmp_path / "snapshot.json")
+    info = take_at(spec, tmp_path / "snapshot")
     assert info is not None
     (repo / "jobs" / "train.py").write_text("print('v2')\n")
-    pinned = pin(spec, tmp_path / "snapshot.json")
+    pinned = pin(spec, tmp_path / "snapshot" / "snapshot.json")
     assert Path(pinned.script).read_text() == "print('v1')\n" and pinned.script != spec.script
     import shutil
 
-    shutil.rmtree(tmp_path / "runs" / ".snapshots")
+    shutil.rmtree(tmp_path / "snapshot" / "code")
     with pytest.raises(SpecError, match=r"snapshot: .*train.py is missing"):
-        pin(spec, tmp_path / "snapshot.json")
+        pin(spec, tmp_path / "snapshot" / "snapshot.json")
 
 
 def test_limits_give_one_clear_error_and_leave_nothing_behind(repo: Path, tmp_path: Path) -> None:
     spec = spec_for(repo / "jobs" / "train.py", tmp_path / "runs")
     with pytest.raises(SpecError) as err:
-        take(spec, tmp_path / "snapshot.json", Limits(max_files=2))
+        take_at(spec, tmp_path / "snapshot", Limits(max_files=2))
     message = str(err.value)
     assert "\n" not in message and f"{repo} holds 3 files" in message and "allowed are 2 files" in message
     assert "snapshot: off" in message
-    assert not (tmp_path / "snapshot.json").exists()
+    assert not (tmp_path / "snapshot" / "snapshot.json").exists()
     assert not list((tmp_path / "runs").rglob("*")) if (tmp_path / "runs").exists() else True
     (repo / "big.bin").write_bytes(b"x" * (2 * 1024 * 1024))
     with pytest.raises(SpecError, match="MB of code to snapshot; allowed are 50000 files / 1 MB"):
-        take(spec, tmp_path / "snapshot.json", Limits(max_bytes=1024 * 1024))
+        take_at(spec, tmp_path / "snapshot", Limits(max_bytes=1024 * 1024))
     code = tmp_path / "code"
     code.mkdir()
     (code / "train.py").write_text("x")
     (code / "a").write_text("y")
     with pytest.raises(SpecError, match="holds more than 1 files"):
-        take(spec_for(code / "train.py", tmp_path / "runs", "dir"), tmp_path / "d.json", Limits(max_files=1))
+        take_at(spec_for(code / "train.py", tmp_path / "runs", "dir"), tmp_path / "d", Limits(max_files=1))
 
 
 def test_an_ignored_script_is_refused(repo: Path, tmp_path: Path) -> None:
     (repo / "ignored.txt").write_text("print(1)\n")
     with pytest.raises(SpecError, match=r"is not part of the snapshot of .*ignored by git"):
-        take(spec_for(repo / "ignored.txt", tmp_path / "runs"), tmp_path / "snapshot.json")
+        take_at(spec_for(repo / "ignored.txt", tmp_path / "runs"), tmp_path / "snapshot")
 
 
 def test_limits_from_env() -> None:
@@ -159,6 +164,6 @@ def test_limits_from_env() -> None:
 
 
 def test_record_is_json(repo: Path, tmp_path: Path) -> None:
-    take(spec_for(repo / "jobs" / "train.py", tmp_path / "runs"), tmp_path / "snapshot.json")
-    data = json.loads((tmp_path / "snapshot.json").read_text())
+    take_at(spec_for(repo / "jobs" / "train.py", tmp_path / "runs"), tmp_path / "snapshot")
+    data = json.loads((tmp_path / "snapshot" / "snapshot.json").read_text())
     assert {"mode", "commit", "branch", "dirty", "tree", "path", "script"} <= set(data)
