@@ -24,7 +24,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from ddpctl.snapshot import take
-from ddpctl.snapshot.store import Limits
+from ddpctl.snapshot.collect import Limits
 from ddpctl.spec import JobSpec
 
 GIT_ENV = {
@@ -58,8 +58,10 @@ def make_repo(root: Path, files: int, megabytes: int) -> None:
 
 
 def timed(spec: JobSpec, record: Path) -> tuple[float, int]:
+    """One submit's snapshot, as `ddpctl submit` takes it: into a fresh (staging) run dir of its own."""
+    record.mkdir()
     start = time.perf_counter()
-    info = take(spec, record, Limits(max_files=100_000, max_bytes=1 << 40))
+    info = take(spec, record / "snapshot.json", record / "code", Limits(max_files=100_000, max_bytes=1 << 40))
     elapsed = time.perf_counter() - start
     assert info is not None
     return elapsed, info.new_bytes
@@ -94,13 +96,13 @@ def main() -> int:
             f"load average {os.getloadavg()[0]:.2f}"
         )
         spec = JobSpec(name="bench", script=str(repo / "train.py"), run_dir=str(runs))
-        first, copied = timed(spec, scratch / "first.json")
+        first, copied = timed(spec, scratch / "first")
         print(f"first submit (empty store):     {first * 1000:8.1f} ms, {copied / 2**20:.1f} MB copied")
         ours: list[float] = []
         theirs: list[float] = []
         for index in range(args.rounds):
             pair = [
-                ("ours", lambda i=index: timed(spec, scratch / f"again-{i}.json")),
+                ("ours", lambda i=index: timed(spec, scratch / f"again-{i}")),
                 ("theirs", lambda i=index: (naive_copy(repo, scratch / f"copy-{i}"), -1)),
             ]
             for name, run in pair if index % 2 == 0 else reversed(pair):
@@ -116,11 +118,11 @@ def main() -> int:
         print(f"ratio unchanged submit / naive copy = {m_ours / m_theirs:.3f}")
         edited = next(repo.glob("pkg01/*.py"))
         edited.write_bytes(edited.read_bytes() + b"# edited\n")
-        one, copied = timed(spec, scratch / "one.json")
+        one, copied = timed(spec, scratch / "one")
         print(f"one file edited (dirty):        {one * 1000:8.1f} ms, {copied / 2**10:.1f} KiB copied")
         for path in sorted(repo.glob("pkg02/*.py"))[:50]:
             path.write_bytes(path.read_bytes() + b"# edited\n")
-        fifty, copied = timed(spec, scratch / "fifty.json")
+        fifty, copied = timed(spec, scratch / "fifty")
         print(f"50 files edited (dirty):        {fifty * 1000:8.1f} ms, {copied / 2**10:.1f} KiB copied")
     finally:
         if args.keep:

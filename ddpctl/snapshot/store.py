@@ -68,7 +68,7 @@ def private_dir(path: Path) -> None:
 
 
 def open_store(run_dir: Path) -> Path:
-    top = run_dir / STORE_DIR
+    top = run_dir.absolute() / STORE_DIR
     run_dir.mkdir(parents=True, exist_ok=True)
     private_dir(top)
     store = top / LAYOUT
