@@ -20,6 +20,8 @@ from ddpctl.node.launch import prepare
 from ddpctl.node.localenv import local_node_env
 from ddpctl.plan.submission import PLACEHOLDER_JOB_ID, PLACEHOLDER_JOB_NUMBER, SubmissionPlan, build
 from ddpctl.proc import Completed
+from ddpctl.run.layout import RunLayout
+from ddpctl.snapshot import check
 from ddpctl.spec import load_spec, resolve_paths, spec_to_mapping
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -58,7 +60,14 @@ def test_cli_dry_run_prints_exactly_the_plan(backend: str, monkeypatch: pytest.M
         *(f"--set={item}" for item in FIXED),
     ]
     done = subprocess.run(argv, cwd=ROOT, capture_output=True, text=True, timeout=60, check=True)
-    assert done.stdout == example_plan(backend, ROOT).text()
+    # The plan as submitted, with the script each attempt runs: the one in the run's copy of the code.
+    spec = resolve_paths(load_spec(ROOT / "jobs" / "example.yaml", FIXED), ROOT)
+    preview = check(spec)
+    assert preview is not None
+    code = RunLayout(spec.run_base.resolve() / PLACEHOLDER_JOB_ID).code_dir
+    text = build(dataclasses.replace(spec, script=str(code / preview.script_rel)), backend).text()
+    assert done.stdout.startswith(text)
+    assert f"(checked, not copied); each attempt runs {code / preview.script_rel}" in done.stdout[len(text) :]
 
 
 def test_submitit_plan_shows_its_executor_parameters(monkeypatch: pytest.MonkeyPatch) -> None:
