@@ -16,9 +16,10 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
+from ddpctl import safeio
 from ddpctl.errors import SpecError
 from ddpctl.snapshot.collect import LINK, Manifest
-from ddpctl.snapshot.store import NOFOLLOW, hash_file, have, object_path, put
+from ddpctl.snapshot.store import hash_file, have, object_path, put
 
 FICLONE = 0x40049409  # _IOW(0x94, 9, int), linux/fs.h
 NO_CLONE = {errno.EOPNOTSUPP, errno.ENOTTY, errno.EINVAL, errno.EXDEV, errno.EBADF, errno.ENOSYS, errno.EPERM}
@@ -78,13 +79,13 @@ class Copier:
         self.clones = True
 
     def file(self, item: Item, target: Path) -> None:
-        src = os.open(object_path(self.store, item.ref), os.O_RDONLY | NOFOLLOW)
+        src = safeio.open_read(object_path(self.store, item.ref))
         try:
             st = os.fstat(src)
             if st.st_uid != os.geteuid() or st.st_size != item.size:
                 raise SpecError(f"snapshot: store object {item.ref} for {item.path} is not as stored; remove "
                                 f"{self.store} (a cache) and submit again")  # fmt: skip
-            dst = os.open(target, os.O_WRONLY | os.O_CREAT | os.O_EXCL | NOFOLLOW, item.mode)
+            dst = safeio.open_fd(target, os.O_WRONLY | os.O_CREAT | os.O_EXCL, item.mode)
             try:
                 self.data(src, dst, item.size)
             finally:

@@ -29,7 +29,6 @@ from ddpctl.errors import SpecError
 STORE_DIR = ".snapshots"
 LAYOUT = "v2"  # objects of the earlier, shared layout (.snapshots/objects) are never trusted
 CHUNK = 1 << 20
-NOFOLLOW = os.O_NOFOLLOW | os.O_CLOEXEC
 
 
 def owner_name(uid: int) -> str:
@@ -99,7 +98,7 @@ def hash_file(source: Path, size: int) -> str:
     """The git blob id of `source`'s `size` bytes, read in chunks (never whole)."""
     h = hashlib.sha1(b"blob %d\0" % size, usedforsecurity=False)
     try:
-        fd = os.open(source, os.O_RDONLY | NOFOLLOW)
+        fd = safeio.open_read(source)
     except OSError as err:
         raise SpecError(f"snapshot: cannot read {source}: {err.strerror or err}") from err
     try:
@@ -141,12 +140,12 @@ def put(store: Path, source: Path, size: int) -> str:
     """Store `source`'s bytes; returns the id of the bytes as written. On any failure (a full disk) the partial
     file is removed and the error names the store."""
     try:
-        src = os.open(source, os.O_RDONLY | NOFOLLOW)
+        src = safeio.open_read(source)
     except OSError as err:
         raise SpecError(f"snapshot: cannot read {source}: {err.strerror or err}") from err
     part = store / "tmp" / uuid.uuid4().hex
     try:
-        dst = os.open(part, os.O_WRONLY | os.O_CREAT | os.O_EXCL | NOFOLLOW, 0o400)
+        dst = safeio.open_fd(part, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o400)
         try:
             oid = copy_hashing(src, dst, source, size)
         finally:
