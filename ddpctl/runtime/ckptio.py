@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import threading
 import zlib
 from collections.abc import Callable
 from pathlib import Path
@@ -22,8 +23,37 @@ HASH_CHUNK = 1 << 22
 MAX_TABLE_BYTES = 64 << 20
 
 
+PARALLEL_MIN = 1 << 20  # writes this large are hashed on a helper thread while they are written
+
+
+def _sync_file_range() -> Callable[[int, int, int, int], int] | None:
+    """Linux's sync_file_range(2), which Python's os module lacks; None elsewhere."""
+    try:
+        import ctypes
+
+        libc = ctypes.CDLL(None, use_errno=True)
+        call = libc.sync_file_range
+    except (OSError, AttributeError):
+        return None
+    call.argtypes = [ctypes.c_int, ctypes.c_int64, ctypes.c_int64, ctypes.c_uint]
+    call.restype = ctypes.c_int
+    return call
+
+
+_WRITEBACK = _sync_file_range()
+_SYNC_FILE_RANGE_WRITE = 2
+
+
 class _HashingWriter:
-    """File-like sink for torch.save that hashes the bytes on their way to disk (no second read pass)."""
+    """File-like sink for torch.save that hashes the bytes on their way to disk (no second read pass).
+
+    Where the time of a durable save went (1 GiB, cProfile): writing into the page cache, the CRC (0.4-2 s/GiB
+    on a busy 2-core machine) and the final fsync writing the whole file back. So a large write is hashed on
+    a helper thread while this one writes it (zlib and os.write both release the GIL), and the kernel is asked
+    to start writing each large piece back at once (sync_file_range WRITE, no wait), so the disk works while
+    torch serialises the next tensor and the final fsync finds little left to write. Durability is unchanged:
+    the fsync, rename and directory fsync still follow (safeio.write_atomic).
+    """
 
     def __init__(self, fd: int) -> None:
         self._fd = fd
@@ -33,12 +63,24 @@ class _HashingWriter:
 
     def write(self, data: bytes | memoryview) -> int:
         view = memoryview(data)
-        self.crc = zlib.crc32(view, self.crc)
+        hasher = None
+        if len(view) >= PARALLEL_MIN:
+            box = [self.crc]
+            hasher = threading.Thread(target=lambda: box.append(zlib.crc32(view, box[0])), daemon=True)
+            hasher.start()
+        else:
+            self.crc = zlib.crc32(view, self.crc)
         try:
             safeio.write_all(self._fd, view)
         except OSError as exc:
             self.error = exc
             raise
+        finally:
+            if hasher is not None:
+                hasher.join()
+                self.crc = box[-1]
+        if hasher is not None and _WRITEBACK is not None:
+            _WRITEBACK(self._fd, self.size, len(view), _SYNC_FILE_RANGE_WRITE)  # a hint: its failure changes nothing
         self.size += len(view)
         return len(view)
 
