@@ -22,10 +22,12 @@ def add(sub: Any) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from ddpctl import api
+    # The spec layer, not ddpctl.api: rendering needs no backend, registry or logs machinery, and `render` is
+    # run as a fresh process (api.load_spec does exactly this: read, override, validate, resolve against cwd).
     from ddpctl.plan.render import render_for
+    from ddpctl.spec import load_spec, resolve_paths
 
-    text = render_for(api.load_spec(args.spec, args.overrides))
+    text = render_for(resolve_paths(load_spec(args.spec, args.overrides), Path.cwd()))
     if args.output is None:
         sys.stdout.write(text)
         return 0
