@@ -76,7 +76,8 @@ def make_executor(spec: JobSpec, run_base: Path, scripts: list[Path], parameters
                 else "".join(line for line in text.splitlines(keepends=True) if not line.startswith("#SBATCH --time="))
             )
 
-    budgets = spec.requeue.max_preemptions + spec.requeue.max_timeouts + spec.requeue.max_failures
+    policy = spec.requeue
+    budgets = policy.max_preemptions + policy.max_timeouts + policy.max_failures + policy.max_node_failures
     # Tasks run submitit and ddpctl with this interpreter (it has both); the workers use spec.python.
     executor = Executor(folder=RunLayout(run_base / "%j").submitit_dir, max_num_timeout=budgets + 1)
     executor.update_parameters(**parameters)

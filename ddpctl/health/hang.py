@@ -3,12 +3,15 @@
 The allowance is `health.hang_timeout_s` when set, else derived from the observed step times: HANG_STEP_FACTOR x
 the slowest rank's median step, never below `health.hang_floor_s`. Before any rank finished a step the
 allowance is `health.startup_s` (imports, data, rendezvous, compilation); while any rank is saving a
-checkpoint, `health.checkpoint_s` is added. A job whose ranks never report (no runtime.Heartbeat) is only
+checkpoint, `health.checkpoint_s` is added; while any rank is in a pause it declared (`Heartbeat.pause`:
+evaluation, epoch-end work), that pause's own allowance or `health.pause_s` is added, and the end of a declared
+pause counts as progress. A job whose ranks never report (no runtime.Heartbeat) is only
 judged when `hang_timeout_s` is set, from the attempt's start; otherwise the watchdog has nothing to go on.
 """
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -26,10 +29,31 @@ class HangVerdict:
     why: str  # which allowance applied
 
 
+def _time(value: Any) -> float | None:
+    return float(value) if isinstance(value, (int, float)) and math.isfinite(value) else None
+
+
 def last_progress(record: Record) -> float | None:
-    """When the rank last progressed: its last step, or (before its first step) when its heartbeat started."""
-    value = record.get("t") if record.get("step") is not None else record.get("started")
-    return float(value) if isinstance(value, (int, float)) else None
+    """When the rank last progressed: its last step, or (before its first step) when its heartbeat started, or
+    the end of a declared pause, whichever is newest."""
+    base = _time(record.get("t") if record.get("step") is not None else record.get("started"))
+    found = [t for t in (base, _time(record.get("resumed"))) if t is not None]
+    return max(found, default=None)
+
+
+def declared_pause(records: Mapping[int, Record], default_s: float) -> tuple[float, str] | None:
+    """(extra allowance, names) while any rank is in a pause it declared; the longest allowance counts."""
+    found: list[tuple[float, str]] = []
+    for record in records.values():
+        pause = record.get("pause")
+        if not isinstance(pause, dict) or record.get("phase") in ("train", "done", "checkpoint", "start"):
+            continue
+        own = _time(pause.get("allowance_s"))
+        found.append((own if own is not None and own > 0 else float(default_s), str(pause.get("name"))[:40]))
+    if not found:
+        return None
+    names = ", ".join(sorted({name for _, name in found}))
+    return max(extra for extra, _ in found), names
 
 
 def derived_timeout(policy: HealthSettings, records: Mapping[int, Record]) -> float:
@@ -63,4 +87,7 @@ def check_hang(
     if any(r.get("phase") == "checkpoint" for r in records.values()):
         allowed += policy.checkpoint_s
         why += " + health.checkpoint_s (a checkpoint save)"
+    if (pause := declared_pause(records, policy.pause_s)) is not None:
+        allowed += pause[0]
+        why += f" + {pause[0]:g} s for a declared pause ({pause[1]})"
     return HangVerdict(round(idle, 1), allowed, why) if idle > allowed else None

@@ -1,13 +1,21 @@
-"""Figures from progress records (pure): step of total, recent steps/s and samples/s, ETA; steady throughput."""
+"""Figures from progress records (pure): step of total, recent steps/s and samples/s, ETA; steady throughput.
+
+No rate and no ETA while progress is missing: once no rank has progressed for STALL_STEPS x the slowest median
+step (at least STALL_MIN_S), a 30 s window still holding an old step would show a small rate and a made-up ETA
+for a job that is not moving; the summary says how long progress has been missing instead.
+"""
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass
 from typing import Any
 
 Record = Mapping[str, Any]
 WINDOW_S = 30.0  # "recent": the last this many seconds of each rank's history
+STALL_STEPS = 5  # as `top`'s STALL flag
+STALL_MIN_S = 10.0
 
 
 @dataclass(frozen=True)
@@ -18,6 +26,7 @@ class Summary:
     samples_per_s: float | None
     eta_s: float | None
     last_progress_s: float | None  # seconds since the newest progress of any rank
+    stalled: bool = False  # progress has been missing too long for a rate: steps_per_s, samples_per_s, eta None
 
     def as_json(self) -> dict[str, Any]:
         return asdict(self)
@@ -26,9 +35,13 @@ class Summary:
 def _history(record: Record) -> list[tuple[float, float, float]]:
     points = []
     for point in record.get("history") or []:
-        if isinstance(point, list) and len(point) == 3 and all(isinstance(v, (int, float)) for v in point):
+        if isinstance(point, list) and len(point) == 3 and all(_finite(v) for v in point):
             points.append((float(point[0]), float(point[1]), float(point[2])))
     return points
+
+
+def _finite(value: Any) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
 
 
 def _rate(points: list[tuple[float, float, float]], index: int) -> float | None:
@@ -57,15 +70,23 @@ def summarize(records: Mapping[int, Record], now: float) -> Summary:
     steps = [r["step"] for r in records.values() if isinstance(r.get("step"), int)]
     totals = [r["total_steps"] for r in records.values() if isinstance(r.get("total_steps"), int)]
     step, total = (max(steps) if steps else None), (max(totals) if totals else None)
-    lead = max(records.values(), key=lambda r: r.get("step") or -1, default=None)
+    times = [r["t"] for r in records.values() if _finite(r.get("t"))]
+    last = now - max(times) if times else None
+    if last is not None and last > stall_after(records):
+        return Summary(step, total, None, None, None, last, stalled=True)
+    lead = max(records.values(), key=lambda r: r["step"] if isinstance(r.get("step"), int) else -1, default=None)
     steps_per_s = rate_until(_history(lead), 1, now) if lead else None
     sample_rates = [rate_until(_history(r), 2, now) for r in records.values()]
     known = [rate for rate in sample_rates if rate is not None]
     samples_per_s = sum(known) if known and len(known) == len(records) else None
     eta = (total - step) / steps_per_s if total is not None and step is not None and steps_per_s else None
-    times = [r["t"] for r in records.values() if isinstance(r.get("t"), (int, float))]
-    last = now - max(times) if times else None
     return Summary(step, total, steps_per_s, samples_per_s, eta, last)
+
+
+def stall_after(records: Mapping[int, Record]) -> float:
+    """Seconds without progress after which no rate is shown (see the module docstring)."""
+    steps = [float(r["step_s"]) for r in records.values() if _finite(r.get("step_s"))]
+    return max(STALL_MIN_S, STALL_STEPS * max(steps, default=0.0))
 
 
 def steady_samples_per_s(records: Mapping[int, Record], warmup_steps: int) -> float | None:
@@ -82,7 +103,7 @@ def steady_samples_per_s(records: Mapping[int, Record], warmup_steps: int) -> fl
 
 
 def duration(seconds: float | None) -> str:
-    if seconds is None:
+    if seconds is None or not _finite(seconds):
         return "?"
     seconds = max(0, int(seconds))
     hours, rest = divmod(seconds, 3600)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import os
 import re
 from pathlib import Path
@@ -17,18 +18,57 @@ def _names(directory: Path) -> list[str]:
     return [entry.name for entry in directory.iterdir()]  # OSError (missing, not a directory) to the caller
 
 
-def progress_records(layout: RunLayout, attempt: int) -> dict[int, Record]:
-    """rank -> its latest progress record in that attempt (torn or foreign files skipped)."""
+# Fields every reader does arithmetic on: a record (rank output, untrusted) with one of them wrong is skipped.
+_INTS = ("step", "total_steps", "epoch")
+_TIMES = ("t", "started", "written", "resumed", "step_s", "busy_s")
+
+
+def _finite(value: Any) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
+
+
+def record_problem(record: Record) -> str | None:
+    """Why a progress record cannot be used (None: it can): the field, its value and what is allowed."""
+    for key in _INTS:
+        value = record.get(key)
+        if value is not None and (not isinstance(value, int) or isinstance(value, bool) or abs(value) >= 2**63):
+            return f"{key} is {value!r:.40}, expected an integer or null"
+    for key in _TIMES:
+        value = record.get(key)
+        if value is not None and not _finite(value):
+            return f"{key} is {value!r:.40}, expected a finite number or null"
+    for key, kind in (("samples", (int, float)), ("window", int), ("history", list), ("node", str), ("phase", str)):
+        value = record.get(key)
+        if value is not None and (not isinstance(value, kind) or isinstance(value, bool)):
+            return f"{key} is {value!r:.40}, expected {getattr(kind, '__name__', 'a number')}"
+    if record.get("pause") is not None and not isinstance(record.get("pause"), dict):
+        return f"pause is {record.get('pause')!r:.40}, expected an object or null"
+    return None
+
+
+def checked_progress_records(layout: RunLayout, attempt: int) -> tuple[dict[int, Record], list[str]]:
+    """rank -> its latest progress record in that attempt, and one note per record skipped as invalid (torn
+    or foreign files are skipped silently: a torn read is normal)."""
     out: dict[int, Record] = {}
+    notes: list[str] = []
     try:
         names = _names(layout.attempt_dir(attempt))
     except OSError:
-        return out
-    for name in names:
+        return out, notes
+    for name in sorted(names):
         rank = rank_of_progress(name)
-        if rank is not None and (record := safeio.read_json(layout.attempt_dir(attempt) / name)) is not None:
+        if rank is None or (record := safeio.read_json(layout.attempt_dir(attempt) / name)) is None:
+            continue
+        if (problem := record_problem(record)) is not None:
+            notes.append(f"skipped attempt-{attempt}/{name}: {problem}")
+        else:
             out[rank] = record
-    return out
+    return out, notes
+
+
+def progress_records(layout: RunLayout, attempt: int) -> dict[int, Record]:
+    """rank -> its latest valid progress record in that attempt (torn, foreign or invalid files skipped)."""
+    return checked_progress_records(layout, attempt)[0]
 
 
 def placements(layout: RunLayout, attempt: int) -> dict[int, Record]:

@@ -6,8 +6,9 @@ import time
 from pathlib import Path
 from typing import Any
 
+from ddpctl import sanitize
 from ddpctl.health.rates import duration, summarize
-from ddpctl.health.records import last_checkpoint, latest_attempt, progress_records
+from ddpctl.health.records import checked_progress_records, last_checkpoint, latest_attempt
 from ddpctl.run import history
 from ddpctl.run.history import HealthEvent, Hung, OomKilled, RunHistory, Straggler
 from ddpctl.run.history.events import E
@@ -31,9 +32,11 @@ def collect(run_dir: Path, running: bool, now: float | None = None, past: RunHis
     out: dict[str, Any] = {}
     attempt = latest_attempt(layout)
     if running and attempt is not None:
-        records = progress_records(layout, attempt)
+        records, notes = checked_progress_records(layout, attempt)
         if records:
             out["progress"] = {"attempt": attempt, "ranks": len(records), **summarize(records, now).as_json()}
+        if notes:
+            out["record_notes"] = notes
     found = last_checkpoint(checkpoint_dir(layout))
     if found is not None:
         out["checkpoint"] = {"step": found[0], "time": found[1], "age_s": round(now - found[1], 1)}
@@ -42,6 +45,11 @@ def collect(run_dir: Path, running: bool, now: float | None = None, past: RunHis
     out["stragglers"] = [e.as_json() for e in events if isinstance(e, Straggler)]
     out["oom"] = [e.as_json() for e in events if isinstance(e, OomKilled)]
     return out
+
+
+def _v(value: Any, limit: int = 200) -> str:
+    """A value from the run dir (events, records: written by ranks, untrusted) made terminal-safe."""
+    return sanitize.visible(str(value)[:limit])
 
 
 def describe_event(event: HealthEvent) -> str:
@@ -57,7 +65,7 @@ def describe_oom(event: OomKilled) -> str:
     kills, limit = event.kills, event.limit_bytes
     within = f" (memory limit {limit / 2**20:.0f} MiB)" if limit is not None else ""
     return (
-        f"out of memory in attempt {event.attempt} on {event.node}: the kernel's OOM killer ended"
+        f"out of memory in attempt {event.attempt} on {_v(event.node)}: the kernel's OOM killer ended"
         f" {kills} process{'es' if kills != 1 else ''} of this node's step{within}; a rank killed by SIGKILL"
         " there ran out of memory"
     )
@@ -66,21 +74,50 @@ def describe_oom(event: OomKilled) -> str:
 def describe_hang(event: Hung) -> str:
     culprits = event.culprits
     names = "; ".join(
-        f"rank {c.get('rank')} on {c.get('node')} at step {c.get('step')}: {c.get('where')}" for c in culprits[:4]
+        f"rank {_v(c.get('rank'))} on {_v(c.get('node'))} at step {_v(c.get('step'))}: {_v(c.get('where'))}"
+        for c in culprits[:4]
     )
     more = f" (+{len(culprits) - 4} more)" if len(culprits) > 4 else ""
     return (
         f"hang in attempt {event.attempt}: no progress for {event.idle_s} s "
-        f"(allowed {event.timeout_s} s); stopped first: {names or '?'}{more}"
+        f"(allowed {event.timeout_s} s); stopped first: {names or '?'}{more}{describe_nodes(event)}"
     )
+
+
+def describe_nodes(event: Hung) -> str:
+    """The nodes whose ranks went silent or could not be dumped (the hang event's `nodes`)."""
+    parts = []
+    for found in event.nodes[:8]:
+        silent, undumped = found.get("silent") or [], found.get("undumped") or []
+        what = []
+        if silent:
+            what.append(
+                f"rank(s) {_v(', '.join(map(str, silent)), 80)} silent for {_v(found.get('silent_s'))} s"
+                " (no heartbeat write: the process or the node stopped answering)"
+            )
+        if undumped:
+            what.append(f"no stack dumped from rank(s) {_v(', '.join(map(str, undumped)), 80)}")
+        parts.append(f"node {_v(found.get('node'))}: {' and '.join(what)}")
+    return f"; {'; '.join(parts)}" if parts else ""
 
 
 def describe_straggler(event: Straggler) -> str:
     return (
-        f"straggler in attempt {event.attempt}: rank {event.rank} on {event.node} "
+        f"straggler in attempt {event.attempt}: rank {event.rank} on {_v(event.node)} "
         f"busy {event.busy_s} s/step = {event.factor}x the other ranks' median "
         f"{event.median_s} s (threshold {event.threshold}x over {event.steps} steps)"
     )
+
+
+def progress_line(progress: dict[str, Any]) -> str:
+    total = f" of {progress['total_steps']}" if progress.get("total_steps") is not None else ""
+    head = f"  step {progress.get('step')}{total} ({progress['ranks']} ranks reporting)"
+    if progress.get("stalled"):
+        return f"{head}: no progress for {duration(progress.get('last_progress_s'))} (no rate or ETA while stalled)"
+    rate = f"{progress['steps_per_s']:.2f} steps/s" if progress.get("steps_per_s") else "? steps/s"
+    samples = f", {progress['samples_per_s']:.1f} samples/s" if progress.get("samples_per_s") else ""
+    eta = f", ETA {duration(progress['eta_s'])}" if progress.get("eta_s") is not None else ""
+    return f"{head}: {rate}{samples}{eta}; last progress {duration(progress.get('last_progress_s'))} ago"
 
 
 def typed(report: dict[str, Any], key: str, cls: type[E]) -> list[E]:
@@ -91,14 +128,8 @@ def typed(report: dict[str, Any], key: str, cls: type[E]) -> list[E]:
 def text_lines(report: dict[str, Any]) -> list[str]:
     lines = []
     if progress := report.get("progress"):
-        total = f" of {progress['total_steps']}" if progress.get("total_steps") is not None else ""
-        rate = f"{progress['steps_per_s']:.2f} steps/s" if progress.get("steps_per_s") else "? steps/s"
-        samples = f", {progress['samples_per_s']:.1f} samples/s" if progress.get("samples_per_s") else ""
-        eta = f", ETA {duration(progress['eta_s'])}" if progress.get("eta_s") is not None else ""
-        lines.append(
-            f"  step {progress.get('step')}{total} ({progress['ranks']} ranks reporting): {rate}{samples}"
-            f"{eta}; last progress {duration(progress.get('last_progress_s'))} ago"
-        )
+        lines.append(progress_line(progress))
+    lines += [f"  note: {_v(note, 300)}" for note in report.get("record_notes", [])[:4]]
     if ckpt := report.get("checkpoint"):
         lines.append(f"  last complete checkpoint: step {ckpt['step']}, {duration(ckpt['age_s'])} ago")
     lines += [f"  {describe_hang(e)}" for e in typed(report, "hangs", Hung)[-3:]]

@@ -17,6 +17,7 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass
+from typing import Any
 
 DUMP_MARK = "[ddpctl.health] hang:"  # the watchdog writes this line into each rank log just before the dump
 _HEADER = re.compile(r"^(?:Current thread|Thread) (0x[0-9a-fA-F]+) \(most recent call first\):")
@@ -71,15 +72,33 @@ class RankState:
     node: str
     step: int | None
     frames: tuple[Frame, ...]
+    silent_s: float | None = None  # its heartbeat stopped writing this long ago: process frozen, node cut off
 
 
 def culprits(states: list[RankState]) -> list[RankState]:
-    """The ranks that stopped progressing first: the lowest step; among those, the ones not waiting in torch
-    (when every one of them is in torch, all of them: the dumps cannot tell)."""
+    """The ranks that stopped progressing first. Ranks whose heartbeat went silent (their process, or their
+    node, stopped answering: the others only wait for them) come first; else the lowest step, and among those
+    the ones not waiting in torch (when every one of them is in torch, all of them: the dumps cannot tell)."""
     if not states:
         return []
+    silent = [s for s in states if s.silent_s is not None]
+    if silent:
+        return silent
     steps = [s.step for s in states if s.step is not None]
     lowest = min(steps) if steps else None
     behind = [s for s in states if s.step == lowest or s.step is None]
     outside = [s for s in behind if s.frames and not s.frames[0].in_torch]
     return outside or behind
+
+
+def node_findings(states: list[RankState]) -> list[dict[str, Any]]:
+    """Per node with a problem: the ranks that went silent and the ranks whose stacks could not be dumped."""
+    out = []
+    for node in sorted({s.node for s in states}):
+        mine = [s for s in states if s.node == node]
+        silent = [s.rank for s in mine if s.silent_s is not None]
+        undumped = [s.rank for s in mine if not s.frames]
+        if silent or undumped:
+            ages = [s.silent_s for s in mine if s.silent_s is not None]
+            out.append({"node": node, "silent": silent, "silent_s": max(ages, default=None), "undumped": undumped})
+    return out

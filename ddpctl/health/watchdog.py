@@ -23,7 +23,7 @@ from ddpctl import safeio
 from ddpctl.health import DUMP_SIGNAL
 from ddpctl.health.hang import HangVerdict, check_hang
 from ddpctl.health.records import placements, progress_records
-from ddpctl.health.stacks import DUMP_MARK, RankState, culprits, main_frames, parse_dump, where
+from ddpctl.health.stacks import DUMP_MARK, RankState, culprits, main_frames, node_findings, parse_dump, where
 from ddpctl.health.straggler import find_stragglers
 from ddpctl.run import history
 from ddpctl.run.history import Hung, Straggler
@@ -34,6 +34,9 @@ POLL_S = 1.0
 DUMP_WAIT_S = 3.0  # for every node's workers to write their dumps to the shared filesystem
 DUMP_TAIL_BYTES = 256 * 1024
 RECORD_WAIT_S = 15.0  # how long the other nodes wait for the recording node before ending their torchrun
+# A live rank's heartbeat rewrites its record at least every runtime.progress.PULSE_S (5 s), even while blocked
+# in a collective; a record older than this means its process (or its whole node) stopped answering.
+SILENT_S = 20.0
 
 
 class Watchdog:
@@ -51,6 +54,7 @@ class Watchdog:
         self.policy, self.end_attempt = policy, end_attempt
         self.started = time.time()
         self.hung = False
+        self.found_at = 0.0  # when the hang was found (silences are measured to then)
         self._stop = threading.Event()
         self._flagged: set[int] = set()
         self._thread = threading.Thread(target=self._run, name="ddpctl-watchdog", daemon=True)
@@ -95,6 +99,7 @@ class Watchdog:
                 )
 
     def on_hang(self, verdict: HangVerdict | None, records: dict[int, dict[str, Any]]) -> None:
+        self.found_at = time.time()
         first = verdict is not None and self._claim(verdict)
         local = {
             rank: info
@@ -140,15 +145,7 @@ class Watchdog:
         safeio.write_text_atomic(marker, json.dumps({**(safeio.read_json(marker) or {}), "recorded": time.time()}))
 
     def _record(self, verdict: HangVerdict, records: dict[int, dict[str, Any]]) -> None:
-        placed = placements(self.layout, self.attempt)
-        states = []
-        for rank in sorted(set(placed) | set(records)):
-            raw = safeio.read_bounded(self.layout.rank_log(self.attempt, rank), DUMP_TAIL_BYTES, tail=True) or b""
-            main = placed.get(rank, {}).get("main_thread")
-            frames = main_frames(parse_dump(raw.decode(errors="replace")), main if isinstance(main, int) else None)
-            node = str(placed.get(rank, {}).get("node") or records.get(rank, {}).get("node", "?"))
-            step = records.get(rank, {}).get("step")
-            states.append(RankState(rank, node, step if isinstance(step, int) else None, tuple(frames)))
+        states = self._rank_states(records, self.found_at)
         first = culprits(states)
         history.append(
             self.layout.events,
@@ -161,8 +158,35 @@ class Watchdog:
                     {"rank": s.rank, "node": s.node, "step": s.step, "where": where(list(s.frames))} for s in first
                 ),
                 ranks={str(s.rank): {"step": s.step, "where": where(list(s.frames))} for s in states},
+                nodes=tuple(node_findings(states)),
             ),
         )
+
+    def _rank_states(self, records: dict[int, dict[str, Any]], now: float) -> list[RankState]:
+        """Each rank's step when the hang was found (the records the verdict came from: the stacks were dumped
+        then), where its main thread is, and how long its heartbeat had been silent."""
+        placed = placements(self.layout, self.attempt)
+        states = []
+        for rank in sorted(set(placed) | set(records)):
+            raw = safeio.read_bounded(self.layout.rank_log(self.attempt, rank), DUMP_TAIL_BYTES, tail=True) or b""
+            main = placed.get(rank, {}).get("main_thread")
+            frames = main_frames(parse_dump(raw.decode(errors="replace")), main if isinstance(main, int) else None)
+            record = records.get(rank, {})
+            node = str(placed.get(rank, {}).get("node") or record.get("node", "?"))
+            step = record.get("step")
+            states.append(
+                RankState(rank, node, step if isinstance(step, int) else None, tuple(frames), silence(record, now))
+            )
+        return states
+
+
+def silence(record: dict[str, Any], now: float) -> float | None:
+    """Seconds since the rank's heartbeat last wrote, when longer than SILENT_S (None: alive, done or unknown)."""
+    written = record.get("written")
+    if record.get("phase") == "done" or not isinstance(written, (int, float)):
+        return None
+    age = now - written
+    return round(age, 1) if age > SILENT_S else None
 
 
 def dump_stacks(log: Path, pid: int, why: str) -> None:

@@ -165,6 +165,7 @@ def run_outcome(layout: RunLayout, past: RunHistory, attempt: int, exit_code: in
         exit_code=root_exit(exit_code, this.node_exits),
         stopped=layout.stopped_marker(attempt).exists(),
         signal_kind=this.signal_kind,
+        infra_cause="hang" if this.hung or layout.hang_marker(attempt).exists() else None,
     )
 
 

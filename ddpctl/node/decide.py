@@ -1,7 +1,10 @@
 """What to do when a run of the job ends: requeue, finish, or fail (pure; decided in the batch shell).
 
-Budgets are separate for preemptions, timeouts and crashes (spec `requeue.max_*`) because they mean different
-things: preemption is the cluster's doing, a timeout is a planned continuation, a crash is probably a bug.
+Budgets are separate for preemptions, timeouts, crashes and infrastructure failures (spec `requeue.max_*`)
+because they mean different things: preemption is the cluster's doing, a timeout is a planned continuation, a
+crash is probably a bug, and an infrastructure failure (`node_failure`: the hang watchdog ended the attempt; a
+lost node or a killed rank are the same kind of cause) is probably not the script's fault, so one of them,
+false alarms included, costs a restart from the checkpoint rather than the run.
 `scontrol requeue` has no cap of its own, so these budgets are the only thing that prevents an endless loop.
 """
 
@@ -11,7 +14,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 from ddpctl import exitcodes
-from ddpctl.run.history import Action, Decided, Kind
+from ddpctl.run.history import Action, Cause, Decided, Kind
 from ddpctl.spec import RequeuePolicy
 
 # The warning is sent lead_s before the limit, but Slurm checks limits only every 30 s, so it can arrive up
@@ -41,6 +44,7 @@ class RunOutcome:
     exit_code: int  # the step's (srun's) exit status
     stopped: bool  # ranks agreed on a stop step and wrote its checkpoint (the stopped marker exists)
     signal_kind: Kind | None  # kind of the warning/preemption signal received during this run, if any
+    infra_cause: Cause | None = None  # an infrastructure failure that ended the run ("hang"), if any
 
 
 @dataclass(frozen=True)
@@ -63,7 +67,12 @@ class Decision:
 
 
 def budget_of(policy: RequeuePolicy, kind: Kind) -> int:
-    return {"preemption": policy.max_preemptions, "timeout": policy.max_timeouts, "failure": policy.max_failures}[kind]
+    return {
+        "preemption": policy.max_preemptions,
+        "timeout": policy.max_timeouts,
+        "failure": policy.max_failures,
+        "node_failure": policy.max_node_failures,
+    }[kind]
 
 
 def run_kind(outcome: RunOutcome) -> Kind | None:
@@ -72,6 +81,8 @@ def run_kind(outcome: RunOutcome) -> Kind | None:
         return outcome.signal_kind or "preemption"
     if outcome.exit_code == exitcodes.OK:
         return None  # finished before the stop took effect (a late signal changes nothing)
+    if outcome.infra_cause is not None:
+        return "node_failure"  # it ended the run; a signal arriving afterwards found it already failed
     if outcome.signal_kind is not None:
         # Signalled, but the workers died before checkpointing: resume from the last complete checkpoint.
         return outcome.signal_kind
@@ -86,14 +97,20 @@ def decide(outcome: RunOutcome, policy: RequeuePolicy, used: Mapping[Kind, int])
     if not policy.enabled:
         return Decision("finish", kind, f"{kind}: requeue disabled in the spec", failed_code)
     budget, spent = budget_of(policy, kind), used.get(kind, 0)
+    cause = f" ({outcome.infra_cause})" if kind == "node_failure" else ""
     if spent >= budget:
-        reason = f"{kind} budget spent: {spent} of max_{kind_key(kind)}={budget} requeues used"
+        reason = f"{kind}{cause} budget spent: {spent} of max_{kind_key(kind)}={budget} requeues used"
         # A crash keeps its own status (what `submit --wait` returns); a spent preemption/timeout budget
         # gets the distinct BUDGET_SPENT status so it is never mistaken for a crash.
-        code = failed_code if kind == "failure" else exitcodes.BUDGET_SPENT
+        code = failed_code if kind in ("failure", "node_failure") else exitcodes.BUDGET_SPENT
         return Decision("finish", kind, reason, code)
-    return Decision("requeue", kind, f"{kind}: requeue {spent + 1} of {budget}", exitcodes.OK)
+    return Decision("requeue", kind, f"{kind}{cause}: requeue {spent + 1} of {budget}", exitcodes.OK)
 
 
 def kind_key(kind: Kind) -> str:
-    return {"preemption": "preemptions", "timeout": "timeouts", "failure": "failures"}[kind]
+    return {
+        "preemption": "preemptions",
+        "timeout": "timeouts",
+        "failure": "failures",
+        "node_failure": "node_failures",
+    }[kind]

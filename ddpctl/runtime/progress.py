@@ -2,11 +2,17 @@
 
     beat = runtime.Heartbeat(total_steps=n, model=ddp_model)   # once, after building the DDP model
     beat.step(step, epoch=epoch, samples=batch_size, loss=loss)   # after each optimizer step: the one line
+    with beat.pause("eval"):                                       # a declared pause (evaluation, reshuffle)
+        evaluate()
 
 Per call `step()` only reads the clock and appends to two short deques; the record
 `<run dir>/attempt-<n>/progress-<rank>.json` is rewritten (tmp file + rename, so readers never see half of
-one) only when `every_s` has passed since the last write, on a phase change, and at `close()`. `status`,
-`logs`, `top`, the hang watchdog and `scale` read these files from the shared run dir, never the nodes.
+one) at most once per `every_s`, on a phase change, and at `close()`. A flusher thread writes the newest state
+when a step is followed by silence (else the last steps before a pause or a hang would never reach the file, and
+the hang report would name an older step), and rewrites an idle record every PULSE_S: a fresh `written` says the
+process is alive, a stale one that it (or its node) went silent. `status`, `logs`, `top`, the hang watchdog and
+`scale` read these files from the shared run dir, never the nodes. Progress is advisory: nothing here raises
+into training (numpy or tensor numbers, huge values, a full filesystem).
 
 With `model=` (a DistributedDataParallel module) hooks time how long this rank waited for the others inside
 DDP each step (the pre-forward sync, and from its last gradient to the step report). DDP makes every rank's
@@ -17,11 +23,15 @@ show a straggler; the time *not* spent waiting ("busy") can. Without a DDP model
 from __future__ import annotations
 
 import json
+import math
+import operator
 import os
 import statistics
+import threading
 import time
 from collections import deque
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -30,6 +40,7 @@ from ddpctl.run import envvars
 from ddpctl.run.layout import RunLayout
 
 HISTORY = 120  # (t, step, samples) points kept in the record, one per write: ~2 minutes at 1 write/s
+PULSE_S = 5.0  # an idle record is rewritten this often (health.records.SILENT_S judges a stale one)
 _ACTIVE: list[Heartbeat] = []  # the process's heartbeat, so the Checkpointer can flag its saves
 
 
@@ -45,7 +56,7 @@ class Heartbeat:
     ) -> None:
         env = os.environ if env is None else env
         self.rank = int(env.get("RANK", "0"))
-        self.total_steps = total_steps
+        self.total_steps = _int(total_steps)
         self.every_s = every_s
         run_dir, attempt = env.get(envvars.RUN_DIR), int(env.get(envvars.ATTEMPT, "0"))
         self.path = RunLayout(Path(run_dir)).progress_file(attempt, self.rank) if run_dir else None
@@ -54,7 +65,7 @@ class Heartbeat:
             "node": env.get(envvars.NODE_NAME, "?"),
             "pid": os.getpid(),
             "attempt": attempt,
-            "total_steps": total_steps,
+            "total_steps": self.total_steps,
         }
         self.step_times: deque[float] = deque(maxlen=window)
         self.busy_times: deque[float] = deque(maxlen=window)
@@ -62,62 +73,119 @@ class Heartbeat:
         self.current: dict[str, Any] = {"step": None, "epoch": None, "samples": 0, "t": None}
         self.values: dict[str, Any] = {}
         self.phase_name = "start"
+        self.pause_info: dict[str, Any] | None = None  # the declared pause in progress
+        self.resumed: float | None = None  # when the last declared pause ended
         self.started = time.time()
         self._last = time.perf_counter()
         self._next_write = 0.0
+        self._written_at = 0.0
+        self._dirty = False
+        self._lock = threading.Lock()
+        self._closed = threading.Event()
         self._comm = _CommTimer()
         if model is not None:
             self._comm.attach(model)
         _ACTIVE[:] = [self]
         self._write()
+        if self.path is not None:
+            threading.Thread(target=self._flusher, name="ddpctl-heartbeat", daemon=True).start()
 
-    def step(self, step: int, *, epoch: int | None = None, samples: int = 0, **values: Any) -> None:
-        """Report that optimizer step `step` finished (`samples`: this rank's samples in that step)."""
+    def step(self, step: Any, *, epoch: Any = None, samples: Any = 0, **values: Any) -> None:
+        """Report that optimizer step `step` finished (`samples`: this rank's samples in that step).
+
+        Never raises: numpy and tensor numbers are converted; a value that is not a number is skipped."""
         now = time.perf_counter()
-        interval, self._last = now - self._last, now
-        self.step_times.append(interval)
-        self.busy_times.append(max(0.0, interval - self._comm.take(now)))
-        cur = self.current
-        cur["step"], cur["epoch"], cur["samples"] = step, epoch, cur["samples"] + samples
-        cur["t"] = time.time()
-        if values:
-            self.values = values  # converted to float only when written: loss.item() would sync a GPU
-        if now >= self._next_write or self.phase_name != "train":
-            self.phase_name = "train"
+        with self._lock:
+            interval, self._last = now - self._last, now
+            self.step_times.append(interval)
+            self.busy_times.append(max(0.0, interval - self._comm.take(now)))
+            cur = self.current
+            cur["step"], cur["epoch"] = _int(step), _int(epoch)
+            cur["samples"] += _int(samples) or 0
+            cur["t"] = time.time()
+            if values:
+                self.values = values  # converted to float only when written: loss.item() would sync a GPU
+            changed, self.phase_name, self.pause_info = self.phase_name != "train", "train", None
+            self._dirty = True
+        if now >= self._next_write or changed:
             self._write()
 
-    def phase(self, name: str) -> None:
-        """Mark a phase the watchdog allows extra time for ("checkpoint"), or "done"; written at once."""
-        self.phase_name = name
+    def phase(self, name: str, *, allowance_s: float | None = None) -> None:
+        """Mark a phase, written at once: "checkpoint" (the watchdog adds health.checkpoint_s), "done", or any
+        other name as a declared pause until the next step: the watchdog adds `allowance_s` (default
+        health.pause_s) to its allowance, as for a checkpoint save."""
+        with self._lock:
+            self.phase_name = str(name)
+            known = name in ("start", "train", "checkpoint", "done")
+            self.pause_info = None if known else {"name": str(name)[:80], "since": round(time.time(), 3)}
+            if self.pause_info is not None and _positive(allowance_s) is not None:
+                self.pause_info["allowance_s"] = _positive(allowance_s)
         self._write()
 
+    @contextmanager
+    def pause(self, name: str = "pause", *, allowance_s: float | None = None) -> Iterator[None]:
+        """`with beat.pause("eval"):` declares a normal pause (evaluation, epoch-end work, a reshuffle) on this
+        rank; its end counts as progress, so the ranks that waited for it get their usual allowance again."""
+        self.phase(name, allowance_s=allowance_s)
+        try:
+            yield
+        finally:
+            with self._lock:
+                self.phase_name, self.pause_info, self.resumed = "train", None, time.time()
+            self._write()
+
     def close(self) -> None:
+        self._closed.set()
         self.phase("done")
         if _ACTIVE and _ACTIVE[0] is self:
             _ACTIVE.clear()
 
+    def _flusher(self) -> None:
+        """Writes a step followed by silence once `every_s` passed, and an idle record every PULSE_S."""
+        while not self._closed.wait(min(self.every_s, PULSE_S) / 2):
+            now = time.perf_counter()
+            if (self._dirty and now >= self._next_write) or now - self._written_at >= PULSE_S:
+                self._write()
+
     def _write(self) -> None:
-        self._next_write = time.perf_counter() + self.every_s
+        try:
+            with self._lock:  # one writer at a time: the flusher never replaces a newer record with an older one
+                record = self._record()
+                if record is not None:
+                    self._store(record)
+        except Exception:  # noqa: S110 - progress is advisory: nothing about it may stop training
+            pass
+
+    def _record(self) -> dict[str, Any] | None:
+        self._next_write = self._written_at = time.perf_counter()
+        self._next_write += self.every_s
+        self._dirty = False
         if self.path is None:
-            return
+            return None
         now = time.time()
-        if self.current["step"] is not None:
-            self.history.append([round(now, 3), self.current["step"], self.current["samples"]])
-        record = {
+        point = [round(now, 3), self.current["step"], self.current["samples"]]
+        if self.current["step"] is not None and (not self.history or self.history[-1][1:] != point[1:]):
+            self.history.append(point)
+        return {
             **self.base,
             **self.current,
             "phase": self.phase_name,
+            "pause": self.pause_info,
+            "resumed": self.resumed,
             "written": round(now, 3),
             "started": round(self.started, 3),
             "step_s": _median(self.step_times),
             "busy_s": _median(self.busy_times),
             "window": len(self.step_times),
-            "values": {k: _number(v) for k, v in self.values.items()},
+            "values": {str(k)[:80]: _number(v) for k, v in self.values.items()},
             "history": list(self.history),
         }
+
+    def _store(self, record: dict[str, Any]) -> None:
+        assert self.path is not None
         try:
             self.path.parent.mkdir(parents=True, exist_ok=True)
-            safeio.write_text_atomic(self.path, json.dumps(record))
+            safeio.write_text_atomic(self.path, json.dumps(record, allow_nan=False))
         except OSError:
             pass  # progress is advisory: a full or flaky filesystem must never stop training
 
@@ -170,7 +238,41 @@ def _median(values: deque[float]) -> float | None:
 
 
 def _number(value: Any) -> float | str:
+    """A named value as a JSON number; anything else (huge, NaN, not a number) as a short string."""
     try:
-        return round(float(value), 6)
-    except (TypeError, ValueError):
+        number = float(value)
+    except Exception:  # a tensor with many elements, an object whose __float__ raises
+        return _text(value)
+    return round(number, 6) if math.isfinite(number) else str(number)
+
+
+def _text(value: Any) -> str:
+    try:
         return str(value)[:80]
+    except Exception:
+        return "?"
+
+
+def _int(value: Any) -> int | None:
+    """A step/epoch/samples count as a plain int (numpy, a one-element tensor); None when it is none, or beyond
+    64 bits (json.dumps of a huge int can raise, and no reader would take it)."""
+    if value is None:
+        return None
+    try:
+        number: int | float = operator.index(value)
+    except Exception:
+        try:
+            number = float(value)
+        except Exception:
+            return None
+    if isinstance(number, float) and not math.isfinite(number):
+        return None
+    return int(number) if abs(number) < 2**63 else None
+
+
+def _positive(value: Any) -> float | None:
+    try:
+        number = float(value)
+    except Exception:
+        return None
+    return number if math.isfinite(number) and number > 0 else None

@@ -27,6 +27,9 @@ class RequeuePolicy:
     max_preemptions: int = 10
     max_timeouts: int = 3
     max_failures: int = 0  # requeues after a crash (torchrun's own restarts come first, see max_restarts)
+    # Requeues after an infrastructure failure: the hang watchdog ended the attempt (node lost, rank crash
+    # later). One false alarm then costs a restart from the checkpoint, not the run.
+    max_node_failures: int = 5
     # A script that checkpoints itself gets this signal on every rank when a stop is requested (None: not sent);
     # its exit with status 0 after the request then counts as "stopped for requeue".
     script_signal: str | None = None
@@ -42,9 +45,12 @@ class CheckpointSettings:
 @dataclass(frozen=True)
 class HealthSettings:
     hang_timeout_s: int | None = None  # None: derived from observed step times (>= hang_floor_s); 0: off
-    hang_floor_s: int = 120  # the derived timeout is never shorter
-    startup_s: int = 900  # allowance before a rank's first progress record
+    # Defaults and their reasoning: README, "Hang watchdog". Above PyTorch's 2 min NCCL heartbeat, below its
+    # 10 min collective timeout (which would end the ranks without a stack dump).
+    hang_floor_s: int = 300  # the derived timeout is never shorter
+    startup_s: int = 1800  # allowance before a rank's first progress record (imports, data, compilation, resume)
     checkpoint_s: int = 600  # extra allowance while a rank is saving a checkpoint
+    pause_s: int = 1800  # extra allowance while a rank is in a declared pause (Heartbeat.pause) without its own
     straggler_factor: float = 2.0  # busy time above this x the other ranks' median flags a straggler; 0: off
     straggler_steps: int = 20  # ... over the rank's last this many steps
 

@@ -43,6 +43,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--crash-in-save", action="store_true", help="crash inside the checkpoint save instead")
     p.add_argument("--hang-at-step", type=int, default=0, help="first attempt only: --hang-rank sleeps forever")
     p.add_argument("--hang-rank", type=int, default=0)
+    p.add_argument("--eval-at-step", type=int, default=0, help="first attempt only: rank 0 evaluates --eval-s")
+    p.add_argument("--eval-s", type=float, default=0.0, help="... while the other ranks wait at a barrier")
+    p.add_argument("--eval-undeclared", action="store_true", help="... without declaring it (beat.pause)")
     p.add_argument("--slow-rank", type=int, default=-1, help="this rank sleeps --slow-s after every step")
     p.add_argument("--slow-s", type=float, default=0.0)
     return p.parse_args(argv)
@@ -138,8 +141,9 @@ def log(t: Trainer, message: str) -> None:
 
 
 def save(t: Trainer, ckpt: runtime.Checkpointer, blocking: bool) -> Any:
-    state = runtime.capture(t.model, t.opt, t.progress, scheduler=t.sched, scaler=t.scaler,
-                            extra={"running_loss": t.running})  # so the display carries on after a resume
+    state = runtime.capture(
+        t.model, t.opt, t.progress, scheduler=t.sched, scaler=t.scaler, extra={"running_loss": t.running}
+    )  # so the display carries on after a resume
     if t.args.crash_in_save and t.progress.step == t.args.crash_at_step and t.ctx.rank == t.args.crash_rank:
         state[runtime.RANK_KEY]["unpicklable"] = lambda: None  # torch.save fails half-way on this rank only
     return ckpt.save(t.progress.step, state, blocking=blocking)
@@ -153,6 +157,21 @@ def inject_delays(t: Trainer, step: int) -> None:
         time.sleep(10**9)  # the hidden stall: the watchdog must find this line in the stack dump
     if rank == args.slow_rank and args.slow_s:
         time.sleep(args.slow_s)
+    if step == args.eval_at_step and t.ctx.attempt == 0:
+        evaluate(t)
+
+
+def evaluate(t: Trainer) -> None:
+    """A rank-0 evaluation (a sleep standing in for it) while the other ranks wait at a barrier: a normal
+    pause, declared to the hang watchdog with `beat.pause` (unless --eval-undeclared)."""
+    if t.ctx.rank == 0:
+        print(f"[example] rank 0 evaluates for {t.args.eval_s:g} s", flush=True)
+        if t.beat is not None and not t.args.eval_undeclared:
+            with t.beat.pause("eval"):
+                time.sleep(t.args.eval_s)
+        else:
+            time.sleep(t.args.eval_s)
+    t.ctx.barrier()
 
 
 def after_step(t: Trainer, ckpt: runtime.Checkpointer, stop: runtime.StopAgreement, loss: float) -> None:

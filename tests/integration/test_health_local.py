@@ -37,7 +37,6 @@ def test_hidden_stall_is_dumped_named_requeued_and_resumed_to_the_same_weights(c
             "5",
             "--hang-rank",
             "2",
-            requeue={"max_failures": 1},
             health={"hang_timeout_s": HANG_TIMEOUT_S},
         )
     )
@@ -61,7 +60,7 @@ def test_hidden_stall_is_dumped_named_requeued_and_resumed_to_the_same_weights(c
     culprit_dump = (run_dir / "attempt-0" / "rank-2.log").read_text().split(DUMP_MARK)[-1]
     assert "in inject_delays" in culprit_dump
     decisions = [(e["action"], e["kind"]) for e in events(run_dir) if e["event"] == "decision"]
-    assert decisions == [("requeue", "failure"), ("finish", None)]
+    assert decisions == [("requeue", "node_failure"), ("finish", None)]  # max_node_failures, not max_failures
 
     # Under c10d torchrun places ranks on the simulated nodes by pid: the worker's record says where rank 2 ran.
     node = json.loads((run_dir / "attempt-0" / "rank-2.json").read_text())["node"]
@@ -70,6 +69,53 @@ def test_hidden_stall_is_dumped_named_requeued_and_resumed_to_the_same_weights(c
     text = cli.run("status", job_id).stdout
     assert "hang in attempt 0" in text and f"rank 2 on {node}" in text
     assert cli.status(job_id)["hangs"][0]["culprits"][0]["rank"] == 2
+
+
+# Small steps (0.1 s sleep, little compute), so that the derived allowance (10 x the median step) stays below
+# the floor even on a loaded machine.
+EVAL = [
+    "--epochs",
+    "1",
+    "--samples",
+    "256",
+    "--batch-size",
+    "8",
+    "--accum",
+    "1",
+    "--eval-at-step",
+    "4",
+    "--eval-s",
+    "10",
+]
+EVAL += ["--sleep-per-step", "0.1"]
+FLOOR_S = 6  # the evaluation (10 s) is longer than the hang floor, as 150 s was with the old 120 s default
+
+
+def test_an_evaluation_longer_than_the_floor_is_no_hang_when_declared_and_a_restart_when_not(
+    cli: Cli, tmp_path: Path
+) -> None:
+    """Rank 0 evaluates while the other ranks wait at a barrier. Declared (`beat.pause`) it is a normal pause;
+    undeclared it is a hang, recorded and charged to requeue.max_node_failures: the run restarts from its
+    checkpoint instead of ending FAILED (max_failures stays 0)."""
+    declared_id, declared_dir = cli.submit(spec(tmp_path, "declared", *EVAL, health={"hang_floor_s": FLOOR_S}))
+    silent_id, silent_dir = cli.submit(
+        spec(tmp_path, "silent", *EVAL, "--eval-undeclared", health={"hang_floor_s": FLOOR_S})
+    )
+    status = cli.wait_terminal(declared_id, timeout=400)
+    assert (status["state"], status["restarts"]) == ("COMPLETED", 0), events(declared_dir)
+    assert [e for e in events(declared_dir) if e["event"] == "hang"] == []
+
+    status = cli.wait_terminal(silent_id, timeout=400)
+    assert (status["state"], status["restarts"]) == ("COMPLETED", 1), events(silent_dir)
+    hangs = [e for e in events(silent_dir) if e["event"] == "hang"]
+    assert len(hangs) == 1 and hangs[0]["attempt"] == 0, hangs
+    assert [(c["rank"], c["step"]) for c in hangs[0]["culprits"]] == [(0, 4)], hangs
+    assert "in evaluate" in hangs[0]["culprits"][0]["where"]
+    decisions = [(e["action"], e["kind"], e["reason"]) for e in events(silent_dir) if e["event"] == "decision"]
+    assert decisions == [
+        ("requeue", "node_failure", "node_failure (hang): requeue 1 of 5"),
+        ("finish", None, "training completed"),
+    ]
 
 
 def test_a_slow_rank_is_flagged_as_straggler_and_the_job_finishes(cli: Cli, tmp_path: Path) -> None:

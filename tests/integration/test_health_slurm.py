@@ -40,7 +40,7 @@ def test_hidden_stall_on_slurm_is_dumped_named_requeued_and_resumed(tmp_path: Pa
         "5",
         "--hang-rank",
         "2",
-        sets=(f"health.hang_timeout_s={HANG_TIMEOUT_S}", "requeue.max_failures=1"),
+        sets=(f"health.hang_timeout_s={HANG_TIMEOUT_S}",),
     )
     cleanup_jobs(job_id)
     status = cli.wait_terminal(job_id, timeout=480)
@@ -58,7 +58,7 @@ def test_hidden_stall_on_slurm_is_dumped_named_requeued_and_resumed(tmp_path: Pa
         assert "(most recent call first)" in log.split(DUMP_MARK)[-1], f"rank {rank} has no stack dump"
     assert "in inject_delays" in (run_dir / "attempt-0" / "rank-2.log").read_text().split(DUMP_MARK)[-1]
     assert [(e["action"], e["kind"]) for e in events(run_dir) if e["event"] == "decision"] == [
-        ("requeue", "failure"),
+        ("requeue", "node_failure"),  # requeue.max_node_failures (5), though max_failures is 0
         ("finish", None),
     ]
     assert "stopped first: rank 2 on node" in cli.run("logs", job_id, "--errors", "--attempt", "0").stdout
@@ -75,3 +75,29 @@ def test_slowed_rank_on_slurm_is_named_a_straggler(tmp_path: Path, cleanup_jobs)
     stragglers = [e for e in events(run_dir) if e["event"] == "straggler"]
     assert [e["rank"] for e in stragglers] == [3], stragglers
     assert "straggler in attempt 0: rank 3 on node" in cli.run("status", job_id).stdout
+
+
+# Rank 0 evaluates 10 s while the others wait at a barrier; the hang floor is scaled down to 6 s (the old default
+# 120 s against a 150 s evaluation). Small steps keep the derived allowance (10 x the median step) below the floor.
+EVAL = ["--epochs", "1", "--samples", "256", "--batch-size", "8", "--accum", "1", "--sleep-per-step", "0.1"]
+EVAL += ["--eval-at-step", "4", "--eval-s", "10"]
+
+
+def test_eval_pause_on_slurm_declared_is_no_hang_undeclared_is_a_restart(tmp_path: Path, cleanup_jobs) -> None:  # type: ignore[no-untyped-def]
+    cli = Cli(tmp_path / "home")
+    floor = ("health.hang_floor_s=6", "name=declared")
+    declared_id, declared_dir = submit(cli, tmp_path / "declared", *EVAL, sets=floor)
+    silent_id, silent_dir = submit(cli, tmp_path / "silent", *EVAL, "--eval-undeclared", sets=(floor[0], "name=silent"))
+    cleanup_jobs(declared_id)
+    cleanup_jobs(silent_id)
+    status = cli.wait_terminal(declared_id, timeout=400)
+    assert (status["state"], status["restarts"]) == ("COMPLETED", 0), events(declared_dir)
+    assert [e for e in events(declared_dir) if e["event"] == "hang"] == []
+    status = cli.wait_terminal(silent_id, timeout=400)
+    assert (status["state"], status["restarts"]) == ("COMPLETED", 1), events(silent_dir)
+    hangs = [e for e in events(silent_dir) if e["event"] == "hang"]
+    assert [(c["rank"], c["step"]) for c in hangs[0]["culprits"]] == [(0, 4)] and len(hangs) == 1, hangs
+    assert [(e["action"], e["kind"]) for e in events(silent_dir) if e["event"] == "decision"] == [
+        ("requeue", "node_failure"),
+        ("finish", None),
+    ]

@@ -10,7 +10,7 @@ from ddpctl.run.history import Kind, RunHistory
 from ddpctl.spec import RequeuePolicy
 
 POLICY = RequeuePolicy(enabled=True, signal="USR2", lead_s=120, max_preemptions=2, max_timeouts=1, max_failures=0)
-NONE_USED: dict[Kind, int] = {"preemption": 0, "timeout": 0, "failure": 0}
+NONE_USED: dict[Kind, int] = {"preemption": 0, "timeout": 0, "failure": 0, "node_failure": 0}
 
 
 @pytest.mark.parametrize(
@@ -39,6 +39,44 @@ NONE_USED: dict[Kind, int] = {"preemption": 0, "timeout": 0, "failure": 0}
 def test_decide_table(outcome: RunOutcome, used: dict[Kind, int], action: str, kind: str | None, code: int) -> None:
     decision = decide(outcome, POLICY, used)
     assert (decision.action, decision.kind, decision.exit_code) == (action, kind, code)
+
+
+REQUEUE_HANG = ("requeue", "node_failure", 0, "node_failure (hang): requeue 1 of 5")
+
+
+@pytest.mark.parametrize(
+    ("outcome", "used", "expected"),
+    [
+        # A hang the watchdog ended is charged to max_node_failures (default 5), not max_failures (0).
+        (RunOutcome(1, False, None, "hang"), NONE_USED, REQUEUE_HANG),
+        (
+            RunOutcome(1, False, None, "hang"),
+            {**NONE_USED, "node_failure": 5},
+            ("finish", "node_failure", 1, "node_failure (hang) budget spent: 5 of max_node_failures=5 requeues used"),
+        ),
+        # The time-limit signal arrived after the hang had ended the attempt: the hang is what ended it.
+        (RunOutcome(143, False, "timeout", "hang"), NONE_USED, REQUEUE_HANG),
+        # An agreed stop despite a hang marker (the ranks recovered and stopped): the stop's kind.
+        (RunOutcome(0, True, "timeout", "hang"), NONE_USED, ("requeue", "timeout", 0, "timeout: requeue 1 of 1")),
+        # A spent failure budget does not block an infrastructure requeue, nor the other way round.
+        (RunOutcome(1, False, None, "hang"), {**NONE_USED, "failure": 9}, REQUEUE_HANG),
+        (
+            RunOutcome(1, False, None),
+            {**NONE_USED, "node_failure": 0},
+            ("finish", "failure", 1, "failure budget spent: 0 of max_failures=0 requeues used"),
+        ),
+    ],
+)
+def test_infrastructure_failures_have_their_own_budget(
+    outcome: RunOutcome, used: dict[Kind, int], expected: tuple[str, str, int, str]
+) -> None:
+    decision = decide(outcome, RequeuePolicy(max_timeouts=1), used)
+    assert (decision.action, decision.kind, decision.exit_code, decision.reason) == expected
+
+
+def test_count_requeues_counts_node_failures() -> None:
+    events = [{"event": "decision", "attempt": 0, "action": "requeue", "kind": "node_failure"}]
+    assert RunHistory.from_records(events).requeues_used(1) == {**NONE_USED, "node_failure": 1}
 
 
 def test_failure_budget_allows_requeues() -> None:
@@ -86,21 +124,17 @@ def test_requeues_used_charge_each_earlier_attempt_once() -> None:
         # The current attempt (4) is not counted yet.
         {"event": "decision", "attempt": 4, "action": "requeue", "kind": "failure"},
     ]
-    assert RunHistory.from_records(events).requeues_used(4) == {"preemption": 3, "timeout": 1, "failure": 0}
+    assert RunHistory.from_records(events).requeues_used(4) == {**NONE_USED, "preemption": 3, "timeout": 1}
 
 
 def test_no_requeue_is_used_on_the_first_attempt() -> None:
     past = RunHistory.from_records([{"event": "decision", "attempt": 0, "action": "requeue", "kind": "timeout"}])
-    assert past.requeues_used(0) == {
-        "preemption": 0,
-        "timeout": 0,
-        "failure": 0,
-    }
+    assert past.requeues_used(0) == NONE_USED
 
 
 def test_finished_attempt_is_not_charged() -> None:
     events = [{"event": "decision", "attempt": 0, "action": "finish", "kind": "failure"}]
-    assert RunHistory.from_records(events).requeues_used(1) == {"preemption": 0, "timeout": 0, "failure": 0}
+    assert RunHistory.from_records(events).requeues_used(1) == NONE_USED
 
 
 def test_decision_event_fields() -> None:

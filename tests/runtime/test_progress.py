@@ -64,3 +64,58 @@ def test_without_a_run_dir_nothing_is_written(tmp_path: Path, monkeypatch: pytes
     beat.step(1, samples=4)
     beat.close()
     assert list(tmp_path.iterdir()) == []
+
+
+def test_a_step_followed_by_silence_is_written_by_the_flusher(tmp_path: Path) -> None:
+    """The last steps before a pause or a hang reach the file without a next step() call."""
+    beat = Heartbeat(every_s=0.2, env=env_for(tmp_path))
+    beat.step(1)
+    for step in range(2, 11):
+        beat.step(step)  # all within every_s: none of them written inline
+    assert record(tmp_path)["step"] == 1
+    time.sleep(0.6)
+    assert record(tmp_path)["step"] == 10
+    beat.close()
+
+
+def test_an_idle_record_is_rewritten_every_pulse(tmp_path: Path) -> None:
+    beat = Heartbeat(every_s=0.2, env=env_for(tmp_path))
+    beat.step(1)
+    first = record(tmp_path)["written"]
+    time.sleep(progress.PULSE_S + 0.5)
+    again = record(tmp_path)
+    assert again["written"] > first and again["step"] == 1 and [p[1] for p in again["history"]] == [1]
+    beat.close()
+
+
+def test_a_declared_pause_is_recorded_with_its_allowance_and_its_end_counts(tmp_path: Path) -> None:
+    beat = Heartbeat(every_s=3600, env=env_for(tmp_path))
+    beat.step(1)
+    with beat.pause("eval", allowance_s=42):
+        inside = record(tmp_path)
+        assert (inside["phase"], inside["pause"]["name"], inside["pause"]["allowance_s"]) == ("eval", "eval", 42)
+    after = record(tmp_path)
+    assert (after["phase"], after["pause"]) == ("train", None) and after["resumed"] >= inside["pause"]["since"]
+    beat.phase("reshuffle")
+    assert record(tmp_path)["pause"]["name"] == "reshuffle" and "allowance_s" not in record(tmp_path)["pause"]
+    beat.step(2)
+    assert (record(tmp_path)["phase"], record(tmp_path)["pause"]) == ("train", None)
+    beat.close()
+
+
+def test_step_never_raises_on_numpy_tensors_or_huge_numbers(tmp_path: Path) -> None:
+    """Progress is advisory: what a training loop naturally passes must never crash it."""
+    import numpy as np
+    import torch
+
+    beat = Heartbeat(total_steps=np.int64(100), every_s=0, env=env_for(tmp_path))
+    beat.step(torch.tensor(3), epoch=np.int64(1), samples=np.int32(8), loss=torch.tensor(0.5), big=10**400)
+    written = record(tmp_path)
+    assert (written["step"], written["epoch"], written["samples"], written["total_steps"]) == (3, 1, 8, 100)
+    assert written["values"]["loss"] == 0.5 and written["values"]["big"].startswith("1000")
+    beat.step(10**400, epoch=float("nan"), samples="many", loss=float("inf"), obj=object())
+    written = record(tmp_path)
+    assert (written["step"], written["epoch"], written["samples"], written["values"]["loss"]) == (None, None, 8, "inf")
+    beat.step(4, samples=torch.tensor([1, 2]))  # not a single number: counted as 0
+    assert record(tmp_path)["step"] == 4
+    beat.close()

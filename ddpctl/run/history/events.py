@@ -17,7 +17,9 @@ from collections.abc import Mapping
 from dataclasses import MISSING, dataclass, fields
 from typing import Any, ClassVar, Literal, TypeVar, get_args, get_origin
 
-Kind = Literal["preemption", "timeout", "failure"]  # the budgets a requeue is charged to
+# The budgets a requeue is charged to; node_failure: an infrastructure failure (a hang the watchdog ended; later
+# a node lost, a rank crash), requeue.max_node_failures.
+Kind = Literal["preemption", "timeout", "failure", "node_failure"]
 KINDS: tuple[Kind, ...] = get_args(Kind)
 Action = Literal["requeue", "finish"]
 # What ended an attempt (the failure model's causes); `Decided.cause` carries it where a writer knows it.
@@ -185,6 +187,7 @@ class Hung(Event):
     allowance: str = ""
     culprits: tuple[Mapping[str, Any], ...] = ()
     ranks: Mapping[str, Any] | None = None
+    nodes: tuple[Mapping[str, Any], ...] = ()  # the nodes whose ranks went silent or could not be dumped
 
 
 @dataclass(frozen=True, kw_only=True)
