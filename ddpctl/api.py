@@ -190,8 +190,12 @@ class Job:
         return Path(self.record.run_dir)
 
     def status(self) -> JobState:
-        """The current state (PENDING, RUNNING, REQUEUED, COMPLETED, FAILED, BUDGET_SPENT, ...)."""
-        return self._state_fn(self.record)
+        """The current state (PENDING, RUNNING, REQUEUED, COMPLETED, FAILED, BUDGET_SPENT, ...); a FAILED one's
+        reason carries the cause and the first error `logs --errors` finds."""
+        from ddpctl.logs.cause import with_cause
+        from ddpctl.run.layout import RunLayout
+
+        return with_cause(self._state_fn(self.record), RunLayout(self.run_dir))
 
     def wait(
         self, timeout: float | None = None, *, poll_s: float = 1.0, on_state: Callable[[JobState], None] | None = None

@@ -36,7 +36,7 @@ from ddpctl.logs.launcher import LauncherFailure, launcher_failures, oom_limit
 from ddpctl.logs.merge import DUMP_CHUNK, file_groups, merged
 from ddpctl.logs.output import Sink
 from ddpctl.run import history
-from ddpctl.run.history import OomKilled
+from ddpctl.run.history import HealthEvent, OomKilled, RunHistory
 from ddpctl.run.layout import NODE_LOG_GLOB, RunLayout
 from ddpctl.run.registry import JobRecord
 from ddpctl.run.state import TERMINAL, JobState, StateFn
@@ -171,17 +171,12 @@ def show_errors(layout: RunLayout, attempts: list[int], flt: LineFilter, sink: S
     """Per attempt: each rank's first error, most likely root cause first, then a line naming it."""
     past = history.load(layout.events)
     for attempt in attempts:
-        files = AttemptFiles(layout, attempt, flt)
-        files.rescan()
-        own = {f.source.rank: f for f in map(first_failure, files.tails.values()) if f is not None}
-        events = past.health(attempt)
-        ooms = {e.node: e for e in events if isinstance(e, OomKilled)}
-        failures = with_launcher_reports(own, launcher_reports(files, flt, ooms))
+        failures, events, scanned = attempt_failures(layout, attempt, flt, past)
         for failure in order_failures(failures):
             sink.failure(failure.source, failure.hit)
         for event in events:  # the watchdog's findings (a hang explains a run with no error), OOM kills
             sink.note(f"-- {describe_event(event)} --")
-        sink.note(root_cause_note(failures, attempt, len(files.tails)))
+        sink.note(root_cause_note(failures, attempt, scanned))
         sink.flush()
     # A stop nobody acted on is the likeliest reason for lost work, and no rank's log says so.
     stops, _ = run_summary(layout, time.time(), past)
@@ -189,6 +184,18 @@ def show_errors(layout: RunLayout, attempts: list[int], flt: LineFilter, sink: S
         if stop.state == "unacknowledged" and stop.attempt in attempts:
             sink.note(stop.text)
     sink.flush()
+
+
+def attempt_failures(
+    layout: RunLayout, attempt: int, flt: LineFilter, past: RunHistory
+) -> tuple[list[RankFailure], list[HealthEvent], int]:
+    """Each failed rank's first error in the attempt (unordered), its health events, and how many rank logs."""
+    files = AttemptFiles(layout, attempt, flt)
+    files.rescan()
+    own = {f.source.rank: f for f in map(first_failure, files.tails.values()) if f is not None}
+    events = past.health(attempt)
+    ooms = {e.node: e for e in events if isinstance(e, OomKilled)}
+    return with_launcher_reports(own, launcher_reports(files, flt, ooms)), events, len(files.tails)
 
 
 def launcher_reports(

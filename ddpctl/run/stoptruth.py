@@ -17,10 +17,10 @@ from typing import Any, Literal
 
 from ddpctl import safeio
 from ddpctl.run import history
-from ddpctl.run.history import AttemptStarted, Resumed, RunHistory, Signalled
+from ddpctl.run.history import AttemptStarted, Hung, Resumed, RunHistory, Signalled
 from ddpctl.run.layout import ATTEMPT_GLOB, LISTEN_GLOB, RunLayout, attempts_in
 
-AckState = Literal["acknowledged", "waiting", "unacknowledged"]
+AckState = Literal["acknowledged", "waiting", "unacknowledged", "after_failure"]
 MAX_LISTENERS_READ = 64  # enough to say who listens; bounded for a job with thousands of ranks
 HOW_TO = (
     "to stop cleanly: use ddpctl.runtime.StopAgreement, or set requeue.script_signal and save + exit 0 "
@@ -39,6 +39,7 @@ class AttemptFacts:
     resume: Resumed | None = None  # the runtime's report of what it resumed from
     start: AttemptStarted | None = None
     ended: bool = False  # a decision, a cancellation or a later attempt was recorded
+    failed: Hung | None = None  # the first event saying the attempt had failed (a hang)
 
 
 @dataclass(frozen=True)
@@ -70,6 +71,8 @@ def report(facts: AttemptFacts, lead_s: int, now: float) -> StopReport | None:
         return StopReport(
             facts.attempt, kind, "acknowledged", f"{head} acknowledged: {stopped_text(facts.stopped)}", facts.listeners
         )
+    if (late := after_failure(facts, asked)) is not None:
+        return StopReport(facts.attempt, kind, "after_failure", f"{head} {late}", facts.listeners)
     if not facts.ended and now - asked < lead_s:
         wait = f"requested {now - asked:.0f} s ago, waiting for the ranks (lead time {lead_s} s)"
         unheard = "; so far no rank has announced that it listens for stops" if not facts.listeners else ""
@@ -84,6 +87,17 @@ def report(facts: AttemptFacts, lead_s: int, now: float) -> StopReport | None:
         f"training until it ended or was killed: work since its own last checkpoint is lost; {HOW_TO}"
     )
     return StopReport(facts.attempt, kind, "unacknowledged", text, facts.listeners)
+
+
+def after_failure(facts: AttemptFacts, asked: float) -> str | None:
+    """What to say of a stop that arrived after the attempt had already failed (None: it had not)."""
+    failed_at = facts.failed.t if facts.failed is not None else None
+    if failed_at is None or failed_at > asked:
+        return None
+    return (
+        f"arrived {asked - failed_at:.0f} s after the attempt had already failed (hang recorded): nothing was"
+        " training any more, so the stop had nothing to save and lost nothing"
+    )
 
 
 def stopped_text(stopped: Mapping[str, Any]) -> str:
@@ -110,7 +124,8 @@ def restart_note(facts: AttemptFacts, previous: AttemptFacts | None) -> str | No
         found = "restarted from scratch (no complete checkpoint to resume from)" if step is None else None
         return f"{head}: {found or f'resumed from step {step}'}"
     if facts.start.checkpoints_present is False:
-        return f"{head}: restarted from scratch (its checkpoint directory was empty)"
+        # Only what ddpctl can see: a script may keep its own checkpoints elsewhere and resume from them.
+        return f"{head}: no checkpoint in checkpoint.dir (DDPCTL_CKPT_DIR); the script's own resume is unknown"
     own = previous.stopped if previous is not None and previous.stopped is not None else None
     if own is not None and own.get("source") == "script" and own.get("checkpoint"):
         return f"{head}: restarted; the script's own checkpoint {own['checkpoint']} was there to resume from"
@@ -131,6 +146,7 @@ def read_facts(layout: RunLayout, past: RunHistory | None = None) -> list[Attemp
             resume=attempt.resume,
             start=attempt.start,
             ended=past.ended(a),
+            failed=attempt.first(Hung),
         )
         for a, attempt in past.attempts.items()
     ]

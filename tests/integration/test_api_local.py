@@ -77,3 +77,17 @@ def test_wait_times_out_then_cancel(tmp_path: Path) -> None:
     first_step(job)
     job.cancel()
     assert job.wait(timeout=120).state == "CANCELLED"
+
+
+def test_a_failed_run_says_its_first_error_in_status_wait_and_the_cli(tmp_path: Path) -> None:
+    """A FAILED run's state carries the first error `logs --errors` finds, not only the spent budget."""
+    spec = example_spec(
+        tmp_path, "crash", "--crash-at-step", "3", "--crash-rank", "1", run_dir="runs", backend="sbatch"
+    )
+    job = ddpctl.submit(spec, backend="local", overrides=["nodes=1"])
+    final = job.wait(timeout=300)
+    assert final.state == "FAILED", final
+    said = "first error in attempt 0: rank 1 on local1, line"
+    assert "failure budget spent" in final.reason and said in final.reason, final.reason
+    assert final.reason.endswith("RuntimeError: injected crash at step 3 on rank 1"), final.reason
+    assert job.status().reason == final.reason  # what `status` and `submit --wait` print

@@ -80,10 +80,12 @@ def test_plain_script_preempted_for_real_is_reported_unacknowledged_and_restarte
     assert not (run_dir / "attempt-0" / "stopped.json").exists(), info
     assert [(s["attempt"], s["state"]) for s in status["stops"]] == [(0, "unacknowledged")], status
     assert "no rank listens for stops" in status["stops"][0]["text"], status
-    assert status["restart_notes"] == ["attempt 1: restarted from scratch (its checkpoint directory was empty)"]
+    assert status["restart_notes"] == [
+        "attempt 1: no checkpoint in checkpoint.dir (DDPCTL_CKPT_DIR); the script's own resume is unknown"
+    ]
     human = cli.run("status", job_id).stdout
     assert "NOT ACKNOWLEDGED" in human and "work since its own last checkpoint is lost" in human, human
-    assert "restarted from scratch" in human, human
+    assert "the script's own resume is unknown" in human, human
     errors = cli.run("logs", job_id, "--errors", "--attempt", "all")
     assert "attempt 0: preemption stop NOT ACKNOWLEDGED" in errors.stdout + errors.stderr, errors
 

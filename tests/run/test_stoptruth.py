@@ -10,7 +10,7 @@ import pytest
 
 from ddpctl.node.ackwatch import overdue
 from ddpctl.run import history
-from ddpctl.run.history import AttemptStarted, Resumed, Signalled
+from ddpctl.run.history import AttemptStarted, Decided, Hung, Resumed, Signalled
 from ddpctl.run.layout import RunLayout
 from ddpctl.run.stoptruth import AttemptFacts, read_facts, report, restart_note, summary
 
@@ -41,6 +41,21 @@ SCRIPT_STOP = {"step": None, "checkpoint": "/ck/checkpoint.pt", "source": "scrip
         (AttemptFacts(0, SIGNAL), 1060.0, "unacknowledged", "no rank listens for stops"),
         (AttemptFacts(0, SIGNAL, ended=True), 1001.0, "unacknowledged", "work since its own last checkpoint is lost"),
         (AttemptFacts(0, SIGNAL, listeners=("rank 0: x",)), 1060.0, "unacknowledged", "1 rank(s) listen but none"),
+        # The time limit came 11 minutes after a recorded hang: nothing "kept training".
+        (
+            AttemptFacts(0, SIGNAL, ended=True, failed=Hung(attempt=0, t=340.0)),
+            1100.0,
+            "after_failure",
+            "attempt 0: preemption stop arrived 660 s after the attempt had already failed (hang recorded): nothing"
+            " was training any more",
+        ),
+        # A hang recorded after the request changes nothing about the stop's report.
+        (
+            AttemptFacts(0, SIGNAL, ended=True, failed=Hung(attempt=0, t=1030.0)),
+            1100.0,
+            "unacknowledged",
+            "no rank listens",
+        ),
     ],
 )
 def test_stop_report(facts: AttemptFacts, now: float, state: str | None, says: str | None) -> None:
@@ -68,7 +83,7 @@ START = AttemptStarted(attempt=1)
         (
             AttemptFacts(1, start=replace(START, checkpoints_present=False), ended=True),
             None,
-            "attempt 1: restarted from scratch (its checkpoint directory was empty)",
+            "attempt 1: no checkpoint in checkpoint.dir (DDPCTL_CKPT_DIR); the script's own resume is unknown",
         ),
         (
             AttemptFacts(1, start=replace(START, checkpoints_present=True)),
@@ -118,3 +133,14 @@ def test_read_facts_from_a_run_directory(tmp_path: Path) -> None:
     stops, notes = summary(layout, lead_s=60, now=0.0)
     assert [s.state for s in stops] == ["unacknowledged"]
     assert notes == ["attempt 1: restarted from scratch (no complete checkpoint to resume from)"]
+
+
+def test_a_stop_after_a_recorded_hang_says_the_attempt_had_failed(tmp_path: Path) -> None:
+    layout = RunLayout(tmp_path)
+    history.append(layout.events, AttemptStarted(attempt=0))
+    history.append(layout.events, Hung(attempt=0, idle_s=300))
+    history.append(layout.events, Signalled(attempt=0, kind="timeout"))
+    history.append(layout.events, Decided(attempt=0, action="finish", kind="node_failure"))
+    stops, _ = summary(layout, lead_s=60, now=10**10)
+    assert [s.state for s in stops] == ["after_failure"]
+    assert "had already failed (hang recorded)" in stops[0].text and "kept training" not in stops[0].text
