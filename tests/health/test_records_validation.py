@@ -7,7 +7,7 @@ import json
 import time
 from pathlib import Path
 
-from ddpctl.cli.top import snapshot
+from ddpctl.cli.top import frame_facts
 from ddpctl.health.records import checked_progress_records
 from ddpctl.health.report import collect, text_lines
 from ddpctl.run.layout import RunLayout
@@ -42,5 +42,5 @@ def test_bad_records_are_skipped_with_one_note_each_and_nothing_crashes(tmp_path
     lines = text_lines(report)
     assert lines[0].startswith("  step 5 of 10 (2 ranks reporting)")
     assert sum("note: skipped" in line for line in lines) == 3
-    frame = snapshot(tmp_path, now)  # top
+    frame = frame_facts(tmp_path, now)  # top
     assert [row.rank for row in frame["rows"]] == [0, 4] and frame["summary"].step == 5
