@@ -152,7 +152,7 @@ def test_every_question_about_an_old_run() -> None:
     past = RunHistory.from_records(OLD_RUN)
     assert len(past.events) == len(OLD_RUN)
     assert list(past.attempts) == [0, 1]
-    assert past.requeues_used(2) == {"preemption": 1, "timeout": 0, "failure": 0}
+    assert past.requeues_used(2) == {"preemption": 1, "timeout": 0, "failure": 0, "node_failure": 0}
     assert past.restarts() == 1
     assert past.chain_jobs("10") == ["10", "11"] and past.successor_of(0) == "11"
     assert past.finished_before(2) == past.outcome() and past.finished_before(1) is None
@@ -176,7 +176,8 @@ def test_an_attempt_slurm_requeued_itself_is_charged_to_its_last_classified_sign
         ]
     )
     assert past.attempt(0).charged == "timeout" and past.attempt(1).charged == "preemption"
-    assert past.attempt(1).hung and past.requeues_used(2) == {"preemption": 1, "timeout": 1, "failure": 0}
+    assert past.attempt(1).hung
+    assert past.requeues_used(2) == {"preemption": 1, "timeout": 1, "failure": 0, "node_failure": 0}
 
 
 def line(record: dict[str, Any]) -> bytes:
