@@ -31,7 +31,7 @@ def frame_facts(run_dir: Path, now: float) -> dict[str, Any]:
     from ddpctl.health.view import rank_rows
     from ddpctl.logs.files import list_rank_logs
     from ddpctl.run import history
-    from ddpctl.run.history import Straggler
+    from ddpctl.run.history import StragglerFlagged
     from ddpctl.run.layout import RunLayout
     from ddpctl.spec import HealthSettings, load_spec
 
@@ -47,7 +47,7 @@ def frame_facts(run_dir: Path, now: float) -> dict[str, Any]:
     logs = {rank: last_line(path) for rank, path in list_rank_logs(layout.attempt_dir(attempt)).items()}
     nodes = {rank: str(info.get("node", "?")) for rank, info in placements(layout, attempt).items()}
     events = history.load(layout.events).health(attempt)
-    flagged = {e.rank for e in events if isinstance(e, Straggler)}
+    flagged = {e.rank for e in events if isinstance(e, StragglerFlagged)}
     return {
         "attempt": attempt,
         "rows": rank_rows(records, logs, nodes=nodes, flagged=flagged, policy=policy, now=now),

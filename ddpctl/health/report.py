@@ -10,7 +10,7 @@ from ddpctl import sanitize
 from ddpctl.health.rates import duration, summarize
 from ddpctl.health.records import checked_progress_records, last_checkpoint, latest_attempt
 from ddpctl.run import history
-from ddpctl.run.history import HealthEvent, Hung, OomKilled, RunHistory, Straggler
+from ddpctl.run.history import HealthEvent, Hung, OomKilled, RunHistory, StragglerFlagged
 from ddpctl.run.history.events import E
 from ddpctl.run.layout import RunLayout
 from ddpctl.spec import load_spec
@@ -42,7 +42,7 @@ def collect(run_dir: Path, running: bool, now: float | None = None, past: RunHis
         out["checkpoint"] = {"step": found[0], "time": found[1], "age_s": round(now - found[1], 1)}
     events = (past if past is not None else history.load(layout.events)).health()
     out["hangs"] = [e.as_json() for e in events if isinstance(e, Hung)]
-    out["stragglers"] = [e.as_json() for e in events if isinstance(e, Straggler)]
+    out["stragglers"] = [e.as_json() for e in events if isinstance(e, StragglerFlagged)]
     out["oom"] = [e.as_json() for e in events if isinstance(e, OomKilled)]
     return out
 
@@ -101,7 +101,7 @@ def describe_nodes(event: Hung) -> str:
     return f"; {'; '.join(parts)}" if parts else ""
 
 
-def describe_straggler(event: Straggler) -> str:
+def describe_straggler(event: StragglerFlagged) -> str:
     return (
         f"straggler in attempt {event.attempt}: rank {event.rank} on {_v(event.node)} "
         f"busy {event.busy_s} s/step = {event.factor}x the other ranks' median "
@@ -122,7 +122,7 @@ def progress_line(progress: dict[str, Any]) -> str:
 
 def typed(report: dict[str, Any], key: str, cls: type[E]) -> list[E]:
     """The events a `collect` report lists under `key`, typed again (the report is JSON for `status --json`)."""
-    return [e for r in report.get(key, []) if isinstance(e := history.parse(r), cls)]
+    return [e for r in report.get(key, []) if isinstance(e := history.parse_event(r), cls)]
 
 
 def text_lines(report: dict[str, Any]) -> list[str]:
@@ -133,6 +133,6 @@ def text_lines(report: dict[str, Any]) -> list[str]:
     if ckpt := report.get("checkpoint"):
         lines.append(f"  last complete checkpoint: step {ckpt['step']}, {duration(ckpt['age_s'])} ago")
     lines += [f"  {describe_hang(e)}" for e in typed(report, "hangs", Hung)[-3:]]
-    lines += [f"  {describe_straggler(e)}" for e in typed(report, "stragglers", Straggler)[-5:]]
+    lines += [f"  {describe_straggler(e)}" for e in typed(report, "stragglers", StragglerFlagged)[-5:]]
     lines += [f"  {describe_oom(e)}" for e in typed(report, "oom", OomKilled)[-3:]]
     return lines

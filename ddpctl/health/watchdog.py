@@ -26,7 +26,7 @@ from ddpctl.health.records import placements, progress_records
 from ddpctl.health.stacks import DUMP_MARK, RankState, culprits, main_frames, node_findings, parse_dump, where
 from ddpctl.health.straggler import find_stragglers
 from ddpctl.run import history
-from ddpctl.run.history import Hung, Straggler
+from ddpctl.run.history import Hung, StragglerFlagged
 from ddpctl.run.layout import RunLayout
 from ddpctl.spec import HealthSettings
 
@@ -86,7 +86,7 @@ class Watchdog:
                 self._flagged.add(found.rank)
                 history.append(
                     self.layout.events,
-                    Straggler(
+                    StragglerFlagged(
                         attempt=self.attempt,
                         rank=found.rank,
                         node=found.node,

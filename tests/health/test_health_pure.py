@@ -10,7 +10,7 @@ from ddpctl.health.report import describe_hang, progress_line, text_lines
 from ddpctl.health.stacks import Frame, RankState, culprits, main_frames, node_findings, parse_dump, where
 from ddpctl.health.straggler import find_stragglers
 from ddpctl.run.history import Hung
-from ddpctl.run.history import parse as history_parse
+from ddpctl.run.history import parse_event as history_parse
 from ddpctl.spec import HealthSettings
 
 NOW = 10_000.0

@@ -24,7 +24,7 @@ from ddpctl.run.history import (
     Signalled,
     Stopped,
     StopUnacknowledged,
-    Straggler,
+    StragglerFlagged,
 )
 from ddpctl.run.history.log import CHECK_BYTES, MAX_LINE_BYTES
 from ddpctl.run.layout import RunLayout
@@ -91,7 +91,7 @@ def test_events_are_written_as_the_records_before_them(tmp_path: Path, event: Ev
     line = (tmp_path / "log").read_text()
     expected = {**record, "t": written.t}
     assert line == json.dumps(expected, sort_keys=True) + "\n"
-    assert history.parse(json.loads(line)) == written  # and read back as the same event
+    assert history.parse_event(json.loads(line)) == written  # and read back as the same event
 
 
 FINISHED = Decided(attempt=0, action="finish")
@@ -118,7 +118,7 @@ FINISHED = Decided(attempt=0, action="finish")
         ({"event": "signal", "attempt": 1, "time_left_s": 1.5}, Signalled(attempt=1)),
         ({"event": "hang", "attempt": 0, "culprits": [{"rank": 1}, 7]}, Hung(attempt=0)),
         ({"event": "hang", "attempt": 0, "culprits": [{"rank": 1}]}, Hung(attempt=0, culprits=({"rank": 1},))),
-        ({"event": "straggler", "attempt": 0, "rank": 2, "factor": 2}, Straggler(attempt=0, rank=2, factor=2)),
+        ({"event": "straggler", "attempt": 0, "rank": 2, "factor": 2}, StragglerFlagged(attempt=0, rank=2, factor=2)),
         ({"event": ["decision"], "attempt": 0}, None),
         (["decision"], None),
         ("decision", None),
@@ -126,7 +126,7 @@ FINISHED = Decided(attempt=0, action="finish")
     ],
 )
 def test_untrusted_records_are_typed_or_skipped(record: object, parsed: Event | None) -> None:
-    assert history.parse(record) == parsed
+    assert history.parse_event(record) == parsed
 
 
 # An events.jsonl as ddpctl 0.2 left it for a run preempted once, then failed, on a chain: every question's answer.

@@ -34,9 +34,9 @@ from ddpctl.run.history.events import (
     Stopped,
     StopSignalled,
     StopUnacknowledged,
-    Straggler,
+    StragglerFlagged,
     Submitted,
-    parse,
+    parse_event,
 )
 from ddpctl.run.history.log import EventLog, append, load, log_of
 from ddpctl.run.history.runhistory import Attempt, RunHistory
@@ -71,10 +71,10 @@ __all__ = [
     "StopSignalled",
     "StopUnacknowledged",
     "Stopped",
-    "Straggler",
+    "StragglerFlagged",
     "Submitted",
     "append",
     "load",
     "log_of",
-    "parse",
+    "parse_event",
 ]

@@ -2,7 +2,7 @@
 
 A line on disk is `{"t": ..., "event": NAME, field: value, ...}` with sorted keys, exactly what the field names
 below say. Records are untrusted (a run dir may be written by the job's own code, or by an older or newer
-ddpctl): `parse` returns None for an unknown event name or a record without a required field of the right type,
+ddpctl): `parse_event` returns None for an unknown event name or a record without a required field of the right type,
 and an optional field of the wrong type reads as its default. Nothing here raises on a record's content.
 
 Failure causes and budgets are typed here so that the next kinds (a node lost, a rank crash) are one entry each:
@@ -120,7 +120,7 @@ class Stopped(Event):
     @classmethod
     def from_marker(cls, record: Mapping[str, Any]) -> Stopped:
         """The event of a stopped.json record its writer just built (its `time` is the marker's own)."""
-        event = build(cls, record)
+        event = build_event(cls, record)
         if event is None:
             raise ValueError(f"not a stop record: {record!r}")
         return event
@@ -191,7 +191,7 @@ class Hung(Event):
 
 
 @dataclass(frozen=True, kw_only=True)
-class Straggler(Event):
+class StragglerFlagged(Event):
     NAME = "straggler"
     attempt: int
     rank: int
@@ -243,8 +243,8 @@ class ChainDropped(Event):
     why: str = ""
 
 
-HEALTH = (Hung, Straggler, OomKilled)
-HealthEvent = Hung | Straggler | OomKilled
+HEALTH = (Hung, StragglerFlagged, OomKilled)
+HealthEvent = Hung | StragglerFlagged | OomKilled
 TYPES: dict[str, type[Event]] = {
     cls.NAME: cls
     for cls in (
@@ -261,7 +261,7 @@ TYPES: dict[str, type[Event]] = {
         NodeExited,
         OomKilled,
         Hung,
-        Straggler,
+        StragglerFlagged,
         Decided,
         Cancelled,
         ChainSubmitted,
@@ -271,7 +271,7 @@ TYPES: dict[str, type[Event]] = {
 E = TypeVar("E", bound=Event)
 
 
-def parse(record: object) -> Event | None:
+def parse_event(record: object) -> Event | None:
     """The typed event of one parsed JSON line; None for anything this ddpctl does not know or cannot trust."""
     if not isinstance(record, dict):
         return None
@@ -279,10 +279,10 @@ def parse(record: object) -> Event | None:
     cls = TYPES.get(name) if isinstance(name, str) else None
     if cls is None:
         return None
-    return build(cls, record)
+    return build_event(cls, record)
 
 
-def build(cls: type[E], record: Mapping[str, Any]) -> E | None:
+def build_event(cls: type[E], record: Mapping[str, Any]) -> E | None:
     """`cls` from a record's fields; None when a required field is missing or of the wrong type."""
     hints = _hints(cls)
     values: dict[str, Any] = {}

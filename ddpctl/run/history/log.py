@@ -5,7 +5,7 @@ sharing the filesystem, rank 0) never interleave inside a line. A process keeps 
 (`log_of`): the next question (a decision, `logs -f`'s state poll every 2 s) reads only the bytes appended since,
 and a log that was replaced or rewritten (another inode, a shorter file, other bytes before the offset) is read
 again from its start. Reads are bounded: a torn, garbled, unknown or overlong line is skipped, never fatal, and
-at most MAX_BYTES of a log are read at all.
+at most MAX_LOG_BYTES of a log are read at all.
 """
 
 from __future__ import annotations
@@ -19,12 +19,12 @@ from dataclasses import replace
 from pathlib import Path
 
 from ddpctl import safeio
-from ddpctl.run.history.events import E, Event, parse
+from ddpctl.run.history.events import E, Event, parse_event
 from ddpctl.run.history.runhistory import RunHistory
 
-MAX_BYTES = 1 << 28  # no real run writes this much; a hostile one must not make a status read it all
+MAX_LOG_BYTES = 1 << 28  # no real run writes this much; a hostile one must not make a status read it all
 MAX_LINE_BYTES = 1 << 22  # a hang event of a 4096-rank job is ~0.5 MiB
-CHUNK = 1 << 22
+LOG_CHUNK = 1 << 22
 CHECK_BYTES = 256  # re-read before the offset: does the file still hold what was read?
 KEPT_LOGS = 16  # runs whose logs a process keeps (`ddpctl list` asks about many runs once each)
 
@@ -47,7 +47,7 @@ def parse_line(line: bytes) -> Event | None:
     if len(line) > MAX_LINE_BYTES:
         return None
     try:
-        return parse(json.loads(line.decode("utf-8", errors="replace")))
+        return parse_event(json.loads(line.decode("utf-8", errors="replace")))
     except (ValueError, RecursionError):
         return None
 
@@ -87,12 +87,12 @@ class EventLog:
         """Parse the complete lines appended since the last read; returns the incomplete rest (not consumed)."""
         info = os.fstat(fd)
         ident = (info.st_dev, info.st_ino)
-        size = min(info.st_size, MAX_BYTES)
+        size = min(info.st_size, MAX_LOG_BYTES)
         if ident != self._ident or size < self._offset or self._rewritten(fd):
             self._reset(ident)
         pos, rest = self._offset, b""
         while pos < size:
-            chunk = os.pread(fd, min(CHUNK, size - pos), pos)
+            chunk = os.pread(fd, min(LOG_CHUNK, size - pos), pos)
             if not chunk:
                 break
             pos += len(chunk)

@@ -26,7 +26,7 @@ from ddpctl.run.history.events import (
     Signalled,
     StopUnacknowledged,
     Submitted,
-    parse,
+    parse_event,
 )
 from ddpctl.run.state import JobState
 
@@ -105,8 +105,8 @@ class RunHistory:
 
     @classmethod
     def from_records(cls, records: Iterable[object]) -> RunHistory:
-        """From JSON records (tests' literal tables, an in-memory list); what `parse` rejects is left out."""
-        return cls(tuple(e for r in records if (e := parse(r)) is not None))
+        """From JSON records (tests' literal tables, an in-memory list); what `parse_event` rejects is left out."""
+        return cls(tuple(e for r in records if (e := parse_event(r)) is not None))
 
     def all(self, cls: type[E]) -> list[E]:
         return [e for e in self.events if isinstance(e, cls)]
