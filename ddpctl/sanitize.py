@@ -37,13 +37,25 @@ _TABLE = {
 }
 
 
+_SAFE_ASCII = bytes(range(0x20, 0x7F)) + b"\t"
+
+
+def _is_safe(text: str) -> bool:
+    """No unsafe character in `text`. ASCII text (nearly all rank output) is checked by deleting the safe bytes
+    and seeing whether anything is left: about 4x faster than the regex, whose Unicode class defeats its fast
+    scan (the regex search was 46 % of `logs -f`'s time at 512 saturated rank files)."""
+    if text.isascii():
+        return not text.encode("ascii").translate(None, _SAFE_ASCII)
+    return _UNSAFE.search(text) is None
+
+
 def visible(text: str) -> str:
     """`text` with every unsafe character replaced by its visible notation (a no-op for ordinary text)."""
-    return text.translate(_TABLE) if _UNSAFE.search(text) else text
+    return text if _is_safe(text) else text.translate(_TABLE)
 
 
 def visible_lines(lines: list[str]) -> list[str]:
     """`visible` for a batch: one search over the batch decides whether any line needs rewriting."""
-    if not lines or not _UNSAFE.search("\x09".join(lines)):
+    if not lines or _is_safe("\x09".join(lines)):
         return lines
     return [visible(line) for line in lines]

@@ -95,3 +95,22 @@ def test_a_carriage_return_cannot_forge_another_ranks_line(home: Path) -> None:
 def test_raw_passes_bytes_through(home: Path) -> None:
     done = logs(home, "--no-color", "--raw")
     assert OSC52 in done.stdout and FORGED in done.stdout
+
+
+@pytest.mark.parametrize(
+    ("text", "shown"),
+    [
+        ("plain\ttab", "plain\ttab"),
+        ("esc\x1b[2J", "esc^[[2J"),
+        ("del\x7f", "del^?"),
+        ("nul\x00", "nul^@"),
+        ("caf\u00e9", "caf\u00e9"),
+        ("csi\u009b", "csi<U+009B>"),
+        ("bidi\u202e", "bidi<U+202E>"),
+    ],
+)
+def test_ascii_fast_path_and_unicode_path_agree(text: str, shown: str) -> None:
+    from ddpctl.sanitize import visible, visible_lines
+
+    assert visible(text) == shown
+    assert visible_lines(["ok", text]) == ["ok", shown]
