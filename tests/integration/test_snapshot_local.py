@@ -12,7 +12,7 @@ import shutil
 from pathlib import Path
 
 import pytest
-from clitools import REPO, Cli, events, example_spec, final_hash
+from clitools import REPO, Cli, events, example_spec, final_hash, write_spec
 from gittools import git
 
 pytestmark = pytest.mark.torchrun
@@ -66,3 +66,44 @@ def test_resumed_attempt_runs_the_submitted_code(tmp_path: Path) -> None:
     assert status["code"]["branch"] == "exp"
     human = cli.run("status", job_id).stdout
     assert f"code: git {commit[:12]} on exp, clean" in human, human
+
+
+APPENDER = """
+from pathlib import Path
+results = Path(__file__).parent / "results.csv"
+print("SEEN " + repr(results.read_text()), flush=True)
+with results.open("a") as out:
+    out.write("row\\n")
+"""
+
+
+def test_each_run_sees_only_the_bytes_it_submitted(tmp_path: Path) -> None:
+    """Two runs of one commit, each appending to a file beside its script: neither sees the other's row, and the
+    traceback-facing path is the run's own (runs/<name>/<job id>/code/...)."""
+    cli = Cli(tmp_path / "home")
+    code = tmp_path / "code"
+    code.mkdir()
+    (code / "train.py").write_text(APPENDER)
+    (code / "results.csv").write_text("header\n")
+    git(code, "init", "-q", "-b", "main")
+    git(code, "add", ".")
+    git(code, "commit", "-qm", "appender")
+    git(code, "update-index", "--add", "--cacheinfo", f"160000,{git(code, 'rev-parse', 'HEAD')},vendor/dep")
+    git(code, "commit", "-qm", "a submodule")
+    spec = write_spec(
+        tmp_path / "append.yaml",
+        name="append",
+        script=str(code / "train.py"),
+        run_dir=str(tmp_path / "runs"),
+        backend="local",
+        env={"OMP_NUM_THREADS": "1"},
+    )
+    for _ in range(2):
+        out = cli.run("submit", str(spec)).stdout
+        job_id = out.split("job ", 1)[1].split()[0]
+        run_dir = Path(out.split("run dir:", 1)[1].split()[0])
+        assert f"; runs {run_dir}/code/train.py" in out and run_dir.parent.name == "append", out
+        assert "not snapshotted (git submodules): vendor/dep" in out, out
+        assert cli.wait_terminal(job_id, timeout=180)["state"] == "COMPLETED"
+        assert "SEEN 'header\\n'" in (run_dir / "attempt-0" / "rank-0.log").read_text()
+    assert (code / "results.csv").read_text() == "header\n"
