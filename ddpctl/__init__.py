@@ -27,6 +27,7 @@ __version__ = "0.1.0"
 if TYPE_CHECKING:
     from ddpctl.api import Job, LogLine, job, jobs, load_spec, submit
     from ddpctl.errors import (
+        ArgumentError,
         BackendUnavailable,
         CommandError,
         DdpctlError,
@@ -37,8 +38,18 @@ if TYPE_CHECKING:
     )
 
 _API = ("Job", "LogLine", "job", "jobs", "load_spec", "submit")
-_ERRORS = ("BackendUnavailable", "CommandError", "DdpctlError", "JobNotFound", "LogsError", "SpecError", "WaitTimeout")
+_ERRORS = (
+    "ArgumentError",
+    "BackendUnavailable",
+    "CommandError",
+    "DdpctlError",
+    "JobNotFound",
+    "LogsError",
+    "SpecError",
+    "WaitTimeout",
+)
 __all__ = [
+    "ArgumentError",
     "BackendUnavailable",
     "CommandError",
     "DdpctlError",

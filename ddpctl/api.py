@@ -15,13 +15,14 @@ prints for it. Nothing here imports torch, rich or submitit unless the chosen ba
 
 from __future__ import annotations
 
+import math
 import time
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from ddpctl.backends import current_state, get_backend
-from ddpctl.errors import JobNotFound, WaitTimeout
+from ddpctl.errors import ArgumentError, JobNotFound, WaitTimeout
 from ddpctl.logs.stream import LogLine
 from ddpctl.run.registry import JobRecord, Registry
 from ddpctl.run.state import JobState, StateFn
@@ -132,35 +133,61 @@ def submit_plan(submission: SubmissionPlan) -> Job:
     source = Path(submission.spec.source)  # "<spec>" for a spec built in Python: recorded as it is
     record = backend.submit(submission, source.resolve() if source.is_file() else source)
     Registry.from_env().add(record)
+    from ddpctl.plan.stopscan import scan_event
     from ddpctl.run import history
     from ddpctl.run.layout import RunLayout
 
-    history.append(
-        RunLayout(Path(record.run_dir)).events,
-        history.RequeueModeChosen(mode=submission.spec.requeue.mode, why=submission.requeue_why),
-    )
+    events = RunLayout(Path(record.run_dir)).events
+    history.append(events, history.RequeueModeChosen(mode=submission.spec.requeue.mode, why=submission.requeue_why))
+    history.append(events, scan_event(submission.spec))
     return Job(record)
 
 
-def job(name_or_id: str | None = None) -> Job:
-    """A job from the registry by id, or the newest with that name; None: the newest job of all.
+def job(name_or_id: str | None = None, *, warn: Callable[[str], None] | None = None) -> Job:
+    """A job from the registry by id, or by name: the running job of that name if there is one, else the
+    newest; None: the newest job of all.
 
-    Raises `JobNotFound` (naming the registry and the names it knows) when there is none.
+    `warn` hears the one line saying which job an ambiguous name chose (when the newest job of that name is not
+    its only live one); by default nothing is printed. Raises `JobNotFound` (naming the registry and the names it
+    knows) when there is none; `ArgumentError` when `name_or_id` is not a string.
     """
+    if name_or_id is not None and not isinstance(name_or_id, str):
+        raise ArgumentError(
+            f"job: got {type(name_or_id).__name__} {name_or_id!r}; expected a job id or name as a string "
+            f"(e.g. ddpctl.job({str(name_or_id)!r}))"
+        )
     registry = Registry.from_env()
     if name_or_id is not None:
         from ddpctl.backends.names import resolve
 
-        return Job(resolve(registry, name_or_id))  # an ambiguous name: the running job, said on stderr
+        return Job(resolve(registry, name_or_id, warn=warn or _silent))
     records = registry.records()
     if not records:
         raise JobNotFound(f"no jobs in the registry {registry.path} yet: submit one with `ddpctl submit`")
     return Job(records[-1])
 
 
+def _silent(_text: str) -> None:
+    """The API prints nothing: a notebook or a sweep decides what to show."""
+
+
 def jobs() -> list[Job]:
     """Every job in the registry, oldest submission first."""
     return [Job(record) for record in Registry.from_env().records()]
+
+
+MIN_POLL_S = 0.2  # `Job.wait`'s poll floor: a poll may be a controller round trip (squeue)
+
+
+def seconds_arg(name: str, value: object, *, allow_none: bool = False) -> float | None:
+    """A duration argument of the API as a float, or `ArgumentError` naming it, its value and what is allowed."""
+    if value is None and allow_none:
+        return None
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise ArgumentError(f"{name}: got {value!r}; expected a number of seconds" + (" or None" if allow_none else ""))
+    if math.isnan(value) or value < 0:
+        raise ArgumentError(f"{name}: got {value!r}; expected a number of seconds >= 0")
+    return float(value)
 
 
 class Job:
@@ -202,9 +229,14 @@ class Job:
     ) -> JobState:
         """Poll until the job reaches a terminal state and return it; `on_state` sees every polled state.
 
-        Raises `WaitTimeout` (also a `TimeoutError`) after `timeout` seconds; the job keeps running.
+        `timeout`: seconds (None or inf: no limit); `poll_s`: seconds between polls, never less than
+        `MIN_POLL_S` (each poll may be an squeue call). Raises `WaitTimeout` (also a `TimeoutError`) after
+        `timeout` seconds, the job still running; `ArgumentError` for a timeout or poll_s that is not a
+        number, NaN or negative.
         """
-        deadline = None if timeout is None else time.monotonic() + timeout
+        limit = seconds_arg("timeout", timeout, allow_none=True)
+        poll_s = max(MIN_POLL_S, seconds_arg("poll_s", poll_s) or 0.0)
+        deadline = None if limit is None or math.isinf(limit) else time.monotonic() + limit
         while True:
             state = self.status()
             if on_state is not None:

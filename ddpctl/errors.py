@@ -44,6 +44,12 @@ class LogsError(DdpctlError):
     """Bad `ddpctl logs` input (rank outside the world, bad regex, ...)."""
 
 
+class ArgumentError(DdpctlError, ValueError, TypeError):
+    """A Python API argument of the wrong type or out of range (`Job.wait(timeout=nan)`, `ddpctl.job(123)`).
+
+    Also a ValueError and a TypeError, so code that caught what Python raised before keeps working."""
+
+
 class WaitTimeout(DdpctlError, TimeoutError):
     """`Job.wait(timeout=...)` ran out of time; the job itself keeps running."""
 

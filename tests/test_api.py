@@ -75,3 +75,91 @@ def test_preempt_kind_is_checked(tmp_path: Path) -> None:
     job = api.Job(JobRecord("local-1", "x", str(tmp_path), "local", 0.0))
     with pytest.raises(DdpctlError, match="expected preemption or timeout"):
         job.preempt("later")
+
+
+class Polled:
+    """A state function (our own seam) that counts its polls and never reaches a terminal state."""
+
+    def __init__(self) -> None:
+        self.calls = 0
+
+    def __call__(self, _record: object) -> object:
+        from ddpctl.run.state import JobState
+
+        self.calls += 1
+        return JobState("RUNNING", 0)
+
+
+def running_job(tmp_path: Path) -> tuple[api.Job, Polled]:
+    from ddpctl.run.registry import JobRecord
+
+    polled = Polled()
+    return api.Job(JobRecord("local-1", "x", str(tmp_path), "local", 0.0), state_fn=polled), polled  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "message"),
+    [
+        ({"timeout": float("nan")}, "timeout: got nan; expected a number of seconds >= 0"),
+        ({"timeout": -1}, "timeout: got -1; expected a number of seconds >= 0"),
+        ({"timeout": "10"}, "timeout: got '10'; expected a number of seconds or None"),
+        ({"timeout": 1, "poll_s": -1}, "poll_s: got -1; expected a number of seconds >= 0"),
+        ({"timeout": 1, "poll_s": float("nan")}, "poll_s: got nan; expected a number of seconds >= 0"),
+        ({"timeout": 1, "poll_s": None}, "poll_s: got None; expected a number of seconds"),
+        ({"timeout": True}, "timeout: got True; expected a number of seconds or None"),
+    ],
+)
+def test_wait_arguments_are_typed_errors(tmp_path: Path, kwargs: dict[str, object], message: str) -> None:
+    from ddpctl.errors import ArgumentError
+
+    job, polled = running_job(tmp_path)
+    with pytest.raises(ArgumentError) as caught:
+        job.wait(**kwargs)  # type: ignore[arg-type]
+    assert str(caught.value) == message
+    assert isinstance(caught.value, DdpctlError) and isinstance(caught.value, ValueError)
+    assert polled.calls == 0  # refused before the first poll
+
+
+def test_wait_polls_no_faster_than_the_floor(tmp_path: Path) -> None:
+    from ddpctl.errors import WaitTimeout
+
+    job, polled = running_job(tmp_path)
+    with pytest.raises(WaitTimeout):
+        job.wait(timeout=1.0, poll_s=0)
+    # poll_s=0 used to poll thousands of times a second; the floor (0.2 s) allows ~6 polls in 1 s.
+    assert 2 <= polled.calls <= 1.0 / api.MIN_POLL_S + 2, polled.calls
+
+
+def test_job_by_a_non_string_is_a_typed_error(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from ddpctl.errors import ArgumentError
+
+    monkeypatch.setenv("DDPCTL_HOME", str(tmp_path))
+    with pytest.raises(ArgumentError, match=r"job: got int 123; expected a job id or name as a string"):
+        ddpctl.job(123)  # type: ignore[arg-type]
+    assert issubclass(ddpctl.ArgumentError, TypeError)
+
+
+def test_an_ambiguous_name_is_never_said_on_stderr_by_the_api(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capfd: pytest.CaptureFixture[str]
+) -> None:
+    import os
+
+    from ddpctl.backends import local_proc
+    from ddpctl.run.registry import JobRecord, Registry
+
+    monkeypatch.setenv("DDPCTL_HOME", str(tmp_path / "home"))
+    held = []
+    for n in (1, 2):  # two live local jobs of one name: each run dir's lock held (here, by this process)
+        run_dir = tmp_path / f"local-{n}"
+        run_dir.mkdir()
+        held.append(local_proc.take_lock(run_dir))
+        Registry.from_env().add(JobRecord(f"local-{n}", "ex", str(run_dir), "local", float(n)))
+    try:
+        said: list[str] = []
+        assert ddpctl.job("ex").job_id == "local-2"
+        assert capfd.readouterr().err == ""
+        assert api.job("ex", warn=said.append).job_id == "local-2"
+        assert len(said) == 1 and "name 'ex' has 2 jobs; using job local-2" in said[0], said
+    finally:
+        for fd in held:
+            os.close(fd)

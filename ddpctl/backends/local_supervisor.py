@@ -14,7 +14,7 @@ from pathlib import Path
 from types import FrameType
 
 from ddpctl import exitcodes, proc
-from ddpctl.backends import local_proc
+from ddpctl.backends import local_grace, local_proc
 from ddpctl.node import batch
 from ddpctl.node.localenv import local_node_env
 from ddpctl.run import history
@@ -32,6 +32,8 @@ class Supervisor:
         self.port: int | None = None  # this attempt's rendezvous port, found free when it starts
         self.launchers: list[proc.Popen] = []
         self.cancelled = False
+        self.stop_at: float | None = None  # when this attempt's stop was requested (monotonic)
+        self.killed = False
 
     def base_env(self) -> dict[str, str]:
         env = {k: v for k, v in os.environ.items() if not k.startswith("SLURM")}
@@ -39,7 +41,21 @@ class Supervisor:
 
     def on_stop_signal(self, signum: int, _frame: FrameType | None) -> None:
         name = signal.Signals(signum).name.removeprefix("SIG")
+        if self.stop_at is None:
+            self.stop_at = time.monotonic()
         batch.on_signal(self.layout, self.base_env(), name, lambda: None, self.fan_out)
+
+    def enforce_grace(self) -> None:
+        """Kill the attempt once its stop went unacknowledged past the lead time, as Slurm would."""
+        acknowledged = self.layout.stopped_marker(self.attempt).exists()
+        if self.killed or not local_grace.kill_due(
+            self.stop_at, self.spec.requeue.lead_s, time.monotonic(), acknowledged
+        ):
+            return
+        self.killed = True
+        waited = time.monotonic() - (self.stop_at or 0.0)
+        print(local_grace.record_kill(self.layout, self.spec, self.attempt, waited), flush=True)
+        self.terminate_nodes()
 
     def fan_out(self, signal_name: str) -> None:
         for launcher in self.launchers:
@@ -79,6 +95,7 @@ class Supervisor:
                     codes[index] = code if code >= 0 else 128 - code
                     if codes[index] not in (exitcodes.OK,):
                         self.terminate_nodes()
+            self.enforce_grace()
             time.sleep(0.1)
         return max(codes.values(), key=lambda c: (c not in (0,), c))
 
@@ -88,6 +105,7 @@ class Supervisor:
         signal.signal(signal.SIGINT, self.on_cancel)
         while True:
             self.port = local_proc.free_loopback_port()
+            self.stop_at, self.killed = None, False
             env = self.base_env()
             batch.batch_start(self.layout, env)
             self.start_nodes()

@@ -87,13 +87,20 @@ def resolve(
     found = live(named, state_fn, prefilter)
     running = [pair for pair in found if pair[1].state == "RUNNING"]
     chosen, state = running[0] if running else (found[0] if found else (named[-1], None))
-    what = state.state if state is not None else "newest"
-    others = ", ".join(r.job_id for r in reversed(named) if r is not chosen)
-    (warn or _stderr)(
-        f"ddpctl: name {ref!r} has {len(named)} jobs; using job {chosen.job_id} ({what}); "
-        f"give a job id for another: {others}"
-    )
+    if ambiguous(named[-1], chosen, [record for record, _ in found]):
+        what = state.state if state is not None else "newest"
+        others = ", ".join(r.job_id for r in reversed(named) if r is not chosen)
+        (warn or _stderr)(
+            f"ddpctl: name {ref!r} has {len(named)} jobs; using job {chosen.job_id} ({what}); "
+            f"give a job id for another: {others}"
+        )
     return chosen
+
+
+def ambiguous(newest: JobRecord, chosen: JobRecord, live_records: list[JobRecord]) -> bool:
+    """Worth a line only when the newest job is not the name's only live one: an older job was chosen, or
+    another job of the name is live too. Ended jobs of the same name are history, not a choice (pure)."""
+    return chosen is not newest or any(record is not chosen for record in live_records)
 
 
 def _stderr(text: str) -> None:

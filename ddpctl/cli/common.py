@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import sys
 
 from ddpctl.cli.completion import complete_set, complete_with, job_refs
 
@@ -25,3 +26,8 @@ def add_spec_args(parser: argparse.ArgumentParser) -> None:
 def add_job_arg(parser: argparse.ArgumentParser, help_text: str = "job id or name", **kwargs: object) -> None:
     """The JOB argument of status, logs, cancel, preempt; completed from the registry."""
     complete_with(parser.add_argument("job", help=help_text, **kwargs), job_refs)  # type: ignore[arg-type]
+
+
+def note(text: str) -> None:
+    """A line for the person at the terminal (stderr, so stdout stays the command's answer)."""
+    print(text, file=sys.stderr, flush=True)

@@ -8,7 +8,7 @@ import time
 from dataclasses import asdict
 from typing import Any
 
-from ddpctl.cli.common import add_job_arg
+from ddpctl.cli.common import add_job_arg, note
 
 
 def add(sub: Any) -> None:
@@ -49,7 +49,7 @@ def run_cancel(args: argparse.Namespace) -> int:
     from ddpctl import api
     from ddpctl.backends.control import label
 
-    job = api.job(args.job)
+    job = api.job(args.job, warn=note)
     job.cancel()
     print(f"cancelled {label(job.record)}")
     return 0

@@ -7,7 +7,7 @@ import os
 import sys
 from typing import TYPE_CHECKING, Any
 
-from ddpctl.cli.common import add_job_arg
+from ddpctl.cli.common import add_job_arg, note
 from ddpctl.exitcodes import OK
 
 if TYPE_CHECKING:
@@ -100,7 +100,7 @@ def run(args: argparse.Namespace) -> int:
 
     request = request_from_args(args)
     registry = Registry.from_env()
-    record = api.job(args.job).record
+    record = api.job(args.job, warn=note).record
 
     def state_fn(rec: JobRecord) -> JobState:
         # Re-read the registry: a final_state recorded while we follow ends the follow without a query.

@@ -37,23 +37,24 @@ def add(sub: Any) -> None:
 
 
 LISTENER_WAIT_S = 60.0  # a just-started job's ranks need a moment (torch import, rendezvous) before they listen
+STATE_POLL_S = 1.0  # how often that wait asks whether the job ended meanwhile (squeue on Slurm)
 
 
 def run(args: argparse.Namespace) -> int:
     from ddpctl import api
     from ddpctl.backends.control import wait_until_running
 
-    job = api.job(args.job)
+    job = api.job(args.job, warn=say)
     record = job.record
     state = wait_until_running(record, args.wait, say)
-    if state.state == "RUNNING":
-        unheard_after_wait(record, min(args.wait, LISTENER_WAIT_S), say)
+    if state.state == "RUNNING" and may_announce(record):
+        wait_for_listener(record, LISTENER_WAIT_S, say)  # returns early when the job ends: preempt says so
     job.preempt(args.kind)
     print(
         f"sent the {args.kind} warning to job {record.job_id} ({record.name}); follow with "
         f"`ddpctl logs -f {record.job_id}`"
     )
-    unheard = unheard_after_wait(record, 0, say)
+    unheard = unheard_now(record)
     if unheard:
         say(f"ddpctl: WARNING: {unheard}")
     return 0
@@ -63,25 +64,57 @@ def say(text: str) -> None:
     print(text, file=sys.stderr, flush=True)
 
 
-def unheard_after_wait(record: Any, timeout_s: float, say: Callable[[str], None]) -> str | None:
-    """Wait (bounded) until some rank listens for stops; the plain statement if none does."""
-    import time
+def may_announce(record: Any) -> bool:
+    """Whether a rank of this run may still announce that it listens: submit recorded whether the script can
+    (`stop-scan`); a plain script never will, so its stop is sent at once. Runs without the record: wait."""
+    from pathlib import Path
+
+    from ddpctl.run import history
+    from ddpctl.run.layout import RunLayout
+
+    scans = history.load(RunLayout(Path(record.run_dir)).events).all(history.StopScanned)
+    return scans[0].announces if scans else True
+
+
+def script_signal_of(record: Any) -> str | None:
+    from pathlib import Path
+
+    from ddpctl.run.layout import RunLayout
+    from ddpctl.spec import load_spec
+
+    try:
+        return load_spec(RunLayout(Path(record.run_dir)).spec_file, check_paths=False).requeue.script_signal
+    except Exception:
+        return None
+
+
+def unheard_now(record: Any) -> str | None:
+    """None when some rank listens for stops (or the script asked for a signal); else the plain statement."""
     from pathlib import Path
 
     from ddpctl.run.layout import RunLayout
     from ddpctl.run.stoptruth import listening_now
-    from ddpctl.spec import load_spec
 
-    layout = RunLayout(Path(record.run_dir))
-    try:
-        script_signal = load_spec(layout.spec_file, check_paths=False).requeue.script_signal
-    except Exception:
-        script_signal = None
+    return listening_now(RunLayout(Path(record.run_dir)), script_signal_of(record))
+
+
+def wait_for_listener(
+    record: Any, timeout_s: float, say: Callable[[str], None], state_fn: Callable[[Any], Any] | None = None
+) -> None:
+    """Wait (bounded) until some rank listens for stops, or the job ends (no use waiting for it then)."""
+    import time
+
+    from ddpctl.backends import current_state
+
+    ask = state_fn or current_state
+    if unheard_now(record) is None:
+        return
+    say(f"waiting up to {timeout_s:.0f} s for a rank of job {record.job_id} to listen for stops")
     deadline = time.monotonic() + timeout_s
-    unheard = listening_now(layout, script_signal)
-    if unheard and timeout_s > 0:
-        say(f"waiting up to {timeout_s:.0f} s for a rank of job {record.job_id} to listen for stops")
-        while unheard and time.monotonic() < deadline:
-            time.sleep(0.5)
-            unheard = listening_now(layout, script_signal)
-    return unheard
+    next_state = time.monotonic() + STATE_POLL_S
+    while time.monotonic() < deadline and unheard_now(record) is not None:
+        if time.monotonic() >= next_state:
+            if ask(record).terminal:
+                return
+            next_state = time.monotonic() + STATE_POLL_S
+        time.sleep(0.5)

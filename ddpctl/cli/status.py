@@ -6,7 +6,7 @@ import argparse
 import json
 from typing import Any
 
-from ddpctl.cli.common import add_job_arg
+from ddpctl.cli.common import add_job_arg, note
 
 
 def add(sub: Any) -> None:
@@ -27,7 +27,7 @@ def run(args: argparse.Namespace) -> int:
     from ddpctl.cli.jobreport import lines, payload
     from ddpctl.health.report import collect, text_lines
 
-    job = api.job(args.job)
+    job = api.job(args.job, warn=note)
     record, state = job.record, job.status()
     code = code_info(record.run_dir)
     health = collect(Path(record.run_dir), running=state.state == "RUNNING")

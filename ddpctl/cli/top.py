@@ -7,6 +7,8 @@ import time
 from pathlib import Path
 from typing import Any
 
+from ddpctl.cli.common import note
+
 STATE_EVERY_S = 5.0  # the scheduler is asked about the job this often, the run dir is read every refresh
 
 
@@ -64,7 +66,7 @@ def run(args: argparse.Namespace) -> int:
     from ddpctl.backends import current_state
     from ddpctl.cli.top_render import frame
 
-    record = api.job(args.job).record
+    record = api.job(args.job, warn=note).record
     console = Console()
     state, asked = current_state(record), time.monotonic()
     if args.once or state.terminal:

@@ -10,6 +10,7 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
+from ddpctl.run.history import StopScanned
 from ddpctl.spec import JobSpec
 
 MAX_BYTES = 1 << 20  # bounded work: the first MiB of the script
@@ -20,6 +21,9 @@ SIGNS = re.compile(
     r"|signal\.signal\s*\(|\bsignal\(\s*SIG|lightning|submitit\.helpers"
 )
 HANDLER = re.compile(r"signal\.signal\s*\(|\bsignal\(\s*SIG|DDPCTL_STOP_FILE|lightning")
+# ddpctl.runtime's StopAgreement announces that its rank listens (listen-rank-<r>.json); `preempt` waits for that
+# announcement only from a script that can make it.
+ANNOUNCES = re.compile(r"ddpctl\.runtime|from\s+ddpctl\s+import\s+runtime|StopAgreement")
 
 
 def stop_handling_problem(source: str, script_signal: str | None) -> str | None:
@@ -40,14 +44,24 @@ def stop_handling_problem(source: str, script_signal: str | None) -> str | None:
     )
 
 
-def check_script(spec: JobSpec) -> str | None:
-    """The warning for this spec's script, if any ("" reads as no sign). Requeue disabled: nothing to say."""
-    if not spec.requeue.enabled:
-        return None
+def read_source(spec: JobSpec) -> str | None:
     try:
         with Path(spec.script).open("rb") as handle:
-            source = handle.read(MAX_BYTES).decode(errors="replace")
+            return handle.read(MAX_BYTES).decode(errors="replace")
     except OSError:
         return None  # a missing script is reported elsewhere, with the path
+
+
+def check_script(spec: JobSpec) -> str | None:
+    """The warning for this spec's script, if any ("" reads as no sign). Requeue disabled: nothing to say."""
+    if not spec.requeue.enabled or (source := read_source(spec)) is None:
+        return None
     problem = stop_handling_problem(source, spec.requeue.script_signal)
     return f"{spec.script}: {problem}" if problem else None
+
+
+def scan_event(spec: JobSpec) -> StopScanned:
+    """What submit records in the run's events: the warning, if any, and whether the script can announce that
+    its ranks listen, so `preempt` knows at once whether waiting for a listener makes sense."""
+    source = read_source(spec) or ""
+    return StopScanned(warning=check_script(spec), announces=bool(ANNOUNCES.search(source)))

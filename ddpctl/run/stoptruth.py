@@ -17,7 +17,7 @@ from typing import Any, Literal
 
 from ddpctl import safeio
 from ddpctl.run import history
-from ddpctl.run.history import AttemptStarted, Hung, Resumed, RunHistory, Signalled
+from ddpctl.run.history import AttemptStarted, Hung, Resumed, RunHistory, Signalled, StopKilled
 from ddpctl.run.layout import ATTEMPT_GLOB, LISTEN_GLOB, RunLayout, attempts_in
 
 AckState = Literal["acknowledged", "waiting", "unacknowledged", "after_failure"]
@@ -40,6 +40,7 @@ class AttemptFacts:
     start: AttemptStarted | None = None
     ended: bool = False  # a decision, a cancellation or a later attempt was recorded
     failed: Hung | None = None  # the first event saying the attempt had failed (a hang)
+    killed: StopKilled | None = None  # the local backend's kill after the lead time (what it cost)
 
 
 @dataclass(frozen=True)
@@ -82,10 +83,12 @@ def report(facts: AttemptFacts, lead_s: int, now: float) -> StopReport | None:
         if not facts.listeners
         else f"{len(facts.listeners)} rank(s) listen but none stopped in time"
     )
-    text = (
-        f"{head} NOT ACKNOWLEDGED by any rank (lead time {lead_s} s): {who}. The script kept "
-        f"training until it ended or was killed: work since its own last checkpoint is lost; {HOW_TO}"
+    outcome = (
+        "The script kept training until it ended or was killed: work since its own last checkpoint is lost"
+        if facts.killed is None
+        else f"The local backend killed it after the lead time, as Slurm would: {facts.killed.lost}"
     )
+    text = f"{head} NOT ACKNOWLEDGED by any rank (lead time {lead_s} s): {who}. {outcome}; {HOW_TO}"
     return StopReport(facts.attempt, kind, "unacknowledged", text, facts.listeners)
 
 
@@ -126,12 +129,26 @@ def restart_note(facts: AttemptFacts, previous: AttemptFacts | None) -> str | No
     if facts.start.checkpoints_present is False:
         # Only what ddpctl can see: a script may keep its own checkpoints elsewhere and resume from them.
         return f"{head}: no checkpoint in checkpoint.dir (DDPCTL_CKPT_DIR); the script's own resume is unknown"
-    own = previous.stopped if previous is not None and previous.stopped is not None else None
-    if own is not None and own.get("source") == "script" and own.get("checkpoint"):
-        return f"{head}: restarted; the script's own checkpoint {own['checkpoint']} was there to resume from"
+    if (there := checkpoint_left(previous)) is not None:
+        return f"{head}: {there}"
     if not facts.ended and not facts.listeners:
         return None  # still starting: the runtime may yet report its resume
     return f"{head}: restarted; the script does not report resuming (ddpctl cannot tell whether it loaded a checkpoint)"
+
+
+def checkpoint_left(previous: AttemptFacts | None) -> str | None:
+    """The script's own checkpoint the previous attempt left (its clean stop, or the local backend's kill)."""
+    if previous is None:
+        return None
+    killed, own = previous.killed, previous.stopped
+    if killed is not None and killed.checkpoint:
+        return (
+            f"restarted after the kill; its checkpoint {killed.checkpoint} was there to resume from "
+            "(whether the script loaded it, only its own log says)"
+        )
+    if own is not None and own.get("source") == "script" and own.get("checkpoint"):
+        return f"restarted; the script's own checkpoint {own['checkpoint']} was there to resume from"
+    return None
 
 
 def read_facts(layout: RunLayout, past: RunHistory | None = None) -> list[AttemptFacts]:
@@ -147,6 +164,7 @@ def read_facts(layout: RunLayout, past: RunHistory | None = None) -> list[Attemp
             start=attempt.start,
             ended=past.ended(a),
             failed=attempt.first(Hung),
+            killed=attempt.first(StopKilled),
         )
         for a, attempt in past.attempts.items()
     ]

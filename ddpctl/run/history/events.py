@@ -143,6 +143,31 @@ class StopUnacknowledged(Event):
 
 
 @dataclass(frozen=True, kw_only=True)
+class StopKilled(Event):
+    """The local backend killed an attempt whose stop nobody acknowledged within the lead time, as Slurm does
+    at the end of the grace time; what was lost, as far as it can be known."""
+
+    NAME = "stop-killed"
+    attempt: int
+    waited_s: float | None = None
+    lost: str = ""  # the sentence status shows
+    last_step: int | None = None  # the newest step a rank reported (runtime.Heartbeat)
+    checkpoint_step: int | None = None  # the newest complete runtime.Checkpointer checkpoint
+    checkpoint: str | None = None  # the newest file of the checkpoint directory
+    checkpoint_age_s: float | None = None
+
+
+@dataclass(frozen=True, kw_only=True)
+class StopScanned(Event):
+    """What submit's static look at the script found: its warning, and whether the script can announce that its
+    ranks listen for stops (ddpctl.runtime), so `preempt` knows whether waiting for a listener makes sense."""
+
+    NAME = "stop-scan"
+    warning: str | None = None
+    announces: bool = True
+
+
+@dataclass(frozen=True, kw_only=True)
 class Resumed(Event):
     NAME = "resume"
     attempt: int
@@ -256,6 +281,8 @@ TYPES: dict[str, type[Event]] = {
         Signalled,
         Stopped,
         StopUnacknowledged,
+        StopKilled,
+        StopScanned,
         Resumed,
         CheckpointSkipped,
         NodeExited,

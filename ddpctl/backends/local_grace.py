@@ -1,0 +1,88 @@
+"""The local backend's stand-in for the end of Slurm's grace time: a stop nobody acknowledged ends in a kill.
+
+On a cluster, a job that has not stopped when its time runs out (the partition's GraceTime after a preemption,
+the time limit `lead_s` after the warning) is killed, and the work since the script's own last checkpoint is
+lost. The local supervisor does the same `lead_s` after the stop request, so a rehearsal on a laptop ends the way
+the cluster's would: the attempt is killed, the requeue decision follows and the next attempt starts from
+whatever checkpoint there is. The kill is recorded (`stop-killed`) with what was lost, as far as it can be known:
+the steps, when the ranks report progress (`runtime.Heartbeat`) and the checkpoint is the runtime's; otherwise the
+time since the newest file in the checkpoint directory.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from pathlib import Path
+from typing import Any
+
+from ddpctl.health.records import last_checkpoint, progress_records
+from ddpctl.run import history
+from ddpctl.run.layout import RunLayout
+from ddpctl.spec import JobSpec
+
+# After the lead time node 0's launcher records `stop-unacknowledged`; the kill comes a moment later so that the
+# record of what happened stays in that order.
+KILL_SLACK_S = 1.0
+MAX_ENTRIES = 10_000  # bounded look at a checkpoint directory
+
+
+def kill_due(requested_at: float | None, lead_s: int, now: float, acknowledged: bool) -> bool:
+    """True once a stop went unacknowledged past its lead time (pure)."""
+    return requested_at is not None and not acknowledged and now - requested_at >= lead_s + KILL_SLACK_S
+
+
+def lost_text(last_step: int | None, checkpoint_step: int | None, checkpoint_age_s: float | None) -> str:
+    """What the kill cost, in steps when both ends are known, else in time (pure)."""
+    if last_step is not None and checkpoint_step is not None:
+        lost = max(0, last_step - checkpoint_step)
+        return f"{lost} step(s) lost (step {last_step} reached, newest checkpoint at step {checkpoint_step})"
+    if last_step is not None and checkpoint_age_s is None:
+        return f"all {last_step} step(s) of this attempt lost (no checkpoint to resume from)"
+    if checkpoint_age_s is None:
+        return "no checkpoint to resume from: the next attempt starts from scratch"
+    return f"the work of the {checkpoint_age_s:.0f} s since the newest checkpoint file is lost"
+
+
+def newest_file(directory: Path) -> tuple[str, float] | None:
+    """(path, mtime) of the newest entry of a checkpoint directory (bounded; symlinks not followed)."""
+    best: tuple[str, float] | None = None
+    try:
+        with os.scandir(directory) as entries:
+            for count, entry in enumerate(entries):
+                if count >= MAX_ENTRIES:
+                    break
+                if entry.name.startswith("."):
+                    continue
+                mtime = entry.stat(follow_symlinks=False).st_mtime
+                if best is None or mtime > best[1]:
+                    best = (entry.path, mtime)
+    except OSError:
+        return None
+    return best
+
+
+def measure(layout: RunLayout, spec: JobSpec, attempt: int, now: float) -> dict[str, Any]:
+    """What the run dir says about the attempt's progress and its newest checkpoint, as event fields."""
+    steps = [r["step"] for r in progress_records(layout, attempt).values() if isinstance(r.get("step"), int)]
+    directory = layout.checkpoints(spec.checkpoint.dir)
+    runtime_ckpt = last_checkpoint(directory)
+    newest = newest_file(directory)
+    when = runtime_ckpt[1] if runtime_ckpt is not None else newest[1] if newest is not None else None
+    return {
+        "last_step": max(steps) if steps else None,
+        "checkpoint_step": runtime_ckpt[0] if runtime_ckpt is not None else None,
+        "checkpoint": newest[0] if newest is not None else None,
+        "checkpoint_age_s": round(now - when, 1) if when is not None else None,
+    }
+
+
+def record_kill(layout: RunLayout, spec: JobSpec, attempt: int, waited_s: float) -> str:
+    """Record the kill and return the line for the supervisor's log."""
+    facts = measure(layout, spec, attempt, time.time())
+    lost = lost_text(facts["last_step"], facts["checkpoint_step"], facts["checkpoint_age_s"])
+    history.append(layout.events, history.StopKilled(attempt=attempt, waited_s=round(waited_s, 1), lost=lost, **facts))
+    return (
+        f"ddpctl local: attempt {attempt}: no rank acknowledged the stop within its lead time ({spec.requeue.lead_s}"
+        f" s): killing it, as Slurm would at the end of the grace time; {lost}"
+    )

@@ -1,0 +1,35 @@
+"""The local backend's end of the grace time (pure parts): when to kill, and what the kill cost."""
+
+from __future__ import annotations
+
+import pytest
+
+from ddpctl.backends.local_grace import kill_due, lost_text
+
+
+@pytest.mark.parametrize(
+    ("requested_at", "now", "acknowledged", "due"),
+    [
+        (None, 100.0, False, False),  # no stop asked
+        (100.0, 103.9, False, False),  # inside lead time + slack
+        (100.0, 104.0, False, True),
+        (100.0, 500.0, True, False),  # acknowledged: the ranks are saving, not ignoring it
+    ],
+)
+def test_kill_due(requested_at: float | None, now: float, acknowledged: bool, due: bool) -> None:
+    assert kill_due(requested_at, 3, now, acknowledged) is due
+
+
+@pytest.mark.parametrize(
+    ("last", "ckpt", "age", "text"),
+    [
+        (130, 100, 12.0, "30 step(s) lost (step 130 reached, newest checkpoint at step 100)"),
+        (130, 140, 1.0, "0 step(s) lost (step 130 reached, newest checkpoint at step 140)"),
+        (130, None, None, "all 130 step(s) of this attempt lost (no checkpoint to resume from)"),
+        (None, None, None, "no checkpoint to resume from: the next attempt starts from scratch"),
+        (None, None, 12.4, "the work of the 12 s since the newest checkpoint file is lost"),
+        (130, None, 12.4, "the work of the 12 s since the newest checkpoint file is lost"),
+    ],
+)
+def test_lost_text(last: int | None, ckpt: int | None, age: float | None, text: str) -> None:
+    assert lost_text(last, ckpt, age) == text
