@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import fcntl
 import os
+import re
 import signal
 import sys
 from pathlib import Path
@@ -22,24 +23,52 @@ from ddpctl.run import history
 from ddpctl.run.history import Submitted
 from ddpctl.run.layout import RunLayout
 from ddpctl.run.registry import JobRecord, Registry
-from ddpctl.run.rundir import commit, run_spec, staging
+from ddpctl.run.rundir import RunDirTaken, commit, run_spec, staging
 from ddpctl.run.state import JobState
 from ddpctl.spec import capabilities
 
 if TYPE_CHECKING:  # `status` and `cancel` need no plan
     from ddpctl.plan.submission import SubmissionPlan
+    from ddpctl.spec import JobSpec
 
 
-def next_job_number(home: Path) -> int:
+MAX_CLAIMS = 20  # fresh numbers tried for one submit when run dirs of another registry are in the way
+LOCAL_ID = re.compile(r"^local-(\d+)$")
+
+
+def next_job_number(home: Path, at_least: int = 0) -> int:
     home.mkdir(parents=True, exist_ok=True)
     with (home / "local-counter").open("a+") as handle:
         fcntl.flock(handle, fcntl.LOCK_EX)
         handle.seek(0)
-        current = int(handle.read().strip() or 0) + 1
+        current = max(int(handle.read().strip() or 0) + 1, at_least)
         handle.seek(0)
         handle.truncate()
         handle.write(str(current))
     return current
+
+
+def highest_local(run_base: Path) -> int:
+    """The highest local job number with a run dir under `run_base` (0: none)."""
+    try:
+        names = [entry.name for entry in os.scandir(run_base)]
+    except OSError:
+        return 0
+    return max((int(m.group(1)) for name in names if (m := LOCAL_ID.match(name))), default=0)
+
+
+def claim_run_dir(stage: RunLayout, spec: JobSpec, home: Path) -> tuple[int, RunLayout]:
+    """Take this registry's next job number and commit the run dir under it. Job numbers are counted per
+    registry, so another DDPCTL_HOME sharing the run_dir may hold that name: then jump past its numbers.
+    Numbers are taken only here, after staging succeeded: a failed submit uses none up."""
+    at_least = 0
+    for _ in range(MAX_CLAIMS):
+        number = next_job_number(home, at_least)
+        try:
+            return number, commit(stage, spec, f"local-{number}")
+        except RunDirTaken:
+            at_least = highest_local(spec.run_base) + 1
+    raise RunDirTaken(f"run_dir {spec.run_base}: no free local job number after {MAX_CLAIMS} tries")
 
 
 class LocalBackend:
@@ -52,10 +81,9 @@ class LocalBackend:
     def submit(self, plan: SubmissionPlan, spec_path: Path) -> JobRecord:
         """Commit the run dir and start the detached supervisor that runs the plan's nodes."""
         spec = plan.spec
-        number = next_job_number(Registry.from_env().path.parent)
-        job_id = f"local-{number}"
         with staging(spec, None) as stage:
-            layout = commit(stage, spec, job_id)
+            number, layout = claim_run_dir(stage, spec, Registry.from_env().path.parent)
+        job_id = layout.root.name
         history.append(layout.events, Submitted(job_id=job_id, backend=self.name, spec=str(spec_path)))
         pid = start_supervisor(layout.root, layout.batch_log, number)
         return submitted_record(layout, spec, job_id, self.name, spec_path, pid=pid)

@@ -9,7 +9,11 @@ from typing import TYPE_CHECKING, Any
 from ddpctl.cli.common import add_spec_args
 
 if TYPE_CHECKING:
+    from ddpctl.api import Job
+    from ddpctl.plan.submission import SubmissionPlan
     from ddpctl.spec import JobSpec
+
+    Submitted = tuple[Job, SubmissionPlan]
 
 
 def add(sub: Any) -> None:
@@ -43,25 +47,44 @@ def add(sub: Any) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from ddpctl import api
-    from ddpctl.proc import in_background
 
     spec = api.spec_of(args.spec, backend=args.backend, overrides=args.overrides)
     if args.dry_run:
         return dry_run(spec)
+    if args.allow_duplicate:
+        return submitted(args, submit(spec, allow_duplicate=True))
+    from ddpctl.run.registry import Registry
+
+    # The duplicate check and the submission are one step per name: three simultaneous submits of one name
+    # would otherwise all pass the check before any of them is recorded.
+    registry = Registry.from_env()
+    registry.check_writable()  # its one line, before the lock file is made beside the registry
+    with registry.name_lock(spec.name):
+        job = submit(spec, allow_duplicate=False)
+    return submitted(args, job)
+
+
+def submit(spec: JobSpec, allow_duplicate: bool) -> Submitted:
+    from ddpctl import api
+    from ddpctl.plan.preflight import check_runnable
+    from ddpctl.plan.stopscan import check_script
+    from ddpctl.proc import in_background
+
     # Every controller round trip starts now and runs while the plan is built: the cluster's facts (asked
     # once: the requeue mode and the partition check both read them) and the duplicate-name check. A plan
     # error is still the one reported first.
     cluster = in_background(lambda: api.cluster_facts(spec))
-    duplicate = in_background(lambda: check_name(spec, args.allow_duplicate))
+    duplicate = in_background(lambda: check_name(spec, allow_duplicate))
     plan = api.plan(spec, cluster=cluster)  # one plan, built once: the submission submits it
-    from ddpctl.plan.preflight import check_runnable
-    from ddpctl.plan.stopscan import check_script
-
     check_runnable(spec, cluster.result())  # a partition that can never run the spec: reported before a duplicate name
     duplicate.result()
     if (warning := check_script(plan.spec)) is not None:
         print(f"ddpctl: warning: {warning}", file=sys.stderr)
-    job = api.submit_plan(plan)
+    return api.submit_plan(plan), plan
+
+
+def submitted(args: argparse.Namespace, done: Submitted) -> int:
+    job, plan = done
     print(f"submitted {job.name}: job {job.job_id} ({job.backend})")
     print(f"run dir:  {job.run_dir}")
     requeue = plan.spec.requeue

@@ -7,11 +7,14 @@ submits safe; a later line for the same job id updates the earlier one (e.g. the
 from __future__ import annotations
 
 import difflib
+import fcntl
+import hashlib
 import json
 import math
 import os
 import sys
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
@@ -56,6 +59,21 @@ class Registry:
         fd = safeio.open_append(self.path, REGISTRY_MODE)
         try:
             os.write(fd, line)
+        finally:
+            os.close(fd)
+
+    @contextmanager
+    def name_lock(self, name: str) -> Iterator[None]:
+        """Hold this registry's lock for `name` (blocking): `submit` holds it from the duplicate check until the
+        job is recorded, so of simultaneous submits of one name only the first runs and the others see it.
+        A file per name (hashed: any name makes a safe file name), flock'ed; the kernel drops it on any exit."""
+        locks = self.path.parent / "locks"
+        locks.mkdir(parents=True, exist_ok=True)
+        digest = hashlib.sha256(name.encode()).hexdigest()[:32]
+        fd = os.open(locks / f"name-{digest}.lock", os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX)
+            yield
         finally:
             os.close(fd)
 

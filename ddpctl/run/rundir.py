@@ -18,7 +18,7 @@ from pathlib import Path
 import yaml
 
 from ddpctl import safeio
-from ddpctl.errors import SpecError
+from ddpctl.errors import DdpctlError, SpecError
 from ddpctl.run.layout import RunLayout, batch_output
 from ddpctl.snapshot import take
 from ddpctl.spec import JobSpec, load_spec, spec_to_mapping
@@ -45,9 +45,28 @@ def staging(spec: JobSpec, script_text: str | None) -> Iterator[RunLayout]:
             shutil.rmtree(stage.root, ignore_errors=True)
 
 
+class RunDirTaken(DdpctlError, FileExistsError):
+    """The job's run dir name is taken: another registry (another DDPCTL_HOME) shares this run_dir."""
+
+    exit_code = 1
+
+
 def commit(stage: RunLayout, spec: JobSpec, job_id: str) -> RunLayout:
+    """Rename the staging dir to the job id, claiming that name atomically (mkdir), never into a run dir of
+    someone else's. `RunDirTaken` (also a FileExistsError, an OSError) names the run dir that is in the way."""
     final = RunLayout(spec.run_base / job_id)
-    stage.root.rename(final.root)
+    try:
+        final.root.mkdir()
+    except FileExistsError:
+        raise RunDirTaken(
+            f"run dir {final.root} already exists: another registry (DDPCTL_HOME) or tool uses the run_dir "
+            f"{spec.run_base.parent} too; job ids there must be unique"
+        ) from None
+    try:
+        stage.root.rename(final.root)  # onto the empty directory just made: ours, replaced atomically
+    except OSError:
+        final.root.rmdir()
+        raise
     return final
 
 
