@@ -28,7 +28,9 @@ def add(sub: Any) -> None:
         description="Checks a spec against this cluster before you submit; exit status 1 if any check fails.",
     )
     add_spec_args(parser)
-    parser.add_argument("--backend", choices=["sbatch", "submitit", "local"], help="override the spec's backend")
+    from ddpctl.cli.submit import BACKENDS
+
+    parser.add_argument("--backend", choices=BACKENDS, help="override the spec's backend")
     parser.set_defaults(func=run)
 
 

@@ -10,8 +10,11 @@ from typing import Any
 
 
 def add(sub: Any) -> None:
-    parser = sub.add_parser("internal", help="(used by batch scripts) batch-start, on-signal, decide")
-    inner = parser.add_subparsers(dest="internal_command", required=True)
+    # No `help=`: argparse then leaves it out of the top-level command list; it stays callable.
+    parser = sub.add_parser(
+        "internal", description="Used by batch scripts and the local supervisor: batch-start, on-signal, decide, ..."
+    )
+    inner = parser.add_subparsers(dest="internal_command", required=True, metavar="STEP")
     start = inner.add_parser("batch-start", help="record the start of a run of the job")
     start.add_argument("run_dir", type=Path)
     start.add_argument("--at", default="", help="when the batch shell started the run (seconds since the epoch)")

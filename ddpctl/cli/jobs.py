@@ -12,11 +12,21 @@ from ddpctl.cli.common import add_job_arg, note
 
 
 def add(sub: Any) -> None:
-    lister = sub.add_parser("list", help="jobs in the local registry")
+    lister = sub.add_parser(
+        "list",
+        help="jobs in the local registry",
+        description="The jobs of this registry ($DDPCTL_HOME, default ~/.local/state/ddpctl), oldest first, "
+        "with each job's current state (a squeue call per Slurm job; --no-state skips it).",
+    )
     lister.add_argument("--json", action="store_true", help="one JSON object per line")
     lister.add_argument("--no-state", action="store_true", help="do not query each job's current state")
     lister.set_defaults(func=run_list)
-    cancel = sub.add_parser("cancel", help="cancel a job")
+    cancel = sub.add_parser(
+        "cancel",
+        help="cancel a job",
+        description="Cancel a queued or running job on its backend (a chained run: every job of it). A job "
+        "that already ended is said so, with exit status 1.",
+    )
     add_job_arg(cancel)
     cancel.set_defaults(func=run_cancel)
 

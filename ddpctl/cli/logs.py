@@ -14,19 +14,23 @@ if TYPE_CHECKING:
     from ddpctl.logs.show import LogsRequest
 
 DESCRIPTION = """\
-Show a job's worker logs (attempt-<n>/rank-<r>.log under its run dir), each line prefixed with
-[a<attempt> <node> r<rank>], all ranks merged in the order their lines were written (-t shows when).
-Only whole lines are printed, so ranks writing at once never mix inside a line.
+Show a job's worker logs (attempt-<n>/rank-<r>.log under its run dir), each
+line prefixed with [a<attempt> <node> r<rank>], all ranks merged in the order
+their lines were written (-t shows when). Only whole lines are printed, so
+ranks writing at once never mix inside a line.
 
-  -f            follow until the job ends: new lines within 0.5 s, moves on to a requeued job's new
-                attempt by itself, ends with "-- job ID STATE --"
-  --errors      each rank's first error or traceback, and the rank that most likely failed first
-                (non-NCCL errors before NCCL/Gloo collateral, then the rank whose log stopped first)
-  --json        one object per line: {"attempt", "node", "rank", "text"} (banners go to stderr)
+  -f        follow until the job ends: new lines within 0.5 s, moves on to a
+            requeued job's new attempt by itself, ends with "-- job ID STATE --"
+  --errors  each rank's first error or traceback, and the rank that most
+            likely failed first (non-NCCL errors before NCCL/Gloo collateral,
+            then the rank whose log stopped first)
+  --json    one object per line: {"attempt", "node", "rank", "text"}
+            (banners go to stderr)
 
-Control characters in rank output (terminal escapes, a bare carriage return) are shown visibly, ESC as ^[
-and CR as ^M, as less and git do: a rank cannot drive your terminal or overwrite another rank's prefix.
---raw prints them as written.
+Control characters in rank output (terminal escapes, a bare carriage return)
+are shown visibly, ESC as ^[ and CR as ^M, as less and git do: a rank cannot
+drive your terminal or overwrite another rank's prefix. --raw prints them as
+written.
 """
 
 

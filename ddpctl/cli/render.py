@@ -17,6 +17,13 @@ def add(sub: Any) -> None:
         description="Render the spec's sbatch template (no submission).",
     )
     add_spec_args(parser)
+    from ddpctl.cli.submit import BACKENDS
+
+    parser.add_argument(
+        "--backend",
+        choices=BACKENDS,
+        help="the backend to render for (default: the spec's); only sbatch submits a batch script",
+    )
     parser.add_argument("-o", "--output", type=Path, help="write to FILE (atomically) instead of stdout")
     parser.set_defaults(func=run)
 
@@ -27,7 +34,16 @@ def run(args: argparse.Namespace) -> int:
     from ddpctl.plan.render import render_for
     from ddpctl.spec import load_spec, resolve_paths
 
-    text = render_for(resolve_paths(load_spec(args.spec, args.overrides), Path.cwd()))
+    overrides = [*args.overrides, *([f"backend={args.backend}"] if args.backend else [])]
+    spec = resolve_paths(load_spec(args.spec, overrides), Path.cwd())
+    if args.backend is not None and args.backend != "sbatch":
+        from ddpctl.errors import SpecError
+
+        raise SpecError(
+            f"render --backend {args.backend}: that backend submits no batch script of ours; "
+            f"`ddpctl submit {args.spec} --backend {args.backend} --dry-run` prints what it runs"
+        )
+    text = render_for(spec)
     if args.output is None:
         sys.stdout.write(text)
         return 0

@@ -16,6 +16,9 @@ if TYPE_CHECKING:
     Submitted = tuple[Job, SubmissionPlan]
 
 
+BACKENDS = ("sbatch", "submitit", "local")  # every command's --backend lists them in this order
+
+
 def add(sub: Any) -> None:
     parser = sub.add_parser(
         "submit",
@@ -25,9 +28,7 @@ def add(sub: Any) -> None:
     )
     add_spec_args(parser)
     parser.add_argument(
-        "--backend",
-        choices=["sbatch", "submitit", "local"],
-        help="override the spec's backend (default: the spec's, else sbatch)",
+        "--backend", choices=BACKENDS, help="override the spec's backend (default: the spec's, else sbatch)"
     )
     parser.add_argument(
         "--dry-run",

@@ -56,7 +56,7 @@ VARIABLES: Mapping[str, str] = MappingProxyType(
 PORT_MIN = 20000
 PORT_MAX = 28999
 
-NOT_IN_JOB = "not inside a Slurm job: run under sbatch/srun (or use --backend local)"
+NOT_IN_JOB = "not inside a Slurm job: run under sbatch/srun (or `submit --backend local`)"
 NOT_IN_STEP = "not inside a Slurm job step: run under srun"
 
 

@@ -87,7 +87,7 @@ def test_resolve() -> None:
 
 
 ERRORS = [
-    ({}, "ddpctl: error: not inside a Slurm job: run under sbatch/srun (or use --backend local)"),
+    ({}, "ddpctl: error: not inside a Slurm job: run under sbatch/srun (or `submit --backend local`)"),
     ({"SLURM_JOB_ID": "7"}, "ddpctl: error: not inside a Slurm job step: run under srun"),
     (
         {**STEP, "SLURM_JOB_NUM_NODES": "2"},

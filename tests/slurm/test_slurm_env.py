@@ -188,7 +188,7 @@ def test_errors(env: dict[str, str], message: str) -> None:
 
 
 def test_messages_are_exact() -> None:
-    assert NOT_IN_JOB == "not inside a Slurm job: run under sbatch/srun (or use --backend local)"
+    assert NOT_IN_JOB == "not inside a Slurm job: run under sbatch/srun (or `submit --backend local`)"
     assert NOT_IN_STEP == "not inside a Slurm job step: run under srun"
 
 
