@@ -4,8 +4,11 @@ steady-state samples/s from the progress records; a table, scaling.json and scal
 from __future__ import annotations
 
 import argparse
+import contextlib
 import dataclasses
+import signal
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -68,32 +71,72 @@ def size_spec(spec: Any, nodes: int, nproc: int | None) -> Any:
 
 def measure(spec: Any, steps: int | None, warmup: int) -> Any:
     from ddpctl import api
-    from ddpctl.backends import current_state
     from ddpctl.health.rates import steady_samples_per_s
     from ddpctl.health.records import latest_attempt, progress_records
     from ddpctl.health.scaling import SizeResult
     from ddpctl.run.layout import RunLayout
 
-    job = api.submit(spec)  # recorded in the registry: `ddpctl logs/status` work on each size's run
+    with deferred_interrupt() as pressed:  # a Ctrl-C during the submission acts once the job is known
+        job = api.submit(spec)  # recorded in the registry: `ddpctl logs/status` work on each size's run
     record = job.record
     print(f"  {spec.nodes} node(s) x {spec.nproc_per_node}: job {record.job_id}, run dir {record.run_dir}", flush=True)
     layout = RunLayout(Path(record.run_dir))
+    try:
+        if pressed:
+            raise KeyboardInterrupt
+        state = follow(job, layout, spec.world_size, steps)
+    except KeyboardInterrupt:
+        interrupted(job, spec.nodes)
+        raise
+    attempt = latest_attempt(layout)
+    records = progress_records(layout, attempt) if attempt is not None else {}
+    rate = steady_samples_per_s(records, warmup) if len(records) == spec.world_size else None
+    return SizeResult(spec.nodes, spec.world_size, record.job_id, state.state, rate)
+
+
+@contextlib.contextmanager
+def deferred_interrupt() -> Iterator[list[int]]:
+    """SIGINT is noted, not raised, inside the block: the caller acts on it once it can clean up."""
+    pressed: list[int] = []
+    previous = signal.signal(signal.SIGINT, lambda signum, _frame: pressed.append(signum))
+    try:
+        yield pressed
+    finally:
+        signal.signal(signal.SIGINT, previous)
+
+
+def follow(job: Any, layout: Any, world_size: int, steps: int | None) -> Any:
+    """Poll one size's job until it ends, cancelling it once every rank passed `steps`; its final state."""
+    from ddpctl.backends import current_state
+    from ddpctl.health.records import latest_attempt, progress_records
+
     cancelled = False
-    while not (state := current_state(record)).terminal:
+    while not (state := current_state(job.record)).terminal:
         attempt = latest_attempt(layout)
         records = progress_records(layout, attempt) if attempt is not None else {}
-        reached = len(records) == spec.world_size and all(
-            (r.get("step") or 0) >= (steps or 0) for r in records.values()
-        )
+        reached = len(records) == world_size and all((r.get("step") or 0) >= (steps or 0) for r in records.values())
         if steps is not None and reached and not cancelled:
             time.sleep(1.5)  # one more record write, so the history holds step N
             job.cancel()
             cancelled = True
         time.sleep(POLL_S)
-    attempt = latest_attempt(layout)
-    records = progress_records(layout, attempt) if attempt is not None else {}
-    rate = steady_samples_per_s(records, warmup) if len(records) == spec.world_size else None
-    return SizeResult(spec.nodes, spec.world_size, record.job_id, state.state, rate)
+    return state
+
+
+def interrupted(job: Any, nodes: int) -> None:
+    """Ctrl-C: cancel the size being measured (nothing else of scale's is running), as the benchmarks do, and
+    say so; the sizes not yet started are never submitted."""
+    import sys
+
+    from ddpctl.errors import DdpctlError
+
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # a second Ctrl-C must not leave the cancel half done
+    try:
+        job.cancel()
+        what = f"cancelled job {job.job_id} ({nodes} node(s))"
+    except DdpctlError as err:  # it ended meanwhile, or the scheduler refused: say which
+        what = f"job {job.job_id} ({nodes} node(s)) not cancelled: {err}"
+    print(f"ddpctl scale: interrupted: {what}; no further sizes submitted", file=sys.stderr, flush=True)
 
 
 def run(args: argparse.Namespace) -> int:
