@@ -20,6 +20,14 @@ def add(sub: Any) -> None:
     )
     lister.add_argument("--json", action="store_true", help="one JSON object per line")
     lister.add_argument("--no-state", action="store_true", help="do not query each job's current state")
+    lister.add_argument(
+        "--prune",
+        action="store_true",
+        help="drop the records of jobs that ended and were submitted more than --older-than days ago",
+    )
+    lister.add_argument(
+        "--older-than", type=days, default=30.0, metavar="DAYS", help="age bound of --prune (default 30; 0: all)"
+    )
     lister.set_defaults(func=run_list)
     cancel = sub.add_parser(
         "cancel",
@@ -31,8 +39,34 @@ def add(sub: Any) -> None:
     cancel.set_defaults(func=run_cancel)
 
 
+def days(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        value = -1.0
+    if not value >= 0 or value == float("inf"):
+        raise argparse.ArgumentTypeError(f"got {text!r}, expected a number of days >= 0")
+    return value
+
+
+def run_prune(older_than_days: float) -> int:
+    from ddpctl.backends.prune import prune
+    from ddpctl.run.registry import Registry
+
+    registry = Registry.from_env()
+    done = prune(registry, time.time(), older_than_days * 86400.0)
+    print(
+        f"pruned {done.dropped} record(s) of jobs that ended and were submitted more than {older_than_days:g} "
+        f"day(s) ago; {done.kept} kept in {registry.path}"
+    )
+    return 0
+
+
 def run_list(args: argparse.Namespace) -> int:
     from ddpctl import api
+
+    if args.prune:
+        return run_prune(args.older_than)
 
     jobs = api.jobs()
     records = [job.record for job in jobs]

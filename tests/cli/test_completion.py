@@ -3,9 +3,11 @@ _ARGCOMPLETE in the environment, completions written to fd 8 (here: to stdout, `
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
+from dataclasses import asdict
 from pathlib import Path
 
 import pytest
@@ -77,3 +79,15 @@ def test_job_names_and_ids_come_from_the_registry(tmp_path: Path) -> None:
     assert complete("ddpctl cancel 10", tmp_path) == ["101", "102"]
     assert complete("ddpctl preempt ev", tmp_path) == ["eval "]
     assert complete("ddpctl status lo", tmp_path) == ["local-3 "]
+
+
+def test_job_refs_are_bounded_newest_first_and_old_ones_reachable_by_prefix(tmp_path: Path) -> None:
+    from ddpctl.cli.completion import MAX_REFS
+
+    lines = [JobRecord(str(1000 + n), f"sweep-{n}", "/r", "sbatch", float(n)) for n in range(2000)]
+    (tmp_path / "registry.jsonl").write_text("".join(json.dumps(asdict(r), sort_keys=True) + "\n" for r in lines))
+    offered = [ref for ref in complete("ddpctl status ", tmp_path) if not ref.startswith("-")]  # (its options too)
+    assert len(offered) == MAX_REFS and "sweep-1999" in offered and "2999" in offered  # the newest
+    assert "sweep-0" not in offered
+    assert complete("ddpctl status sweep-0", tmp_path) == ["sweep-0 "]  # an old one, by its prefix
+    assert complete("ddpctl status 1000", tmp_path) == ["1000 "]

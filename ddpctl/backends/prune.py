@@ -1,0 +1,50 @@
+"""`ddpctl list --prune`: the registry keeps every job ever submitted until told otherwise; this drops the
+records of jobs that ended long ago, never a live one.
+
+A record goes when its job was submitted more than the age bound ago and it has certainly ended: a local job
+whose run dir lock nobody holds (its supervisor and launchers are gone), a Slurm job none of whose jobs squeue
+lists (one squeue call for all of them). When squeue cannot answer, no Slurm record is dropped. The rewrite
+holds the registry's exclusive lock, so a submit recording its job meanwhile waits and loses nothing.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+from ddpctl.backends import local_proc
+from ddpctl.backends.names import possibly_live
+from ddpctl.run.registry import JobRecord, Registry
+
+Live = Callable[[list[JobRecord]], set[str]]  # the job ids among these records that may still run
+
+
+@dataclass(frozen=True)
+class Pruned:
+    kept: int
+    dropped: int
+
+
+def candidates(records: list[JobRecord], now: float, older_than_s: float) -> list[JobRecord]:
+    """The records old enough to go, if their jobs ended (pure)."""
+    return [r for r in records if now - r.submitted_at >= older_than_s]
+
+
+def live_ids(records: list[JobRecord]) -> set[str]:
+    """Which of these jobs may still run: asked of the run dir's lock (local) and of squeue (Slurm)."""
+    local = {r.job_id for r in records if r.backend == "local" and local_proc.lock_held(Path(r.run_dir))}
+    others = [r for r in records if r.backend != "local"]
+    return local | {r.job_id for r in possibly_live(others)}
+
+
+def prune(registry: Registry, now: float, older_than_s: float, live: Live = live_ids) -> Pruned:
+    with registry.locked(exclusive=True):
+        records = registry.records()  # one line per job: a prune also drops superseded lines
+        old = candidates(records, now, older_than_s)
+        still = live(old)
+        gone = {r.job_id for r in old if r.job_id not in still}
+        kept = [r for r in records if r.job_id not in gone]
+        if records or registry.path.exists():
+            registry.replace(kept)
+    return Pruned(len(kept), len(gone))
