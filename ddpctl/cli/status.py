@@ -38,8 +38,29 @@ def run(args: argparse.Namespace) -> int:
 
     text = lines(record, state)
     at = next(i for i, line in enumerate(text) if line.startswith("  backend ")) + 1
-    print("\n".join([*text[:at], f"  {code_line(record.run_dir)}", *text[at:], *text_lines(health)]))
+    quiet = last_log_lines(Path(record.run_dir), health) if state.state == "RUNNING" else []
+    print("\n".join([*text[:at], f"  {code_line(record.run_dir)}", *text[at:], *text_lines(health), *quiet]))
     return 0
+
+
+def last_log_lines(run_dir: Any, health: dict[str, Any], now: float | None = None) -> list[str]:
+    """A running script without the heartbeat reports no step: show rank 0's last log line and its age instead
+    (control characters made visible), so "step 130" in its log is seen. Nothing when ranks report progress."""
+    import time
+
+    from ddpctl.health.records import last_line, latest_attempt
+    from ddpctl.run.layout import RunLayout
+    from ddpctl.sanitize import visible
+
+    layout = RunLayout(run_dir)
+    attempt = latest_attempt(layout)
+    if health.get("progress") or attempt is None:
+        return []
+    text, mtime = last_line(layout.rank_log(attempt, 0))
+    if not text or mtime is None:
+        return []
+    age = max(0.0, (time.time() if now is None else now) - mtime)
+    return [f"  last log line (rank 0, {age:.0f} s ago; no progress records): {visible(text)[:200]}"]
 
 
 def code_info(run_dir: str) -> dict[str, Any] | None:

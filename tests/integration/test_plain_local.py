@@ -8,6 +8,7 @@ the grace time, records what was lost, and the next attempt resumes from the scr
 from __future__ import annotations
 
 import json
+import re
 import time
 from pathlib import Path
 
@@ -64,6 +65,9 @@ def test_preempt_of_a_plain_script_sends_at_once_and_warns(cli: Cli, tmp_path: P
     job_id, run_dir = cli.submit(plain_spec(tmp_path, steps=150))  # 30 s of training
     try:
         cli.wait_for(lambda: "step 2" in logged_steps(run_dir, 0), timeout=120, what="step 2")
+        # No heartbeat, so no step in status: its last log line and that line's age instead.
+        shown = cli.run("status", job_id).stdout
+        assert re.search(r"last log line \(rank 0, \d+ s ago; no progress records\): step \d+", shown), shown
         began = time.monotonic()
         done = cli.run("preempt", "plain")
         took = time.monotonic() - began
