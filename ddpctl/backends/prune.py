@@ -46,5 +46,5 @@ def prune(registry: Registry, now: float, older_than_s: float, live: Live = live
         gone = {r.job_id for r in old if r.job_id not in still}
         kept = [r for r in records if r.job_id not in gone]
         if records or registry.path.exists():
-            registry.replace(kept)
+            registry.rewrite(kept)
     return Pruned(len(kept), len(gone))

@@ -33,10 +33,11 @@ def run(args: argparse.Namespace) -> int:
     # run as a fresh process (api.load_spec does exactly this: read, override, validate, resolve against cwd).
     from ddpctl.plan.render import render_for
     from ddpctl.spec import load_spec, resolve_paths
+    from ddpctl.spec.capabilities import SCRIPT
 
     overrides = [*args.overrides, *([f"backend={args.backend}"] if args.backend else [])]
     spec = resolve_paths(load_spec(args.spec, overrides), Path.cwd())
-    if args.backend is not None and args.backend != "sbatch":
+    if args.backend is not None and spec.capabilities.submits != SCRIPT:
         from ddpctl.errors import SpecError
 
         raise SpecError(

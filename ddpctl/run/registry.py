@@ -66,35 +66,28 @@ class Registry:
 
     @contextmanager
     def locked(self, *, exclusive: bool) -> Iterator[None]:
-        """The registry file's lock: shared for an append, exclusive for a rewrite (`replace`), so no line
+        """The registry file's lock: shared for an append, exclusive for a rewrite (`rewrite`), so no line
         appended while a prune rewrites the file is lost."""
         self.path.parent.mkdir(parents=True, exist_ok=True)
         lock = self.path.with_name(f".{self.path.name}.lock")
-        fd = os.open(lock, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
+        fd = safeio.open_fd(lock, os.O_RDWR | os.O_CREAT, 0o600)
         try:
             fcntl.flock(fd, fcntl.LOCK_EX if exclusive else fcntl.LOCK_SH)
             yield
         finally:
             os.close(fd)
 
-    def replace(self, records: list[JobRecord]) -> None:
+    def rewrite(self, records: list[JobRecord]) -> None:
         """Rewrite the registry with exactly `records` (one line each), atomically. The caller holds
         `locked(exclusive=True)` from its read to here."""
-        tmp = self.path.with_name(f".{self.path.name}.tmp{os.getpid()}")
         data = b"".join((json.dumps(asdict(r), sort_keys=True) + "\n").encode() for r in records)
-        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW | os.O_CLOEXEC, REGISTRY_MODE)
-        try:
-            os.write(fd, data)
-            os.fsync(fd)
-        finally:
-            os.close(fd)
-        tmp.replace(self.path)
+        safeio.write_bytes_atomic(self.path, data, mode=REGISTRY_MODE, durable=True)
 
     def refs(self) -> list[str]:
         """Every job name and id, newest first, without parsing each record: shell completion asks this on
         every TAB, linear in the registry's size (100,000 lines in a few hundredths of a second)."""
         try:
-            data = self.path.read_bytes()
+            data = safeio.read_bytes(self.path)
         except OSError:
             return []
         return refs_in(data)
@@ -107,7 +100,7 @@ class Registry:
         locks = self.path.parent / "locks"
         locks.mkdir(parents=True, exist_ok=True)
         digest = hashlib.sha256(name.encode()).hexdigest()[:32]
-        fd = os.open(locks / f"name-{digest}.lock", os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
+        fd = safeio.open_fd(locks / f"name-{digest}.lock", os.O_RDWR | os.O_CREAT, 0o600)
         try:
             fcntl.flock(fd, fcntl.LOCK_EX)
             yield

@@ -66,7 +66,7 @@ def test_no_append_is_lost_while_a_prune_rewrites(tmp_path: Path) -> None:
         late.start()
         time.sleep(0.3)
         assert late.is_alive()  # the append waits for the rewrite
-        registry.replace([])
+        registry.rewrite([])
     late.join(timeout=10)
     assert [r.job_id for r in registry.records()] == ["2"]
 
