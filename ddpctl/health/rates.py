@@ -14,7 +14,7 @@ from typing import Any
 
 Record = Mapping[str, Any]
 WINDOW_S = 30.0  # "recent": the last this many seconds of each rank's history
-STALL_STEPS = 5  # as `top`'s STALL flag
+STALL_STEPS = 5  # also `top`'s STALL flag (health.view)
 STALL_MIN_S = 10.0
 
 

@@ -13,11 +13,10 @@ from dataclasses import dataclass
 from typing import Any
 
 from ddpctl import sanitize
+from ddpctl.health.rates import STALL_MIN_S, STALL_STEPS  # one stall rule: top's flag and status' rate agree
 from ddpctl.health.straggler import find_stragglers
 from ddpctl.spec import HealthSettings
 
-STALL_STEPS = 5
-STALL_MIN_S = 10.0
 LINE_MAX = 200
 
 
