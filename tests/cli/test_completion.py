@@ -49,7 +49,12 @@ def complete(line: str, home: Path) -> list[str]:
         ("ddpctl submit jobs/example.yaml --set nod", ["nodes="]),  # no space after "=": the value comes next
         (
             "ddpctl submit jobs/example.yaml --set requeue.max_",
-            ["requeue.max_failures=", "requeue.max_preemptions=", "requeue.max_timeouts="],
+            [
+                "requeue.max_failures=",
+                "requeue.max_node_failures=",
+                "requeue.max_preemptions=",
+                "requeue.max_timeouts=",
+            ],
         ),
         ("ddpctl render jobs/example.yaml --set backend=s", ["backend=sbatch", "backend=submitit"]),
         (
