@@ -54,10 +54,11 @@ SpecLike = JobSpec | str | Path
 def load_spec(path: str | Path, overrides: Sequence[str] = (), *, cwd: str | Path | None = None) -> JobSpec:
     """Read, override (`"key.sub=value"`, as `--set`), validate and resolve a spec file.
 
-    Relative paths resolve against `cwd` (default: the current directory), as `ddpctl submit` does.
-    Raises `SpecError` naming the file, line, key, value and what is allowed.
+    Relative paths written in the file start at the file's directory; those in `overrides` at `cwd` (default:
+    the current directory), as `ddpctl submit` does. Raises `SpecError` naming the file, line, key, value and
+    what is allowed.
     """
-    return resolve_paths(_read_spec(path, overrides), Path(cwd) if cwd is not None else Path.cwd())
+    return _read_spec(path, overrides, cwd=cwd)
 
 
 def spec_of(spec_or_path: SpecLike, *, backend: str | None = None, overrides: Sequence[str] = ()) -> JobSpec:

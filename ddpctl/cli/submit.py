@@ -87,6 +87,7 @@ def submit(spec: JobSpec, allow_duplicate: bool) -> Submitted:
 def submitted(args: argparse.Namespace, done: Submitted) -> int:
     job, plan = done
     print(f"submitted {job.name}: job {job.job_id} ({job.backend})")
+    print(f"script:   {plan.spec.script}")  # relative paths in a spec file start at its directory: say where
     print(f"run dir:  {job.run_dir}")
     requeue = plan.spec.requeue
     print(f"requeue:  {requeue.mode} ({plan.requeue_why})" if requeue.enabled else "requeue:  disabled in the spec")

@@ -1,8 +1,10 @@
 """Loading a job spec: YAML + `--set` overrides → validated `JobSpec` (the dataclasses live in `ddpctl.spec.model`).
 
-Relative paths (`script`, `run_dir`, `checkpoint.dir`, a `template` path, a `python` path containing "/")
-resolve against the working directory at submit time, like sbatch and torchrun do (`resolve_paths`); `~` is
-expanded. `ddpctl submit` stores the resolved absolute paths in job.yaml (`spec_to_mapping`).
+Paths (`script`, `run_dir`, `checkpoint.dir`, a `template` path, a `python` path containing "/", an image file;
+`ddpctl.spec.paths` says which values are paths) come back absolute from `load_spec`: a relative one written in
+the file starts at the file's directory, one given in a `--set` at the current directory; `~` is expanded. A
+mapping has no file: `spec_from_mapping` keeps its values as written, and `resolve_paths` makes them absolute
+against the current directory at submit. `ddpctl submit` stores the absolute paths in job.yaml.
 
 Loading (`load_spec`, `spec_from_mapping`) validates every key; each failure is one `SpecError` line naming
 the file and line (or the `--set`), the dotted key, the bad value and what is allowed. Type rules are in
@@ -19,14 +21,14 @@ the file and line (or the `--set`), the dotted key, the bad value and what is al
 - `requeue.signal` is one of USR1, USR2, URG, ALRM, with or without "SIG", any case; stored as e.g. "USR2".
 - `name` must not be only dots: it is a directory under run_dir.
 - With `check_paths`, the script must be an existing file and the template a shipped name or an existing
-  .j2 file; both are checked relative to the current directory. Without it (e.g. reading a run dir's job.yaml
-  on a node) neither is looked at.
+  .j2 file, both looked for where they resolve. Without it (e.g. reading a run dir's job.yaml on a node)
+  neither is looked at.
 """
 
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -39,19 +41,33 @@ from ddpctl.spec.model import (
     RequeuePolicy,
 )
 from ddpctl.spec.overrides import apply_override
-from ddpctl.spec.schema import check_spec, is_template_path, validate
-from ddpctl.spec.yamldoc import At, Doc, read_doc
+from ddpctl.spec.paths import resolve
+from ddpctl.spec.schema import check_files, check_spec, validate
+from ddpctl.spec.yamldoc import At, Doc, Key, read_doc
 
 
 def load_spec(
-    path: str | Path, overrides: Sequence[str] = (), *, check_paths: bool = True, nofollow: bool = False
+    path: str | Path,
+    overrides: Sequence[str] = (),
+    *,
+    check_paths: bool = True,
+    nofollow: bool = False,
+    cwd: str | Path | None = None,
 ) -> JobSpec:
     """Read a YAML spec, apply `--set key.sub=value` overrides in order, validate; `source` is `path`.
-    `nofollow`: a run dir's job.yaml, never read through a symlink."""
+    Paths come back absolute: written in the file, from the file's directory; from an override, from `cwd`
+    (default: the current directory). `nofollow`: a run dir's job.yaml, never read through a symlink."""
     doc = read_doc(path, nofollow=nofollow)
     for override in overrides:
         apply_override(doc, override)
-    return _build(doc, check_paths=check_paths)
+    here = _directory(cwd)
+    folder = Path(path).parent
+
+    def base(key: Key) -> Path:
+        # Only asked for a relative value: a job.yaml of absolute paths never needs the current directory.
+        return here() if doc.overridden(key) else (folder if folder.is_absolute() else here() / folder)
+
+    return _build(doc, check_paths=check_paths, base=base, keep_written=False)
 
 
 def spec_from_mapping(
@@ -64,10 +80,16 @@ def spec_from_mapping(
     doc.data = dict(data)
     for override in overrides:
         apply_override(doc, override)
-    return _build(doc, check_paths=check_paths)
+    here = _directory(None)
+    return _build(doc, check_paths=check_paths, base=lambda _key: here(), keep_written=True)
 
 
-def _build(doc: Doc, *, check_paths: bool) -> JobSpec:
+def _directory(cwd: str | Path | None) -> Callable[[], Path]:
+    return (lambda: Path(cwd).absolute()) if cwd is not None else Path.cwd
+
+
+def _build(doc: Doc, *, check_paths: bool, base: Callable[[Key], Path], keep_written: bool) -> JobSpec:
+    """The validated spec; its paths made absolute against `base(key)`, or (`keep_written`) only checked there."""
     kwargs = validate(doc)
     sections = {
         "nccl": NcclSettings,
@@ -79,8 +101,11 @@ def _build(doc: Doc, *, check_paths: bool) -> JobSpec:
     for name, cls in sections.items():
         kwargs[name] = cls(**kwargs.get(name, {}))
     spec = JobSpec(**kwargs, source=doc.source)
-    check_spec(spec, doc, check_paths=check_paths)
-    return spec
+    check_spec(spec, doc)
+    resolved = resolve(spec, base) if check_paths or not keep_written else spec
+    if check_paths:
+        check_files(resolved, At(doc), spec)
+    return spec if keep_written else resolved
 
 
 def spec_to_mapping(spec: JobSpec) -> dict[str, Any]:
@@ -98,17 +123,7 @@ def spec_to_mapping(spec: JobSpec) -> dict[str, Any]:
 
 
 def resolve_paths(spec: JobSpec, cwd: Path) -> JobSpec:
-    """The spec with `script`, `run_dir`, `checkpoint.dir`, a template path, a python path made absolute."""
+    """The spec with its relative paths (`ddpctl.spec.paths.path_values`) made absolute against `cwd`: for a
+    spec that came from a mapping (a spec file's come back from `load_spec` absolute already)."""
     base = Path(cwd).absolute()
-
-    def absolute(path: str) -> str:
-        return str(base / Path(path).expanduser())  # an absolute right-hand side replaces base
-
-    changes: dict[str, Any] = {"script": absolute(spec.script), "run_dir": absolute(spec.run_dir)}
-    if spec.checkpoint.dir is not None:
-        changes["checkpoint"] = dataclasses.replace(spec.checkpoint, dir=absolute(spec.checkpoint.dir))
-    if is_template_path(spec.template):
-        changes["template"] = absolute(spec.template)
-    if spec.python is not None and "/" in spec.python and not spec.container.enabled:
-        changes["python"] = absolute(spec.python)  # in a container it names the image's interpreter
-    return dataclasses.replace(spec, **changes)
+    return resolve(spec, lambda _key: base)

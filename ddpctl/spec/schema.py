@@ -36,7 +36,7 @@ from ddpctl.spec.fields import (
     text_list,
     time_to_seconds,
 )
-from ddpctl.spec.templates import template_names, template_path
+from ddpctl.spec.templates import is_template_path, template_names, template_path
 from ddpctl.spec.yamldoc import At, Doc
 
 if TYPE_CHECKING:
@@ -227,8 +227,8 @@ def validate(doc: Doc) -> dict[str, Any]:
     return out
 
 
-def check_spec(spec: JobSpec, doc: Doc, *, check_paths: bool) -> None:
-    """Rules across fields, then (with `check_paths`) the files the spec names."""
+def check_spec(spec: JobSpec, doc: Doc) -> None:
+    """Rules across fields (the files the spec names: `check_files`)."""
     root = At(doc)
     if spec.gpus_per_node and spec.nproc_per_node > spec.gpus_per_node:
         # NCCL refuses two ranks on one GPU ("Duplicate GPU detected").
@@ -243,8 +243,6 @@ def check_spec(spec: JobSpec, doc: Doc, *, check_paths: bool) -> None:
         expected = f"more than requeue.lead_s ({lead} s), or requeue.enabled: false"
         raise root.child("time").fail(spec.time, expected)
     _check_container(spec, root)
-    if check_paths:
-        _check_files(spec, root)
 
 
 def _check_container(spec: JobSpec, root: At) -> None:
@@ -264,18 +262,14 @@ def _check_container(spec: JobSpec, root: At) -> None:
             raise at.child("mounts").child(str(i)).fail(mount, "SRC[:DST[:OPTIONS]] with absolute paths, no commas")
 
 
-def _check_files(spec: JobSpec, root: At) -> None:
-    """Relative paths are checked against the current directory: they are resolved there at submit."""
-    script = Path(spec.script).expanduser()
-    if not script.is_file():
-        raise root.child("script").fail(spec.script, f"an existing file (looked for {script.absolute()})")
-    name = spec.template
-    if template_path(str(Path(name).expanduser())) is None:
+def check_files(spec: JobSpec, root: At, written: JobSpec) -> None:
+    """The script must be a file, the template a shipped name or a .j2 file. `spec` has its paths made absolute
+    (`ddpctl.spec.paths`), `written` is the same spec as written: messages show both."""
+    if not Path(spec.script).is_file():
+        raise root.child("script").fail(written.script, f"an existing file (looked for {spec.script})")
+    if template_path(spec.template) is None:
+        name = written.template
         if is_template_path(name):
-            raise root.child("template").fail(name, "an existing .j2 file")
+            raise root.child("template").fail(name, f"an existing .j2 file (looked for {spec.template})")
         names = ", ".join(template_names()) or "none installed"
         raise root.child("template").fail(name, f"a shipped template ({names}) or a path to a .j2 file")
-
-
-def is_template_path(name: str) -> bool:
-    return "/" in name or name.endswith(".j2")  # the rule ddpctl.spec.templates.template_path uses

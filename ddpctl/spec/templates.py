@@ -25,8 +25,13 @@ def template_names() -> list[str]:
 
 def template_path(name_or_path: str) -> Path | None:
     """A shipped template by name (`ddp`), or a path to a user's own `.j2` file; None if neither exists."""
-    if "/" in name_or_path or name_or_path.endswith(".j2"):
+    if is_template_path(name_or_path):
         path = Path(name_or_path)
         return path if path.is_file() else None
     path = templates_dir() / f"{name_or_path}{TEMPLATE_SUFFIX}"
     return path if path.is_file() else None
+
+
+def is_template_path(name: str) -> bool:
+    """A `template:` value that is a path to the user's own file rather than a shipped template's name."""
+    return "/" in name or name.endswith(".j2")

@@ -51,6 +51,10 @@ class Doc:
                 return f"{self.source}:{self.lines[prefix]}"
         return self.source
 
+    def overridden(self, path: Key) -> bool:
+        """Whether a --set wrote this path or a section holding it."""
+        return any(path[:n] in self.origins for n in range(1, len(path) + 1))
+
     def forget(self, path: Key) -> None:
         """Drop the bookkeeping of `path` and everything under it (an override is replacing it)."""
         for table in (self.lines, self.raws, self.origins):

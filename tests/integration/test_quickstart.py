@@ -32,7 +32,7 @@ def local_variant(command: str) -> str:
 
 
 def run_quickstart(tmp_path: Path, local: bool) -> dict[str, subprocess.CompletedProcess[str]]:
-    shutil.copytree(REPO / "jobs", tmp_path / "jobs")  # relative paths resolve against the cwd, as for a user
+    shutil.copytree(REPO / "jobs", tmp_path / "jobs")  # the spec's run_dir ../runs is then tmp_path/runs
     bin_dir = write_command(tmp_path / "bin", "ddpctl", f'#!/bin/sh\nexec {sys.executable} -m ddpctl "$@"\n').parent
     env = {
         **os.environ,

@@ -18,8 +18,8 @@ BASE = {"name": "x", "script": "t.py"}
 @pytest.fixture(autouse=True)
 def workdir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     monkeypatch.chdir(tmp_path)
-    (tmp_path / "train.py").write_text("print('hi')\n")
     (tmp_path / "jobs").mkdir()
+    (tmp_path / "jobs" / "train.py").write_text("print('hi')\n")  # HEAD's script, beside the spec file
     return tmp_path
 
 
@@ -170,9 +170,9 @@ def test_unknown_template_lists_shipped_names() -> None:
     assert all(name in message for name in template_names())
 
 
-def test_paths_are_not_checked_without_check_paths() -> None:
+def test_paths_are_not_checked_without_check_paths(workdir: Path) -> None:
     Path("jobs/x.yaml").write_text("name: demo\nscript: gone.py\ntemplate: nosuch\n")
-    assert load_spec("jobs/x.yaml", check_paths=False).script == "gone.py"
+    assert load_spec("jobs/x.yaml", check_paths=False).script == str(workdir / "jobs" / "gone.py")
 
 
 @pytest.mark.parametrize(

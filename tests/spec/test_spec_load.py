@@ -64,11 +64,12 @@ def load(text: str, overrides: tuple[str, ...] = ()) -> JobSpec:
     return load_spec("x.yaml", overrides)
 
 
-def test_minimal_spec_takes_the_dataclass_defaults() -> None:
-    assert load(HEAD) == JobSpec(name="demo", script="train.py", source="x.yaml")
+def test_minimal_spec_takes_the_dataclass_defaults(workdir: Path) -> None:
+    expected = JobSpec(name="demo", script=str(workdir / "train.py"), run_dir=str(workdir / "runs"), source="x.yaml")
+    assert load(HEAD) == expected
 
 
-def test_full_spec_keeps_values_as_written() -> None:
+def test_full_spec_keeps_values_as_written(workdir: Path) -> None:
     spec = load(FULL)
     assert spec.args == ("--epochs", "10", "--lr", "0.5", "--flag", "true")
     assert (spec.mem, spec.time, spec.partition) == ("4000", "1:30:00", "gpu,gpu-long")
@@ -76,7 +77,7 @@ def test_full_spec_keeps_values_as_written() -> None:
     assert spec.env == (("FOO", "on"), ("N", "1:30"), ("OCT", "010"), ("EMPTY", ""))
     assert spec.nccl == NcclSettings("^docker,lo", True, "INFO", 600, False)
     assert spec.requeue == RequeuePolicy(True, "USR1", 300, 2, 1, 4)
-    assert spec.checkpoint == CheckpointSettings("ckpt", 5)
+    assert spec.checkpoint == CheckpointSettings(str(workdir / "ckpt"), 5)  # paths: absolute (below)
     assert (spec.nproc_per_node, spec.world_size, spec.source) == (8, 32, "x.yaml")
 
 
@@ -101,10 +102,12 @@ def test_full_spec_keeps_values_as_written() -> None:
         ("requeue: {enabled: false, lead_s: 600}\ntime: 5\n", "requeue", RequeuePolicy(False, lead_s=600)),
         ("sbatch: {exclusive: false}\n", "sbatch", ()),
         ("partition: on\n", "partition", "on"),
-        ("template: ./my.sbatch.j2\n", "template", "./my.sbatch.j2"),
+        ("template: ./my.sbatch.j2\n", "template", "{here}/my.sbatch.j2"),
     ],
 )
-def test_values(body: str, field: str, expected: Any) -> None:
+def test_values(body: str, field: str, expected: Any, workdir: Path) -> None:
+    if isinstance(expected, str):
+        expected = expected.format(here=workdir)
     assert getattr(load(HEAD + body), field) == expected
 
 
@@ -146,12 +149,12 @@ def test_round_trip_through_job_yaml(text: str) -> None:
     assert load_spec("job.yaml") == dataclasses.replace(spec, source="job.yaml")
 
 
-def test_mapping_is_plain_yaml_data() -> None:
+def test_mapping_is_plain_yaml_data(workdir: Path) -> None:
     data = spec_to_mapping(load(FULL))
     assert type(data["args"]) is list and type(data["setup"]) is list
     assert data["sbatch"] == {"exclusive": True, "nice": 10, "time-min": "10:00", "constraint": "a100"}
     assert data["env"]["N"] == "1:30"
-    assert data["nccl"]["debug"] == "INFO" and data["checkpoint"] == {"dir": "ckpt", "keep": 5}
+    assert data["nccl"]["debug"] == "INFO" and data["checkpoint"] == {"dir": str(workdir / "ckpt"), "keep": 5}
     assert yaml.safe_load(yaml.safe_dump(data)) == data
 
 
@@ -163,7 +166,7 @@ def test_python_values_are_stringified() -> None:
 
 def test_resolve_paths(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("HOME", "/home/me")
-    spec = dataclasses.replace(load(FULL), script="~/t.py")
+    spec = dataclasses.replace(spec_from_mapping(yaml.safe_load(FULL), check_paths=False), script="~/t.py")
     resolved = resolve_paths(spec, Path("/sub/mit"))
     assert (resolved.script, resolved.run_dir) == ("/home/me/t.py", "/sub/mit/out")
     assert resolved.checkpoint == CheckpointSettings("/sub/mit/ckpt", 5)
