@@ -144,3 +144,14 @@ def final_hash(run_dir: Path) -> str | None:
             if line.startswith("final-weights-sha256="):
                 return line.split("=", 1)[1]
     return None
+
+
+def checkout_at(spec: Any, root: Path) -> Any:
+    """A JobSpec loaded from this checkout's jobs/ as if the checkout lay at `root` (golden files name a pretend
+    checkout, so they do not depend on where the tests run)."""
+    from ddpctl.spec.paths import path_values, with_values
+
+    values = path_values(spec).items()
+    return with_values(
+        spec, {k: str(root / Path(v).relative_to(REPO)) for k, v in values if Path(v).is_relative_to(REPO)}
+    )

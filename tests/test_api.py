@@ -33,7 +33,7 @@ def test_the_api_is_reachable_from_the_package() -> None:
 def test_load_spec_applies_overrides_and_resolves_paths(tmp_path: Path) -> None:
     spec = ddpctl.load_spec(ROOT / "jobs" / "example.yaml", ["nodes=3", "run_dir=out"], cwd=tmp_path)
     assert (spec.nodes, spec.run_dir) == (3, str(tmp_path / "out"))
-    assert spec.script == str(tmp_path / "jobs/example/train.py")  # relative to cwd, as `ddpctl submit` does
+    assert spec.script == str(ROOT / "jobs/example/train.py")  # written in the file: from the file's directory
 
 
 def test_errors_are_the_clis_one_line_messages(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -22,6 +22,7 @@ from pathlib import Path
 
 import pytest
 import yaml
+from clitools import checkout_at
 from stubtools import write_command
 
 from ddpctl.errors import SpecError
@@ -224,7 +225,7 @@ def render_example(runtime: str) -> str:
         ROOT / "jobs" / "example.yaml",
         [f"container.runtime={runtime}", "container.image=/images/train.img", "container.env=[HF_HOME]"],
     )
-    spec = resolve_paths(spec, Path("/project"))
+    spec = checkout_at(spec, Path("/project"))
     return render_script(spec, RenderInputs(run_base=Path("/project/runs/example"), python="/usr/bin/python3"))
 
 

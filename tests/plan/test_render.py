@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 import yaml
+from clitools import checkout_at
 from stubtools import RECORDING_STUB, on_path, recorded_argv, recorded_env, write_command
 
 from ddpctl.errors import SpecError
@@ -23,7 +24,7 @@ PROJECT = Path("/project")  # a fixed pretend checkout, so golden files do not d
 
 
 def render_fixed(spec_path: Path) -> str:
-    spec = resolve_paths(load_spec(spec_path), PROJECT)
+    spec = checkout_at(load_spec(spec_path), PROJECT)
     return render_script(spec, RenderInputs(run_base=PROJECT / "runs" / spec.name, python="/usr/bin/python3"))
 
 

@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pytest
 import yaml
+from clitools import checkout_at
 from stubtools import on_path, write_command
 
 from ddpctl.backends.sbatch import SbatchBackend
@@ -32,7 +33,7 @@ BACKENDS = ("sbatch", "submitit", "local")
 
 
 def example_plan(backend: str, root: Path = PROJECT) -> SubmissionPlan:
-    return build(resolve_paths(load_spec(ROOT / "jobs" / "example.yaml", FIXED), root), backend)
+    return build(checkout_at(load_spec(ROOT / "jobs" / "example.yaml", FIXED), root), backend)
 
 
 @pytest.mark.parametrize("backend", BACKENDS)
