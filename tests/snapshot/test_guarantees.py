@@ -89,9 +89,9 @@ def test_a_skip_worktree_edit_is_stored_under_its_own_id(repo: Path, tmp_path: P
     (repo / "lib.py").write_text("X = 'A'\n")
     commit_all(repo)
     git(repo, "update-index", "--skip-worktree", "lib.py")
-    (repo / "lib.py").write_text("X = 'B'\n")  # git's index still names A's blob
+    (repo / "lib.py").write_text("X = 'BB'\n")  # git's index still names A's blob (another size: no racy-clean)
     spec = spec_for(repo / "train.py", tmp_path / "runs")
-    assert files_in(take_at(spec, tmp_path / "one").path)["lib.py"] == "X = 'B'\n"
+    assert files_in(take_at(spec, tmp_path / "one").path)["lib.py"] == "X = 'BB'\n"
     git(repo, "update-index", "--no-skip-worktree", "lib.py")
     git(repo, "checkout", "lib.py")
     assert files_in(take_at(spec, tmp_path / "two").path)["lib.py"] == "X = 'A'\n"  # A runs A, not B
