@@ -117,7 +117,8 @@ def test_script_submitit_writes(tmp_path: Path, time: str | None, line: str | No
         assert expected in lines
     assert [x for x in lines if x.startswith("#SBATCH --time=")] == ([line] if line else [])
     assert not [x for x in lines if x.startswith("#SBATCH --error")]
-    assert executor.max_num_timeout == 4 + 2 + 0 + 1  # above our budgets: ours decide
+    # above the sum of our budgets (preemptions, timeouts, failures, node failures): ours decide
+    assert executor.max_num_timeout == 4 + 2 + 0 + 5 + 1
 
 
 def test_node_task_is_checkpointable_and_pickles_by_reference() -> None:
