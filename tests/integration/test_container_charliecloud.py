@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 from collections.abc import Callable
 from pathlib import Path
@@ -86,7 +87,14 @@ def test_example_preempted_and_resumed_inside_charliecloud(
     dry = cli.run(
         "submit", str(REPO / "jobs" / "example.yaml"), *[a for s in sets for a in ("--set", s)], "--dry-run"
     ).stdout
-    assert f"--bind {train.parent}:{train.parent} --cd {train.parent} {image} -- python3 -m ddpctl launch" in dry, dry
+    # Every attempt runs the run's own copy of the code (code/ in its run dir), bound into the image and the
+    # launcher's working directory, as the trainer's directory was before the copy existed.
+    runs = re.search(r"each attempt runs (\S+)", dry)
+    assert runs is not None, dry
+    pinned = Path(runs.group(1))
+    assert pinned.name == train.name and pinned.parent.name == "code" and "JOBID" in pinned.parts, dry
+    code = pinned.parent
+    assert f"--bind {code}:{code} --cd {code} {image} -- python3 -m ddpctl launch" in dry, dry
     assert "--no-python python3 -m ddpctl.node.worker" in dry, dry
     job = submit(cli, tmp_path / "runs", cleanup_jobs, "--ckpt-every", "4", "--sleep-per-step", "0.5", sets=sets)
     follower = LogFollower(cli, job.job_id)
