@@ -93,8 +93,8 @@ def test_example_preempted_and_resumed_inside_charliecloud(
     assert runs is not None, dry
     pinned = Path(runs.group(1))
     assert pinned.name == train.name and pinned.parent.name == "code" and "JOBID" in pinned.parts, dry
-    code = pinned.parent
-    assert f"--bind {code}:{code} --cd {code} {image} -- python3 -m ddpctl launch" in dry, dry
+    copy_dir = pinned.parent
+    assert f"--bind {copy_dir}:{copy_dir} --cd {copy_dir} {image} -- python3 -m ddpctl launch" in dry, dry
     assert "--no-python python3 -m ddpctl.node.worker" in dry, dry
     job = submit(cli, tmp_path / "runs", cleanup_jobs, "--ckpt-every", "4", "--sleep-per-step", "0.5", sets=sets)
     follower = LogFollower(cli, job.job_id)
