@@ -148,7 +148,7 @@ def after_script(status: int, env: Mapping[str, str]) -> dict[str, Any] | None:
         return None
     layout = RunLayout(Path(run_dir))
     attempt = int(env.get(envvars.ATTEMPT, "0") or 0)
-    peer_told = None if _DELIVERED["to_handler"] else peer_handler_got_it(layout, attempt, env)
+    peer_told = peer_handler_got_it(layout, attempt, env)
     if not (_DELIVERED["to_handler"] or file_acknowledged(env) or peer_told is not None):
         return None
     marker = layout.stopped_marker(attempt)
@@ -159,8 +159,9 @@ def after_script(status: int, env: Mapping[str, str]) -> dict[str, Any] | None:
         "step": None,
         "checkpoint": newest["path"] if newest else None,
         "checkpoint_mtime": newest["mtime"] if newest else None,
-        # Rank 0 may not have seen the stop itself yet: then the moment a peer's handler was told stands for it.
-        "signal_time": stopflag.stop_time() or peer_told,
+        # The request's moment is the first any rank saw of it: rank 0's own watcher may notice the stop file
+        # only after a peer's handler made the whole script agree, save and leave.
+        "signal_time": min((t for t in (stopflag.stop_time(), peer_told) if t is not None), default=None),
         "source": "script",
         "attempt": attempt,
         "time": time.time(),

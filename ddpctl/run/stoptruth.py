@@ -61,6 +61,9 @@ class StopReport:
         }
 
 
+MTIME_SLACK_S = 0.02
+
+
 def report(facts: AttemptFacts, lead_s: int, now: float) -> StopReport | None:
     """The stop of one attempt, if one was requested (pure)."""
     if facts.signal is None:
@@ -110,9 +113,12 @@ def stopped_text(stopped: Mapping[str, Any]) -> str:
     if not path:
         return "the script exited cleanly, but its checkpoint directory is empty: it saved nothing ddpctl can see"
     if isinstance(saved, (int, float)) and isinstance(asked, (int, float)):
-        delta = saved - asked
+        # A file's mtime comes from the kernel's coarse clock, up to a tick behind time.time(): a save right at
+        # the request can read as a few milliseconds before it.
+        delta = saved - asked if abs(saved - asked) > MTIME_SLACK_S else 0.0
         lost = "nothing lost" if delta >= 0 else f"the steps of the {-delta:.1f} s before the request are lost"
-        when = f"{abs(delta):.1f} s {'after' if delta >= 0 else 'before'} the stop request"
+        side = "after" if delta >= 0 else "before"
+        when = f"{abs(delta):.1f} s {side} the stop request" if delta else "at the stop request"
         return f"the script saved its own checkpoint {path} {when} and exited cleanly ({lost})"
     return f"the script exited cleanly; its newest checkpoint is {path}"
 

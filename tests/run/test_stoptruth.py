@@ -36,6 +36,19 @@ SCRIPT_STOP = {"step": None, "checkpoint": "/ck/checkpoint.pt", "source": "scrip
             "acknowledged",
             "10.0 s before the stop request and exited cleanly (the steps of the 10.0 s before the request are lost)",
         ),
+        # The kernel stamps mtimes from its coarse clock: 10 ms "before" the request is the same moment.
+        (
+            AttemptFacts(0, SIGNAL, {**SCRIPT_STOP, "checkpoint_mtime": 999.99}),
+            1001.0,
+            "acknowledged",
+            "checkpoint.pt at the stop request and exited cleanly (nothing lost)",
+        ),
+        (
+            AttemptFacts(0, SIGNAL, {**SCRIPT_STOP, "checkpoint_mtime": 999.9}),
+            1001.0,
+            "acknowledged",
+            "0.1 s before the stop request and exited cleanly (the steps of the 0.1 s before the request are lost)",
+        ),
         (AttemptFacts(0, SIGNAL), 1010.0, "waiting", "so far no rank has announced that it listens"),
         (AttemptFacts(0, SIGNAL, listeners=("rank 0: x",)), 1010.0, "waiting", "waiting for the ranks (lead"),
         (AttemptFacts(0, SIGNAL), 1060.0, "unacknowledged", "no rank listens for stops"),
