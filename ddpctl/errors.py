@@ -32,6 +32,14 @@ class CommandError(DdpctlError):
     exit_code = 1
 
 
+class CommandTimeout(CommandError):
+    """An external command did not finish within its bound (a Slurm controller that does not answer)."""
+
+
+class ControllerUnreachable(CommandError):
+    """Slurm's controller did not answer a query: nothing about the job is known from Slurm right now."""
+
+
 class BackendUnavailable(DdpctlError):
     """The chosen backend cannot run here (no sbatch, submitit not importable)."""
 

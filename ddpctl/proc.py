@@ -17,7 +17,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import IO, Generic, TypeVar
 
-from ddpctl.errors import CommandError
+from ddpctl.errors import CommandError, CommandTimeout
 
 T = TypeVar("T")
 
@@ -55,7 +55,7 @@ def run(
             check=False,
         )
     except subprocess.TimeoutExpired as exc:
-        raise CommandError(f"{argv[0]} did not answer within {timeout} s: {' '.join(argv)}") from exc
+        raise CommandTimeout(f"{argv[0]} did not answer within {timeout:g} s: {' '.join(argv)}") from exc
     return Completed(tuple(argv), proc.returncode, proc.stdout, proc.stderr)
 
 

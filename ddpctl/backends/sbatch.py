@@ -7,7 +7,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from ddpctl import proc
-from ddpctl.backends import submitted_record
+from ddpctl.backends import sbatch_submit, submitted_record
 from ddpctl.backends.slurm_jobs import SlurmJobs
 from ddpctl.errors import BackendUnavailable
 from ddpctl.run import history
@@ -44,7 +44,7 @@ class SbatchBackend(SlurmJobs):
             # Not held (a held job's release costs the start a scheduling round trip): a job that starts before
             # the commit below writes to its --output beside the run dirs and its batch script waits for the run
             # dir (templates/ddp.sbatch.j2).
-            job_id = commands.sbatch(str(stage.script_file), [], self.runner)
+            job_id = sbatch_submit.submit(stage.script_file, spec.name, self.runner, self.query)
             try:
                 layout = commit(stage, spec, job_id)
                 link_batch_output(layout, spec, job_id)

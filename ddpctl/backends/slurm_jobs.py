@@ -5,8 +5,9 @@ from __future__ import annotations
 from pathlib import Path
 
 from ddpctl import proc
-from ddpctl.backends.slurm_chain import cancel_run, chain_state, current_job
-from ddpctl.errors import CommandError
+from ddpctl.backends.slurm_chain import cancel_run, chain_state, current_job, run_history
+from ddpctl.backends.slurm_state import without_controller
+from ddpctl.errors import CommandError, ControllerUnreachable
 from ddpctl.node import batch
 from ddpctl.run.layout import RunLayout
 from ddpctl.run.registry import JobRecord
@@ -20,11 +21,15 @@ class SlurmJobs:
     # `--signal=B:` job (the batch shell); () for `--signal=` without B: (every step task).
     preempt_delivery: tuple[str, ...] = ()
 
-    def __init__(self, runner: proc.Runner = proc.run) -> None:
-        self.runner = runner
+    def __init__(self, runner: proc.Runner | None = None) -> None:
+        self.runner = runner or proc.run  # commands that change something: Slurm's own timeouts and retries
+        self.query = runner or commands.bounded  # questions a person at a terminal waits for
 
     def state(self, record: JobRecord) -> JobState:
-        return chain_state(record, self.runner)  # the run's state, across a chain of jobs
+        try:
+            return chain_state(record, self.query)  # the run's state, across a chain of jobs
+        except ControllerUnreachable as err:
+            return without_controller(run_history(record), str(err))
 
     def cancel(self, record: JobRecord) -> None:
         cancel_run(record, self.runner)  # every job of the run, a pending chained successor included

@@ -6,6 +6,7 @@ never as failed.
 
 from __future__ import annotations
 
+import time
 from pathlib import Path
 
 from ddpctl.proc import Runner
@@ -23,8 +24,23 @@ def display_state(state: str, restarts: int) -> str:
     return state
 
 
+def without_controller(past: RunHistory, detail: str) -> JobState:
+    """The state from the run dir alone, for when the controller does not answer (never UNKNOWN for a job that
+    is training): its recorded end if it has one, else UNREACHABLE with its last attempt, said as such."""
+    ended = past.final_state()
+    if ended is not None and ended.state != "REQUEUED":
+        return ended
+    since = commands.OUTAGE.since
+    when = time.strftime("%H:%M:%S", time.localtime(since)) if since else "now"
+    started = [n for n in past.attempts if past.started(n)]
+    last = f"attempt {started[-1]} started, no end recorded" if started else "no attempt started yet"
+    reason = f"Slurm controller not answering since {when} ({detail}); from the run dir: {last}"
+    return JobState("UNREACHABLE", past.restarts(), reason)
+
+
 def state_from_slurm(record: JobRecord, runner: Runner, past: RunHistory | None = None) -> JobState:
-    """`past`: the run's history as the caller read it for this poll (read here when None)."""
+    """`past`: the run's history as the caller read it for this poll (read here when None). ControllerUnreachable
+    when Slurm does not answer (SlurmJobs.state turns it into `without_controller`)."""
     events = RunLayout(Path(record.run_dir)).events
     row = commands.squeue(record.job_id, runner)
     if row is not None:

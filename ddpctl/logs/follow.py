@@ -25,6 +25,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ddpctl.errors import CommandError
+from ddpctl.logs.asker import Answer, Asker
 from ddpctl.logs.core import LineFilter, attempt_banner, end_banner
 from ddpctl.logs.files import AttemptFiles, list_attempts
 from ddpctl.logs.merge import HOLD_S, Merger
@@ -32,6 +33,10 @@ from ddpctl.logs.notify import Notifier
 from ddpctl.logs.output import Sink
 from ddpctl.run.layout import RunLayout
 from ddpctl.run.state import JobState
+
+# How long a state query may hold the reading loop: a squeue answers well within it; one that does not is left to
+# answer on its thread while the lines go on.
+ASK_WAIT_S = 0.5
 
 
 @dataclass(frozen=True)
@@ -154,6 +159,7 @@ class Follower:
         config: FollowConfig | None = None,
     ) -> None:
         self.layout, self.job_id, self.flt, self.sink, self.query = layout, job_id, flt, sink, query
+        self.asker = Asker(query)
         self.config = config or FollowConfig()
         self.pinned = pinned
         self.files = AttemptFiles(layout, attempt, flt) if attempt is not None else None
@@ -178,9 +184,13 @@ class Follower:
                     active = self._step()
                 self.merger.release(self.sink.lines, watermark(self.files, time.time()))
                 self.sink.flush()
+                answer = None
                 if self.clock() >= next_state:
                     next_state = self.clock() + self.config.state_every
-                    state = self._query()
+                    answer = self.asker.ask(ASK_WAIT_S)
+                answer = answer or self.asker.take()
+                if answer is not None:
+                    state = self._answered(answer)
                     if state is not None and state.terminal:
                         return self._finish(state)
                     self._note_waiting(state)
@@ -242,12 +252,16 @@ class Follower:
             self.sink.flush()
         self._waiting = text
 
-    def _query(self) -> JobState | None:
+    def _answered(self, answer: Answer) -> JobState | None:
         """The job's state; a failing scheduler query (squeue hiccup) is reported once and retried later."""
-        try:
-            return self.query()
-        except CommandError as err:
+        state, err = answer
+        if err is not None and not isinstance(err, CommandError):
+            raise err
+        if state is not None and state.state == "UNREACHABLE":
+            err, state = CommandError(state.reason), None
+        if err is not None:
             if str(err) != self._warned:
                 self._warned = str(err)
                 print(f"ddpctl: warning: no job state ({err}); still following", file=sys.stderr)
             return None
+        return state

@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import os
+import time
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
-from ddpctl.errors import CommandError
+from ddpctl.errors import CommandError, CommandTimeout, ControllerUnreachable
 from ddpctl.proc import Completed, Runner, check, run
 from ddpctl.slurm import scontrol
 
@@ -46,12 +48,82 @@ def parse_scontrol_job(text: str) -> scontrol.Fields:
     return scontrol.parse_line_fields(text.strip())
 
 
+# What Slurm's clients print when the controller did not answer (not: answered with an error). "Socket timed out"
+# is also the one ambiguous sbatch outcome: the request may have reached a controller that then stalled.
+UNANSWERED = (
+    "Unable to contact slurm controller",
+    "Socket timed out on send/recv",
+    "Zero Bytes were transmitted or received",
+    "Connection reset by peer",
+    "backup controller in standby mode",
+)
+# A query an interactive command waits for: Slurm's own MessageTimeout (10 s) and retries made `status` block
+# 41 s during a controller outage; an answer slower than this is "not answering" to a person at a terminal.
+QUERY_S_DEFAULT = 8.0
+
+
+def query_s(env: dict[str, str] | None = None) -> float:
+    raw = (env if env is not None else os.environ).get("DDPCTL_SLURM_QUERY_S", "")
+    try:
+        value = float(raw) if raw.isascii() and raw.strip() else QUERY_S_DEFAULT
+    except ValueError:
+        value = QUERY_S_DEFAULT
+    return value if 0.5 <= value <= 600 else QUERY_S_DEFAULT
+
+
+def bounded(argv: Sequence[str]) -> Completed:
+    """The Runner for queries (squeue, scontrol show): at most query_s() seconds."""
+    return run(argv, timeout=query_s())
+
+
+def unanswered(text: str) -> bool:
+    return any(marker in text for marker in UNANSWERED)
+
+
+@dataclass
+class Outage:
+    """When this process first found the controller not answering (None: it has answered, or was not asked).
+    One query that gave up stands for the next few: `status` of many jobs must not wait out the bound for each."""
+
+    since: float | None = None
+    last: float | None = None
+    detail: str = ""
+    runner: Runner | None = None  # the one that failed: another runner is another way to the controller
+    REMEMBER_S = 20.0
+
+    def ask(self, argv: Sequence[str], runner: Runner, now: Callable[[], float] = time.time) -> Completed:
+        """Run a query; ControllerUnreachable when it (or one within REMEMBER_S) found no controller."""
+        if runner is self.runner and self.last is not None and now() - self.last < self.REMEMBER_S:
+            raise ControllerUnreachable(self.detail)
+        try:
+            done = runner(argv)
+        except CommandTimeout as err:
+            self.failed(now(), str(err), runner)
+            raise ControllerUnreachable(self.detail) from err
+        if done.returncode != 0 and unanswered(done.stderr):
+            self.failed(now(), f"{argv[0]}: {done.stderr.strip().splitlines()[-1]}", runner)
+            raise ControllerUnreachable(self.detail)
+        if runner is self.runner:
+            self.since = self.last = None
+        return done
+
+    def failed(self, at: float, detail: str, runner: Runner) -> None:
+        if runner is not self.runner:
+            self.since, self.runner = None, runner
+        self.since = self.since or at
+        self.last, self.detail = at, detail
+
+
+OUTAGE = Outage()  # this process's view of the controller
+
+
 def sbatch(script: str, extra: Sequence[str] = (), runner: Runner = run, args: Sequence[str] = ()) -> str:
     return parse_job_id(check(["sbatch", "--parsable", *extra, script, *args], runner).stdout)
 
 
 def squeue(job_id: str, runner: Runner = run) -> QueueRow | None:
-    done = runner(["squeue", "-h", "-j", job_id, "-o", SQUEUE_FORMAT])
+    """The job's row (None: squeue does not list it); ControllerUnreachable when nobody answered."""
+    done = OUTAGE.ask(["squeue", "-h", "-j", job_id, "-o", SQUEUE_FORMAT], runner)
     if done.returncode != 0:  # squeue errors for ids it has already forgotten
         return None
     rows = parse_squeue(done.stdout)
@@ -63,15 +135,28 @@ def queued(job_ids: Sequence[str], runner: Runner = run) -> set[str] | None:
     answer. squeue skips ids it has forgotten when given several, but fails for a single forgotten one."""
     if not job_ids:
         return set()
-    done = runner(["squeue", "-h", "-o", SQUEUE_FORMAT, "-j", ",".join(job_ids)])
+    done = OUTAGE.ask(["squeue", "-h", "-o", SQUEUE_FORMAT, "-j", ",".join(job_ids)], runner)
     if done.returncode != 0:
         return set() if len(job_ids) == 1 and "Invalid job id" in done.stderr else None
     return {row.job_id for row in parse_squeue(done.stdout)}
 
 
 def show_job(job_id: str, runner: Runner = run) -> scontrol.Fields:
-    done = runner(["scontrol", "show", "job", "-o", job_id])
+    done = OUTAGE.ask(["scontrol", "show", "job", "-o", job_id], runner)
     return parse_scontrol_job(done.stdout) if done.returncode == 0 else scontrol.Fields()
+
+
+def find_submitted(script: str, name: str, runner: Runner = run) -> str | None:
+    """The job of ours whose batch script is `script` (an absolute path, unique per submission: squeue's %o is
+    the path sbatch was given), if the controller created one; ControllerUnreachable when it does not answer."""
+    done = OUTAGE.ask(["squeue", "-h", "--me", "-n", name, "-o", "%i|%o"], runner)
+    if done.returncode != 0:
+        raise CommandError(f"squeue failed: {(done.stderr or done.stdout).strip()[-300:]}")
+    for line in done.stdout.splitlines():
+        job_id, _, command = line.strip().partition("|")
+        if command == script:
+            return job_id
+    return None
 
 
 def scancel(job_id: str, *options: str, runner: Runner = run) -> None:

@@ -107,7 +107,9 @@ class FakeSlurm:
     def __call__(self, argv: Sequence[str]) -> Completed:
         self.calls.append(tuple(argv))
         if argv[0] == "sbatch":
-            self.submitted = Path(argv[-1]).read_text()
+            # `sbatch --parsable SCRIPT STAGING-DIR-NAME`: the script gets its submission's tag as its argument
+            assert list(argv[:2]) == ["sbatch", "--parsable"] and argv[-1] == Path(argv[2]).parent.name, argv
+            self.submitted = Path(argv[2]).read_text()
             return Completed(tuple(argv), 0, "4242\n", "")
         return Completed(tuple(argv), 0, "", "")
 
