@@ -34,10 +34,14 @@ class Supervisor:
         self.cancelled = False
         self.stop_at: float | None = None  # when this attempt's stop was requested (monotonic)
         self.killed = False
+        self.excluded: frozenset[str] = frozenset()  # the run's excluded nodes: this attempt's names skip them
 
     def base_env(self) -> dict[str, str]:
         env = {k: v for k, v in os.environ.items() if not k.startswith("SLURM")}
-        return {**env, **dict(self.spec.env), **local_node_env(self.spec, self.job_number, self.attempt, 0, self.port)}
+        return {**env, **dict(self.spec.env), **self.node_env(0)}
+
+    def node_env(self, rank: int) -> dict[str, str]:
+        return local_node_env(self.spec, self.job_number, self.attempt, rank, self.port, excluded=self.excluded)
 
     def on_stop_signal(self, signum: int, _frame: FrameType | None) -> None:
         name = signal.Signals(signum).name.removeprefix("SIG")
@@ -78,7 +82,7 @@ class Supervisor:
             # with the supervisor: a kill -9 of the supervisor takes its nodes down instead of orphaning them.
             proc.spawn(
                 [sys.executable, "-m", "ddpctl", "launch", str(self.layout.root)],
-                env={**base, **local_node_env(self.spec, self.job_number, self.attempt, rank, self.port)},
+                env={**base, **self.node_env(rank)},
                 pass_fds=self.lock_fds,
                 preexec_fn=local_proc.die_with_parent,
             )
@@ -106,6 +110,7 @@ class Supervisor:
         while True:
             self.port = local_proc.free_loopback_port()
             self.stop_at, self.killed = None, False
+            self.excluded = history.load(self.layout.events).excluded_nodes()
             env = self.base_env()
             batch.batch_start(self.layout, env)
             self.start_nodes()

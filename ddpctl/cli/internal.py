@@ -27,6 +27,10 @@ def add(sub: Any) -> None:
     dec.add_argument("run_dir", type=Path)
     dec.add_argument("--exit", dest="exit_code", type=int, required=True)
     dec.set_defaults(func=run_decide)
+    exc = inner.add_parser("exclude", help="just after scontrol requeue: set the job's ExcNodeList to the run's")
+    exc.add_argument("run_dir", type=Path)
+    exc.add_argument("--job", required=True, help="the requeued job (array task: <array id>_<task id>)")
+    exc.set_defaults(func=run_exclude)
     for name, what in (
         ("chain-next", "submit the job that continues this chained run (once per attempt)"),
         ("chain-drop", "the run ends here: cancel a successor submitted at the signal"),
@@ -89,6 +93,19 @@ def run_decide(args: argparse.Namespace) -> int:
     print(decision.action)
     print(f"ddpctl: {decision.action}: {decision.reason}", file=sys.stderr, flush=True)
     return decision.exit_code
+
+
+def run_exclude(args: argparse.Namespace) -> int:
+    from ddpctl.errors import DdpctlError
+    from ddpctl.node import batch, excluding
+
+    try:
+        nodes = excluding.update_job(batch.run_dir_arg(args.run_dir), args.job)
+    except (OSError, DdpctlError) as err:  # the requeue stands; only the placement is not steered
+        print(f"ddpctl: job {args.job}: excluded nodes not set: {err}", file=sys.stderr, flush=True)
+        return 1
+    print(f"ddpctl: job {args.job}: ExcNodeList={','.join(nodes)}", file=sys.stderr, flush=True)
+    return 0
 
 
 def run_chain(args: argparse.Namespace) -> int:

@@ -10,11 +10,14 @@ from typing import Any
 
 from ddpctl import exitcodes
 from ddpctl.health.report import checkpoint_dir
+from ddpctl.node.exclude import describe
+from ddpctl.run import history
 from ddpctl.run.layout import RunLayout
 from ddpctl.run.registry import JobRecord
 from ddpctl.run.state import JobState
 from ddpctl.run.stoptruth import run_summary
 from ddpctl.run.summary import RunSummary, format_elapsed, summarize
+from ddpctl.sanitize import visible
 
 MAX_NOTES = 8  # bounded: the newest stops and restarts matter most
 
@@ -59,6 +62,7 @@ def payload(record: JobRecord, state: JobState) -> dict[str, Any]:
     layout = RunLayout(Path(record.run_dir))
     summary = summarize(layout)
     stops, notes = run_summary(layout, time.time())
+    past = history.load(layout.events)
     return {
         "job_id": record.job_id,
         "name": record.name,
@@ -70,6 +74,8 @@ def payload(record: JobRecord, state: JobState) -> dict[str, Any]:
         "checkpoints": str(checkpoint_dir(layout)),
         "stops": [s.as_json() for s in stops],
         "restart_notes": notes,
+        "excluded_nodes": sorted(past.excluded_nodes()),
+        "exclusions": [e.as_json() for e in past.exclusions()],
     }
 
 
@@ -86,4 +92,5 @@ def lines(record: JobRecord, state: JobState) -> list[str]:
         out.append(f"  logs: ddpctl logs {record.job_id} --attempt all; checkpoints: {checkpoint_dir(layout)}")
     stops, notes = run_summary(layout, time.time())
     out += [f"  {line}" for line in [*(s.text for s in stops), *notes][-MAX_NOTES:]]
+    out += [f"  {visible(line)}" for line in describe(history.load(layout.events))]
     return out

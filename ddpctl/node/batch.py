@@ -9,12 +9,13 @@ from __future__ import annotations
 import json
 import os
 import socket
+import sys
 import time
 from collections.abc import Callable, Mapping
 from pathlib import Path
 
 from ddpctl import safeio
-from ddpctl.errors import WaitTimeout
+from ddpctl.errors import DdpctlError, WaitTimeout
 from ddpctl.node.decide import Decision, RunOutcome, classify_signal, decide, root_exit
 from ddpctl.node.localenv import LOCAL_ENV_FLAG
 from ddpctl.run import envvars, history
@@ -180,8 +181,20 @@ def decide_run(layout: RunLayout, env: Mapping[str, str], exit_code: int) -> Dec
     if decision.action == "finish":
         # Before the event: wherever a finish is recorded, the batch shell's restart guard sees this marker.
         safeio.touch(layout.finished_marker)
-    history.append(layout.events, decision.as_event(attempt, exit_code, outcome.stopped))
+    decided = history.append(layout.events, decision.as_event(attempt, exit_code, outcome.stopped))
+    if decision.action == "requeue" and decision.kind in ("failure", "node_failure"):
+        exclude_blamed(layout, env, RunHistory((*past.events, decided)), attempt)
     return decision
+
+
+def exclude_blamed(layout: RunLayout, env: Mapping[str, str], past: RunHistory, attempt: int) -> None:
+    """Never go back to a bad node (ddpctl.node.exclude); an exclusion that fails never changes the decision."""
+    from ddpctl.node.excluding import after_failure
+
+    try:
+        after_failure(layout, env, past, attempt, run_spec(layout))
+    except (OSError, DdpctlError) as err:
+        print(f"ddpctl: no node excluded after attempt {attempt}: {err}", file=sys.stderr, flush=True)
 
 
 def run_dir_arg(path: Path) -> RunLayout:

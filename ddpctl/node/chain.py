@@ -43,6 +43,10 @@ def submit_successor(layout: RunLayout, env: Mapping[str, str], why: str, runner
     if existing is not None:
         return existing
     options = [f"--dependency=afterany:{job_id}", f"--output={layout.batch_log}", "--open-mode=append"]
+    if layout.excluded_nodes.exists():  # never back to a bad node; replaces the script's own --exclude: merged
+        from ddpctl.node.excluding import run_excluded
+
+        options.append(f"--exclude={','.join(run_excluded(layout))}")
     successor = commands.sbatch(str(layout.script_file), options, runner, args=[str(layout.root), str(attempt + 1)])
     history.append(
         layout.events,

@@ -17,16 +17,24 @@ MASTER_PORT_VAR = "DDPCTL_LOCAL_MASTER_PORT"  # set by the local backend for its
 
 
 @functools.lru_cache(maxsize=4)
-def local_hosts(nodes: int) -> tuple[tuple[str, ...], str]:
-    """The simulated nodes' names and their node list, built once per size (a dry run asks for every node)."""
-    hosts = tuple(f"local{i + 1}" for i in range(nodes))
+def local_hosts(nodes: int, excluded: frozenset[str] = frozenset()) -> tuple[tuple[str, ...], str]:
+    """The simulated nodes' names and their node list, built once per size (a dry run asks for every node):
+    the first `nodes` of local1, local2, ... that the run has not excluded (a bad node is never used again)."""
+    names = (f"local{i + 1}" for i in range(nodes + len(excluded)))
+    hosts = tuple(name for name in names if name not in excluded)[:nodes]
     return hosts, ",".join(hosts)
 
 
 def local_node_env(
-    spec: JobSpec, job_number: int, attempt: int, node_rank: int, port: int | None = None
+    spec: JobSpec,
+    job_number: int,
+    attempt: int,
+    node_rank: int,
+    port: int | None = None,
+    *,
+    excluded: frozenset[str] = frozenset(),
 ) -> dict[str, str]:
-    hosts, node_list = local_hosts(spec.nodes)
+    hosts, node_list = local_hosts(spec.nodes, excluded)
     env = {
         "SLURM_JOB_ID": str(job_number),
         "SLURM_JOB_NAME": spec.name,

@@ -18,7 +18,7 @@ import jinja2
 
 from ddpctl.errors import SpecError
 from ddpctl.plan.sandbox import make_sandbox, render_bounded
-from ddpctl.run.layout import ENDED_MARKERS, sbatch_output
+from ddpctl.run.layout import ENDED_MARKERS, EXCLUDED_NODES, sbatch_output
 from ddpctl.spec import JobSpec
 from ddpctl.spec.templates import template_path
 
@@ -101,6 +101,7 @@ def template_context(spec: JobSpec, inputs: RenderInputs) -> dict[str, Any]:
         "requeue_enabled": spec.requeue.enabled,
         "chain": spec.requeue.enabled and spec.requeue.mode == "chain",
         "ended_markers": list(ENDED_MARKERS),
+        "excluded_marker": EXCLUDED_NODES,
     }
 
 

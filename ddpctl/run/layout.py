@@ -14,6 +14,8 @@
     cancel-request.json   left by `ddpctl cancel` of a chained run: no successor may start after it
     finished            left by the decision that ends the run, before it records that decision: a requeued or
                         chained start that finds neither it nor cancel-request.json may train without asking
+    excluded-nodes      the nodes the run excluded (its `node-excluded` events; the user's own `exclude`
+                        merged in), one a line: the requeue path updates the job's ExcNodeList where it exists
     supervisor.pid      local backend: the supervisor playing the batch shell (pid and start time)
     supervisor.lock     local backend: held by the supervisor and its launchers while the job runs
     submitit/           submitit backend: submitit's own folder (pickles, its logs)
@@ -51,6 +53,9 @@ CANCEL_REQUEST = "cancel-request.json"
 # Run-dir files whose presence means the run may have ended: the batch shell tests for them before it pays an
 # interpreter start for `internal chain-check` on a requeued or chained start (templates/ddp.sbatch.j2).
 ENDED_MARKERS = (FINISHED, CANCEL_REQUEST)
+# Exists once the run excluded a node: the batch shell tests for it before it pays an interpreter start for
+# `internal exclude` at a requeue.
+EXCLUDED_NODES = "excluded-nodes"
 
 
 @dataclass(frozen=True)
@@ -104,6 +109,10 @@ class RunLayout:
         """Written by the `finish` decision before its event: the batch shell's cheap test, on a requeued or
         chained start, of whether it must ask `internal chain-check` (an interpreter start) at all."""
         return self.root / FINISHED
+
+    @property
+    def excluded_nodes(self) -> Path:
+        return self.root / EXCLUDED_NODES
 
     @property
     def supervisor_pid(self) -> Path:

@@ -180,6 +180,13 @@ def time_left(job_id: str, runner: Runner = _quick) -> str | None:
     return done.stdout if done.returncode == 0 else None
 
 
+def exclude_nodes(job_id: str, nodes: Sequence[str], runner: Runner = run) -> None:
+    """Set the job's ExcNodeList (it replaces the list: the caller merges). Slurm takes it only while the job is
+    pending: refused while it runs ("Job is no longer pending execution"), taken just after `scontrol requeue`
+    (tests/cluster/README.md)."""
+    check(["scontrol", "update", f"JobId={job_id}", f"ExcNodeList={','.join(nodes)}"], runner)
+
+
 def release(job_id: str, runner: Runner = run) -> None:
     check(["scontrol", "release", job_id], runner)
 

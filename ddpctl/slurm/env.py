@@ -27,6 +27,7 @@ NODENAME = "SLURMD_NODENAME"
 STEP_ID = "SLURM_STEP_ID"
 PROCID = "SLURM_PROCID"
 RESTART_COUNT = "SLURM_RESTART_COUNT"
+JOB_PARTITION = "SLURM_JOB_PARTITION"
 # Attempts before this job in a chain of jobs (requeue.mode: chain; set by the batch script of a successor).
 CHAIN_ATTEMPT = "DDPCTL_CHAIN_ATTEMPT"
 
@@ -45,6 +46,7 @@ VARIABLES: Mapping[str, str] = MappingProxyType(
         STEP_ID: "set inside a job step (srun); its absence means we run in the batch shell",
         PROCID: "task rank within the step (one task per node under ddpctl launch)",
         RESTART_COUNT: "absent on the first run, then 1, 2, ... after each requeue",
+        JOB_PARTITION: "the partition the job runs in: excluded nodes must leave enough of it",
         GPUS_ON_NODE: "GPUs allocated on this node (may differ between nodes; see stepshape.GPUS_PER_NODE)",
         **stepshape.SHAPE_VARIABLES,
     }

@@ -268,6 +268,19 @@ class ChainDropped(Event):
     why: str = ""
 
 
+@dataclass(frozen=True, kw_only=True)
+class NodeExcluded(Event):
+    """A node the run's later attempts must not use (ddpctl.node.exclude decided it after `attempt`); `applied`
+    False: the bound (the job must still fit its partition) kept it in, `why` says so."""
+
+    NAME = "node-excluded"
+    attempt: int
+    node: str
+    cause: str = ""  # what it was blamed for: a Cause ("hang", "script-error", ...)
+    applied: bool = True
+    why: str = ""
+
+
 HEALTH = (Hung, StragglerFlagged, OomKilled)
 HealthEvent = Hung | StragglerFlagged | OomKilled
 TYPES: dict[str, type[Event]] = {
@@ -293,6 +306,7 @@ TYPES: dict[str, type[Event]] = {
         Cancelled,
         ChainSubmitted,
         ChainDropped,
+        NodeExcluded,
     )
 }
 E = TypeVar("E", bound=Event)

@@ -21,6 +21,7 @@ from ddpctl.run.history.events import (
     HealthEvent,
     Hung,
     Kind,
+    NodeExcluded,
     NodeExited,
     Resumed,
     Signalled,
@@ -207,5 +208,9 @@ class RunHistory:
         return first, max(times, default=None), nodes
 
     def excluded_nodes(self) -> frozenset[str]:
-        """Nodes the run's next attempts must not use (none is recorded yet: the unplanned-failures issue)."""
-        return frozenset()
+        """Nodes the run's next attempts must not use (`node-excluded` events that were applied)."""
+        return frozenset(e.node for e in self.all(NodeExcluded) if e.applied)
+
+    def exclusions(self) -> list[NodeExcluded]:
+        """Every exclusion decided, applied or kept in by the bound, in order (status and doctor show them)."""
+        return self.all(NodeExcluded)
