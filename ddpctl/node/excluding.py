@@ -15,7 +15,7 @@ import sys
 from collections.abc import Mapping
 
 from ddpctl import safeio
-from ddpctl.errors import CommandError, HostlistError
+from ddpctl.errors import HostlistError
 from ddpctl.node import exclude
 from ddpctl.node.exclude import Room
 from ddpctl.node.localenv import LOCAL_ENV_FLAG
@@ -25,7 +25,7 @@ from ddpctl.run.history import NodeExcluded, RunHistory
 from ddpctl.run.layout import RunLayout
 from ddpctl.run.rundir import run_spec
 from ddpctl.slurm import commands
-from ddpctl.slurm.cluster import parse_partitions
+from ddpctl.slurm.cluster import gather_partitions
 from ddpctl.slurm.env import JOB_PARTITION
 from ddpctl.slurm.hostlist import expand
 from ddpctl.spec import JobSpec
@@ -51,12 +51,8 @@ def after_failure(
 
 def partition_room(partition: str | None, given: frozenset[str], runner: Runner = run) -> Room:
     """The job's partition's size and nodes, asked of the controller; unknown where it does not answer."""
-    try:
-        done = commands.show_partitions(runner)
-    except CommandError:
-        return Room(partition=partition, given=given)
-    found = next((p for p in parse_partitions(done.stdout) if p.name == partition), None)
-    if done.returncode != 0 or found is None:
+    found = gather_partitions(runner).partition(partition) if partition else None
+    if found is None:
         return Room(partition=partition, given=given)
     try:
         hosts = frozenset(expand(found.hosts)) if found.hosts else None

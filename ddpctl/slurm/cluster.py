@@ -139,3 +139,14 @@ def gather(runner: Runner = run, *, with_nodes: bool = False) -> ClusterFacts:
     failed = next((d for d in done if d.returncode != 0), None)
     why = f"{' '.join(failed.argv)} failed: {failed.stderr.strip()[:200]}" if failed else ""
     return parse(texts[0], texts[1], texts[2] if with_nodes else None, why)
+
+
+def gather_partitions(runner: Runner = run) -> ClusterFacts:
+    """Only the partitions (one question: a running job sizing its own partition, ddpctl.node.excluding)."""
+    try:
+        done = commands.show_partitions(runner)
+    except CommandError as err:
+        return ClusterFacts(why_missing=str(err))
+    if done.returncode != 0:
+        return ClusterFacts(why_missing=f"{' '.join(done.argv)} failed: {done.stderr.strip()[:200]}")
+    return ClusterFacts(partitions=parse_partitions(done.stdout))
