@@ -148,14 +148,14 @@ def show_job(job_id: str, runner: Runner = run) -> scontrol.Fields:
 
 def find_submitted(script: str, name: str, runner: Runner = run) -> str | None:
     """The job of ours whose batch script is `script` (an absolute path, unique per submission: squeue's %o is
-    the path sbatch was given), if the controller created one; ControllerUnreachable when it does not answer."""
+    the path sbatch was given and the script's arguments), if the controller created one; ControllerUnreachable when it does not answer."""
     # Asked again every few seconds while the controller recovers: not silenced by the remembered outage.
     done = Outage().ask(["squeue", "-h", "--me", "-n", name, "-o", "%i|%o"], runner)
     if done.returncode != 0:
         raise CommandError(f"squeue failed: {(done.stderr or done.stdout).strip()[-300:]}")
     for line in done.stdout.splitlines():
         job_id, _, command = line.strip().partition("|")
-        if command == script:
+        if command == script or command.startswith(f"{script} "):  # %o: the path, then the script's arguments
             return job_id
     return None
 

@@ -69,14 +69,14 @@ def script(tmp_path: Path) -> Path:
         ([done(0, "77\n")], [done(0)], "77"),
         ([done(1, err="sbatch: error: invalid partition specified: gpu")], [done(0)], "invalid partition"),
         # Sent, no answer: the job the controller created is found by its script's path and adopted.
-        ([done(1, err=SOCKET)], [done(1, err=NO_CONTACT), done(0, "91|{script}\n")], "91"),
+        ([done(1, err=SOCKET)], [done(1, err=NO_CONTACT), done(0, "91|{script} .staging-abc\n")], "91"),
         (
             [CommandTimeout("sbatch did not answer within 60 s")],
-            [done(0, "12|/elsewhere/job.sbatch\n92|{script}\n")],
+            [done(0, "12|/elsewhere/job.sbatch .staging-xyz\n92|{script} .staging-abc\n")],
             "92",
         ),
         # The controller answers twice without it: not submitted.
-        ([done(1, err=SOCKET)], [done(0, "12|/elsewhere/job.sbatch\n")], "answers again and has no such job"),
+        ([done(1, err=SOCKET)], [done(0, "12|{script}x .staging-abcx\n")], "answers again and has no such job"),
         # Silent to the end: withdrawn, said as unknown.
         ([done(1, err=SOCKET)], [done(1, err=NO_CONTACT)], "whether it created the job is unknown"),
     ],
