@@ -148,7 +148,8 @@ def show_job(job_id: str, runner: Runner = run) -> scontrol.Fields:
 
 def find_submitted(script: str, name: str, runner: Runner = run) -> str | None:
     """The job of ours whose batch script is `script` (an absolute path, unique per submission: squeue's %o is
-    the path sbatch was given and the script's arguments), if the controller created one; ControllerUnreachable when it does not answer."""
+    the path sbatch was given and the script's arguments), if the controller created one; ControllerUnreachable
+    when it does not answer."""
     # Asked again every few seconds while the controller recovers: not silenced by the remembered outage.
     done = Outage().ask(["squeue", "-h", "--me", "-n", name, "-o", "%i|%o"], runner)
     if done.returncode != 0:

@@ -1,0 +1,59 @@
+"""The rendered batch shell itself, executed by bash with stub srun/scontrol and a stub `python -m ddpctl` that
+plays the decision: what the shell does around its decision, which the cluster tests cannot time exactly."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+from pathlib import Path
+
+import pytest
+import yaml
+from stubtools import write_command
+
+from ddpctl.plan.render import RenderInputs, render_script
+from ddpctl.spec import spec_from_mapping, spec_to_mapping
+
+SRUN = """#!/bin/bash
+sleep 0.2
+"""
+# `python -m ddpctl internal WHAT RUN_DIR ...`: decide says what DECISION says; the step after it (chain-drop or
+# scontrol requeue's wait) gets the warning signal a second time, as the time limit's warning arriving late does;
+# on-signal records that it ran.
+PYTHON = """#!/bin/bash
+shift 2
+case "$1 $2" in
+  "internal decide") echo "$DECISION" ;;
+  "internal on-signal") echo "$*" >> "$STUB_OUT/on-signal" ;;
+  "internal chain-drop"|"internal chain-next") kill -USR2 "$PPID"; sleep 0.5; echo "$2" >> "$STUB_OUT/after" ;;
+esac
+"""
+SCONTROL = """#!/bin/bash
+kill -USR2 "$PPID"; sleep 0.5; echo "scontrol $*" >> "$STUB_OUT/after"
+"""
+
+
+@pytest.mark.parametrize(("mode", "decision"), [("chain", "finish"), ("chain", "requeue"), ("requeue", "requeue")])
+def test_a_signal_after_the_step_ended_does_not_run_the_stop_handler(tmp_path: Path, mode: str, decision: str) -> None:
+    """The warning signal that arrives once the step has ended (while chain-drop runs after a finish) used to run
+    the handler again, which submits a chained successor: the finished run then read PENDING."""
+    stubs, out = tmp_path / "bin", tmp_path / "out"
+    out.mkdir()
+    for name, text in [("srun", SRUN), ("scontrol", SCONTROL), ("python", PYTHON)]:
+        write_command(stubs, name, text)
+    spec = spec_from_mapping(
+        {"name": "ex", "script": "/p/train.py", "run_dir": str(tmp_path / "runs"), "requeue": {"mode": mode}},
+        str(tmp_path / "ex.yaml"),
+        check_paths=False,
+    )
+    run_dir = tmp_path / "runs" / "ex" / "4242"
+    run_dir.mkdir(parents=True)
+    (run_dir / "job.yaml").write_text(yaml.safe_dump(spec_to_mapping(spec)))  # type: ignore[arg-type]
+    script = tmp_path / "job.sbatch"
+    text = render_script(spec, RenderInputs(run_base=run_dir.parent, python=str(stubs / "python")))  # type: ignore[arg-type]
+    script.write_text(text.replace("sleep 300 &", "sleep 1 &"))
+    env = {**os.environ, "PATH": f"{stubs}:{os.environ['PATH']}", "STUB_OUT": str(out), "SLURM_JOB_ID": "4242"}
+    env["DECISION"] = decision
+    done = subprocess.run(["bash", str(script)], env=env, capture_output=True, text=True, timeout=60, check=False)
+    assert (out / "after").exists(), done.stderr  # the step after the decision ran and signalled
+    assert not (out / "on-signal").exists(), (out / "on-signal").read_text()
