@@ -48,9 +48,9 @@ def test_a_signal_after_the_step_ended_does_not_run_the_stop_handler(tmp_path: P
     )
     run_dir = tmp_path / "runs" / "ex" / "4242"
     run_dir.mkdir(parents=True)
-    (run_dir / "job.yaml").write_text(yaml.safe_dump(spec_to_mapping(spec)))  # type: ignore[arg-type]
+    (run_dir / "job.yaml").write_text(yaml.safe_dump(spec_to_mapping(spec)))
     script = tmp_path / "job.sbatch"
-    text = render_script(spec, RenderInputs(run_base=run_dir.parent, python=str(stubs / "python")))  # type: ignore[arg-type]
+    text = render_script(spec, RenderInputs(run_base=run_dir.parent, python=str(stubs / "python")))
     script.write_text(text.replace("sleep 300 &", "sleep 1 &"))
     env = {**os.environ, "PATH": f"{stubs}:{os.environ['PATH']}", "STUB_OUT": str(out), "SLURM_JOB_ID": "4242"}
     env["DECISION"] = decision
