@@ -76,6 +76,7 @@ def payload(record: JobRecord, state: JobState) -> dict[str, Any]:
         "restart_notes": notes,
         "excluded_nodes": sorted(past.excluded_nodes()),
         "exclusions": [e.as_json() for e in past.exclusions()],
+        "causes": cause_lines(layout),
     }
 
 
@@ -93,4 +94,16 @@ def lines(record: JobRecord, state: JobState) -> list[str]:
     stops, notes = run_summary(layout, time.time())
     out += [f"  {line}" for line in [*(s.text for s in stops), *notes][-MAX_NOTES:]]
     out += [f"  {visible(line)}" for line in describe(history.load(layout.events))]
+    out += [f"  {line}" for line in cause_lines(layout)[-MAX_NOTES:]]
+    return out
+
+
+def cause_lines(layout: RunLayout) -> list[str]:
+    """What ended each attempt and who failed first, as its decision recorded it (`ddpctl.node.blame`)."""
+    out = []
+    for decided in history.load(layout.events).all(history.Decided):
+        text = decided.cause_text()
+        if text is not None and decided.cause != "stop":
+            then = "requeued" if decided.action == "requeue" else "the run ended"
+            out.append(visible(f"attempt {decided.attempt} ended by {text[:400]} ({then}: {decided.reason[:200]})"))
     return out

@@ -4,7 +4,7 @@ Every node's launcher runs one and reads every rank's progress record from the s
 the same verdict from the same files within a poll or two. On a hang each node has its own workers dump their
 stacks (they are the only processes it may signal); the first node to create the attempt's hang.json then
 reads every rank's dump, records the `hang` event naming the ranks that stopped first and where, and every
-node ends its torchrun. The node's non-zero exit makes the run a failure: requeue.max_failures decides, and the
+node ends its torchrun. The attempt ends with cause `hang`: requeue.max_node_failures decides, and the
 next attempt resumes from the latest complete checkpoint. Stragglers are reported by node 0 only, once per
 rank per attempt, and are never fatal.
 """

@@ -24,8 +24,11 @@ def failure_cause(layout: RunLayout) -> str | None:
     attempt = latest_attempt(layout)
     if attempt is None:
         return None
-    failures, events, _ = attempt_failures(layout, attempt, LineFilter(), history.load(layout.events))
-    parts = []
+    past = history.load(layout.events)
+    failures, events, _ = attempt_failures(layout, attempt, LineFilter(), past)
+    decided = past.attempt(attempt).decision
+    said = decided.cause_text() if decided is not None and decided.cause != "stop" else None
+    parts = [f"ended by {said}"] if said else []
     for event in events:
         if isinstance(event, Hung):
             parts.append(f"hang: no progress for {event.idle_s} s (allowed {event.timeout_s} s)")

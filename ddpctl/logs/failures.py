@@ -10,7 +10,7 @@
      their collective times out or torchrun tears them down;
   3. then the lowest attempt and rank, so the answer is stable.
 A rank killed by a signal leaves no error in its own log: its launcher's report (node-<k>.log, see
-`ddpctl.logs.launcher`) names it, with the time torchrun noticed, and `with_launcher_reports` counts that as
+`ddpctl.node.torchreport`) names it, with the time torchrun noticed, and `with_launcher_reports` counts that as
 the rank's own, real failure.
 """
 
@@ -20,7 +20,7 @@ import re
 from dataclasses import dataclass
 
 from ddpctl.logs.core import Source
-from ddpctl.logs.launcher import LauncherFailure
+from ddpctl.node.torchreport import LauncherFailure, is_collateral
 
 _TRACEBACK = re.compile(r"^Traceback \(most recent call last\):")
 # torchrun can prefix every worker line with its rank ("[rank3]: ..."); strip it before matching.
@@ -30,11 +30,6 @@ _ERROR = re.compile(
     r"|^[\w.]*(?:Error|Exception)\s*$"  # a bare exception name on its own line
     r"|CUDA error|\bKilled\b|Segmentation fault|core dumped|Fatal Python error|\bERROR\b"
     r"|^\[E[ \d]|Watchdog caught collective operation timeout"  # c10 error log: "[E ProcessGroupNCCL.cpp:1]"
-)
-_COLLATERAL = re.compile(
-    r"NCCL|gloo|Gloo|Connection closed by peer|Connection reset by peer|communicator was aborted|ProcessGroup"
-    r"|Watchdog caught collective operation timeout|DistBackendError|DistNetworkError|DistStoreError"
-    r"|Broken pipe|SignalException|got signal: ?15|Socket Timeout|TCPStore"
 )
 
 
@@ -48,10 +43,6 @@ class ErrorHit:
     @property
     def where(self) -> str:
         return f"{self.file} line {self.line_no}" if self.file else f"line {self.line_no}"
-
-
-def is_collateral(text: str) -> bool:
-    return bool(_COLLATERAL.search(text))
 
 
 class ErrorScanner:

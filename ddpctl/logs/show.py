@@ -32,11 +32,11 @@ from ddpctl.logs.files import (
     world_size,
 )
 from ddpctl.logs.follow import FollowConfig, Follower
-from ddpctl.logs.launcher import LauncherFailure, launcher_failures, oom_limit
 from ddpctl.logs.merge import DUMP_CHUNK, file_groups, merged
 from ddpctl.logs.output import Sink
+from ddpctl.node.torchreport import LauncherFailure, launcher_failures, oom_limit
 from ddpctl.run import history
-from ddpctl.run.history import HealthEvent, OomKilled, RunHistory
+from ddpctl.run.history import Decided, HealthEvent, OomKilled, RunHistory
 from ddpctl.run.layout import NODE_LOG_GLOB, RunLayout
 from ddpctl.run.registry import JobRecord
 from ddpctl.run.state import TERMINAL, JobState, StateFn
@@ -177,6 +177,8 @@ def show_errors(layout: RunLayout, attempts: list[int], flt: LineFilter, sink: S
         for event in events:  # the watchdog's findings (a hang explains a run with no error), OOM kills
             sink.note(f"-- {describe_event(event)} --")
         sink.note(root_cause_note(failures, attempt, scanned))
+        if (decided := past.attempt(attempt).decision) is not None and (said := decided_cause(decided)):
+            sink.note(said)
         sink.flush()
     # A stop nobody acted on is the likeliest reason for lost work, and no rank's log says so.
     stops, _ = run_summary(layout, time.time(), past)
@@ -184,6 +186,14 @@ def show_errors(layout: RunLayout, attempts: list[int], flt: LineFilter, sink: S
         if stop.state == "unacknowledged" and stop.attempt in attempts:
             sink.note(stop.text)
     sink.flush()
+
+
+def decided_cause(decided: Decided) -> str | None:
+    """The attempt's cause as its decision recorded it: the headline, over any rank log's collateral error."""
+    text = decided.cause_text()
+    if text is None or decided.cause == "stop":
+        return None
+    return f"-- attempt {decided.attempt} ended by {text[:400]} (recorded by its decision: {decided.action}) --"
 
 
 def attempt_failures(

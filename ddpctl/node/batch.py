@@ -16,6 +16,7 @@ from pathlib import Path
 
 from ddpctl import safeio
 from ddpctl.errors import DdpctlError, WaitTimeout
+from ddpctl.node.blame import blame, facts_of
 from ddpctl.node.decide import Decision, RunOutcome, classify_signal, decide, root_exit
 from ddpctl.node.localenv import LOCAL_ENV_FLAG
 from ddpctl.run import envvars, history
@@ -162,11 +163,14 @@ def on_signal(
 def run_outcome(layout: RunLayout, past: RunHistory, attempt: int, exit_code: int) -> RunOutcome:
     """The outcome of `attempt` from the run's history (read once by the caller) and its stopped marker."""
     this = past.attempt(attempt)
+    code, stopped = root_exit(exit_code, this.node_exits), layout.stopped_marker(attempt).exists()
+    hung = this.hung or layout.hang_marker(attempt).exists()
     return RunOutcome(
-        exit_code=root_exit(exit_code, this.node_exits),
-        stopped=layout.stopped_marker(attempt).exists(),
+        exit_code=code,
+        stopped=stopped,
         signal_kind=this.signal_kind,
-        infra_cause="hang" if this.hung or layout.hang_marker(attempt).exists() else None,
+        infra_cause="hang" if hung else None,
+        blame=blame(facts_of(this, code, stopped, hung)),
     )
 
 

@@ -2,18 +2,20 @@
 
 Budgets are separate for preemptions, timeouts, crashes and infrastructure failures (spec `requeue.max_*`)
 because they mean different things: preemption is the cluster's doing, a timeout is a planned continuation, a
-crash is probably a bug, and an infrastructure failure (`node_failure`: the hang watchdog ended the attempt; a
-lost node or a killed rank are the same kind of cause) is probably not the script's fault, so one of them,
-false alarms included, costs a restart from the checkpoint rather than the run.
+crash is probably a bug, and an infrastructure failure (`node_failure`: a rank killed by a signal, a lost node,
+a hang the watchdog ended; `ddpctl.node.blame` tells which) is probably not the script's fault, so one of them,
+false alarms included, costs a restart from the checkpoint rather than the run. An OOM stays on the script's
+budget: it repeats at the same step on the same memory (README, "Failures").
 `scontrol requeue` has no cap of its own, so these budgets are the only thing that prevents an endless loop.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from ddpctl import exitcodes
+from ddpctl.node.blame import Blame
 from ddpctl.run.history import Action, Cause, Decided, Kind
 from ddpctl.spec import RequeuePolicy
 
@@ -45,6 +47,14 @@ class RunOutcome:
     stopped: bool  # ranks agreed on a stop step and wrote its checkpoint (the stopped marker exists)
     signal_kind: Kind | None  # kind of the warning/preemption signal received during this run, if any
     infra_cause: Cause | None = None  # an infrastructure failure that ended the run ("hang"), if any
+    blame: Blame | None = None  # what ended it and who failed first (`ddpctl.node.blame`)
+
+    @property
+    def infra(self) -> Cause | None:
+        """A hang or a lost node: it ended the run, whatever signal came afterwards."""
+        if self.infra_cause is not None:
+            return self.infra_cause
+        return self.blame.cause if self.blame is not None and self.blame.cause in ("hang", "node-lost") else None
 
 
 @dataclass(frozen=True)
@@ -53,9 +63,15 @@ class Decision:
     kind: Kind | None  # what the requeue is charged to
     reason: str
     exit_code: int  # the batch script's own exit status
+    blame: Blame | None = None
 
     def as_event(self, attempt: int, step_exit: int, stopped: bool) -> Decided:
+        blame = self.blame
         return Decided(
+            cause=blame.cause if blame is not None else None,
+            cause_node=blame.node if blame is not None else None,
+            cause_rank=blame.rank if blame is not None else None,
+            cause_why=blame.why or None if blame is not None else None,
             attempt=attempt,
             step_exit=step_exit,
             stopped=stopped,
@@ -81,15 +97,21 @@ def run_kind(outcome: RunOutcome) -> Kind | None:
         return outcome.signal_kind or "preemption"
     if outcome.exit_code == exitcodes.OK:
         return None  # finished before the stop took effect (a late signal changes nothing)
-    if outcome.infra_cause is not None:
+    if outcome.infra is not None:
         return "node_failure"  # it ended the run; a signal arriving afterwards found it already failed
     if outcome.signal_kind is not None:
         # Signalled, but the workers died before checkpointing: resume from the last complete checkpoint.
         return outcome.signal_kind
-    return "failure"
+    if outcome.blame is not None and outcome.blame.infrastructure:
+        return "node_failure"  # a rank killed by a signal (kill -9, SIGSEGV, SIGBUS): not the script's exception
+    return "failure"  # the script's error, and an OOM (the script's memory use: see README's failures section)
 
 
 def decide(outcome: RunOutcome, policy: RequeuePolicy, used: Mapping[Kind, int]) -> Decision:
+    return replace(decide_kind(outcome, policy, used), blame=outcome.blame)
+
+
+def decide_kind(outcome: RunOutcome, policy: RequeuePolicy, used: Mapping[Kind, int]) -> Decision:
     kind = run_kind(outcome)
     if kind is None:
         return Decision("finish", None, "training completed", exitcodes.OK)
@@ -97,7 +119,8 @@ def decide(outcome: RunOutcome, policy: RequeuePolicy, used: Mapping[Kind, int])
     if not policy.enabled:
         return Decision("finish", kind, f"{kind}: requeue disabled in the spec", failed_code)
     budget, spent = budget_of(policy, kind), used.get(kind, 0)
-    cause = f" ({outcome.infra_cause})" if kind == "node_failure" else ""
+    infra = outcome.infra or (outcome.blame.cause if outcome.blame is not None else None)
+    cause = f" ({infra})" if kind == "node_failure" else ""
     if spent >= budget:
         reason = f"{kind}{cause} budget spent: {spent} of max_{kind_key(kind)}={budget} requeues used"
         # A crash keeps its own status (what `submit --wait` returns); a spent preemption/timeout budget

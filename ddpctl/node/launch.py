@@ -18,6 +18,7 @@ import time
 from collections.abc import Mapping
 from pathlib import Path
 from types import FrameType
+from typing import Any
 
 from ddpctl import exitcodes, proc, safeio
 from ddpctl.errors import DdpctlError, SlurmEnvError
@@ -35,6 +36,7 @@ from ddpctl.slurm.env import DistEnv
 from ddpctl.spec import JobSpec
 
 FORWARDED = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)
+REPORT_TAIL_BYTES = 1 << 20  # torchrun's failure report is at the end of its log
 LAUNCHER_NICE = 5  # added to the launcher's own niceness once torchrun is started (see launch())
 
 
@@ -201,6 +203,20 @@ def record_attempt_start(layout: RunLayout, dist: DistEnv, env: Mapping[str, str
         print(f"ddpctl launch [{dist.node_name}]: attempt start not recorded here: {err}", flush=True)
 
 
+def failed_ranks(layout: RunLayout, dist: DistEnv) -> tuple[dict[str, Any], ...]:
+    """The ranks torchrun's failure report (at the end of this node's log) names: what the batch shell's
+    decision blames (`ddpctl.node.blame`) without reading any log itself."""
+    from ddpctl.node.torchreport import launcher_failures
+
+    try:
+        text, _ = safeio.read_tail(layout.node_log(dist.restart_count, dist.node_rank), REPORT_TAIL_BYTES, 0)
+    except OSError:
+        return ()
+    return tuple(
+        {"rank": f.rank, "exitcode": f.exitcode, "t": f.when} for f in launcher_failures(text.splitlines())[:64]
+    )
+
+
 def record_node_exit(layout: RunLayout, dist: DistEnv, code: int, hung: bool) -> int:
     """The `node-exit` event and line; returns the status this launcher exits with."""
     stopped = layout.stopped_marker(dist.restart_count).exists()
@@ -210,7 +226,13 @@ def record_node_exit(layout: RunLayout, dist: DistEnv, code: int, hung: bool) ->
     history.append(
         layout.events,
         NodeExited(
-            node=dist.node_name, attempt=dist.restart_count, torchrun_exit=code, exit=final, stopped=stopped, hang=hung
+            node=dist.node_name,
+            attempt=dist.restart_count,
+            torchrun_exit=code,
+            exit=final,
+            stopped=stopped,
+            hang=hung,
+            failed=failed_ranks(layout, dist) if code else (),
         ),
     )
     print(

@@ -26,10 +26,12 @@ from ddpctl.run import envvars
 from ddpctl.run.layout import fill_rank, rank_info_of
 from ddpctl.runtime import stopflag
 
+ERROR_MAX = 500  # of the exception line a rank-exit event keeps
 USAGE_LINE = "usage: python -m ddpctl.node.worker SCRIPT [ARGS...]"
 
 
 _stamper_done: list[int] = []  # the stamper's done pipe, for exit_now: main() returns only a status
+_last_error: list[str] = []  # the script's exception, as its traceback's last line (for `record_exit`)
 
 
 def redirect_output(env: Mapping[str, str]) -> Path | None:
@@ -67,6 +69,31 @@ def record_placement(log: Path, env: Mapping[str, str]) -> None:
     safeio.write_text_atomic(target, json.dumps(info) + "\n")
 
 
+def record_exit(env: Mapping[str, str], status: int) -> None:
+    """A `rank-exit` event: this rank's own failure, so the decision tells a script's error from the collateral
+    errors of the ranks that survived a dead peer (`ddpctl.node.blame`). Never fails the worker."""
+    from ddpctl.node.torchreport import is_collateral
+    from ddpctl.run import history
+    from ddpctl.run.history import RankExited
+    from ddpctl.run.layout import RunLayout
+
+    error = _last_error[-1][:ERROR_MAX] if _last_error else ""
+    try:
+        history.append(
+            RunLayout(Path(env[envvars.RUN_DIR])).events,
+            RankExited(
+                attempt=int(env.get(envvars.ATTEMPT, "0")),
+                rank=int(env.get("RANK", "0")),
+                node=env.get(envvars.NODE_NAME),
+                status=status,
+                error=error,
+                collateral=is_collateral(error),
+            ),
+        )
+    except (OSError, KeyError, ValueError) as err:
+        print(f"ddpctl.worker: exit not recorded: {err}", file=sys.stderr, flush=True)
+
+
 def run_script(script: str, args: Sequence[str]) -> int:
     """Run SCRIPT as __main__ with `python SCRIPT` semantics; return its exit status."""
     path = Path(script)
@@ -80,8 +107,9 @@ def run_script(script: str, args: Sequence[str]) -> int:
         runpy.run_path(script, run_name="__main__")
     except SystemExit as exc:
         return _exit_status(exc.code)
-    except BaseException:  # a worker reports every failure as a status (and a traceback), never hangs
+    except BaseException as exc:  # a worker reports every failure as a status (and a traceback), never hangs
         traceback.print_exc()
+        _last_error.append(traceback.format_exception_only(exc)[-1].strip())
         return exitcodes.FAILURE
     return exitcodes.OK
 
@@ -121,6 +149,8 @@ def main(argv: Sequence[str] | None = None, env: Mapping[str, str] | None = None
     scriptstop.arm(env)  # requeue.script_signal: after the stop flag's handler, so the script's signal wins
     status = run_script(argv[0], argv[1:])
     scriptstop.after_script(status, env)
+    if log is not None and status != exitcodes.OK:
+        record_exit(env, status)
     sys.stdout.flush()
     sys.stderr.flush()
     return status

@@ -26,9 +26,9 @@ class RequeuePolicy:
     lead_s: int = 120  # seconds before the time limit the warning signal is sent
     max_preemptions: int = 10
     max_timeouts: int = 3
-    max_failures: int = 0  # requeues after a crash (torchrun's own restarts come first, see max_restarts)
-    # Requeues after an infrastructure failure: the hang watchdog ended the attempt (node lost, rank crash
-    # later). One false alarm then costs a restart from the checkpoint, not the run.
+    max_failures: int = 0  # requeues after the script's error or OOM (torchrun's own restarts come first)
+    # Requeues after an infrastructure failure: a rank killed by a signal, a lost node, a hang the watchdog ended
+    # (ddpctl.node.blame). One false alarm then costs a restart from the checkpoint, not the run.
     max_node_failures: int = 5
     # A script that checkpoints itself gets this signal on every rank when a stop is requested (None: not sent);
     # its exit with status 0 after the request then counts as "stopped for requeue".

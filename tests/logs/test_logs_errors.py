@@ -9,10 +9,10 @@ from ddpctl.logs.failures import (
     ErrorHit,
     RankFailure,
     first_error,
-    is_collateral,
     order_failures,
     root_cause_note,
 )
+from ddpctl.node.torchreport import is_collateral
 
 TRACEBACK = """\
 step 10 loss=0.3

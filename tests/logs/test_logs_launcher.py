@@ -8,7 +8,7 @@ import pytest
 
 from ddpctl.logs.core import Source
 from ddpctl.logs.failures import ErrorHit, RankFailure, order_failures, root_cause_note, with_launcher_reports
-from ddpctl.logs.launcher import LauncherFailure, launcher_failures
+from ddpctl.node.torchreport import LauncherFailure, launcher_failures
 
 # Verbatim (paths shortened) from a torch 2.13 launcher log after `kill -9` of local rank 1.
 NODE_LOG = """\

@@ -11,7 +11,6 @@ import yaml
 from clitools import events as records
 
 from ddpctl.node.batch import decide_run, on_signal, request_kind, requested_kind, run_outcome
-from ddpctl.node.decide import RunOutcome
 from ddpctl.node.localenv import LOCAL_ENV_FLAG
 from ddpctl.run.history import RunHistory
 from ddpctl.run.layout import RunLayout
@@ -80,7 +79,9 @@ def test_the_outcome_comes_from_the_events_the_caller_read(tmp_path: Path) -> No
             {"event": "signal", "attempt": 0, "kind": "preemption"},
         ]
     )
-    assert run_outcome(layout, past, 1, 143) == RunOutcome(exit_code=3, stopped=False, signal_kind="timeout")
+    outcome = run_outcome(layout, past, 1, 143)
+    assert (outcome.exit_code, outcome.stopped, outcome.signal_kind) == (3, False, "timeout")
+    assert outcome.blame is not None and outcome.blame.cause == "script-error"
 
 
 def test_request_kind_is_what_requested_kind_reads(tmp_path: Path) -> None:

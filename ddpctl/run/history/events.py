@@ -192,6 +192,23 @@ class NodeExited(Event):
     exit: int | None = None  # the launcher's own status
     stopped: bool = False
     hang: bool = False
+    # The ranks torchrun reported failed (its failure report): {"rank": r, "exitcode": -9 (a signal) or 1,
+    # "t": when torchrun noticed}; what the decision blames a rank's death on (`ddpctl.node.blame`).
+    failed: tuple[Mapping[str, Any], ...] = ()
+
+
+@dataclass(frozen=True, kw_only=True)
+class RankExited(Event):
+    """A rank's worker ended with a non-zero status: its script's exception (the last line of its traceback),
+    and whether that is a collateral error (a peer died: NCCL/Gloo, a refused or closed connection)."""
+
+    NAME = "rank-exit"
+    attempt: int
+    rank: int
+    node: str | None = None
+    status: int | None = None
+    error: str = ""
+    collateral: bool = False
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -233,7 +250,7 @@ class Decided(Event):
     """The end-of-attempt decision: requeue (charged to `kind`) or finish the run with `exit_code`."""
 
     NAME = "decision"
-    OMIT_NONE = frozenset({"cause"})
+    OMIT_NONE = frozenset({"cause", "cause_node", "cause_rank", "cause_why"})
     attempt: int
     action: Action
     kind: Kind | None = None
@@ -241,7 +258,18 @@ class Decided(Event):
     exit_code: int | None = None  # the batch script's own status
     step_exit: int | None = None
     stopped: bool | None = None
-    cause: Cause | None = None  # what ended the attempt, where known (not written yet)
+    cause: Cause | None = None  # what ended the attempt, where known (`ddpctl.node.blame`)
+    cause_node: str | None = None  # the node and rank that failed first, where known
+    cause_rank: int | None = None
+    cause_why: str | None = None  # one line: "rank 3 killed by SIGKILL", the exception, the hang
+
+    def cause_text(self) -> str | None:
+        """ "rank-crash: rank 1 on node2: killed by SIGKILL" (None: no cause recorded). Untrusted: sanitize it."""
+        if self.cause is None:
+            return None
+        rank = f"rank {self.cause_rank}" if self.cause_rank is not None else ""
+        where = " on ".join(x for x in (rank, self.cause_node or "") if x)
+        return ": ".join(x for x in (self.cause, where, self.cause_why or "") if x)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -299,6 +327,7 @@ TYPES: dict[str, type[Event]] = {
         Resumed,
         CheckpointSkipped,
         NodeExited,
+        RankExited,
         OomKilled,
         Hung,
         StragglerFlagged,

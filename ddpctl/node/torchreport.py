@@ -15,7 +15,10 @@ and logs the first one it noticed with a sub-second timestamp (glog format, no y
     E1123 13:37:14.496000 27815 .../api.py:1002] failed (exitcode: -9) local_rank: 1 (pid: 27926) of binary: ...
 
 `launcher_failures` turns that into one `LauncherFailure` per rank. A worker torchrun itself stopped with
-SIGTERM after another one failed is collateral; any other signal is a failure of its own.
+SIGTERM after another one failed is collateral; any other signal is a failure of its own. The launcher records
+these in its `node-exit` event (the batch shell's decision blames from them, `ddpctl.node.blame`), and
+`ddpctl logs --errors` reads them from the log. An error text is collateral (`is_collateral`) when it is what
+a surviving rank sees once a peer is gone: NCCL/Gloo/ProcessGroup errors, refused or closed connections.
 """
 
 from __future__ import annotations
@@ -27,6 +30,12 @@ from dataclasses import dataclass
 
 from ddpctl.run.history import OomKilled
 
+_COLLATERAL = re.compile(
+    r"NCCL|gloo|Gloo|Connection closed by peer|Connection reset by peer|communicator was aborted|ProcessGroup"
+    r"|Watchdog caught collective operation timeout|DistBackendError|DistNetworkError|DistStoreError"
+    r"|Broken pipe|SignalException|got signal: ?15|Socket Timeout|TCPStore"
+    r"|Connection refused|connectFullMesh|remote process exited"
+)
 _BLOCK = re.compile(r"^\[\d+\]:\s*$")
 _FIELD = re.compile(r"^\s+(time|rank|exitcode)\s*:\s*(.*)$")
 _RANK = re.compile(r"^(\d+)")
@@ -35,6 +44,11 @@ _GLOG_FAILED = re.compile(
     r"^[EWIF](\d{2})(\d{2}) (\d{2}):(\d{2}):(\d{2})(\.\d+)? .*failed \(exitcode: -?\d+\) local_rank: \d+ "
     r"\(pid: (\d+)\)"
 )
+
+
+def is_collateral(text: str) -> bool:
+    """An error a rank gets because another one died (never the headline while a rank died of its own)."""
+    return bool(_COLLATERAL.search(text))
 
 
 @dataclass(frozen=True)

@@ -1,0 +1,195 @@
+"""What ended an attempt, and which node and rank failed first (pure): the `cause` of its decision.
+
+Only from what the node side already recorded: the stopped marker, the hang watchdog's event, each launcher's
+`node-exit` (with the ranks torchrun reported failed, by exit status or signal), its OOM-kill count, and each
+failed rank's own `rank-exit` (its exception, and whether that was collateral). The first rule that matches:
+
+  1. stop: the ranks agreed on a stop step and wrote its checkpoint.
+  2. node-lost: a node was recorded lost (`Facts.lost`).
+  3. hang: the hang watchdog ended the attempt (its first culprit named).
+  4. a rank killed by a signal of its own (torchrun's SIGTERM to the survivors is collateral): `oom` where its
+     node counted an OOM kill and the signal is SIGKILL, else `rank-crash`; the earliest one torchrun noticed.
+  5. oom: the OOM killer struck, but no rank's death was reported (torchrun's report is missing).
+  6. script-error: a rank's own error (an exception that is not collateral, or a non-zero exit), earliest first.
+  7. only collateral errors (every failed rank saw a peer go): `node-lost` when a node launched but never
+     recorded its exit (it vanished with its launcher), else `rank-crash` (a peer died without a record).
+  8. a failed step with no record at all: script-error, saying that nothing tells more.
+
+Collateral NCCL/Gloo errors of the surviving ranks therefore never headline while any rank died of its own.
+"""
+
+from __future__ import annotations
+
+import signal
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+from ddpctl import exitcodes
+from ddpctl.run.history import Attempt, Cause, Hung, Launched, NodeExited, OomKilled, RankExited, Stopped
+
+SIGTERM = -int(signal.SIGTERM)  # torchrun's own exit status of a worker it stopped
+SIGKILL = -int(signal.SIGKILL)
+WHY_MAX = 300
+
+
+@dataclass(frozen=True)
+class Blame:
+    cause: Cause
+    node: str | None = None
+    rank: int | None = None
+    why: str = ""
+
+    @property
+    def infrastructure(self) -> bool:
+        """Charged to requeue.max_node_failures: not the script's doing (a lost node, a hang, a killed rank)."""
+        return self.cause in ("node-lost", "hang", "rank-crash")
+
+
+@dataclass(frozen=True)
+class Death:
+    """One rank's end: from torchrun's report (`exitcode` -N: signal N) or from the worker itself."""
+
+    node: str | None
+    rank: int | None
+    exitcode: int
+    t: float | None = None
+    error: str = ""  # the worker's own last error line
+    collateral: bool = False
+
+
+@dataclass(frozen=True)
+class Facts:
+    exit_code: int  # the step's
+    stopped: bool = False
+    stop_step: int | None = None
+    lost: tuple[tuple[str, str], ...] = ()  # (node, why) of nodes recorded lost
+    hang: Hung | None = None
+    hang_marker: bool = False
+    oom_nodes: tuple[str, ...] = ()
+    reported: tuple[Death, ...] = ()  # torchrun's failure reports, all nodes
+    own: tuple[Death, ...] = ()  # workers' own rank-exit records
+    silent_nodes: tuple[str, ...] = ()  # launched but no node-exit recorded
+
+
+def blame(facts: Facts) -> Blame | None:
+    """The cause of the attempt's end (module docstring); None: it completed."""
+    if facts.stopped:
+        at = f" at step {facts.stop_step}" if facts.stop_step is not None else ""
+        return Blame("stop", why=f"the ranks agreed on a stop{at} and saved its checkpoint")
+    if facts.exit_code == exitcodes.OK:
+        return None
+    if facts.lost:
+        node, why = facts.lost[0]
+        return Blame("node-lost", node, None, why)
+    if facts.hang is not None or facts.hang_marker:
+        return hang_blame(facts.hang)
+    return death_blame(facts) or Blame("script-error", why=f"the step exited {facts.exit_code}; no rank recorded why")
+
+
+def death_blame(facts: Facts) -> Blame | None:
+    return signal_blame(facts) or error_blame(facts) or collateral_blame(facts)
+
+
+def signal_blame(facts: Facts) -> Blame | None:
+    """Rules 4 and 5: a rank killed by a signal of its own, or the OOM killer."""
+    signalled = earliest(d for d in facts.reported if d.exitcode < 0 and d.exitcode != SIGTERM)
+    if signalled is not None:
+        name = signal_name(-signalled.exitcode)
+        if signalled.exitcode == SIGKILL and signalled.node in facts.oom_nodes:
+            return Blame("oom", signalled.node, signalled.rank, f"killed by {name} by the kernel's OOM killer")
+        return Blame("rank-crash", signalled.node, signalled.rank, f"killed by {name}")
+    if facts.oom_nodes:
+        return Blame("oom", facts.oom_nodes[0], None, "the kernel's OOM killer ended a process of this node")
+    return None
+
+
+def error_blame(facts: Facts) -> Blame | None:
+    """Rule 6: a rank's own error, from its worker or else from torchrun's report."""
+    own = earliest(d for d in facts.own if not d.collateral)
+    if own is not None:
+        return Blame("script-error", own.node, own.rank, clip(own.error or f"exited with status {own.exitcode}"))
+    explained = {d.rank for d in facts.own}
+    unexplained = earliest(d for d in facts.reported if d.exitcode > 0 and d.rank not in explained)
+    if unexplained is not None:
+        why = f"exited with status {unexplained.exitcode}, as its launcher reported"
+        return Blame("script-error", unexplained.node, unexplained.rank, why)
+    return None
+
+
+def collateral_blame(facts: Facts) -> Blame | None:
+    """Rule 7: only the survivors' errors are recorded: the node that vanished, or a peer that died silently."""
+    collateral = earliest(facts.own)
+    seen = f"; rank {collateral.rank} saw: {collateral.error}" if collateral is not None else ""
+    if facts.silent_nodes:
+        return Blame("node-lost", facts.silent_nodes[0], None, clip(f"its launcher recorded no exit{seen}"))
+    if collateral is None:
+        return None
+    return Blame("rank-crash", None, None, clip(f"a peer died without a record{seen}"))
+
+
+def hang_blame(event: Hung | None) -> Blame:
+    first = event.culprits[0] if event is not None and event.culprits else {}
+    rank, node = first.get("rank"), first.get("node")
+    idle = f"no progress for {event.idle_s} s" if event is not None and event.idle_s is not None else "no progress"
+    where = f" at step {first.get('step')}: {first.get('where')}" if first else ""
+    return Blame(
+        "hang",
+        str(node) if node is not None else None,
+        rank if isinstance(rank, int) and not isinstance(rank, bool) else None,
+        clip(f"{idle}; stopped first{where}" if first else idle),
+    )
+
+
+def earliest(deaths: Iterable[Death]) -> Death | None:
+    """The death with the earliest time (untimed last), then the lowest rank: a stable answer."""
+    found = sorted(deaths, key=lambda d: (d.t is None, d.t or 0.0, d.rank if d.rank is not None else 1 << 30))
+    return found[0] if found else None
+
+
+def signal_name(number: int) -> str:
+    try:
+        return signal.Signals(number).name
+    except ValueError:
+        return f"signal {number}"
+
+
+def clip(text: str) -> str:
+    return text if len(text) <= WHY_MAX else text[: WHY_MAX - 3] + "..."
+
+
+def facts_of(attempt: Attempt, exit_code: int, stopped: bool, hang_marker: bool = False) -> Facts:
+    """An attempt's facts from its events (the caller checked the stopped and hang markers)."""
+    exits = attempt.all(NodeExited)
+    exited = {e.node for e in exits}
+    stop = attempt.last(Stopped)
+    return Facts(
+        exit_code=exit_code,
+        stopped=stopped,
+        stop_step=stop.step if stop is not None else None,
+        hang=attempt.first(Hung),
+        hang_marker=hang_marker or any(e.hang for e in exits),
+        oom_nodes=tuple(e.node for e in attempt.all(OomKilled) if e.kills),
+        reported=tuple(d for e in exits for d in reported_deaths(e)),
+        own=tuple(
+            Death(e.node, e.rank, e.status if e.status is not None else 1, e.t, e.error, e.collateral)
+            for e in attempt.all(RankExited)
+        ),
+        silent_nodes=tuple(dict.fromkeys(e.node for e in attempt.all(Launched) if e.node not in exited)),
+    )
+
+
+def reported_deaths(event: NodeExited) -> list[Death]:
+    out = []
+    for entry in event.failed:
+        rank, code, t = entry.get("rank"), entry.get("exitcode"), entry.get("t")
+        if not isinstance(code, int) or isinstance(code, bool) or code == 0:
+            continue  # untrusted record: a malformed entry tells nothing
+        out.append(
+            Death(
+                event.node,
+                rank if isinstance(rank, int) and not isinstance(rank, bool) else None,
+                code,
+                float(t) if isinstance(t, (int, float)) and not isinstance(t, bool) else None,
+            )
+        )
+    return out

@@ -1,0 +1,192 @@
+"""What ended an attempt and who failed first (issue 26 item 2): literal event tables -> cause, node, rank, why."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from ddpctl.node.blame import Blame, blame, facts_of
+from ddpctl.node.decide import RunOutcome, decide
+from ddpctl.run.history import KINDS, Decided, Kind, RunHistory, parse_event
+from ddpctl.spec import RequeuePolicy
+
+GLOO_CLOSED = (
+    "RuntimeError: [../third_party/gloo/gloo/transport/tcp/pair.cc:534] Connection closed by peer [10.0.0.2]:1"
+)
+LAUNCHED = [{"event": "launch", "attempt": 0, "node": n} for n in ("n1", "n2")]
+
+
+def exits(n1: list[tuple[int, int, float]], n2: list[tuple[int, int, float]], code: int = 1) -> list[dict[str, Any]]:
+    """Both nodes' node-exit events with the (rank, exitcode, t) torchrun reported failed."""
+    return [
+        {
+            "event": "node-exit",
+            "attempt": 0,
+            "node": node,
+            "torchrun_exit": code,
+            "exit": code,
+            "failed": [{"rank": r, "exitcode": c, "t": t} for r, c, t in failed],
+        }
+        for node, failed in (("n1", n1), ("n2", n2))
+    ]
+
+
+def rank_exit(
+    rank: int, node: str, t: float, error: str, *, status: int = 1, collateral: bool = False
+) -> dict[str, Any]:
+    return {
+        "event": "rank-exit",
+        "attempt": 0,
+        "rank": rank,
+        "node": node,
+        "t": t,
+        "status": status,
+        "error": error,
+        "collateral": collateral,
+    }
+
+
+# A SIGKILL of rank 1 on n1: torchrun stopped rank 0 (SIGTERM); n2's ranks died of Gloo errors, and their
+# records are even dated before torchrun noticed the kill on n1.
+KILLED = [
+    *LAUNCHED,
+    rank_exit(2, "n2", 9.9, GLOO_CLOSED, collateral=True),
+    rank_exit(3, "n2", 9.95, GLOO_CLOSED, collateral=True),
+    *exits([(0, -15, 10.2), (1, -9, 10.1)], [(2, 1, 10.0), (3, 1, 10.0)]),
+]
+OOM = [*KILLED, {"event": "oom", "attempt": 0, "node": "n1", "kills": 1, "limit_bytes": 1 << 30}]
+# Rank 3 raised; the collateral Gloo errors of ranks 0 and 1 were recorded first.
+SCRIPT_ERROR = [
+    *LAUNCHED,
+    rank_exit(0, "n1", 10.4, GLOO_CLOSED, collateral=True),
+    rank_exit(1, "n1", 10.5, "RuntimeError: Gloo connectFullMesh failed with Connection refused", collateral=True),
+    rank_exit(3, "n2", 11.0, "ValueError: bad batch at step 12"),
+    *exits([(0, 1, 10.5), (1, 1, 10.5)], [(2, -15, 11.1), (3, 1, 11.1)]),
+]
+HUNG = [
+    *LAUNCHED,
+    {
+        "event": "hang",
+        "attempt": 0,
+        "idle_s": 121.0,
+        "timeout_s": 120.0,
+        "culprits": [{"rank": 2, "node": "n2", "step": 12, "where": "backward (train.py:40)"}],
+    },
+    *exits([(0, -15, 130.0)], [(2, -15, 130.0)]),
+]
+COLLATERAL_ONLY = [*LAUNCHED, rank_exit(0, "n1", 5.0, GLOO_CLOSED, collateral=True), exits([(0, 1, 5.1)], [])[0]]
+
+
+@pytest.mark.parametrize(
+    ("records", "code", "stopped", "expected"),
+    [
+        pytest.param(
+            KILLED, 0, True, Blame("stop", why="the ranks agreed on a stop and saved its checkpoint"), id="stop"
+        ),
+        pytest.param([*LAUNCHED, *exits([], [], code=0)], 0, False, None, id="completed"),
+        pytest.param(KILLED, 1, False, Blame("rank-crash", "n1", 1, "killed by SIGKILL"), id="sigkill-not-gloo"),
+        pytest.param(
+            [*LAUNCHED, *exits([(1, -11, 3.0), (0, -15, 3.1)], [(2, 1, 2.5)])],
+            1,
+            False,
+            Blame("rank-crash", "n1", 1, "killed by SIGSEGV"),
+            id="sigsegv",
+        ),
+        pytest.param(OOM, 1, False, Blame("oom", "n1", 1, "killed by SIGKILL by the kernel's OOM killer"), id="oom"),
+        pytest.param(
+            SCRIPT_ERROR, 1, False, Blame("script-error", "n2", 3, "ValueError: bad batch at step 12"), id="exception"
+        ),
+        pytest.param(
+            [*LAUNCHED, rank_exit(1, "n1", 4.0, "", status=2), *exits([(1, 2, 4.1)], [])],
+            2,
+            False,
+            Blame("script-error", "n1", 1, "exited with status 2"),
+            id="sys-exit",
+        ),
+        pytest.param(
+            [*LAUNCHED, *exits([], [(3, 7, 4.0)])],
+            7,
+            False,
+            Blame("script-error", "n2", 3, "exited with status 7, as its launcher reported"),
+            id="reported-exit-only",
+        ),
+        pytest.param(
+            HUNG,
+            1,
+            False,
+            Blame("hang", "n2", 2, "no progress for 121.0 s; stopped first at step 12: backward (train.py:40)"),
+            id="hang",
+        ),
+        pytest.param(
+            COLLATERAL_ONLY,
+            1,
+            False,
+            Blame("node-lost", "n2", None, f"its launcher recorded no exit; rank 0 saw: {GLOO_CLOSED}"),
+            id="vanished-node",
+        ),
+        pytest.param(
+            [*COLLATERAL_ONLY, exits([], [])[1]],
+            1,
+            False,
+            Blame("rank-crash", None, None, f"a peer died without a record; rank 0 saw: {GLOO_CLOSED}"),
+            id="collateral-only",
+        ),
+        pytest.param([], 1, False, Blame("script-error", why="the step exited 1; no rank recorded why"), id="nothing"),
+    ],
+)
+def test_blame_table(records: list[dict[str, Any]], code: int, stopped: bool, expected: Blame | None) -> None:
+    attempt = RunHistory.from_records(records).attempt(0)
+    assert blame(facts_of(attempt, code, stopped)) == expected
+
+
+def test_untrusted_failed_entries_tell_nothing() -> None:
+    records = [*LAUNCHED, *exits([], [])]
+    records[-1]["failed"] = [{"rank": True, "exitcode": "-9"}, {"rank": 3, "exitcode": True}, {"exitcode": -9}]
+    found = blame(facts_of(RunHistory.from_records(records).attempt(0), 1, False))
+    assert found == Blame("rank-crash", "n2", None, "killed by SIGKILL")
+
+
+NONE_USED: dict[Kind, int] = dict.fromkeys(KINDS, 0)
+
+
+@pytest.mark.parametrize(
+    ("cause", "kind", "action"),
+    [
+        # With default budgets a killed rank, a lost node and a hang cost a requeue (max_node_failures: 5) ...
+        ("rank-crash", "node_failure", "requeue"),
+        ("node-lost", "node_failure", "requeue"),
+        ("hang", "node_failure", "requeue"),
+        # ... while the script's own error and its memory use still fail fast (max_failures: 0).
+        ("script-error", "failure", "finish"),
+        ("oom", "failure", "finish"),
+    ],
+)
+def test_causes_charge_their_budgets(cause: str, kind: str, action: str) -> None:
+    outcome = RunOutcome(1, False, None, blame=Blame(cause, "n1", 1, "why"))  # type: ignore[arg-type]
+    decision = decide(outcome, RequeuePolicy(), NONE_USED)
+    assert (decision.kind, decision.action) == (kind, action)
+
+
+def test_the_decision_event_names_the_cause_and_old_readers_read_it() -> None:
+    outcome = RunOutcome(137, False, None, blame=Blame("rank-crash", "n1", 1, "killed by SIGKILL"))
+    event = decide(outcome, RequeuePolicy(), NONE_USED).as_event(0, 137, False)
+    record = event.as_json()
+    assert (record["cause"], record["cause_node"], record["cause_rank"], record["cause_why"]) == (
+        "rank-crash",
+        "n1",
+        1,
+        "killed by SIGKILL",
+    )
+    assert record["reason"] == "node_failure (rank-crash): requeue 1 of 5"
+    assert parse_event(record) == event
+    # A decision without a cause (an older ddpctl's) still reads; an unknown cause reads as none.
+    assert parse_event({"event": "decision", "attempt": 0, "action": "finish", "cause": "gremlins"}) == Decided(
+        attempt=0, action="finish"
+    )
+    assert "cause" not in decide(RunOutcome(0, False, None), RequeuePolicy(), NONE_USED).as_event(0, 0, False).as_json()
+
+
+def test_a_rank_killed_after_the_preemption_signal_is_charged_to_the_signal() -> None:
+    outcome = RunOutcome(137, False, "preemption", blame=Blame("rank-crash", "n1", 1, "killed by SIGKILL"))
+    assert decide(outcome, RequeuePolicy(), NONE_USED).kind == "preemption"
