@@ -16,8 +16,9 @@ from pathlib import Path
 
 from ddpctl import safeio
 from ddpctl.errors import DdpctlError, WaitTimeout
+from ddpctl.health.records import last_checkpoint
 from ddpctl.node.blame import blame, facts_of
-from ddpctl.node.decide import Decision, RunOutcome, classify_signal, decide, root_exit
+from ddpctl.node.decide import Decision, Progress, RunOutcome, classify_signal, decide, root_exit
 from ddpctl.node.localenv import LOCAL_ENV_FLAG
 from ddpctl.run import envvars, history
 from ddpctl.run.history import AttemptStarted, Kind, RunHistory, Signalled, StopUnacknowledged
@@ -171,7 +172,22 @@ def run_outcome(layout: RunLayout, past: RunHistory, attempt: int, exit_code: in
         signal_kind=this.signal_kind,
         infra_cause="hang" if hung else None,
         blame=blame(facts_of(this, code, stopped, hung)),
+        progress=progress_of(layout, past, attempt),
     )
+
+
+def progress_of(layout: RunLayout, past: RunHistory, attempt: int) -> Progress | None:
+    """What the attempt resumed from (its ddpctl.runtime resume event) and the newest complete checkpoint now;
+    None where no resume was recorded (a script with checkpoints of its own: ddpctl cannot see its progress)."""
+    resumed = past.attempt(attempt).resume
+    if resumed is None:
+        return None
+    try:
+        newest = last_checkpoint(layout.checkpoints(run_spec(layout).checkpoint.dir))
+    except Exception:  # an unreadable job.yaml: the decision itself says so; no stall is claimed here
+        return None
+    before = past.attempt(attempt - 1).decision if attempt > 0 else None
+    return Progress(resumed.step, newest[0] if newest else None, before.stalled or 0 if before is not None else 0)
 
 
 def decide_run(layout: RunLayout, env: Mapping[str, str], exit_code: int) -> Decision:

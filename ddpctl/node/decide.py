@@ -42,12 +42,26 @@ def root_exit(step_exit: int, node_exits: list[int]) -> int:
 
 
 @dataclass(frozen=True)
+class Progress:
+    """Whether the attempt saved anything newer than what it resumed from (for requeue.max_stalled_attempts)."""
+
+    resumed_from: int | None  # the step its ddpctl.runtime resume loaded (None: started from scratch)
+    newest: int | None  # the newest complete checkpoint's step when it ended (None: none)
+    stalled_before: int = 0  # failed attempts in a row right before this one that saved nothing newer
+
+    @property
+    def stalled(self) -> bool:
+        return self.newest is None or (self.resumed_from is not None and self.newest <= self.resumed_from)
+
+
+@dataclass(frozen=True)
 class RunOutcome:
     exit_code: int  # the step's (srun's) exit status
     stopped: bool  # ranks agreed on a stop step and wrote its checkpoint (the stopped marker exists)
     signal_kind: Kind | None  # kind of the warning/preemption signal received during this run, if any
     infra_cause: Cause | None = None  # an infrastructure failure that ended the run ("hang"), if any
     blame: Blame | None = None  # what ended it and who failed first (`ddpctl.node.blame`)
+    progress: Progress | None = None  # None: unknown (the script does not resume through ddpctl.runtime)
 
     @property
     def infra(self) -> Cause | None:
@@ -64,6 +78,7 @@ class Decision:
     reason: str
     exit_code: int  # the batch script's own exit status
     blame: Blame | None = None
+    stalled: int = 0  # failed attempts in a row, this one included, that saved no newer checkpoint
 
     def as_event(self, attempt: int, step_exit: int, stopped: bool) -> Decided:
         blame = self.blame
@@ -72,6 +87,7 @@ class Decision:
             cause_node=blame.node if blame is not None else None,
             cause_rank=blame.rank if blame is not None else None,
             cause_why=blame.why or None if blame is not None else None,
+            stalled=self.stalled or None,
             attempt=attempt,
             step_exit=step_exit,
             stopped=stopped,
@@ -108,7 +124,29 @@ def run_kind(outcome: RunOutcome) -> Kind | None:
 
 
 def decide(outcome: RunOutcome, policy: RequeuePolicy, used: Mapping[Kind, int]) -> Decision:
-    return replace(decide_kind(outcome, policy, used), blame=outcome.blame)
+    decision = replace(decide_kind(outcome, policy, used), blame=outcome.blame)
+    stalled = stalled_count(outcome, decision.kind)
+    decision = replace(decision, stalled=stalled)
+    limit = policy.max_stalled_attempts
+    if decision.action == "requeue" and limit and stalled >= limit and outcome.progress is not None:
+        since = outcome.progress.resumed_from
+        reason = (
+            f"{decision.reason.split(':')[0]}: {stalled} attempts in a row ended without a complete checkpoint newer"
+            f" than the one they resumed from ({'none' if since is None else f'step {since}'});"
+            f" requeue.max_stalled_attempts={limit}: the same failure again, not retried"
+        )
+        code = outcome.exit_code if outcome.exit_code != exitcodes.OK else exitcodes.FAILURE
+        return replace(decision, action="finish", reason=reason, exit_code=code)
+    return decision
+
+
+def stalled_count(outcome: RunOutcome, kind: Kind | None) -> int:
+    """Failed attempts in a row, this one included, that saved nothing newer than what they resumed from; 0
+    for a stop, a completion, a signal, or where ddpctl cannot tell (no ddpctl.runtime resume recorded)."""
+    progress = outcome.progress
+    if kind not in ("failure", "node_failure") or progress is None or not progress.stalled:
+        return 0
+    return progress.stalled_before + 1
 
 
 def decide_kind(outcome: RunOutcome, policy: RequeuePolicy, used: Mapping[Kind, int]) -> Decision:

@@ -30,6 +30,9 @@ class RequeuePolicy:
     # Requeues after an infrastructure failure: a rank killed by a signal, a lost node, a hang the watchdog ended
     # (ddpctl.node.blame). One false alarm then costs a restart from the checkpoint, not the run.
     max_node_failures: int = 5
+    # Failed attempts in a row that ended without a complete checkpoint newer than the one they resumed from (the
+    # same crash at the same step): the run ends at this many instead of spending its budgets (0: never).
+    max_stalled_attempts: int = 3
     # A script that checkpoints itself gets this signal on every rank when a stop is requested (None: not sent);
     # its exit with status 0 after the request then counts as "stopped for requeue".
     script_signal: str | None = None

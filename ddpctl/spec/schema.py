@@ -90,6 +90,7 @@ SECTIONS: dict[str, dict[str, Conv]] = {
         "max_timeouts": integer(0),
         "max_failures": integer(0),
         "max_node_failures": integer(0),
+        "max_stalled_attempts": integer(0),
         "script_signal": choice(SCRIPT_SIGNALS, strip="SIG", nullable=True),
         "mode": choice(("auto", "requeue", "chain")),
     },

@@ -53,6 +53,7 @@ def complete(line: str, home: Path) -> list[str]:
                 "requeue.max_failures=",
                 "requeue.max_node_failures=",
                 "requeue.max_preemptions=",
+                "requeue.max_stalled_attempts=",
                 "requeue.max_timeouts=",
             ],
         ),

@@ -7,7 +7,7 @@ from typing import Any
 import pytest
 
 from ddpctl.node.blame import Blame, blame, facts_of
-from ddpctl.node.decide import RunOutcome, decide
+from ddpctl.node.decide import Progress, RunOutcome, decide
 from ddpctl.run.history import KINDS, Decided, Kind, RunHistory, parse_event
 from ddpctl.spec import RequeuePolicy
 
@@ -190,3 +190,52 @@ def test_the_decision_event_names_the_cause_and_old_readers_read_it() -> None:
 def test_a_rank_killed_after_the_preemption_signal_is_charged_to_the_signal() -> None:
     outcome = RunOutcome(137, False, "preemption", blame=Blame("rank-crash", "n1", 1, "killed by SIGKILL"))
     assert decide(outcome, RequeuePolicy(), NONE_USED).kind == "preemption"
+
+
+# --- issue 26 item 6: attempts that save nothing newer than what they resumed from ------------------------------
+CRASH = Blame("script-error", "n1", 1, "RuntimeError: injected crash at step 3")
+
+
+@pytest.mark.parametrize(
+    ("progress", "blamed", "stalled", "action"),
+    [
+        # Resumed from scratch and saved step 2: progress, whatever ended it.
+        (Progress(None, 2), CRASH, 0, "requeue"),
+        # Resumed from 2, ended with 2 still the newest: the first stalled attempt, then the second.
+        (Progress(2, 2), CRASH, 1, "requeue"),
+        (Progress(2, 2, stalled_before=1), CRASH, 2, "requeue"),
+        # The third in a row ends the run, budgets left or not.
+        (Progress(2, 2, stalled_before=2), CRASH, 3, "finish"),
+        # From scratch and nothing saved: stalled as well (the same crash before the first checkpoint).
+        (Progress(None, None, stalled_before=2), CRASH, 3, "finish"),
+        # A newer checkpoint breaks the series.
+        (Progress(2, 4, stalled_before=2), CRASH, 0, "requeue"),
+        # Infrastructure failures count too (the same segfault at the same step).
+        (Progress(2, 2, stalled_before=2), Blame("rank-crash", "n1", 1, "killed by SIGSEGV"), 3, "finish"),
+        # Unknown progress (no ddpctl.runtime resume recorded): never claimed stalled.
+        (None, CRASH, 0, "requeue"),
+    ],
+)
+def test_stalled_attempts_end_the_run(progress: Progress | None, blamed: Blame, stalled: int, action: str) -> None:
+    outcome = RunOutcome(1, False, None, blame=blamed, progress=progress)
+    decision = decide(outcome, RequeuePolicy(max_failures=10), NONE_USED)
+    assert (decision.stalled, decision.action) == (stalled, action)
+    if action == "finish":
+        assert decision.exit_code == 1
+        assert "3 attempts in a row ended without a complete checkpoint newer than the one they resumed from" in (
+            decision.reason
+        )
+        assert decision.reason.endswith("requeue.max_stalled_attempts=3: the same failure again, not retried")
+        assert decision.as_event(3, 1, False).as_json()["stalled"] == 3
+
+
+def test_stops_and_signals_never_count_as_stalled_and_zero_is_off() -> None:
+    same = Progress(2, 2, stalled_before=5)
+    assert decide(RunOutcome(0, True, "preemption", progress=same), RequeuePolicy(), NONE_USED).stalled == 0
+    assert decide(RunOutcome(137, False, "timeout", progress=same), RequeuePolicy(), NONE_USED).stalled == 0
+    off = decide(
+        RunOutcome(1, False, None, blame=CRASH, progress=same),
+        RequeuePolicy(max_failures=9, max_stalled_attempts=0),
+        NONE_USED,
+    )
+    assert (off.action, off.stalled) == ("requeue", 6)

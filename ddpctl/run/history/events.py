@@ -250,7 +250,7 @@ class Decided(Event):
     """The end-of-attempt decision: requeue (charged to `kind`) or finish the run with `exit_code`."""
 
     NAME = "decision"
-    OMIT_NONE = frozenset({"cause", "cause_node", "cause_rank", "cause_why"})
+    OMIT_NONE = frozenset({"cause", "cause_node", "cause_rank", "cause_why", "stalled"})
     attempt: int
     action: Action
     kind: Kind | None = None
@@ -262,6 +262,7 @@ class Decided(Event):
     cause_node: str | None = None  # the node and rank that failed first, where known
     cause_rank: int | None = None
     cause_why: str | None = None  # one line: "rank 3 killed by SIGKILL", the exception, the hang
+    stalled: int | None = None  # failed attempts in a row, this one included, that saved no newer checkpoint
 
     def cause_text(self) -> str | None:
         """ "rank-crash: rank 1 on node2: killed by SIGKILL" (None: no cause recorded). Untrusted: sanitize it."""
