@@ -81,7 +81,27 @@ def gather_host_facts(spec: JobSpec, script: str | None, cluster: ClusterFacts) 
         script_syntax_error=bash_syntax_error(script),
         stop_handling=stopscan.check_script(spec),
         container=probe_container(spec),
+        **last_run_excluded(spec.name),
     )
+
+
+def last_run_excluded(name: str) -> dict[str, Any]:
+    """The newest registry job of this name and the nodes its run excluded (Facts.last_run*); none: {}."""
+    from pathlib import Path
+
+    from ddpctl.run import history
+    from ddpctl.run.layout import RunLayout
+    from ddpctl.run.registry import Registry
+    from ddpctl.sanitize import visible
+
+    try:
+        named = [r for r in Registry.from_env().records() if r.name == name]
+    except OSError:
+        return {}
+    if not named:
+        return {}
+    excluded = history.load(RunLayout(Path(named[-1].run_dir)).events).excluded_nodes()
+    return {"last_run": named[-1].job_id, "last_run_excluded": tuple(visible(n) for n in sorted(excluded))}
 
 
 def importable(module: str | None) -> bool:

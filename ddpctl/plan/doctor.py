@@ -39,6 +39,9 @@ class Facts:
     script_syntax_error: str | None = None
     container: tuple[bool, str] | None = None  # (ok, detail) of ddpctl in the image; None = no probe
     stop_handling: str | None = None  # stopscan's warning about the training script, if any
+    # The newest run of the spec's name in the registry: its job id and the nodes it excluded (ddpctl.node.exclude)
+    last_run: str | None = None
+    last_run_excluded: tuple[str, ...] = ()
     extra: dict[str, str] = field(default_factory=dict)
 
 
@@ -139,6 +142,35 @@ def check_stop_handling(spec: JobSpec, facts: Facts) -> Check:
     return Check(OK, "stop handling", "the script shows a sign of handling stops")
 
 
+def check_excluded_nodes(spec: JobSpec, facts: Facts) -> Check:
+    """The spec's own `sbatch: {exclude}` must leave the partition enough nodes (sbatch refuses the job
+    otherwise), and the nodes the newest run of this name excluded are said: a new submit starts without them."""
+    from ddpctl.node.exclude import given_excluded
+
+    given = given_excluded(spec.sbatch)
+    part = facts.cluster.partition(spec.partition) if facts.cluster and spec.capabilities.slurm else None
+    if given and part is not None and part.total_nodes is not None:
+        left = part.total_nodes - len(given)
+        if left < spec.nodes:
+            return Check(
+                FAIL,
+                "excluded nodes",
+                f"sbatch.exclude leaves {part.name} {left} of its {part.total_nodes} nodes, the spec asks for "
+                f"{spec.nodes}: sbatch refuses such a job",
+            )
+    if facts.last_run_excluded:
+        new = sorted(set(facts.last_run_excluded) - given)
+        if new:
+            return Check(
+                WARN,
+                "excluded nodes",
+                f"job {facts.last_run} excluded {', '.join(new)} after failures there; a new submit starts "
+                f"without that: --set sbatch.exclude={','.join(sorted(given | set(new)))} keeps them out",
+            )
+    mine = f"sbatch.exclude: {', '.join(sorted(given))}" if given else "none"
+    return Check(OK, "excluded nodes", f"{mine}; a run excludes a node that failed it (README: bad nodes)")
+
+
 CHECKS = (
     check_tools,
     check_partition,
@@ -149,6 +181,7 @@ CHECKS = (
     check_stop_handling,
     check_files,
     check_container,
+    check_excluded_nodes,
 )
 
 

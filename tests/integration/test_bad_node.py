@@ -22,15 +22,17 @@ from slurmtools import job_info
 
 from ddpctl.slurm.hostlist import expand
 
-# The rank on the bad node fails at once; the others work a moment, so that the bad node is the first to fail
-# (as a node's own fault is, before srun's --kill-on-bad-exit ends the others).
+# The rank on the bad node fails at once; where the bad node is one of the attempt's nodes, the others wait to be
+# ended by its failure (srun's --kill-on-bad-exit, the local supervisor), as a node's own fault ends a real job:
+# a rank that finished instead would leave its torchrun waiting for the failed node at its exit barrier.
 SCRIPT = """
 import os, socket, sys, time
+from ddpctl.slurm.hostlist import expand
 node = os.environ.get("DDPCTL_NODE") or socket.gethostname()
 print(f"rank {os.environ.get('RANK')} on {node}", flush=True)
 if node == sys.argv[1]:
     sys.exit("this node is bad")
-time.sleep(3)
+time.sleep(120 if sys.argv[1] in expand(os.environ["SLURM_JOB_NODELIST"]) else 1)
 """
 
 
@@ -61,7 +63,7 @@ def attempt_nodes(run_dir: Path) -> dict[int, set[str]]:
     return found
 
 
-def check_the_run(cli: Cli, job_id: str, run_dir: Path, bad: str) -> None:
+def check_the_run(cli: Cli, job_id: str, run_dir: Path, bad: str, spec: Path) -> None:
     status = cli.wait_terminal(job_id, timeout=180)
     trail = [
         {k: v for k, v in e.items() if k not in ("argv", "dist", "gpus")}
@@ -79,6 +81,8 @@ def check_the_run(cli: Cli, job_id: str, run_dir: Path, bad: str) -> None:
     text = cli.run("status", job_id).stdout
     assert f"excluded nodes: {bad} (script-error on {bad} in 2 attempts, after attempt 1)" in text, text
     assert status["excluded_nodes"] == [bad]
+    text = cli.run("doctor", str(spec), check=False).stdout  # a new submit would start without the exclusion
+    assert f"[WARN] excluded nodes: job {job_id} excluded {bad} after failures there" in text, text
 
 
 @pytest.mark.slurm
@@ -87,9 +91,10 @@ def test_a_node_that_fails_twice_is_excluded_on_slurm_and_the_run_completes(
 ) -> None:
     cli = Cli(tmp_path / "home")
     bad = "node1"  # the lowest node of `scale`: Slurm's first choice for a 2-node job on a free cluster
-    job_id, run_dir = cli.submit(bad_node_spec(tmp_path, bad, "sbatch", partition="scale", time="00:05:00"))
+    spec = bad_node_spec(tmp_path, bad, "sbatch", partition="scale", time="00:05:00")
+    job_id, run_dir = cli.submit(spec)
     cleanup_jobs(job_id)
-    check_the_run(cli, job_id, run_dir, bad)
+    check_the_run(cli, job_id, run_dir, bad, spec)
     info = job_info(job_id)  # Slurm's own record of the job's last run
     assert info.get("ExcNodeList") == bad and bad not in expand(info.get("NodeList", "")), info
 
@@ -97,6 +102,7 @@ def test_a_node_that_fails_twice_is_excluded_on_slurm_and_the_run_completes(
 @pytest.mark.torchrun
 def test_a_node_that_fails_twice_is_excluded_on_the_local_backend_and_the_run_completes(tmp_path: Path) -> None:
     cli = Cli(tmp_path / "home")
-    job_id, run_dir = cli.submit(bad_node_spec(tmp_path, "local2", "local"))
-    check_the_run(cli, job_id, run_dir, "local2")
+    spec = bad_node_spec(tmp_path, "local2", "local")
+    job_id, run_dir = cli.submit(spec)
+    check_the_run(cli, job_id, run_dir, "local2", spec)
     assert attempt_nodes(run_dir)[2] == {"local1", "local3"}
