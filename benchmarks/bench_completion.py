@@ -80,7 +80,8 @@ def main() -> None:
             write_registry(home, size)
             os.environ["DDPCTL_HOME"] = str(home)
             new = best(lambda: job_refs(""), args.rounds)
-            line = f"{size:>7} lines: completer {new * 1000:7.1f} ms"
+            oldest = best(lambda: job_refs("100000"), args.rounds)  # only the first line has it: the whole file
+            line = f"{size:>7} lines: completer {new * 1000:7.1f} ms (worst prefix {oldest * 1000:.1f} ms)"
             if size <= args.old_max:
                 old = best(lambda home=home: old_job_refs(home, ""), 1)
                 line += f" | old completer {old * 1000:9.1f} ms | ratio {new / old:.4f}"

@@ -29,14 +29,12 @@ def complete_set(prefix: str, **_: Any) -> list[str]:
 def job_refs(prefix: str, **_: Any) -> list[str]:
     """Names and ids of the jobs in the registry that start with `prefix`, newest first, at most MAX_REFS of them.
 
-    Linear in the registry (every TAB asks), and bounded: argcomplete de-duplicates what a completer returns
-    with a list-membership test (quadratic: 20,000 candidates cost seconds), and no shell lists more usefully;
-    a longer prefix finds the older ones."""
-    from itertools import islice
-
+    Read from the registry's end only as far as it takes (every TAB asks), and bounded: argcomplete
+    de-duplicates what a completer returns with a list-membership test (quadratic: 20,000 candidates cost
+    seconds), and no shell lists more usefully; a longer prefix finds the older ones."""
     from ddpctl.run.registry import Registry
 
-    return list(islice((ref for ref in Registry.from_env().refs() if ref.startswith(prefix)), MAX_REFS))
+    return Registry.from_env().newest_refs(prefix, MAX_REFS)
 
 
 def complete_with(action: argparse.Action, completer: Completer) -> argparse.Action:

@@ -96,3 +96,19 @@ def test_completion_refs_are_newest_first_and_unique(lines: int) -> None:
     assert refs[:2] == ["name-0", "0"]  # the last line is the newest
     assert len(refs) == len(set(refs)) == lines + len(set(names))
     assert set(refs) == {str(n) for n in range(lines)} | set(names)
+
+
+@pytest.mark.parametrize("block", [7, 64, 1000, 1 << 18])
+@pytest.mark.parametrize(("prefix", "limit"), [("", 5), ("", 10_000), ("name-3", 3), ("1", 50), ("zzz", 5), ("9", 1)])
+def test_refs_read_backwards_are_the_newest_of_the_whole_file(
+    tmp_path: Path, block: int, prefix: str, limit: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Read from the end in blocks of any size (lines cut across blocks), the answer is the whole file's."""
+    monkeypatch.setattr("ddpctl.run.registry.REFS_BLOCK", block)
+    records = [JobRecord(str(n), f"name-{n % 7}", "/r", "sbatch", float(n)) for n in range(300)]
+    data = b"".join((json.dumps(r.__dict__, sort_keys=True) + "\n").encode() for r in records)
+    data += b"not json, no newline at the end"
+    (tmp_path / "registry.jsonl").write_bytes(data)
+    expected = [ref for ref in refs_in(data) if ref.startswith(prefix)][:limit]
+    assert Registry(tmp_path).newest_refs(prefix, limit) == expected
+    assert Registry(tmp_path / "absent").newest_refs(prefix, limit) == []
