@@ -69,10 +69,33 @@ def _serve_detached(read_fd: int, log_fd: int, times_fd: int) -> None:  # pragma
     serve(read_fd, log_fd, times_fd)
 
 
+# The one line left out of rank logs: torch's DDP reducer prints this advice from C++ (fd 2, so no Python filter
+# reaches it) on every rank in every attempt when find_unused_parameters=True, which the README recommends because
+# it keeps the gradient bucket order fixed across a resume; it then filled `top`'s "last log line". README, Logs.
+DROPPED = b"find_unused_parameters=True was specified in DDP constructor"
+
+
+def drop_advice(data: bytes, at_line_start: bool) -> bytes:
+    """`data` without its whole lines that hold DROPPED (pure). A line cut across two reads is kept whole: only
+    a line that begins and ends in this read (or begins it, `at_line_start`) can be left out."""
+    if DROPPED not in data:
+        return data
+    lines = data.splitlines(keepends=True)
+    return b"".join(
+        line
+        for index, line in enumerate(lines)
+        if DROPPED not in line or not line.endswith(b"\n") or (index == 0 and not at_line_start)
+    )
+
+
 def serve(read_fd: int, log_fd: int, times_fd: int) -> None:
     """Copy the pipe into the log until every writer closed it, recording each read's time and end offset."""
-    while data := os.read(read_fd, READ_SIZE):
+    at_line_start = True
+    while read := os.read(read_fd, READ_SIZE):
         when = time.time()
+        data, at_line_start = drop_advice(read, at_line_start), read.endswith(b"\n")
+        if not data:
+            continue
         try:
             _write_all(log_fd, data)
             end = os.lseek(log_fd, 0, os.SEEK_CUR)  # O_APPEND: the file's end after this write

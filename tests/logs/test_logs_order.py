@@ -9,6 +9,7 @@ import signal
 import subprocess
 import sys
 import textwrap
+import threading
 import time
 from pathlib import Path
 
@@ -18,6 +19,7 @@ from test_logs_support import MODES, Recorder, make_attempt
 from ddpctl.logs.core import LineSplitter, format_time
 from ddpctl.logs.show import LogsRequest, show_logs
 from ddpctl.logs.stamps import Stamps
+from ddpctl.node import stamper
 from ddpctl.run import envvars, logtimes
 from ddpctl.run.registry import JobRecord, Registry
 from ddpctl.run.state import JobState
@@ -173,3 +175,46 @@ def test_stamps_split_lines_by_write(
         got += stamps.split(start, chunk, splitter)
         start += len(chunk)
     assert [(when, lines) for when, lines in got if lines] == [(when, lines) for when, lines in expected if lines]
+
+
+ADVICE = (
+    b"[rank1]:[W reducer.cpp:1400] Warning: find_unused_parameters=True was specified in DDP constructor, but did"
+    b" not find any unused parameters in the forward pass. (function operator())\n"
+)
+
+
+@pytest.mark.parametrize(
+    ("reads", "logged"),
+    [
+        # The reducer's advice is left out whole; everything around it stays, byte for byte.
+        ([b"step 1\n" + ADVICE + b"step 2\n"], b"step 1\nstep 2\n"),
+        ([ADVICE], b""),
+        # Cut across two reads: neither part is a whole line of this read, so the line stays whole.
+        ([ADVICE[:40], ADVICE[40:] + b"next\n"], ADVICE + b"next\n"),
+        # A line that merely begins with the advice but is still being written stays until it is whole.
+        ([b"a\n" + ADVICE[:-1]], b"a\n" + ADVICE[:-1]),
+        # A rank's own line that quotes it in the middle of other text keeps it.
+        ([b"x", ADVICE], b"x" + ADVICE),
+    ],
+)
+def test_the_stamper_leaves_out_exactly_the_ddp_reducer_advice(
+    tmp_path: Path, reads: list[bytes], logged: bytes
+) -> None:
+    log = tmp_path / "rank-1.log"
+    log_fd, times_fd = (
+        os.open(log, os.O_WRONLY | os.O_CREAT | os.O_APPEND),
+        os.open(logtimes.times_of(log), os.O_WRONLY | os.O_CREAT | os.O_APPEND),
+    )
+    read_fd, write_fd = os.pipe()
+    serving = threading.Thread(target=stamper.serve, args=(read_fd, log_fd, times_fd))
+    serving.start()
+    try:
+        for chunk in reads:
+            os.write(write_fd, chunk)
+            time.sleep(0.2)  # read before the next write: one read per chunk
+        os.close(write_fd)
+        serving.join(timeout=10)
+    finally:
+        for fd in (read_fd, log_fd, times_fd):
+            os.close(fd)
+    assert log.read_bytes() == logged
