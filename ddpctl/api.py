@@ -28,6 +28,7 @@ from ddpctl.run.registry import JobRecord, Registry
 from ddpctl.run.state import JobState, StateFn
 from ddpctl.spec import JobSpec, resolve_paths, spec_from_mapping, spec_to_mapping
 from ddpctl.spec import load_spec as _read_spec
+from ddpctl.spec.overrides import Overrides, as_overrides
 
 if TYPE_CHECKING:
     from ddpctl.plan.submission import SubmissionPlan
@@ -51,23 +52,24 @@ __all__ = [
 SpecLike = JobSpec | str | Path
 
 
-def load_spec(path: str | Path, overrides: Sequence[str] = (), *, cwd: str | Path | None = None) -> JobSpec:
-    """Read, override (`"key.sub=value"`, as `--set`), validate and resolve a spec file.
+def load_spec(path: str | Path, overrides: Overrides = (), *, cwd: str | Path | None = None) -> JobSpec:
+    """Read, override (`"key.sub=value"` strings as `--set`, or a mapping `{"nodes": 4}`), validate and resolve
+    a spec file.
 
     Relative paths written in the file start at the file's directory; those in `overrides` at `cwd` (default:
     the current directory), as `ddpctl submit` does. Raises `SpecError` naming the file, line, key, value and
     what is allowed.
     """
-    return _read_spec(path, overrides, cwd=cwd)
+    return _read_spec(path, as_overrides(overrides), cwd=cwd)
 
 
-def spec_of(spec_or_path: SpecLike, *, backend: str | None = None, overrides: Sequence[str] = ()) -> JobSpec:
+def spec_of(spec_or_path: SpecLike, *, backend: str | None = None, overrides: Overrides = ()) -> JobSpec:
     """The spec `plan()` plans: read (a path), overridden, with `backend` applied and paths resolved."""
     return _spec_of(spec_or_path, overrides, backend)
 
 
-def _spec_of(spec_or_path: SpecLike, overrides: Sequence[str], backend: str | None) -> JobSpec:
-    extra = [*overrides, *([f"backend={backend}"] if backend else [])]
+def _spec_of(spec_or_path: SpecLike, overrides: Overrides, backend: str | None) -> JobSpec:
+    extra = [*as_overrides(overrides), *([f"backend={backend}"] if backend else [])]
     if isinstance(spec_or_path, JobSpec):
         if not extra:
             return resolve_paths(spec_or_path, Path.cwd())
@@ -93,7 +95,7 @@ def plan(
     spec_or_path: SpecLike,
     *,
     backend: str | None = None,
-    overrides: Sequence[str] = (),
+    overrides: Overrides = (),
     cluster: ClusterFacts | Pending[ClusterFacts] | None = None,
 ) -> SubmissionPlan:
     """The frozen submission plan: what `submit` would submit, and what `ddpctl submit --dry-run` prints.
@@ -117,7 +119,7 @@ def plan(
     return dataclasses.replace(build(spec), requeue_why=why)
 
 
-def submit(spec_or_path: SpecLike, *, backend: str | None = None, overrides: Sequence[str] = ()) -> Job:
+def submit(spec_or_path: SpecLike, *, backend: str | None = None, overrides: Overrides = ()) -> Job:
     """Submit a spec (a `JobSpec` or a spec file) and record it in the registry; returns at once.
 
     `backend` overrides the spec's (`sbatch`, `submitit` or `local`). Raises `SpecError` for a bad spec,

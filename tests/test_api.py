@@ -12,7 +12,7 @@ import pytest
 
 import ddpctl
 from ddpctl import api
-from ddpctl.errors import DdpctlError, JobNotFound, SpecError
+from ddpctl.errors import ArgumentError, DdpctlError, JobNotFound, SpecError
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -34,6 +34,33 @@ def test_load_spec_applies_overrides_and_resolves_paths(tmp_path: Path) -> None:
     spec = ddpctl.load_spec(ROOT / "jobs" / "example.yaml", ["nodes=3", "run_dir=out"], cwd=tmp_path)
     assert (spec.nodes, spec.run_dir) == (3, str(tmp_path / "out"))
     assert spec.script == str(ROOT / "jobs/example/train.py")  # written in the file: from the file's directory
+
+
+def test_overrides_may_be_a_mapping_of_typed_values(tmp_path: Path) -> None:
+    given = {"nodes": 4, "name": "007", "args": ["--lr", "0.1"], "health.hang_timeout_s": 30, "env.TAG": "on"}
+    spec = ddpctl.load_spec(ROOT / "jobs" / "example.yaml", given, cwd=tmp_path)
+    # "007" stays the string it was (as a --set word it would be read as the number 7).
+    assert (spec.nodes, spec.name, spec.args, spec.health.hang_timeout_s) == (4, "007", ("--lr", "0.1"), 30)
+    assert dict(spec.env)["TAG"] == "on"
+    assert ddpctl.load_spec(ROOT / "jobs" / "example.yaml", "nodes=3").nodes == 3  # one string: one override
+    with pytest.raises(SpecError, match="nodez"):
+        ddpctl.load_spec(ROOT / "jobs" / "example.yaml", {"nodez": 4})
+
+
+@pytest.mark.parametrize(
+    ("given", "message"),
+    [
+        ({"nodes": float("nan")}, "overrides: nodes: nan is not a spec value"),
+        ({1: 2}, "overrides: key 1 is a int; keys are spec keys like 'nodes'"),
+        ({"nodes": object}, "overrides: nodes: <class 'object'> is not a spec value"),
+        (5, "overrides: got int; expected a mapping of spec keys to values or a list of 'KEY=VALUE' strings"),
+        (["nodes=2", 3], "overrides: got list; expected"),
+    ],
+)
+def test_bad_overrides_are_typed_errors(given: object, message: str) -> None:
+    with pytest.raises(ArgumentError) as caught:
+        ddpctl.load_spec(ROOT / "jobs" / "example.yaml", given)  # type: ignore[arg-type]
+    assert str(caught.value).startswith(message)
 
 
 def test_errors_are_the_clis_one_line_messages(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -2,9 +2,41 @@
 
 from __future__ import annotations
 
-from ddpctl.errors import SpecError
+import json
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from ddpctl.errors import ArgumentError, SpecError
 from ddpctl.spec.schema import FREE_MAPS, SECTIONS, TOP, unknown_key
 from ddpctl.spec.yamldoc import At, Doc, Key, one_line, parse_yaml
+
+Overrides = Sequence[str] | Mapping[str, Any]
+
+
+def as_overrides(given: object) -> list[str]:
+    """The API's `overrides=` as `--set` words: `KEY=VALUE` strings as they are, or a mapping (`{"nodes": 4,
+    "name": "run-1"}`) whose values are written as JSON, which YAML reads back as the same value and type (a
+    string stays a string). A lone string is one override, not its characters (pure)."""
+    if isinstance(given, str):
+        return [given]
+    if isinstance(given, Mapping):
+        words = []
+        for key, value in given.items():
+            if not isinstance(key, str):
+                raise ArgumentError(
+                    f"overrides: key {key!r} is a {type(key).__name__}; keys are spec keys like 'nodes'"
+                )
+            try:
+                words.append(f"{key}={json.dumps(value, allow_nan=False)}")
+            except (TypeError, ValueError) as err:
+                raise ArgumentError(f"overrides: {key}: {one_line(repr(value))} is not a spec value ({err})") from None
+        return words
+    if isinstance(given, Sequence) and all(isinstance(item, str) for item in given):
+        return list(given)
+    raise ArgumentError(
+        f"overrides: got {type(given).__name__}; expected a mapping of spec keys to values or a list of"
+        " 'KEY=VALUE' strings"
+    )
 
 
 def apply_override(doc: Doc, override: str) -> None:
