@@ -12,7 +12,7 @@ from collections.abc import Callable
 from ddpctl.backends import SLURM_BACKENDS, current_state
 from ddpctl.backends.slurm_chain import run_jobs
 from ddpctl.errors import CommandError, DdpctlError
-from ddpctl.proc import Runner, run
+from ddpctl.proc import Runner
 from ddpctl.run.registry import JobRecord, Registry
 from ddpctl.run.state import JobState, StateFn
 from ddpctl.slurm import commands
@@ -26,7 +26,7 @@ class DuplicateName(DdpctlError):
     """A job with this name is still queued or running."""
 
 
-def possibly_live(records: list[JobRecord], runner: Runner = run) -> list[JobRecord]:
+def possibly_live(records: list[JobRecord], runner: Runner = commands.bounded) -> list[JobRecord]:
     """The records that may not have ended: all but the Slurm ones none of whose jobs squeue lists, asked in one
     squeue call. Each record's full state costs a squeue and an scontrol call, and a name that is resubmitted
     all the time has several ended jobs: `submit` asked for each of them, on the way to sbatch."""

@@ -121,28 +121,28 @@ def sbatch(script: str, extra: Sequence[str] = (), runner: Runner = run, args: S
     return parse_job_id(check(["sbatch", "--parsable", *extra, script, *args], runner).stdout)
 
 
-def squeue(job_id: str, runner: Runner = run) -> QueueRow | None:
+def squeue(job_id: str, runner: Runner | None = None) -> QueueRow | None:
     """The job's row (None: squeue does not list it); ControllerUnreachable when nobody answered."""
-    done = OUTAGE.ask(["squeue", "-h", "-j", job_id, "-o", SQUEUE_FORMAT], runner)
+    done = OUTAGE.ask(["squeue", "-h", "-j", job_id, "-o", SQUEUE_FORMAT], runner or bounded)
     if done.returncode != 0:  # squeue errors for ids it has already forgotten
         return None
     rows = parse_squeue(done.stdout)
     return rows[0] if rows else None
 
 
-def queued(job_ids: Sequence[str], runner: Runner = run) -> set[str] | None:
+def queued(job_ids: Sequence[str], runner: Runner | None = None) -> set[str] | None:
     """Which of these jobs squeue lists now (queued, running, completing), in one call; None: squeue could not
     answer. squeue skips ids it has forgotten when given several, but fails for a single forgotten one."""
     if not job_ids:
         return set()
-    done = OUTAGE.ask(["squeue", "-h", "-o", SQUEUE_FORMAT, "-j", ",".join(job_ids)], runner)
+    done = OUTAGE.ask(["squeue", "-h", "-o", SQUEUE_FORMAT, "-j", ",".join(job_ids)], runner or bounded)
     if done.returncode != 0:
         return set() if len(job_ids) == 1 and "Invalid job id" in done.stderr else None
     return {row.job_id for row in parse_squeue(done.stdout)}
 
 
-def show_job(job_id: str, runner: Runner = run) -> scontrol.Fields:
-    done = OUTAGE.ask(["scontrol", "show", "job", "-o", job_id], runner)
+def show_job(job_id: str, runner: Runner | None = None) -> scontrol.Fields:
+    done = OUTAGE.ask(["scontrol", "show", "job", "-o", job_id], runner or bounded)
     return parse_scontrol_job(done.stdout) if done.returncode == 0 else scontrol.Fields()
 
 
