@@ -1,17 +1,20 @@
 """Never go back to a bad node: which node the run's next attempts must not use (pure).
 
 After an attempt fails, the node blamed for it is read from the run's history:
-- a hang whose culprits (the ranks that stopped first: silent ones, else the lowest step) all sit on one node
-  blames that node ("hang"); a hang spread over several nodes blames none (excluding a healthy node costs the
-  job a node and cures nothing);
-- otherwise the first node whose launcher failed on its own (`node-exit` with a status below 128, in the order
-  recorded: srun's `--kill-on-bad-exit` and the local supervisor end the other nodes only after it) is blamed
-  for an out-of-memory kill there ("oom") or else for the attempt's failure ("script-error").
+- the decision's own cause and first-failed node (`Decided.cause`, `cause_node`: ddpctl.node.blame, which keeps
+  the collateral errors of surviving ranks out);
+- but for a hang, its culprits (the ranks that stopped first: silent ones, else the lowest step): when they all
+  sit on one node that node is blamed ("hang"); a hang spread over several nodes blames none (excluding a
+  healthy node costs the job a node and cures nothing);
+- a decision recorded without a cause (an older ddpctl): the first node whose launcher failed on its own
+  (`node-exit` with a status below 128, in the order recorded: srun's `--kill-on-bad-exit` and the local
+  supervisor end the other nodes only after it), for an out-of-memory kill there ("oom") or else for the
+  attempt's failure ("script-error").
 
 Infrastructure causes (`INFRA`: a hang, a lost node, a crashed rank) exclude the node at once. Any other cause
 excludes it once the same node was blamed for the same cause in two attempts of the run: a script that fails
-only on one node is a bad node, not a bug, while a bug that fails everywhere is blamed on whichever node failed
-first and never twice in a row on the same one once that node is gone.
+only on one node is a bad node, not a bug, while a bug that fails on every node is blamed on whichever node
+failed first, rarely the same one twice, and costs no node (nor does an unlucky draw: the bound below).
 
 Bounded: the job must still fit its partition, so the excluded nodes (the user's own `--exclude` included) never
 leave fewer free than the job's `nodes`; where the partition's size is unknown (no Slurm: the local backend, or
@@ -53,9 +56,12 @@ def blame(attempt: Attempt) -> Blame | None:
     if decision is None or decision.kind not in ("failure", "node_failure"):
         return None  # completed, stopped, preempted: nobody failed
     hang = attempt.last(Hung)
-    if hang is not None:
-        nodes = {str(c.get("node")) for c in hang.culprits if c.get("node") not in (None, "", "?")}
+    if decision.cause == "hang" or (decision.cause is None and hang is not None):
+        nodes = {str(c.get("node")) for c in (hang.culprits if hang else ()) if c.get("node") not in (None, "", "?")}
         return Blame(nodes.pop(), "hang", attempt.number) if len(nodes) == 1 else None
+    if decision.cause is not None:  # the decision's own cause (ddpctl.node.blame): its first-failed node or none
+        return Blame(decision.cause_node, decision.cause, attempt.number) if decision.cause_node else None
+    # A decision recorded without a cause (an older ddpctl): the first node that failed on its own.
     first = next((e for e in attempt.all(NodeExited) if e.exit is not None and 0 < e.exit < 128), None)
     if first is None:
         return None

@@ -32,6 +32,11 @@ def hung(attempt: int, *culprit_nodes: str) -> list[dict[str, Any]]:
     return [{"event": "hang", "attempt": attempt, "culprits": culprits}, *failed(attempt, kind="node_failure")]
 
 
+def caused(records: list[dict[str, Any]], cause: str, node: str | None) -> list[dict[str, Any]]:
+    """The same attempt with its decision naming a cause and first-failed node, as ddpctl.node.blame does."""
+    return [{**r, "cause": cause, "cause_node": node} if r["event"] == "decision" else r for r in records]
+
+
 BLAME_CASES = [
     # (records of attempt 0, the blame: (node, cause) or None)
     (failed(0, ("n9", 1), ("n2", 1)), ("n9", "script-error")),  # the first node that failed on its own
@@ -45,6 +50,13 @@ BLAME_CASES = [
     (hung(0, "?"), None),
     ([{"event": "oom", "node": "n3", "attempt": 0, "kills": 1}, *failed(0, ("n3", 1))], ("n3", "oom")),
     ([{"event": "oom", "node": "n3", "attempt": 0, "kills": 1}, *failed(0, ("n4", 1))], ("n4", "script-error")),
+    # The decision's own cause and first-failed node (ddpctl.node.blame) win over the node-exit order.
+    (caused(failed(0, ("n2", 1), ("n9", 1)), "script-error", "n9"), ("n9", "script-error")),
+    (caused(failed(0, ("n2", 1), kind="node_failure"), "rank-crash", "n3"), ("n3", "rank-crash")),
+    (caused(failed(0, kind="node_failure"), "node-lost", "n7"), ("n7", "node-lost")),
+    (caused(failed(0, ("n9", 1)), "script-error", None), None),  # it could not name a node: none
+    (caused(hung(0, "n4", "n5"), "hang", "n4"), None),  # a hang is the culprits' (spread: none)
+    (caused(hung(0, "n4"), "hang", "n4"), ("n4", "hang")),
 ]
 
 

@@ -91,9 +91,13 @@ def test_a_chained_successor_is_submitted_with_the_runs_excluded_nodes(tmp_path:
 def test_a_decision_to_requeue_a_second_failure_on_one_node_excludes_it(tmp_path: Path) -> None:
     layout = RunLayout(prepare(tmp_path, "requeue"))
     (layout.root / "excluded-nodes").unlink()
+    own_error = {"event": "rank-exit", "rank": 1, "node": "n5", "status": 1, "error": "SystemExit: this node is bad"}
     failed = [
+        {**own_error, "attempt": 0},
         {"event": "node-exit", "node": "n5", "attempt": 0, "exit": 1},
-        {"event": "decision", "attempt": 0, "action": "requeue", "kind": "failure"},
+        {"event": "decision", "attempt": 0, "action": "requeue", "kind": "failure", "cause": "script-error"}
+        | {"cause_node": "n5", "cause_rank": 1},
+        {**own_error, "attempt": 1},
         {"event": "node-exit", "node": "n5", "attempt": 1, "exit": 1},
     ]
     layout.events.write_text("".join(json.dumps(e) + "\n" for e in failed))
