@@ -16,6 +16,7 @@ from ddpctl.spec import JobSpec
 # torchrun SIGKILLs workers this long after forwarding SIGTERM (30 s by default); a checkpoint started on the
 # warning signal must be allowed to finish, so it gets the whole lead time.
 MIN_SHUTDOWN_TIMEOUT_S = 30
+UNSHARED_STORE = "TORCH_DISABLE_SHARE_RDZV_TCP_STORE"  # torch >= 2.4: one worker store per rendezvous round
 
 
 @dataclass(frozen=True)
@@ -138,4 +139,10 @@ def node_plan(
         env.append(("OMP_NUM_THREADS", str(omp_threads(spec))))
     shutdown = max(MIN_SHUTDOWN_TIMEOUT_S, spec.requeue.lead_s)
     env.append(("TORCH_ELASTIC_SHUTDOWN_TIMEOUT", str(shutdown)))
+    if spec.max_restarts > 0 and spec.rendezvous == "c10d":
+        # torchrun's restarts: c10d rendezvous otherwise hands every round's workers the store of its first round,
+        # and init_process_group(env://) adds no prefix per round there, so a restarted rank reads the previous
+        # round's Gloo/NCCL addresses and fails in init ("Gloo connectFullMesh failed ... Connection refused").
+        # Unshared, rank 0 of each round's workers serves a fresh store on a port of its own.
+        env.append((UNSHARED_STORE, "1"))
     return NodePlan(tuple(torchrun_argv(spec, dist, python, local_addr)), tuple(env))

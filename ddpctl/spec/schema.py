@@ -243,6 +243,11 @@ def check_spec(spec: JobSpec, doc: Doc) -> None:
             raise root.child("requeue").child("lead_s").fail(lead, expected)
         expected = f"more than requeue.lead_s ({lead} s), or requeue.enabled: false"
         raise root.child("time").fail(spec.time, expected)
+    if spec.max_restarts > 0 and spec.rendezvous == "static":
+        # Static rendezvous keeps one store for every restart round, and a restarted rank reads the last round's
+        # addresses from it: its init fails ("Gloo connectFullMesh failed ... Connection refused").
+        expected = "c10d or auto with max_restarts > 0 (static rendezvous cannot restart: every round shares one store)"
+        raise root.child("rdzv").fail(spec.rdzv, expected)
     _check_container(spec, root)
 
 

@@ -519,6 +519,26 @@ def test_a_killed_rank_costs_a_requeue_with_default_budgets(
     assert f"-- {said}" in errors, errors
 
 
+def test_max_restarts_restarts_a_killed_rank_inside_the_allocation(
+    cli: Cli, tmp_path: Path, cleanup_jobs: Callable[[str], str], reference: Reference
+) -> None:
+    """torchrun's own restart (max_restarts, c10d): the killed rank's worker group restarts in the allocation
+    from the newest complete checkpoint, no requeue, and the run ends with the uninterrupted run's weights. Each
+    round's workers get a fresh store: before, every restarted rank died in init ("Gloo connectFullMesh failed
+    ... Connection refused") reading the previous round's addresses from the shared one."""
+    job = paced(cli, tmp_path, cleanup_jobs, 2, "0.5", "max_restarts=2")
+    job.wait_step(0, 5)  # checkpoints at steps 2 and 4 are complete
+    os.kill(job.worker_pid(0, 1), signal.SIGKILL)
+    status = job.wait_terminal()
+
+    assert decisions(job) == [("finish", None)], job.dump()
+    assert (status["restarts"], job.attempts()) == (0, 1), f"{status}\n{job.dump()}"
+    resumed = [e["step"] for e in job.events("resume") if e["attempt"] == 0]
+    assert resumed[0] is None and len(resumed) == 2 and resumed[1] >= 4, f"resumes {resumed}\n{job.dump()}"
+    assert "connectFullMesh" not in job.rank_log(0, 0), job.dump()
+    assert_same_training(job, reference, status)
+
+
 # --- 5. a damaged newest checkpoint between attempts --------------------------------------------------------------
 def test_damaged_newest_checkpoint_resumes_from_the_previous_one(
     cli: Cli, tmp_path: Path, cleanup_jobs: Callable[[str], str], reference: Reference

@@ -108,7 +108,15 @@ NET_ETH0 = [
             dist(),
             ("eth0", "10.0.0.2", {}),
             [*HEAD[:-1], "--max-restarts=3", *C10D, "--local-addr=10.0.0.2", *TAIL],
-            [*NET_ETH0, *ddpctl_env(), ("OMP_NUM_THREADS", "1"), ("TORCH_ELASTIC_SHUTDOWN_TIMEOUT", "120")],
+            # Each restart round's workers get a fresh store (issue 26): the shared one holds the last round's
+            # addresses, and a restarted rank then fails in init with "Gloo connectFullMesh failed".
+            [
+                *NET_ETH0,
+                *ddpctl_env(),
+                ("OMP_NUM_THREADS", "1"),
+                ("TORCH_ELASTIC_SHUTDOWN_TIMEOUT", "120"),
+                ("TORCH_DISABLE_SHARE_RDZV_TCP_STORE", "1"),
+            ],
         ),
         # static rendezvous: node rank fixed by Slurm, no endpoint, no --local-addr
         (

@@ -52,6 +52,10 @@ def spec_error(text: str, overrides: tuple[str, ...] = (), *, check_paths: bool 
         ("gpus_per_node: -1\n", "3: gpus_per_node: got -1, expected an integer in 0..4096"),
         ("cpus_per_task: 0\n", "3: cpus_per_task: got 0, expected an integer in 1..4096 or null"),
         ("max_restarts: -1\n", "3: max_restarts: got -1, expected an integer in 0..2147483647"),
+        (
+            "max_restarts: 2\nrdzv: static\n",
+            "4: rdzv: got 'static', expected c10d or auto with max_restarts > 0 (static rendezvous cannot restart:",
+        ),
         ("time: 1:2:3:4\n", "3: time: got '1:2:3:4', expected a Slurm time (M, M:S, H:M:S, D-H,"),
         ("time: 1h\n", "3: time: got '1h', expected a Slurm time"),
         ("time: 0\n", "3: time: got '0', expected a Slurm time"),

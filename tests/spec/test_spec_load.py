@@ -46,7 +46,7 @@ run_dir: out
 template: my.sbatch.j2
 backend: local
 max_restarts: 2
-rdzv: static
+rdzv: c10d
 python: .venv/bin/python
 """
 
