@@ -64,6 +64,18 @@ def _node_names() -> list[str]:
     return sorted(set(res.stdout.split()), key=lambda n: (len(n), n))
 
 
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Under pytest-xdist (`-n 2 --dist loadgroup`, the README's test command): the tests that use the cluster run in
+    one worker, one after another as without xdist (they share its 2-node partitions, its controller and the
+    faults some of them inject), while the others run beside them on the other worker: most cluster tests wait
+    on the scheduler, not the CPU. tests/cluster/README.md says which tests must run alone."""
+    if not config.pluginmanager.hasplugin("xdist"):
+        return
+    for item in items:
+        if item.get_closest_marker("slurm") is not None:
+            item.add_marker(pytest.mark.xdist_group("slurm-cluster"))
+
+
 @pytest.fixture(scope="session")
 def slurm_cluster() -> ClusterInfo:
     """The running local cluster: node names (node1, node2, ...), partitions (debug default, urgent)."""
