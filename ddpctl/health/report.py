@@ -10,7 +10,7 @@ from ddpctl import sanitize
 from ddpctl.health.rates import duration, summarize
 from ddpctl.health.records import checked_progress_records, last_checkpoint, latest_attempt
 from ddpctl.run import history
-from ddpctl.run.history import HealthEvent, Hung, OomKilled, RunHistory, StragglerFlagged
+from ddpctl.run.history import HealthEvent, Hung, NodeLost, OomKilled, RunHistory, StragglerFlagged
 from ddpctl.run.history.events import E
 from ddpctl.run.layout import RunLayout
 from ddpctl.spec import load_spec
@@ -44,6 +44,7 @@ def collect(run_dir: Path, running: bool, now: float | None = None, past: RunHis
     out["hangs"] = [e.as_json() for e in events if isinstance(e, Hung)]
     out["stragglers"] = [e.as_json() for e in events if isinstance(e, StragglerFlagged)]
     out["oom"] = [e.as_json() for e in events if isinstance(e, OomKilled)]
+    out["nodes_lost"] = [e.as_json() for e in events if isinstance(e, NodeLost)]
     return out
 
 
@@ -53,12 +54,21 @@ def _v(value: Any, limit: int = 200) -> str:
 
 
 def describe_event(event: HealthEvent) -> str:
-    """One line for a health event (hang, straggler or oom)."""
+    """One line for a health event (hang, straggler, oom or a lost node)."""
     if isinstance(event, Hung):
         return describe_hang(event)
+    if isinstance(event, NodeLost):
+        return describe_node_lost(event)
     if isinstance(event, OomKilled):
         return describe_oom(event)
     return describe_straggler(event)
+
+
+def describe_node_lost(event: NodeLost) -> str:
+    return (
+        f"node lost in attempt {event.attempt}: {_v(event.node or f'node rank {event.node_rank}')}: "
+        f"{_v(event.why)}; found by {_v(event.found_by)}, which ended every node's ranks"
+    )
 
 
 def describe_oom(event: OomKilled) -> str:
@@ -135,4 +145,5 @@ def text_lines(report: dict[str, Any]) -> list[str]:
     lines += [f"  {describe_hang(e)}" for e in typed(report, "hangs", Hung)[-3:]]
     lines += [f"  {describe_straggler(e)}" for e in typed(report, "stragglers", StragglerFlagged)[-5:]]
     lines += [f"  {describe_oom(e)}" for e in typed(report, "oom", OomKilled)[-3:]]
+    lines += [f"  {describe_node_lost(e)}" for e in typed(report, "nodes_lost", NodeLost)[-3:]]
     return lines

@@ -170,7 +170,7 @@ def run_outcome(layout: RunLayout, past: RunHistory, attempt: int, exit_code: in
         exit_code=code,
         stopped=stopped,
         signal_kind=this.signal_kind,
-        infra_cause="hang" if hung else None,
+        infra_cause="node-lost" if layout.node_lost_marker(attempt).exists() else "hang" if hung else None,
         blame=blame(facts_of(this, code, stopped, hung)),
         progress=progress_of(layout, past, attempt),
     )

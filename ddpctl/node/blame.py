@@ -25,7 +25,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 
 from ddpctl import exitcodes
-from ddpctl.run.history import Attempt, Cause, Hung, Launched, NodeExited, OomKilled, RankExited, Stopped
+from ddpctl.run.history import Attempt, Cause, Hung, Launched, NodeExited, NodeLost, OomKilled, RankExited, Stopped
 
 SIGTERM = -int(signal.SIGTERM)  # torchrun's own exit status of a worker it stopped
 SIGKILL = -int(signal.SIGKILL)
@@ -166,6 +166,7 @@ def facts_of(attempt: Attempt, exit_code: int, stopped: bool, hang_marker: bool 
         exit_code=exit_code,
         stopped=stopped,
         stop_step=stop.step if stop is not None else None,
+        lost=tuple((e.node or f"node rank {e.node_rank}", e.why) for e in attempt.all(NodeLost)),
         hang=attempt.first(Hung),
         hang_marker=hang_marker or any(e.hang for e in exits),
         oom_nodes=tuple(e.node for e in attempt.all(OomKilled) if e.kills),

@@ -265,7 +265,17 @@ def launch(run_dir: Path, env: Mapping[str, str]) -> int:
         layout, dist.restart_count, dist.node_name, dist.node_rank, spec.health, end_attempt=relay.end_attempt
     )
     watchdog.start()
+    from ddpctl.health.peers import PeerWatch
+
+    # The nodes watch each other (a heartbeat each, independent of the ranks): a lost node ends every node's ranks.
+    peers = PeerWatch(
+        layout, dist.restart_count, dist.node_name, dist.node_rank, dist.nnodes, end_attempt=relay.end_attempt
+    )
+    peers.start()
     code = wait_torchrun(relay)
+    peers.stop()
     watchdog.stop()
+    if code and not (watchdog.hung or relay.stop_received or layout.stopped_marker(dist.restart_count).exists()):
+        peers.linger()
     record_oom(layout, dist, *oom.since())
     return record_node_exit(layout, dist, code, watchdog.hung)

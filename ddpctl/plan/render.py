@@ -18,7 +18,7 @@ import jinja2
 
 from ddpctl.errors import SpecError
 from ddpctl.plan.sandbox import make_sandbox, render_bounded
-from ddpctl.run.layout import ENDED_MARKERS, EXCLUDED_NODES, sbatch_output
+from ddpctl.run.layout import ENDED_MARKERS, EXCLUDED_NODES, NODE_LOST, sbatch_output
 from ddpctl.spec import JobSpec
 from ddpctl.spec.templates import template_path
 
@@ -102,7 +102,14 @@ def template_context(spec: JobSpec, inputs: RenderInputs) -> dict[str, Any]:
         "chain": spec.requeue.enabled and spec.requeue.mode == "chain",
         "ended_markers": list(ENDED_MARKERS),
         "excluded_marker": EXCLUDED_NODES,
+        "node_lost_file": NODE_LOST,
+        "lost_wait_s": LOST_WAIT_S,
     }
+
+
+# How long the batch shell gives the surviving launchers to leave once a node is lost, before it ends a step that
+# srun cannot end itself (a frozen or cut-off node's tasks): they end their torchrun within a second or two.
+LOST_WAIT_S = 3
 
 
 def make_environment(search_dir: Path) -> jinja2.Environment:

@@ -28,6 +28,9 @@
         stopped.json              written by rank 0 after the agreed stop checkpoint (or the script's own stop)
         progress-<rank>.json      that rank's latest progress record (runtime.Heartbeat, rewritten <= 1/s)
         hang.json                 exists once a node's watchdog declared the attempt hung
+        beat-node-<node rank>.json  that node's launcher heartbeat (ddpctl.health.peers, rewritten every 2 s)
+        node-lost.json            exists once a node's launcher declared a peer node lost (the batch shell
+                                  tests for it, by this name, while it waits for srun: templates/ddp.sbatch.j2)
         listen-rank-<rank>.json   a rank announced that it listens for stops (and how)
 """
 
@@ -56,6 +59,7 @@ ENDED_MARKERS = (FINISHED, CANCEL_REQUEST)
 # Exists once the run excluded a node: the batch shell tests for it before it pays an interpreter start for
 # `internal exclude` at a requeue.
 EXCLUDED_NODES = "excluded-nodes"
+NODE_LOST = "node-lost.json"  # per attempt; the batch shell knows the name (the template gets it from here)
 
 
 @dataclass(frozen=True)
@@ -157,6 +161,14 @@ class RunLayout:
 
     def hang_marker(self, restart: int) -> Path:
         return self.attempt_dir(restart) / "hang.json"
+
+    def node_beat(self, restart: int, node_rank: int) -> Path:
+        """A node's launcher heartbeat, written independently of its ranks (ddpctl.health.peers)."""
+        return self.attempt_dir(restart) / f"beat-node-{node_rank}.json"
+
+    def node_lost_marker(self, restart: int) -> Path:
+        """Created (exclusively) by the first launcher that found a peer node lost in that attempt."""
+        return self.attempt_dir(restart) / NODE_LOST
 
     def listen_marker(self, restart: int, rank: int) -> Path:
         return self.attempt_dir(restart) / f"listen-rank-{rank}.json"

@@ -84,6 +84,22 @@ def test_the_outcome_comes_from_the_events_the_caller_read(tmp_path: Path) -> No
     assert outcome.blame is not None and outcome.blame.cause == "script-error"
 
 
+def test_a_lost_node_is_the_attempts_cause_and_charged_to_node_failures(tmp_path: Path) -> None:
+    # The launchers' node-lost.json, not the step's status (srun killed by the batch shell: 137), nor a hang
+    # found meanwhile, says what ended the attempt; max_failures (0) is not touched.
+    layout = run_dir(tmp_path)
+    layout.attempt_dir(0).mkdir()
+    layout.hang_marker(0).write_text("{}")
+    layout.node_lost_marker(0).write_text(json.dumps({"node": "n2"}))
+    assert run_outcome(layout, RunHistory.from_records([]), 0, 137).infra_cause == "node-lost"
+    decision = decide_run(layout, {}, 137)
+    assert (decision.action, decision.kind, decision.reason) == (
+        "requeue",
+        "node_failure",
+        "node_failure (node-lost): requeue 1 of 5",
+    )
+
+
 def test_request_kind_is_what_requested_kind_reads(tmp_path: Path) -> None:
     layout = run_dir(tmp_path)
     request_kind(layout, "timeout")

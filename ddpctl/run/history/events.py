@@ -233,6 +233,20 @@ class Hung(Event):
 
 
 @dataclass(frozen=True, kw_only=True)
+class NodeLost(Event):
+    """A node's launcher found a peer node lost (ddpctl.health.peers): its heartbeat stopped, it never wrote one,
+    or its ranks all went silent; every node then ended its torchrun."""
+
+    NAME = "node-lost"
+    attempt: int
+    node: str | None = None  # None: the lost node never wrote a heartbeat that named it
+    node_rank: int | None = None
+    why: str = ""
+    silent_s: float | None = None  # since its last sign of life, as the finding node measured it
+    found_by: str | None = None  # the node whose launcher recorded it
+
+
+@dataclass(frozen=True, kw_only=True)
 class StragglerFlagged(Event):
     NAME = "straggler"
     attempt: int
@@ -310,8 +324,8 @@ class NodeExcluded(Event):
     why: str = ""
 
 
-HEALTH = (Hung, StragglerFlagged, OomKilled)
-HealthEvent = Hung | StragglerFlagged | OomKilled
+HEALTH = (Hung, StragglerFlagged, OomKilled, NodeLost)
+HealthEvent = Hung | StragglerFlagged | OomKilled | NodeLost
 TYPES: dict[str, type[Event]] = {
     cls.NAME: cls
     for cls in (
@@ -331,6 +345,7 @@ TYPES: dict[str, type[Event]] = {
         RankExited,
         OomKilled,
         Hung,
+        NodeLost,
         StragglerFlagged,
         Decided,
         Cancelled,

@@ -1,0 +1,115 @@
+"""Node-lost verdict (pure): has a peer node of this attempt stopped answering?
+
+Every node's launcher rewrites its heartbeat (`beat-node-<r>.json`) every BEAT_S and reads its peers'. Ages are
+measured on the reader's own monotonic clock, from the moment it first saw a peer's current beat (ddpctl.health.
+peers), so nodes' clocks need not agree. A peer is lost when
+
+- its heartbeat has not changed for LOST_S (it died, froze, or can no longer reach the shared run dir), or
+- it never wrote one within NEVER_S of this launcher's start, or
+- every rank placed on it went silent (no progress record rewritten for RANKS_SILENT_S; a live rank rewrites its
+  record every runtime.progress.PULSE_S, 5 s, even while blocked in a collective) while a rank elsewhere is fresh.
+
+A peer whose launcher said it is done (its torchrun exited, it left cleanly) is never lost.
+
+Why LOST_S = 15 s cannot end a healthy run: the heartbeat is written by a thread of the launcher that does nothing
+else (the launcher itself only polls torchrun), so neither the ranks' work nor a collective blocked on a dead peer
+delays it; at a load of 10 on two cores a runnable thread waits milliseconds, not seconds, for a CPU (the launcher
+runs niced by 5, which lowers its share, not its turn). 15 s is seven missed beats. The reader, in turn, never
+judges after a gap in its own polling (it was frozen or starved itself: every peer would look stale), and starts
+its clocks afresh then. 15 s + one poll keeps node death or freeze → every surviving rank stopped within the
+30 s target, with room for torchrun's own shutdown.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+BEAT_S = 2.0  # how often each launcher rewrites its heartbeat
+LOST_S = 15.0  # a heartbeat unchanged this long: the node is lost
+NEVER_S = 60.0  # a node that never wrote one this long after this launcher started: lost (it never came up)
+RANKS_SILENT_S = 20.0  # as ddpctl.health.watchdog.SILENT_S: a rank's record this old means its process stopped
+RANKS_FRESH_S = 10.0  # some rank elsewhere rewrote its record this recently: the silence is that node's own
+POLL_GAP_S = 5.0  # a reader whose own polls were this far apart judges nothing until it has looked again
+
+
+@dataclass(frozen=True)
+class PeerBeat:
+    """What one reader knows of one peer's heartbeat."""
+
+    age_s: float  # since the reader first saw the peer's current beat (or since its own start, when never seen)
+    seen: bool  # a beat of this peer was ever read
+    done: bool  # the peer's launcher said it is leaving (torchrun exited)
+    node: str | None = None  # the node's name, from its beat
+
+
+@dataclass(frozen=True)
+class LostVerdict:
+    node_rank: int
+    node: str | None
+    why: str
+    silent_s: float  # since its last sign of life, as this reader measured it
+
+
+def lost_node(
+    beats: Mapping[int, PeerBeat], rank_ages: Mapping[str, list[float]], own_node: str | None = None
+) -> LostVerdict | None:
+    """The first lost peer (lowest node rank), or None. `beats`: every peer node rank but the reader's own.
+    `rank_ages`: node name -> the age of each of its ranks' progress records (ranks done left out)."""
+    for node_rank in sorted(beats):
+        beat = beats[node_rank]
+        if beat.done:
+            continue
+        if beat.seen and beat.age_s > LOST_S:
+            why = f"its heartbeat stopped {beat.age_s:.0f} s ago (allowed {LOST_S:g} s)"
+            return LostVerdict(node_rank, beat.node, why, round(beat.age_s, 1))
+        if not beat.seen and beat.age_s > NEVER_S:
+            why = f"it wrote no heartbeat in {beat.age_s:.0f} s since the attempt started (allowed {NEVER_S:g} s)"
+            return LostVerdict(node_rank, beat.node, why, round(beat.age_s, 1))
+    return _silent_ranks(beats, rank_ages, own_node)
+
+
+def _silent_ranks(
+    beats: Mapping[int, PeerBeat], rank_ages: Mapping[str, list[float]], own_node: str | None
+) -> LostVerdict | None:
+    fresh_elsewhere = {node for node, ages in rank_ages.items() if ages and min(ages) <= RANKS_FRESH_S}
+    for node_rank in sorted(beats):
+        beat = beats[node_rank]
+        ages = rank_ages.get(beat.node or "", [])
+        if beat.done or not ages or beat.node == own_node or not fresh_elsewhere - {beat.node}:
+            continue
+        if min(ages) > RANKS_SILENT_S:
+            why = f"all {len(ages)} of its ranks went silent {min(ages):.0f} s ago while other nodes' ranks answer"
+            return LostVerdict(node_rank, beat.node, why, round(min(ages), 1))
+    return None
+
+
+class Freshness:
+    """Per key, when (on the caller's monotonic clock) its value last changed; a gap in the caller's own looks
+    longer than POLL_GAP_S restarts every clock (the caller was not looking: it cannot tell who stopped)."""
+
+    def __init__(self, now: float) -> None:
+        self.started = now
+        self._last_look = now
+        self._seen: dict[object, tuple[object, float]] = {}
+
+    def look(self, now: float) -> bool:
+        """Record a look at `now`; False when the previous one was too long ago (judge nothing this time)."""
+        gap = now - self._last_look
+        self._last_look = now
+        if gap > POLL_GAP_S:
+            self.started = now
+            self._seen = {key: (value, now) for key, (value, _at) in self._seen.items()}
+            return False
+        return True
+
+    def age(self, key: object, value: object, now: float) -> float:
+        """Seconds since `value` was first seen for `key` (a new value: 0)."""
+        old = self._seen.get(key)
+        if old is None or old[0] != value:
+            self._seen[key] = (value, now)
+            return 0.0
+        return now - old[1]
+
+    def unseen_age(self, now: float) -> float:
+        return now - self.started

@@ -1,0 +1,152 @@
+"""The nodes of an attempt watch each other: every launcher's heartbeat thread (`ddpctl launch`).
+
+Each node's launcher writes its heartbeat (`beat-node-<r>.json`) every nodeloss.BEAT_S, whatever its ranks do,
+and reads its peers' heartbeats and the ranks' progress records. When the verdict (ddpctl.health.nodeloss) finds
+a peer lost, the first node to create the attempt's node-lost.json records the `node-lost` event; every node that
+sees that file ends its torchrun (the ranks cannot agree on a step with a dead peer: the newest complete
+checkpoint is the resume point), and the batch shell, which tests for the file while it waits for srun, stops
+waiting for a step that a frozen or cut-off node may never let end (templates/ddp.sbatch.j2).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import threading
+import time
+from collections.abc import Callable
+
+from ddpctl import safeio
+from ddpctl.health import nodeloss
+from ddpctl.health.nodeloss import Freshness, LostVerdict, PeerBeat
+from ddpctl.health.records import progress_records
+from ddpctl.run import history
+from ddpctl.run.history import NodeLost
+from ddpctl.run.layout import RunLayout
+
+POLL_S = 1.0
+
+
+class PeerWatch:
+    def __init__(
+        self,
+        layout: RunLayout,
+        attempt: int,
+        node: str,
+        node_rank: int,
+        nodes: int,
+        *,
+        end_attempt: Callable[[], None],
+    ) -> None:
+        self.layout, self.attempt, self.node, self.node_rank, self.nodes = layout, attempt, node, node_rank, nodes
+        self.end_attempt = end_attempt
+        self.lost: LostVerdict | None = None
+        self.ended = False  # this node ended its torchrun for a lost node
+        self._seq = 0
+        self._stop = threading.Event()
+        self._fresh = Freshness(time.monotonic())
+        self._thread = threading.Thread(target=self._run, name="ddpctl-peers", daemon=True)
+
+    def start(self) -> None:
+        self.beat()
+        self._thread.start()
+
+    def stop(self) -> None:
+        """torchrun exited: the last beat says so (peers never count a node that left as lost)."""
+        self._stop.set()
+        self._thread.join(timeout=5)
+        self.beat(done=True)
+
+    def linger(self, bound_s: float = nodeloss.LOST_S + 2 * POLL_S) -> None:
+        """torchrun failed on its own: a peer that died may have taken this node's ranks with it (a collective's
+        connection reset), and then its loss, not their errors, is what ended the attempt. Watch the peers until
+        every one has left too, or one is found lost (recorded as such), at most `bound_s`."""
+        if self.nodes < 2 or self.ended:
+            return
+        deadline = time.monotonic() + bound_s
+        while time.monotonic() < deadline:
+            beats = self.peer_beats(time.monotonic())
+            if all(beat.done for beat in beats.values()) or self.check():
+                return
+            time.sleep(POLL_S)
+
+    def beat(self, done: bool = False) -> None:
+        self._seq += 1
+        record = {"node": self.node, "node_rank": self.node_rank, "seq": self._seq, "t": time.time(), "done": done}
+        with contextlib.suppress(OSError):  # the run dir is unreachable from here: peers will say so
+            safeio.write_text_atomic(self.layout.node_beat(self.attempt, self.node_rank), json.dumps(record) + "\n")
+
+    def _run(self) -> None:
+        next_beat = time.monotonic() + nodeloss.BEAT_S
+        while not self._stop.wait(POLL_S):
+            if time.monotonic() >= next_beat:
+                self.beat()
+                next_beat = time.monotonic() + nodeloss.BEAT_S
+            # Beats go on after an end: this node is still leaving, and must not look lost meanwhile.
+            if self.nodes > 1 and not self.ended:
+                self.check()
+
+    def check(self) -> bool:
+        """One look: True once this node ended its attempt for a lost node."""
+        now = time.monotonic()
+        judge = self._fresh.look(now)
+        beats, rank_ages = self.peer_beats(now), self.rank_ages(now)
+        if self.layout.node_lost_marker(self.attempt).exists():
+            self.ended = True
+        elif judge and (lost := nodeloss.lost_node(beats, rank_ages, self.node)) is not None:
+            self.lost, self.ended = lost, True
+            if self._claim(lost):
+                history.append(
+                    self.layout.events,
+                    NodeLost(
+                        attempt=self.attempt,
+                        node=lost.node,
+                        node_rank=lost.node_rank,
+                        why=lost.why,
+                        silent_s=lost.silent_s,
+                        found_by=self.node,
+                    ),
+                )
+        if self.ended:
+            self.end_attempt()
+        return self.ended
+
+    def peer_beats(self, now: float) -> dict[int, PeerBeat]:
+        out = {}
+        for rank in range(self.nodes):
+            if rank == self.node_rank:
+                continue
+            record = safeio.read_json(self.layout.node_beat(self.attempt, rank))
+            if not isinstance(record, dict) or not isinstance(record.get("seq"), int):
+                out[rank] = PeerBeat(self._fresh.unseen_age(now), seen=False, done=False)
+                continue
+            node = record.get("node")
+            out[rank] = PeerBeat(
+                self._fresh.age(("beat", rank), record["seq"], now),
+                seen=True,
+                done=record.get("done") is True,
+                node=node if isinstance(node, str) else None,
+            )
+        return out
+
+    def rank_ages(self, now: float) -> dict[str, list[float]]:
+        out: dict[str, list[float]] = {}
+        for rank, record in progress_records(self.layout, self.attempt).items():
+            node = record.get("node")
+            if record.get("phase") == "done" or not isinstance(node, str):
+                continue
+            out.setdefault(node, []).append(self._fresh.age(("rank", rank), record.get("written"), now))
+        return out
+
+    def _claim(self, lost: LostVerdict) -> bool:
+        """Only one node records the event: the one that creates node-lost.json."""
+        marker = self.layout.node_lost_marker(self.attempt)
+        try:
+            fd = safeio.open_fd(marker, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
+        except OSError:
+            return False
+        record = {"t": time.time(), "node": lost.node, "node_rank": lost.node_rank, "by": self.node, "why": lost.why}
+        with os.fdopen(fd, "w") as out:
+            json.dump(record, out)
+        return True

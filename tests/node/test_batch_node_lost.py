@@ -1,0 +1,88 @@
+"""The rendered batch script, EXECUTED by bash with a stub srun that never ends (a step Slurm cannot end while one of
+its nodes is frozen or cut off) and the real `python -m ddpctl internal decide`: once the launchers recorded a lost
+node (node-lost.json), the shell stops waiting for srun within a few seconds and the attempt is decided, charged to
+requeue.max_node_failures; without that file it keeps waiting."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import yaml
+from stubtools import RECORDING_STUB, on_path, recorded_argv, write_command
+
+from ddpctl.plan.render import LOST_WAIT_S, RenderInputs, render_script
+from ddpctl.spec import load_spec, resolve_paths, spec_to_mapping
+
+# srun: its last argument is the run dir; a node is lost (the launchers leave the file) and the step never ends.
+SRUN = """for last; do :; done
+sleep "${LOSE_AFTER_S:-0}"
+[ -n "${LOSE:-}" ] && echo {} >"$last/attempt-0/node-lost.json"
+exec sleep 60
+"""
+ANSWERS = {"srun": SRUN, "sbatch": "echo 99\n", "scontrol": "exit 0\n", "squeue": "echo 4242.0; echo 4242.batch\n"}
+
+
+def prepare(tmp_path: Path) -> Path:
+    for name in ("srun", "scontrol", "scancel", "squeue", "sbatch"):
+        write_command(tmp_path / "bin", name, RECORDING_STUB + ANSWERS.get(name, ""))
+    (tmp_path / "train.py").write_text("")
+    spec_file = tmp_path / "spec.yaml"
+    spec_file.write_text(yaml.safe_dump({"name": "c", "script": "train.py", "run_dir": "runs"}))
+    spec = resolve_paths(load_spec(spec_file, check_paths=False), tmp_path)
+    run_dir = tmp_path / "runs" / "c" / "4242"
+    (run_dir / "attempt-0").mkdir(parents=True)
+    (run_dir / "job.yaml").write_text(yaml.safe_dump(spec_to_mapping(spec)))
+    (run_dir / "job.sbatch").write_text(
+        render_script(spec, RenderInputs(run_base=run_dir.parent, python=sys.executable))
+    )
+    # the requeued job's `sleep 300` (waiting to be stopped by the requeue) is cut short: a stub sleep
+    write_command(tmp_path / "bin", "sleep", '#!/bin/bash\n[ "$1" = 300 ] && exit 0\nexec /bin/sleep "$@"\n')
+    return run_dir
+
+
+def run(tmp_path: Path, run_dir: Path, timeout: float, **extra: str) -> subprocess.CompletedProcess[str]:
+    env = {**os.environ, "PATH": on_path(tmp_path / "bin"), "STUB_OUT": str(tmp_path / "out"), "SLURM_JOB_ID": "4242"}
+    env.pop("DDPCTL_CHAIN_ATTEMPT", None)
+    return subprocess.run(
+        ["bash", str(run_dir / "job.sbatch")],
+        cwd=tmp_path,
+        env={**env, **extra},
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        check=False,
+        start_new_session=True,
+    )
+
+
+def test_the_shell_ends_a_step_srun_cannot_end_once_a_node_is_lost(tmp_path: Path) -> None:
+    run_dir = prepare(tmp_path)
+    started = time.monotonic()
+    done = run(tmp_path, run_dir, timeout=50, LOSE="1", LOSE_AFTER_S="1")
+    took = time.monotonic() - started
+    assert done.returncode == 0, done.stderr
+    assert "a node was lost" in done.stderr and "srun still waits for it: ending the step" in done.stderr
+    assert took < 1 + LOST_WAIT_S + 1 + 15, took  # lost after 1 s; the wait; the watch's poll; decide's start
+    decision = [json.loads(line) for line in (run_dir / "events.jsonl").read_text().splitlines()][-1]
+    assert (decision["action"], decision["kind"], decision["step_exit"]) == ("requeue", "node_failure", 137)
+    assert recorded_argv(tmp_path / "out", "scontrol") == ["requeue", "4242"]
+    for _ in range(50):  # the step's scancel runs in the background
+        if (tmp_path / "out" / "scancel" / "env.0").exists():
+            break
+        time.sleep(0.1)
+    assert recorded_argv(tmp_path / "out", "scancel") == ["--signal=KILL", "4242.0"]
+
+
+def test_without_a_lost_node_the_shell_waits_for_srun(tmp_path: Path) -> None:
+    run_dir = prepare(tmp_path)
+    try:
+        run(tmp_path, run_dir, timeout=1 + LOST_WAIT_S + 4)
+        raise AssertionError("the batch shell stopped waiting for a step with no node lost")
+    except subprocess.TimeoutExpired:
+        pass
+    assert not (run_dir / "events.jsonl").exists()
