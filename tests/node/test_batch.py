@@ -12,7 +12,8 @@ from clitools import events as records
 
 from ddpctl.node.batch import decide_run, on_signal, request_kind, requested_kind, run_outcome
 from ddpctl.node.localenv import LOCAL_ENV_FLAG
-from ddpctl.run.history import RunHistory
+from ddpctl.run import history
+from ddpctl.run.history import NodeExited, NodeLost, RunHistory
 from ddpctl.run.layout import RunLayout
 from ddpctl.run.rundir import run_spec
 from ddpctl.spec import JobSpec, spec_to_mapping
@@ -91,8 +92,12 @@ def test_a_lost_node_is_the_attempts_cause_and_charged_to_node_failures(tmp_path
     layout.attempt_dir(0).mkdir()
     layout.hang_marker(0).write_text("{}")
     layout.node_lost_marker(0).write_text(json.dumps({"node": "n2"}))
+    history.append(layout.events, NodeLost(attempt=0, node="n2", node_rank=1, why="its heartbeat stopped 16 s ago"))
+    history.append(layout.events, NodeExited(node="n1", attempt=0, exit=1))  # its ranks died of the reset
     assert run_outcome(layout, RunHistory.from_records([]), 0, 137).infra_cause == "node-lost"
     decision = decide_run(layout, {}, 137)
+    assert decision.blame is not None
+    assert (decision.blame.cause, decision.blame.node) == ("node-lost", "n2")
     assert (decision.action, decision.kind, decision.reason) == (
         "requeue",
         "node_failure",
