@@ -61,13 +61,15 @@ class PeerWatch:
     def linger(self, bound_s: float = nodeloss.LOST_S + 2 * POLL_S) -> None:
         """torchrun failed on its own: a peer that died may have taken this node's ranks with it (a collective's
         connection reset), and then its loss, not their errors, is what ended the attempt. Watch the peers until
-        every one has left too, or one is found lost (recorded as such), at most `bound_s`."""
+        each has left or beaten since (alive: a rank's own failure, theirs to follow), or one is found lost
+        (recorded as such), at most `bound_s`: a failure with live peers costs a beat or two, not LOST_S."""
         if self.nodes < 2 or self.ended:
             return
-        deadline = time.monotonic() + bound_s
-        while time.monotonic() < deadline:
+        started = time.monotonic()
+        self.peer_beats(started)  # the beats as they are now: a newer one says its node is alive
+        while (elapsed := time.monotonic() - started) < bound_s:
             beats = self.peer_beats(time.monotonic())
-            if all(beat.done for beat in beats.values()) or self.check():
+            if all(b.done or (b.seen and b.age_s < elapsed) for b in beats.values()) or self.check():
                 return
             time.sleep(POLL_S)
 

@@ -159,3 +159,22 @@ def test_silent_ranks_of_a_node_whose_launcher_beats(tmp_path: Path, monkeypatch
             break
         time.sleep(0.1)
     assert one.lost is not None and one.lost.node == "n2" and "ranks went silent" in one.lost.why
+
+
+def test_lingering_ends_as_soon_as_a_live_peer_beats(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # This node's rank failed on its own and the peer is alive (its ranks hang or are about to fail): one beat of
+    # the peer's tells, not LOST_S.
+    monkeypatch.setattr(nodeloss, "BEAT_S", 0.2)
+    monkeypatch.setattr(peers, "POLL_S", 0.1)
+    layout = RunLayout(tmp_path)
+    layout.attempt_dir(0).mkdir()
+    one = peers.PeerWatch(layout, 0, "n1", 0, 2, end_attempt=lambda: None)
+    two = peers.PeerWatch(layout, 0, "n2", 1, 2, end_attempt=lambda: None)
+    two.start()
+    one.start()
+    one.stop()
+    started = time.monotonic()
+    one.linger(bound_s=10.0)
+    took = time.monotonic() - started
+    two.stop()
+    assert took < 2.0 and not one.ended and not layout.node_lost_marker(0).exists(), took

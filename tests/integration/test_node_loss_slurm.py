@@ -26,7 +26,7 @@ from slurmtools import START_SCRIPT, STATE_DIR
 pytestmark = pytest.mark.slurm
 
 SPEC = REPO / "jobs" / "example.yaml"
-TRAIN = ["--epochs", "2", "--steps-per-epoch", "6", "--ckpt-every", "2", "--sleep-per-step", "1"]
+TRAIN = ["--epochs", "2", "--steps-per-epoch", "6", "--ckpt-every", "2", "--sleep-per-step", "0.5"]
 TARGET_S = 30.0  # node death -> every surviving rank stopped and the attempt decided
 FAULT_AT_STEP = 5  # after the checkpoint of step 4
 
