@@ -1,11 +1,12 @@
-"""A node of a running job dies on the real local Slurm cluster (2 nodes x 2 ranks): its slurmd and every process of
-the job on it are SIGKILLed mid-training. The surviving node's launcher finds it lost from its heartbeat, every
-surviving rank stops and the attempt is decided within 30 s (Slurm alone waits SlurmdTimeout, 300 s, before it
-does anything), the `node-lost` event names the dead node, and the run, requeued once its node is back, ends with
-the uninterrupted run's final weights.
+"""A node of a running job dies or freezes on the real local Slurm cluster (2 nodes x 2 ranks): its slurmd and every
+process of the job on it are SIGKILLed mid-training, or the job's own processes on it are SIGSTOPped (slurmd
+alive). The surviving node's launcher finds it lost from its heartbeat, every surviving rank stops and the attempt
+is decided within 30 s (Slurm alone waits SlurmdTimeout, 300 s, before it does anything; a frozen step held the
+job until its time limit), the `node-lost` event names the node, and the run, requeued (a dead node once it is
+back), ends with the uninterrupted run's final weights.
 
 The node is brought back the way tests/cluster/start.sh starts it (start.sh restarts a dead slurmd and resumes a
-node left down), in a finally, so later tests have every node.
+node left down), frozen processes are continued, in a finally, so later tests have every node.
 """
 
 from __future__ import annotations
@@ -45,17 +46,38 @@ def job_pids(node: str, job_id: str) -> list[int]:
     return sorted(pids)
 
 
-def kill_node(node: str, job_id: str) -> float:
+def kill_node(node: str, job_id: str) -> tuple[float, list[int]]:
     """SIGKILL the node's slurmd, then every process of this job on it; the moment of the fault."""
     slurmd = int((STATE_DIR / "run" / f"slurmd-{node}.pid").read_text().strip())
     pids = job_pids(node, job_id)
     assert pids, f"no process of job {job_id} found on {node}"
     at = time.time()
     os.kill(slurmd, signal.SIGKILL)
+    signal_all(pids, signal.SIGKILL)
+    return at, pids
+
+
+def freeze_node(node: str, job_id: str) -> tuple[float, list[int]]:
+    """SIGSTOP the job's own processes on the node (launcher, torchrun, ranks; its step daemons and slurmd go on,
+    so Slurm can still end them)."""
+    pids = [pid for pid in job_pids(node, job_id) if not comm(pid).startswith("slurmstepd")]
+    assert pids, f"no process of job {job_id} found on {node}"
+    at = time.time()
+    signal_all(pids, signal.SIGSTOP)
+    return at, pids
+
+
+def comm(pid: int) -> str:
+    try:
+        return Path(f"/proc/{pid}/comm").read_text().strip()
+    except OSError:
+        return ""
+
+
+def signal_all(pids: list[int], sig: signal.Signals) -> None:
     for pid in pids:
         with contextlib.suppress(ProcessLookupError):
-            os.kill(pid, signal.SIGKILL)
-    return at
+            os.kill(pid, sig)
 
 
 def restore_nodes() -> None:
@@ -67,8 +89,12 @@ def first(run_dir: Path, name: str, **match: object) -> dict[str, Any] | None:
     return next((e for e in events(run_dir) if e["event"] == name and match.items() <= e.items()), None)
 
 
-def test_dead_node_is_found_within_30_s_and_the_run_resumes_to_the_same_weights(tmp_path: Path, cleanup_jobs) -> None:  # type: ignore[no-untyped-def]
+@pytest.mark.parametrize("fault_kind", ["death", "freeze"])
+def test_lost_node_is_found_within_30_s_and_the_run_resumes_to_the_same_weights(  # type: ignore[no-untyped-def]
+    fault_kind: str, tmp_path: Path, cleanup_jobs
+) -> None:
     cli = Cli(tmp_path / "home")
+    pids: list[int] = []
     ref_id, ref_dir = submit(cli, tmp_path / "ref", "--set", "name=reference", "--backend", "local")
     job_id, run_dir = submit(cli, tmp_path / "runs")
     cleanup_jobs(job_id)
@@ -82,23 +108,27 @@ def test_dead_node_is_found_within_30_s_and_the_run_resumes_to_the_same_weights(
             what=f"step {FAULT_AT_STEP}",
         )
         victim = json.loads((attempt / "node-1.json").read_text())["node"]  # not the batch host (node rank 0)
-        fault = kill_node(victim, job_id)
+        fault, pids = (kill_node if fault_kind == "death" else freeze_node)(victim, job_id)
         cli.wait_for(lambda: first(run_dir, "decision", attempt=0) is not None, timeout=120, what="the decision")
         decided = first(run_dir, "decision", attempt=0)
-        restore_nodes()  # the node comes back (a reboot): Slurm can complete the job on it and requeue it
+        if fault_kind == "death":
+            restore_nodes()  # the node comes back (a reboot): Slurm can complete the job on it and requeue it
     finally:
+        signal_all(pids, signal.SIGCONT)  # a frozen process Slurm has not killed yet goes on (and is killed)
         restore_nodes()
     lost = first(run_dir, "node-lost", attempt=0)
     survivor = first(run_dir, "node-exit", attempt=0, node=json.loads((attempt / "node-0.json").read_text())["node"])
     assert lost is not None and decided is not None and survivor is not None, events(run_dir)
     print(
-        f"node death -> node lost {lost['t'] - fault:.1f} s, surviving ranks stopped {survivor['t'] - fault:.1f} s,"
-        f" decided {decided['t'] - fault:.1f} s"
+        f"node {fault_kind} -> node lost {lost['t'] - fault:.1f} s,"
+        f" surviving ranks stopped {survivor['t'] - fault:.1f} s, decided {decided['t'] - fault:.1f} s"
     )
     assert lost["node"] == victim and lost["node_rank"] == 1, lost
     assert survivor["t"] - fault <= TARGET_S and decided["t"] - fault <= TARGET_S
     assert (decided["action"], decided["kind"]) == ("requeue", "node_failure"), decided
     status = cli.wait_terminal(job_id, timeout=300)
-    assert (status["state"], status["restarts"]) == ("COMPLETED", 1), events(run_dir)
+    # One requeue, sometimes two: a dead node's restarted slurmd may still get the old run's resent TERMINATE_JOB
+    # (same job id) after the requeued run started there, which kills that run's step on it (seen once on 22.05).
+    assert status["state"] == "COMPLETED" and status["restarts"] in (1, 2), events(run_dir)
     assert cli.wait_terminal(ref_id, timeout=300)["state"] == "COMPLETED"
     assert final_hash(run_dir) is not None and final_hash(run_dir) == final_hash(ref_dir)
