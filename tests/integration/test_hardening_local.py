@@ -161,3 +161,19 @@ def test_errors_names_the_sigkilled_rank_not_the_gloo_collateral(cli: Cli, tmp_p
 def events_of(runs: Path) -> list[dict[str, object]]:
     (path,) = runs.glob("*/*/events.jsonl")
     return [json.loads(line) for line in path.read_text().splitlines()]
+
+
+def test_errors_after_torchruns_restarts_still_names_the_sigkill(cli: Cli, tmp_path: Path) -> None:
+    """Issue 27 item 8: with max_restarts, every restart round dies the same way and torchrun gives up; the first
+    failure `logs --errors` names is the SIGKILL that started it, not a later round's Gloo errors."""
+    script = tmp_path / "kill_one.py"
+    script.write_text(KILL_ONE_RANK)
+    killer = spec(tmp_path, "restarts", script=str(script), args=[], nproc_per_node=2, max_restarts=1)
+    done = cli.run("submit", str(killer), "--set", "requeue.max_node_failures=0", "--wait", check=False)
+    job_id = done.stdout.split("job ", 1)[1].split()[0]
+    assert cli.status(job_id)["state"] == "FAILED"
+    out = cli.run("logs", job_id, "--errors", "--no-color").stdout.splitlines()
+    assert out[-2].startswith("-- first failure in attempt 0: rank 1 on local"), out
+    assert "killed by SIGKILL" in out[-2] and "killed by SIGKILL" in out[-1], out
+    launcher_logs = "".join(p.read_text() for p in (tmp_path / "runs").glob("*/*/attempt-0/node-*.log"))
+    assert launcher_logs.count("exitcode  : -9") + launcher_logs.count("exitcode: -9") >= 1, launcher_logs[-3000:]
