@@ -64,6 +64,9 @@ def _node_names() -> list[str]:
     return sorted(set(res.stdout.split()), key=lambda n: (len(n), n))
 
 
+# tryfirst: xdist's own hook turns the xdist_group marks into the `@group` node-id suffix its scheduler reads, so
+# the marks must be on before it runs (without this the cluster tests ran in both workers at once).
+@pytest.hookimpl(tryfirst=True)
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     """Under pytest-xdist (`-n 2 --dist loadgroup`, the README's test command): the tests that use the cluster run in
     one worker, one after another as without xdist (they share its 2-node partitions, its controller and the
