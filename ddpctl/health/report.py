@@ -11,7 +11,7 @@ from ddpctl.health.rates import duration, summarize
 from ddpctl.health.records import checked_progress_records, last_checkpoint, latest_attempt
 from ddpctl.run import history
 from ddpctl.run.history import HealthEvent, Hung, NodeLost, OomKilled, RunHistory, StragglerFlagged
-from ddpctl.run.history.events import E
+from ddpctl.run.history.base import E
 from ddpctl.run.layout import RunLayout
 from ddpctl.spec import load_spec
 

@@ -1,4 +1,5 @@
-"""The run's history: events.jsonl, its event types (`events`), reading and appending it (`log`), and every
+"""The run's history: events.jsonl, its event types (`base`, the lifecycle's `events`, the unplanned `failures`,
+read back by `catalog`), reading and appending it (`log`), and every
 question asked of a run (`RunHistory`: attempts and what ended them, stops, requeues and budgets used per kind,
 chain jobs, excluded nodes, outcome).
 
@@ -7,30 +8,16 @@ Writers append one typed event: `history.append(layout.events, Decided(attempt=.
 they want to know; nothing else parses events.jsonl or compares event names.
 """
 
+from ddpctl.run.history.base import CAUSES, KINDS, SIGNAL_KINDS, Action, Cause, Event, Kind
+from ddpctl.run.history.catalog import TYPES, parse_event
 from ddpctl.run.history.events import (
-    CAUSES,
-    HEALTH,
-    KINDS,
-    SIGNAL_KINDS,
-    TYPES,
-    Action,
     AttemptStarted,
     Cancelled,
-    Cause,
     ChainDropped,
     ChainSubmitted,
     CheckpointSkipped,
     Decided,
-    Event,
-    HealthEvent,
-    Hung,
-    Kind,
     Launched,
-    NodeExcluded,
-    NodeExited,
-    NodeLost,
-    OomKilled,
-    RankExited,
     RequeueModeChosen,
     Resumed,
     Signalled,
@@ -39,9 +26,18 @@ from ddpctl.run.history.events import (
     StopScanned,
     StopSignalled,
     StopUnacknowledged,
-    StragglerFlagged,
     Submitted,
-    parse_event,
+)
+from ddpctl.run.history.failures import (
+    HEALTH,
+    HealthEvent,
+    Hung,
+    NodeExcluded,
+    NodeExited,
+    NodeLost,
+    OomKilled,
+    RankExited,
+    StragglerFlagged,
 )
 from ddpctl.run.history.log import EventLog, append, load, log_of
 from ddpctl.run.history.runhistory import Attempt, RunHistory

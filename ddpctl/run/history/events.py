@@ -1,49 +1,18 @@
-"""Every event of a run's events.jsonl, declared once with its typed fields (pure: no file access here).
+"""The run's lifecycle events: submitted, attempts started and launched, stops, resumes, decisions, chains (pure).
 
-A line on disk is `{"t": ..., "event": NAME, field: value, ...}` with sorted keys, exactly what the field names
-below say. Records are untrusted (a run dir may be written by the job's own code, or by an older or newer
-ddpctl): `parse_event` returns None for an unknown event name or a record without a required field of the right type,
-and an optional field of the wrong type reads as its default. Nothing here raises on a record's content.
-
-Failure causes and budgets are typed here so that the next kinds (a node lost, a rank crash) are one entry each:
-`Kind` is what a requeue is charged to (`spec.requeue.max_*`), `Cause` what ended an attempt.
+Records are untrusted (a run dir may be written by the job's own code, or by an older or newer ddpctl):
+`catalog.parse_event` returns None for an unknown event name or a record without a required field of the right
+type, and an optional field of the wrong type reads as its default. Nothing here raises on a record's content.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, fields
-from typing import Any, ClassVar, Literal, TypeVar, get_args
+from dataclasses import dataclass
+from typing import Any
 
+from ddpctl.run.history.base import Action, Cause, Event, Kind
 from ddpctl.run.history.typed import build_event
-
-# The budgets a requeue is charged to; node_failure: an infrastructure failure (a hang the watchdog ended; later
-# a node lost, a rank crash), requeue.max_node_failures.
-Kind = Literal["preemption", "timeout", "failure", "node_failure"]
-KINDS: tuple[Kind, ...] = get_args(Kind)
-Action = Literal["requeue", "finish"]
-# What ended an attempt (the failure model's causes); `Decided.cause` carries it where a writer knows it.
-Cause = Literal["stop", "node-lost", "rank-crash", "oom", "hang", "script-error"]
-CAUSES: tuple[Cause, ...] = get_args(Cause)
-SIGNAL_KINDS: tuple[Kind, ...] = ("timeout", "preemption")  # what a warning/preemption signal can mean
-
-
-@dataclass(frozen=True, kw_only=True)
-class Event:
-    NAME: ClassVar[str] = ""
-    OMIT_NONE: ClassVar[frozenset[str]] = frozenset()  # fields not written at all while None
-
-    t: float | None = None  # set when written (`log.append`), unless the writer dates it itself
-
-    def as_json(self) -> dict[str, Any]:
-        """The record as written to events.jsonl (and shown by `status --json`)."""
-        out: dict[str, Any] = {"event": self.NAME}
-        for field in fields(self):
-            value = getattr(self, field.name)
-            if value is None and field.name in self.OMIT_NONE:
-                continue
-            out[field.name] = list(value) if isinstance(value, tuple) else value
-        return out
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -184,82 +153,6 @@ class CheckpointSkipped(Event):
 
 
 @dataclass(frozen=True, kw_only=True)
-class NodeExited(Event):
-    NAME = "node-exit"
-    node: str
-    attempt: int
-    torchrun_exit: int | None = None
-    exit: int | None = None  # the launcher's own status
-    stopped: bool = False
-    hang: bool = False
-    # The ranks torchrun reported failed (its failure report): {"rank": r, "exitcode": -9 (a signal) or 1,
-    # "t": when torchrun noticed}; what the decision blames a rank's death on (`ddpctl.node.blame`).
-    failed: tuple[Mapping[str, Any], ...] = ()
-
-
-@dataclass(frozen=True, kw_only=True)
-class RankExited(Event):
-    """A rank's worker ended with a non-zero status: its script's exception (the last line of its traceback),
-    and whether that is a collateral error (a peer died: NCCL/Gloo, a refused or closed connection)."""
-
-    NAME = "rank-exit"
-    attempt: int
-    rank: int
-    node: str | None = None
-    status: int | None = None
-    error: str = ""
-    collateral: bool = False
-
-
-@dataclass(frozen=True, kw_only=True)
-class OomKilled(Event):
-    NAME = "oom"
-    node: str
-    attempt: int
-    kills: int = 0
-    limit_bytes: int | None = None
-
-
-@dataclass(frozen=True, kw_only=True)
-class Hung(Event):
-    NAME = "hang"
-    attempt: int
-    idle_s: float | None = None
-    timeout_s: float | None = None
-    allowance: str = ""
-    culprits: tuple[Mapping[str, Any], ...] = ()
-    ranks: Mapping[str, Any] | None = None
-    nodes: tuple[Mapping[str, Any], ...] = ()  # the nodes whose ranks went silent or could not be dumped
-
-
-@dataclass(frozen=True, kw_only=True)
-class NodeLost(Event):
-    """A node's launcher found a peer node lost (ddpctl.health.peers): its heartbeat stopped, it never wrote one,
-    or its ranks all went silent; every node then ended its torchrun."""
-
-    NAME = "node-lost"
-    attempt: int
-    node: str | None = None  # None: the lost node never wrote a heartbeat that named it
-    node_rank: int | None = None
-    why: str = ""
-    silent_s: float | None = None  # since its last sign of life, as the finding node measured it
-    found_by: str | None = None  # the node whose launcher recorded it
-
-
-@dataclass(frozen=True, kw_only=True)
-class StragglerFlagged(Event):
-    NAME = "straggler"
-    attempt: int
-    rank: int
-    node: str | None = None
-    busy_s: float | None = None
-    median_s: float | None = None
-    factor: float | None = None
-    threshold: float | None = None
-    steps: int | None = None
-
-
-@dataclass(frozen=True, kw_only=True)
 class Decided(Event):
     """The end-of-attempt decision: requeue (charged to `kind`) or finish the run with `exit_code`."""
 
@@ -309,60 +202,3 @@ class ChainDropped(Event):
     attempt: int
     job_id: str
     why: str = ""
-
-
-@dataclass(frozen=True, kw_only=True)
-class NodeExcluded(Event):
-    """A node the run's later attempts must not use (ddpctl.node.exclude decided it after `attempt`); `applied`
-    False: the bound (the job must still fit its partition) kept it in, `why` says so."""
-
-    NAME = "node-excluded"
-    attempt: int
-    node: str
-    cause: str = ""  # what it was blamed for: a Cause ("hang", "script-error", ...)
-    applied: bool = True
-    why: str = ""
-
-
-HEALTH = (Hung, StragglerFlagged, OomKilled, NodeLost)
-HealthEvent = Hung | StragglerFlagged | OomKilled | NodeLost
-TYPES: dict[str, type[Event]] = {
-    cls.NAME: cls
-    for cls in (
-        Submitted,
-        RequeueModeChosen,
-        AttemptStarted,
-        Launched,
-        StopSignalled,
-        Signalled,
-        Stopped,
-        StopUnacknowledged,
-        StopKilled,
-        StopScanned,
-        Resumed,
-        CheckpointSkipped,
-        NodeExited,
-        RankExited,
-        OomKilled,
-        Hung,
-        NodeLost,
-        StragglerFlagged,
-        Decided,
-        Cancelled,
-        ChainSubmitted,
-        ChainDropped,
-        NodeExcluded,
-    )
-}
-E = TypeVar("E", bound=Event)
-
-
-def parse_event(record: object) -> Event | None:
-    """The typed event of one parsed JSON line; None for anything this ddpctl does not know or cannot trust."""
-    if not isinstance(record, dict):
-        return None
-    name = record.get("event")
-    cls = TYPES.get(name) if isinstance(name, str) else None
-    if cls is None:
-        return None
-    return build_event(cls, record)

@@ -19,7 +19,8 @@ from dataclasses import replace
 from pathlib import Path
 
 from ddpctl import safeio
-from ddpctl.run.history.events import E, Event, parse_event
+from ddpctl.run.history.base import E, Event
+from ddpctl.run.history.catalog import parse_event
 from ddpctl.run.history.runhistory import RunHistory
 
 MAX_LOG_BYTES = 1 << 28  # no real run writes this much; a hostile one must not make a status read it all

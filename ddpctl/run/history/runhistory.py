@@ -7,28 +7,20 @@ from dataclasses import dataclass
 from functools import cached_property
 
 from ddpctl import exitcodes
+from ddpctl.run.history.base import KINDS, SIGNAL_KINDS, E, Event, Kind
+from ddpctl.run.history.catalog import parse_event
 from ddpctl.run.history.events import (
-    HEALTH,
-    KINDS,
-    SIGNAL_KINDS,
     AttemptStarted,
     Cancelled,
     ChainDropped,
     ChainSubmitted,
     Decided,
-    E,
-    Event,
-    HealthEvent,
-    Hung,
-    Kind,
-    NodeExcluded,
-    NodeExited,
     Resumed,
     Signalled,
     StopUnacknowledged,
     Submitted,
-    parse_event,
 )
+from ddpctl.run.history.failures import HEALTH, HealthEvent, Hung, NodeExcluded, NodeExited
 from ddpctl.run.state import JobState
 
 

@@ -1,0 +1,43 @@
+"""The base of every event of a run's events.jsonl and the vocabulary of failures (pure: no file access here).
+
+A line on disk is `{"t": ..., "event": NAME, field: value, ...}` with sorted keys, exactly what the field names
+of its `Event` subclass say (`events` declares the run's lifecycle, `failures` what ends an attempt unplanned,
+`catalog` reads a line back). `Kind` is what a requeue is charged to (`spec.requeue.max_*`), `Cause` what ended an
+attempt: the next kinds and causes are one entry each.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, fields
+from typing import Any, ClassVar, Literal, TypeVar, get_args
+
+# The budgets a requeue is charged to; node_failure: an infrastructure failure (a hang the watchdog ended; later
+# a node lost, a rank crash), requeue.max_node_failures.
+Kind = Literal["preemption", "timeout", "failure", "node_failure"]
+KINDS: tuple[Kind, ...] = get_args(Kind)
+Action = Literal["requeue", "finish"]
+# What ended an attempt (the failure model's causes); `Decided.cause` carries it where a writer knows it.
+Cause = Literal["stop", "node-lost", "rank-crash", "oom", "hang", "script-error"]
+CAUSES: tuple[Cause, ...] = get_args(Cause)
+SIGNAL_KINDS: tuple[Kind, ...] = ("timeout", "preemption")  # what a warning/preemption signal can mean
+
+
+@dataclass(frozen=True, kw_only=True)
+class Event:
+    NAME: ClassVar[str] = ""
+    OMIT_NONE: ClassVar[frozenset[str]] = frozenset()  # fields not written at all while None
+
+    t: float | None = None  # set when written (`log.append`), unless the writer dates it itself
+
+    def as_json(self) -> dict[str, Any]:
+        """The record as written to events.jsonl (and shown by `status --json`)."""
+        out: dict[str, Any] = {"event": self.NAME}
+        for field in fields(self):
+            value = getattr(self, field.name)
+            if value is None and field.name in self.OMIT_NONE:
+                continue
+            out[field.name] = list(value) if isinstance(value, tuple) else value
+        return out
+
+
+E = TypeVar("E", bound=Event)

@@ -1,0 +1,104 @@
+"""What ends an attempt unplanned, and what the health checks found: node and rank exits, OOM kills, hangs, lost
+nodes, stragglers and the nodes excluded for them (pure). `HEALTH` is what `status` shows as health lines.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from ddpctl.run.history.base import Event
+
+
+@dataclass(frozen=True, kw_only=True)
+class NodeExited(Event):
+    NAME = "node-exit"
+    node: str
+    attempt: int
+    torchrun_exit: int | None = None
+    exit: int | None = None  # the launcher's own status
+    stopped: bool = False
+    hang: bool = False
+    # The ranks torchrun reported failed (its failure report): {"rank": r, "exitcode": -9 (a signal) or 1,
+    # "t": when torchrun noticed}; what the decision blames a rank's death on (`ddpctl.node.blame`).
+    failed: tuple[Mapping[str, Any], ...] = ()
+
+
+@dataclass(frozen=True, kw_only=True)
+class RankExited(Event):
+    """A rank's worker ended with a non-zero status: its script's exception (the last line of its traceback),
+    and whether that is a collateral error (a peer died: NCCL/Gloo, a refused or closed connection)."""
+
+    NAME = "rank-exit"
+    attempt: int
+    rank: int
+    node: str | None = None
+    status: int | None = None
+    error: str = ""
+    collateral: bool = False
+
+
+@dataclass(frozen=True, kw_only=True)
+class OomKilled(Event):
+    NAME = "oom"
+    node: str
+    attempt: int
+    kills: int = 0
+    limit_bytes: int | None = None
+
+
+@dataclass(frozen=True, kw_only=True)
+class Hung(Event):
+    NAME = "hang"
+    attempt: int
+    idle_s: float | None = None
+    timeout_s: float | None = None
+    allowance: str = ""
+    culprits: tuple[Mapping[str, Any], ...] = ()
+    ranks: Mapping[str, Any] | None = None
+    nodes: tuple[Mapping[str, Any], ...] = ()  # the nodes whose ranks went silent or could not be dumped
+
+
+@dataclass(frozen=True, kw_only=True)
+class NodeLost(Event):
+    """A node's launcher found a peer node lost (ddpctl.health.peers): its heartbeat stopped, it never wrote one,
+    or its ranks all went silent; every node then ended its torchrun."""
+
+    NAME = "node-lost"
+    attempt: int
+    node: str | None = None  # None: the lost node never wrote a heartbeat that named it
+    node_rank: int | None = None
+    why: str = ""
+    silent_s: float | None = None  # since its last sign of life, as the finding node measured it
+    found_by: str | None = None  # the node whose launcher recorded it
+
+
+@dataclass(frozen=True, kw_only=True)
+class StragglerFlagged(Event):
+    NAME = "straggler"
+    attempt: int
+    rank: int
+    node: str | None = None
+    busy_s: float | None = None
+    median_s: float | None = None
+    factor: float | None = None
+    threshold: float | None = None
+    steps: int | None = None
+
+
+@dataclass(frozen=True, kw_only=True)
+class NodeExcluded(Event):
+    """A node the run's later attempts must not use (ddpctl.node.exclude decided it after `attempt`); `applied`
+    False: the bound (the job must still fit its partition) kept it in, `why` says so."""
+
+    NAME = "node-excluded"
+    attempt: int
+    node: str
+    cause: str = ""  # what it was blamed for: a Cause ("hang", "script-error", ...)
+    applied: bool = True
+    why: str = ""
+
+
+HEALTH = (Hung, StragglerFlagged, OomKilled, NodeLost)
+HealthEvent = Hung | StragglerFlagged | OomKilled | NodeLost
