@@ -121,6 +121,10 @@ def _exit_status(code: object) -> int:
     if isinstance(code, int):
         return code
     print(code, file=sys.stderr)
+    # `sys.exit("fatal: ...")` is the script's own error message: the rank-exit event carries it as it would an
+    # exception's line (else `logs --errors` and the decision knew only "exit status 1").
+    text = str(code).strip()
+    _last_error.append(f"SystemExit: {text.splitlines()[-1]}" if text else "SystemExit")
     return exitcodes.FAILURE
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -59,6 +60,21 @@ def test_exit_status_propagates(tmp_path: Path, body: str, status: int, stderr_h
     result = run_worker(tmp_path, body)
     assert result.returncode == status
     assert stderr_has in result.stderr
+
+
+def test_a_scripts_exit_message_is_its_recorded_error(tmp_path: Path) -> None:
+    env = {
+        "DDPCTL_RANK_LOG_PATTERN": str(tmp_path / "run" / "attempt-0" / "rank-{rank}.log"),
+        "DDPCTL_RUN_DIR": str(tmp_path / "run"),
+        "RANK": "2",
+        "DDPCTL_ATTEMPT": "0",
+    }
+    result = run_worker(tmp_path, "import sys; sys.exit('fatal: no data in /scratch/x')", env=env)
+    assert result.returncode == 1
+    records = [json.loads(line) for line in (tmp_path / "run" / "events.jsonl").read_text().splitlines()]
+    assert [(r["event"], r["rank"], r["status"], r["error"]) for r in records] == [
+        ("rank-exit", 2, 1, "SystemExit: fatal: no data in /scratch/x")
+    ]
 
 
 def test_missing_script_and_no_args_are_usage_errors(tmp_path: Path) -> None:
