@@ -18,6 +18,7 @@ import fcntl
 import os
 import signal
 import socket
+from collections.abc import Callable
 from pathlib import Path
 
 from ddpctl import safeio
@@ -94,6 +95,16 @@ def die_with_parent() -> None:
     libc.prctl(_PR_SET_PDEATHSIG, signal.SIGTERM, 0, 0, 0)
     if os.getppid() != parent:  # the supervisor died between fork and prctl
         os._exit(128 + signal.SIGTERM)
+
+
+def launcher_preexec(stop: signal.Signals) -> Callable[[], None]:
+    """preexec_fn for a launcher: dies with the supervisor, and starts with the stop signal ignored."""
+
+    def preexec() -> None:
+        die_with_parent()
+        signal.signal(stop, signal.SIG_IGN)
+
+    return preexec
 
 
 def free_loopback_port() -> int:

@@ -84,7 +84,9 @@ class Supervisor:
                 [sys.executable, "-m", "ddpctl", "launch", str(self.layout.root)],
                 env={**base, **self.node_env(rank)},
                 pass_fds=self.lock_fds,
-                preexec_fn=local_proc.die_with_parent,
+                # The stop signal inherited as ignored until the launcher's handler takes it: a stop while its
+                # interpreter starts reaches it through the stop file (it looks when it arms), never kills it.
+                preexec_fn=local_proc.launcher_preexec(proc.signal_named(self.spec.requeue.signal)),
             )
             for rank in range(self.spec.nodes)
         ]
@@ -103,13 +105,16 @@ class Supervisor:
             time.sleep(0.1)
         return max(codes.values(), key=lambda c: (c not in (0,), c))
 
-    def run(self) -> int:
+    def arm(self) -> None:
+        """Catch the stop and cancel signals; before the pid is published (`preempt` and `cancel` signal the pid
+        they read), else a stop right after submit would find the default action: death."""
         signal.signal(proc.signal_named(self.spec.requeue.signal), self.on_stop_signal)
         signal.signal(signal.SIGTERM, self.on_cancel)
         signal.signal(signal.SIGINT, self.on_cancel)
+
+    def run(self) -> int:
         while True:
             self.port = local_proc.free_loopback_port()
-            self.stop_at, self.killed = None, False
             self.excluded = history.load(self.layout.events).excluded_nodes()
             env = self.base_env()
             batch.batch_start(self.layout, env)
@@ -125,9 +130,12 @@ class Supervisor:
             if decision.action != "requeue":
                 return decision.exit_code
             self.attempt += 1
+            self.stop_at, self.killed = None, False  # here, not at the top: a stop before attempt 0 started counts
 
 
 def supervise(run_dir: Path, job_number: int, lock_fd: int | None = None) -> int:
     layout = RunLayout(run_dir)
+    supervisor = Supervisor(layout, run_spec(layout), job_number, lock_fd)
+    supervisor.arm()
     local_proc.write_pid(layout.root, os.getpid())
-    return Supervisor(layout, run_spec(layout), job_number, lock_fd).run()
+    return supervisor.run()

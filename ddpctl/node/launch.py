@@ -110,6 +110,10 @@ class Relay:
         signal.signal(self.stop_sig, self.on_stop)
         for sig in FORWARDED:
             signal.signal(sig, self.on_forward)
+        # A stop that came while this interpreter started (the signal ignored then, or sent before the step
+        # ran): the fan-out wrote the node's stop file first, so it is not lost; take it as received.
+        if self.layout.stop_file(self.dist.restart_count, self.dist.node_rank).exists():
+            self.on_stop(self.stop_sig, None)
 
     def on_stop(self, signum: int, _frame: FrameType | None) -> None:
         # Only a flag file and one event line here: the checkpoint itself happens in the workers at a step

@@ -13,7 +13,7 @@ import time
 from pathlib import Path
 
 import pytest
-from clitools import Cli, events, write_spec
+from clitools import REPO, Cli, events, write_spec
 
 pytestmark = pytest.mark.torchrun
 
@@ -121,3 +121,24 @@ def test_a_stop_nobody_acknowledges_is_killed_after_the_lead_time_and_resumes_fr
     assert "killed it after the lead time, as Slurm would" in status["stops"][0]["text"], status
     assert status["restart_notes"][0].startswith("attempt 1: restarted after the kill; its checkpoint "), status
     assert "killing it, as Slurm would" in (run_dir / "slurm.out").read_text(), info
+
+
+def test_a_stop_right_after_submit_reaches_a_script_with_its_own_handler_and_loses_nothing(
+    cli: Cli, tmp_path: Path
+) -> None:
+    # The quickstart's order: preempt at once. The stop lands while the supervisor and the launchers start; it
+    # used to find their interpreters before their handlers (the signal's default action: exit 140), and status
+    # then blamed the script and said the stop was not acknowledged.
+    spec = REPO / "jobs" / "own-checkpoint.yaml"
+    job_id, run_dir = cli.submit(spec, "--backend", "local", "--set", f"run_dir={tmp_path / 'runs'}")
+    sent = cli.run("preempt", job_id)
+    assert "WARNING" not in sent.stderr, sent.stderr
+    status = cli.wait_terminal(job_id, timeout=240)
+    found = events(run_dir)
+    info = json.dumps([{k: v for k, v in e.items() if k not in ("argv", "dist")} for e in found], indent=1)
+    assert (status["state"], status["restarts"]) == ("COMPLETED", 1), (status, info)
+    decisions = [(e["action"], e["kind"], e.get("cause")) for e in found if e["event"] == "decision"]
+    assert decisions == [("requeue", "preemption", "stop"), ("finish", None, None)], info
+    assert [(s["attempt"], s["state"]) for s in status["stops"]] == [(0, "acknowledged")], status
+    assert "(nothing lost)" in status["stops"][0]["text"], status
+    assert not [e for e in found if e["event"] == "stop-unacknowledged"], info
