@@ -47,7 +47,7 @@ def run(args: argparse.Namespace) -> int:
     job = api.job(args.job, warn=say)
     record = job.record
     state = wait_until_running(record, args.wait, say)
-    if state.state == "RUNNING" and may_announce(record):
+    if state.state == "RUNNING" and (may_announce(record) or script_signal_of(record)):
         wait_for_listener(record, LISTENER_WAIT_S, say)  # returns early when the job ends: preempt says so
     job.preempt(args.kind)
     print(
@@ -98,6 +98,21 @@ def unheard_now(record: Any) -> str | None:
     return listening_now(RunLayout(Path(record.run_dir)), script_signal_of(record))
 
 
+def ready_now(record: Any) -> bool:
+    """Some rank listens; for a script that asked for a signal of its own, every node's launcher of the newest
+    attempt is up (a stop sent while a launcher's interpreter starts finds no handler there on a cluster)."""
+    if unheard_now(record) is not None:
+        return False
+    if not script_signal_of(record):
+        return True
+    from pathlib import Path
+
+    from ddpctl.run.layout import RunLayout
+    from ddpctl.run.stoptruth import launchers_up
+
+    return launchers_up(RunLayout(Path(record.run_dir)))
+
+
 def wait_for_listener(
     record: Any, timeout_s: float, say: Callable[[str], None], state_fn: Callable[[Any], Any] | None = None
 ) -> None:
@@ -107,12 +122,12 @@ def wait_for_listener(
     from ddpctl.backends import current_state
 
     ask = state_fn or current_state
-    if unheard_now(record) is None:
+    if ready_now(record):
         return
     say(f"waiting up to {timeout_s:.0f} s for a rank of job {record.job_id} to listen for stops")
     deadline = time.monotonic() + timeout_s
     next_state = time.monotonic() + STATE_POLL_S
-    while time.monotonic() < deadline and unheard_now(record) is not None:
+    while time.monotonic() < deadline and not ready_now(record):
         if time.monotonic() >= next_state:
             if ask(record).terminal:
                 return

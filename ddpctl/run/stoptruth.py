@@ -212,6 +212,18 @@ def run_summary(layout: RunLayout, now: float, past: RunHistory | None = None) -
     return summary(layout, lead_s, now, past)
 
 
+def launchers_up(layout: RunLayout) -> bool:
+    """Whether every node's launcher of the newest attempt has started (written its node record)."""
+    attempts = attempts_in(p.name for p in layout.root.glob(ATTEMPT_GLOB))
+    try:
+        from ddpctl.spec import load_spec
+
+        nodes = load_spec(layout.spec_file, check_paths=False).nodes
+    except Exception:  # no readable job.yaml: nothing to wait for
+        return True
+    return bool(attempts) and all(layout.node_info(attempts[-1], rank).exists() for rank in range(nodes))
+
+
 def listening_now(layout: RunLayout, script_signal: str | None) -> str | None:
     """For `preempt`: None when some rank of the newest attempt listens (or the script asked for a signal);
     else the plain statement that this stop will not be acted on."""

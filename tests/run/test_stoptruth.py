@@ -12,7 +12,7 @@ from ddpctl.node.ackwatch import overdue
 from ddpctl.run import history
 from ddpctl.run.history import AttemptStarted, Decided, Hung, Resumed, Signalled
 from ddpctl.run.layout import RunLayout
-from ddpctl.run.stoptruth import AttemptFacts, read_facts, report, restart_note, summary
+from ddpctl.run.stoptruth import AttemptFacts, launchers_up, read_facts, report, restart_note, summary
 
 SIGNAL = Signalled(attempt=0, kind="preemption", t=1000.0)
 RUNTIME_STOP = {"step": 7, "checkpoint": "/ck/step-000000007", "source": "file:/x"}
@@ -157,3 +157,16 @@ def test_a_stop_after_a_recorded_hang_says_the_attempt_had_failed(tmp_path: Path
     stops, _ = summary(layout, lead_s=60, now=10**10)
     assert [s.state for s in stops] == ["after_failure"]
     assert "had already failed (hang recorded)" in stops[0].text and "kept training" not in stops[0].text
+
+
+def test_launchers_up_needs_every_node_of_the_newest_attempt(tmp_path: Path) -> None:
+    layout = RunLayout(tmp_path)
+    layout.spec_file.write_text("name: x\nscript: train.py\nnodes: 2\n")
+    assert not launchers_up(layout)  # no attempt yet
+    for attempt, rank in ((0, 0), (0, 1), (1, 1)):
+        info = layout.node_info(attempt, rank)
+        info.parent.mkdir(parents=True, exist_ok=True)
+        assert not launchers_up(layout)  # before each one is written: some node of the newest attempt is missing
+        info.write_text("{}")
+    layout.node_info(1, 0).write_text("{}")
+    assert launchers_up(layout)
