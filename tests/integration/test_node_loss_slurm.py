@@ -11,19 +11,15 @@ node left down), frozen processes are continued, in a finally, so later tests ha
 
 from __future__ import annotations
 
-import contextlib
 import json
-import os
 import signal
-import subprocess
-import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 from clitools import REPO, Cli, events, final_hash
-from slurmtools import START_SCRIPT, STATE_DIR
+from nodefault import freeze_node, kill_node, restore_nodes, signal_all, wait_nodes_run_step
 
 pytestmark = pytest.mark.slurm
 
@@ -37,55 +33,6 @@ def submit(cli: Cli, runs: Path, *extra: str) -> tuple[str, Path]:
     return cli.submit(SPEC, "--set", f"run_dir={runs}", "--set", f"args={json.dumps(TRAIN)}", *extra)
 
 
-def job_pids(node: str, job_id: str) -> list[int]:
-    """Every process of the job on `node` (its step daemons included): the node's freezer cgroup of the job."""
-    base = Path("/sys/fs/cgroup/freezer/ddpctl-test-cluster") / node / f"slurm_{node}"
-    pids: set[int] = set()
-    for job_dir in base.glob(f"uid_*/job_{job_id}"):
-        for procs in job_dir.rglob("cgroup.procs"):
-            pids.update(int(line) for line in procs.read_text().split())
-    return sorted(pids)
-
-
-def kill_node(node: str, job_id: str) -> tuple[float, list[int]]:
-    """SIGKILL the node's slurmd, then every process of this job on it; the moment of the fault."""
-    slurmd = int((STATE_DIR / "run" / f"slurmd-{node}.pid").read_text().strip())
-    pids = job_pids(node, job_id)
-    assert pids, f"no process of job {job_id} found on {node}"
-    at = time.time()
-    os.kill(slurmd, signal.SIGKILL)
-    signal_all(pids, signal.SIGKILL)
-    return at, pids
-
-
-def freeze_node(node: str, job_id: str) -> tuple[float, list[int]]:
-    """SIGSTOP the job's own processes on the node (launcher, torchrun, ranks; its step daemons and slurmd go on,
-    so Slurm can still end them)."""
-    pids = [pid for pid in job_pids(node, job_id) if not comm(pid).startswith("slurmstepd")]
-    assert pids, f"no process of job {job_id} found on {node}"
-    at = time.time()
-    signal_all(pids, signal.SIGSTOP)
-    return at, pids
-
-
-def comm(pid: int) -> str:
-    try:
-        return Path(f"/proc/{pid}/comm").read_text().strip()
-    except OSError:
-        return ""
-
-
-def signal_all(pids: list[int], sig: signal.Signals) -> None:
-    for pid in pids:
-        with contextlib.suppress(ProcessLookupError):
-            os.kill(pid, sig)
-
-
-def restore_nodes() -> None:
-    res = subprocess.run(["bash", str(START_SCRIPT)], capture_output=True, text=True, timeout=120, check=False)
-    assert res.returncode == 0, res.stderr[-2000:]
-
-
 def first(run_dir: Path, name: str, **match: object) -> dict[str, Any] | None:
     return next((e for e in events(run_dir) if e["event"] == name and match.items() <= e.items()), None)
 
@@ -93,18 +40,9 @@ def first(run_dir: Path, name: str, **match: object) -> dict[str, Any] | None:
 @pytest.fixture
 def nodes_work_again() -> Iterator[None]:
     """After the test (and after its jobs are cancelled, this fixture being set up first): both nodes of the
-    default partition run a step again. A restarted slurmd can refuse the next step for a few seconds ("Slurmd
-    could not execve job", seen on 24.11 right after this test), which failed whichever test came next."""
+    default partition run a step again (nodefault.wait_nodes_run_step)."""
     yield
-    deadline = time.monotonic() + 90
-    while True:
-        res = subprocess.run(
-            ["srun", "-N2", "-p", "debug", "-t", "1", "true"], capture_output=True, text=True, timeout=60, check=False
-        )
-        if res.returncode == 0:
-            return
-        assert time.monotonic() < deadline, f"the nodes do not run a step 90 s after the fault: {res.stderr[-500:]}"
-        time.sleep(2)
+    wait_nodes_run_step()
 
 
 @pytest.mark.parametrize("fault_kind", ["death", "freeze"])
