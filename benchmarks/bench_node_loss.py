@@ -5,17 +5,18 @@ has done a few steps, the node that is not the batch host dies the way tests/int
 kills it (tests/nodefault.py: its slurmd and every process of the job on it SIGKILLed), and the timeline is taken:
 
 - ddpctl (`ddpctl submit jobs/example.yaml`, requeue with the dead node excluded where the partition allows it):
-  node death -> node found lost (`node-lost` event) -> all ranks stopped (the surviving node's `node-exit`; the dead
-  node's ranks died with it) -> decision (`decision` event) -> first resumed training step (the first point of
-  each rank's progress history in the resumed attempt; the last rank's). Every time after the fault comes from the
-  run dir's own records (events.jsonl, attempt-<n>/progress-<rank>.json), not from polling. The node is brought
-  back once the decision is recorded (a reboot), so the requeued job can run. `spare_nodes` (resume inside the
-  allocation, without a requeue) is not implemented yet: the benchmark says so instead of printing a number.
+  node death -> the surviving ranks exited (their `rank-exit` events) -> node found lost (`node-lost`) -> all
+  ranks stopped (the surviving node's `node-exit`: its launcher and every rank under it gone; the dead node's ranks
+  died with it) -> decision (`decision`) -> first resumed training step (the first point of each rank's progress
+  history in the resumed attempt; the last rank's). Every time after the fault comes from the run dir's own
+  records (events.jsonl, attempt-<n>/progress-<rank>.json), not from polling. The node is brought back once the
+  decision is recorded (a reboot), so the requeued job can run. `spare_nodes` (resume inside the allocation,
+  without a requeue) is not implemented yet: the benchmark says so instead of printing a number.
 - hand-written: one `srun` task per node, each running torchrun with a static rendezvous (MASTER_ADDR from
-  `scontrol show hostnames`); each task echoes the time its torchrun exited. Measured: node death -> the surviving
-  node's torchrun exited (its own record), -> the step ended and -> the job left RUNNING (squeue, every 0.2 s:
-  Slurm has no other record of them). Slurm ends them only once the node is declared down (SlurmdTimeout) or the
-  time limit passes, so this side is bounded by --timeout and says "did not end within N s" instead.
+  `scontrol show hostnames`); each task echoes the time its torchrun exited. Measured: node death -> the
+  surviving ranks exited (their torchrun's exit: the job's own record), -> the step ended and -> the job left
+  RUNNING (squeue, every 0.2 s: Slurm keeps no finer record). Slurm ends them only once the node is declared down
+  (SlurmdTimeout) or the time limit passes, so this side is bounded by --timeout and says "did not end within N s".
 
 Ratio: hand-written / ddpctl for node death -> all ranks stopped (for the hand-written job: its step ended, the
 moment Slurm counts every task stopped and its nodes could be used again). Each round restores the killed node the
@@ -140,7 +141,7 @@ def resumed_step(run_dir: Path) -> tuple[int, float, int] | None:
     return None
 
 
-def ddpctl_round(workdir: Path, jobs: Jobs, sleep: float) -> Round:
+def submit_ddpctl(workdir: Path, jobs: Jobs, sleep: float) -> tuple[Round, Path]:
     env = {**os.environ, "DDPCTL_HOME": str(workdir / "home")}
     argv = [sys.executable, "-m", "ddpctl", "submit", str(SPEC), "--set", f"run_dir={workdir / 'runs'}"]
     argv += ["--set", f"args={json.dumps(train_args(sleep))}"]
@@ -148,23 +149,38 @@ def ddpctl_round(workdir: Path, jobs: Jobs, sleep: float) -> Round:
     if done.returncode != 0:
         raise SystemExit(f"ddpctl submit failed ({done.returncode}): {done.stderr.strip()}")
     rnd = Round("ddpctl", jobs.add(done.stdout.split("job ", 1)[1].split()[0]))
-    run_dir = Path(done.stdout.split("run dir:", 1)[1].split()[0])
-    attempt0 = run_dir / "attempt-0"
+    return rnd, Path(done.stdout.split("run dir:", 1)[1].split()[0])
+
+
+def ddpctl_round(workdir: Path, jobs: Jobs, sleep: float) -> Round:
+    rnd, run_dir = submit_ddpctl(workdir, jobs, sleep)
 
     def trained() -> bool:
         return max((r.get("step") or 0 for r in progress(run_dir, 0)), default=0) >= FAULT_AT_STEP
 
     wait_until(trained, rnd.job_id, 300, f"training step {FAULT_AT_STEP}")
-    rnd.victim = json.loads(read(attempt0 / "node-1.json"))["node"]  # not the batch host (node rank 0)
-    survivor = json.loads(read(attempt0 / "node-0.json"))["node"]
+    rnd.victim = json.loads(read(run_dir / "attempt-0" / "node-1.json"))["node"]  # not the batch host (rank 0)
     fault, _ = kill_node(rnd.victim, rnd.job_id)
     wait_until(lambda: first_event(run_dir, "decision", attempt=0) is not None, rnd.job_id, 120, "decision")
     restore_nodes()  # the node comes back (a reboot): Slurm can complete the job on it and requeue it
     wait_until(lambda: resumed_step(run_dir) is not None, rnd.job_id, 300, "resumed training step")
+    ddpctl_timeline(rnd, run_dir, fault)
+    return rnd
+
+
+def ddpctl_timeline(rnd: Round, run_dir: Path, fault: float) -> None:
+    """The rows and notes of a ddpctl round, from the run's own records."""
+    survivor = json.loads(read(run_dir / "attempt-0" / "node-0.json"))["node"]
     lost = first_event(run_dir, "node-lost", attempt=0)
-    stopped = first_event(run_dir, "node-exit", attempt=0, node=survivor)
+    stopped = first_event(run_dir, "node-exit", attempt=0, node=survivor)  # the dead node's ranks died with it
     decision = first_event(run_dir, "decision", attempt=0) or {}
     attempt, resumed_at, step = resumed_step(run_dir) or (0, 0.0, 0)
+    exits = [
+        e["t"]
+        for e in events(run_dir)
+        if e.get("event") == "rank-exit" and e.get("attempt") == 0 and e.get("node") == survivor
+    ]
+    rnd.rows["surviving ranks exited"] = max(exits) - fault if exits else None
     rnd.rows["node found lost"] = lost["t"] - fault if lost else None
     rnd.rows["all ranks stopped"] = stopped["t"] - fault if stopped else None
     rnd.rows["decision"] = decision["t"] - fault
@@ -179,7 +195,6 @@ def ddpctl_round(workdir: Path, jobs: Jobs, sleep: float) -> Round:
         f"{decision.get('cause_node')}; resumed in attempt {attempt}, first step {step}; "
         f"excluded: {', '.join(excluded) or 'none'}"
     )
-    return rnd
 
 
 # --- hand-written ------------------------------------------------------------------------------------------
@@ -250,7 +265,7 @@ def handwritten_round(workdir: Path, jobs: Jobs, sleep: float, timeout: float) -
     fault, _ = kill_node(rnd.victim, rnd.job_id)
     step_end, job_end, state = watch_end(rnd.job_id, fault, timeout)
     exits = [float(t) - fault for _, t, node in TORCHRUN_EXIT.findall(read(log)) if node != rnd.victim]
-    rnd.rows["surviving node's torchrun exited"] = min(exits) if exits else None
+    rnd.rows["surviving ranks exited"] = min(exits) if exits else None  # their torchrun's exit
     rnd.rows["all ranks stopped"] = step_end  # the step ended: Slurm counts every task stopped
     rnd.rows["job left RUNNING"] = job_end
     rnd.notes.append(f"job state after the watch: {state}; no requeue decision of its own, no resumed step")
@@ -284,13 +299,15 @@ def cell(values: list[float | None], timeout: float) -> str:
 
 
 def summarise(rounds: dict[str, list[Round]], timeout: float) -> None:
-    labels = ["node found lost", "surviving node's torchrun exited", "all ranks stopped", "job left RUNNING"]
+    labels = ["surviving ranks exited", "node found lost", "all ranks stopped", "job left RUNNING"]
     labels += ["decision", "first resumed step"]
     print(f"\n{'node death ->':36s} {'ddpctl (requeue)':24s} hand-written sbatch + torchrun")
     for label in labels:
         mine, theirs = ([r.rows[label] for r in rounds[s] if label in r.rows] for s in ("ddpctl", "hand-written"))
         print(f"  {label:34s} {cell(mine, timeout):24s} {cell(theirs, timeout)}")
     print("  spare_nodes (resume inside the allocation): not implemented in ddpctl yet, nothing to measure")
+    print("  all ranks stopped: ddpctl, the surviving node's launcher exit (node-exit); hand-written, its step ended")
+    print("  the hand-written job has no decision or resume of its own: Slurm acts on the node after SlurmdTimeout")
     ours = [r.rows["all ranks stopped"] for r in rounds["ddpctl"]]
     theirs = [r.rows["all ranks stopped"] for r in rounds["hand-written"]]
     if None in ours or not ours or not theirs:
