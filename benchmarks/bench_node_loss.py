@@ -24,7 +24,7 @@ way the test's teardown does (start.sh, then until both nodes run a step again) 
 
     python benchmarks/bench_node_loss.py [--rounds 1] [--timeout 180] [--sleep-per-step 0.5] [--keep]
 
-Needs the local test cluster (`sudo bash tests/cluster/start.sh`), run as root (it kills and restarts a slurmd).
+Needs the local test cluster (`sudo bash tests/cluster/start.sh`); run it as root (it kills and restarts a slurmd).
 """
 
 from __future__ import annotations
@@ -61,7 +61,7 @@ from bench_first_step import (  # noqa: E402  (after the path insert, as the oth
     wait_cluster_idle,
 )
 from nodefault import kill_node, restore_nodes, wait_nodes_run_step  # noqa: E402
-from slurmtools import job_info, use_slurm_version  # noqa: E402
+from slurmtools import STATE_DIR, job_info, use_slurm_version  # noqa: E402
 
 SPEC = ROOT / "jobs" / "example.yaml"
 TRAIN_PY = ROOT / "jobs" / "example" / "train.py"
@@ -321,6 +321,17 @@ def summarise(rounds: dict[str, list[Round]], timeout: float) -> None:
         print(f"ratio hand-written/ddpctl, node death -> all ranks stopped: {ratio:.2f}")
 
 
+def require_test_cluster() -> None:
+    """Only the local test cluster's nodes can be killed and brought back (their slurmd pid files, start.sh)."""
+    if os.geteuid() != 0:
+        raise SystemExit("bench_node_loss.py must run as root: it SIGKILLs a node's slurmd and restarts it")
+    if not (STATE_DIR / "run").is_dir():
+        raise SystemExit(
+            f"no local test cluster state in {STATE_DIR} (DDPCTL_TEST_STATE_DIR); this benchmark kills nodes of the "
+            "cluster that tests/cluster/start.sh runs, nowhere else"
+        )
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rounds", type=int, default=1, help="rounds per side (each costs a few minutes)")
@@ -330,6 +341,7 @@ def main() -> None:
     args = parser.parse_args()
     version = use_slurm_version(os.environ)  # that version's clients first on PATH, as the tests do
     require_cluster()
+    require_test_cluster()
     print(f"Slurm {version}; SlurmdTimeout {slurmd_timeout()}; load average {load_average()}", flush=True)
     workdir = Path(tempfile.mkdtemp(prefix="ddpctl-bench-nodeloss-"))
     jobs = Jobs()
