@@ -22,6 +22,7 @@ def add(sub: Any) -> None:
     sig = inner.add_parser("on-signal", help="the warning/preemption signal arrived: fan it out to all nodes")
     sig.add_argument("run_dir", type=Path)
     sig.add_argument("--signal", default="USR2")
+    sig.add_argument("--before-step", action="store_true", help="no step yet: the stop files alone carry it")
     sig.set_defaults(func=run_on_signal)
     dec = inner.add_parser("decide", help="the step ended: print requeue|finish, exit with the job's status")
     dec.add_argument("run_dir", type=Path)
@@ -65,6 +66,11 @@ def run_on_signal(args: argparse.Namespace) -> int:
         return batch.parse_time_left(commands.time_left(job_id))
 
     def fan_out(signal_name: str) -> None:
+        if args.before_step:
+            return  # every launcher takes the stop from its stop file as it arms
+        from ddpctl.run.rundir import run_spec
+
+        batch.wait_for_launchers(layout, batch.attempt_of(env), run_spec(layout).nodes)
         # Without --batch/--full this reaches every step task on every node, not the batch shell itself.
         commands.scancel(job_id, f"--signal={signal_name}")
 

@@ -29,6 +29,22 @@ from ddpctl.slurm.env import attempt_number
 from ddpctl.spec import time_to_seconds
 
 FanOut = Callable[[str], None]  # delivers the stop signal (by name) to every node's launcher
+LAUNCHER_WAIT_S = 10.0  # at most, for the step's launchers to arm before the stop signal goes to them
+
+
+def wait_for_launchers(
+    layout: RunLayout, attempt: int, nodes: int, timeout_s: float = LAUNCHER_WAIT_S, poll_s: float = 0.1
+) -> bool:
+    """Whether every node's launcher of `attempt` armed its stop handler (it writes its node record after),
+    waiting up to `timeout_s`. A signal that reaches a launcher while its interpreter still starts finds the
+    default action, death (the step fails, and would be blamed on the script); one that arms later takes the
+    stop from its stop file, written before the fan-out."""
+    deadline = time.monotonic() + timeout_s
+    while not all(layout.node_info(attempt, rank).exists() for rank in range(nodes)):
+        if time.monotonic() >= deadline:
+            return False
+        time.sleep(poll_s)
+    return True
 
 
 def attempt_of(env: Mapping[str, str]) -> int:

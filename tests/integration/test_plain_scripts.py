@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import json
 import re
+import subprocess
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -117,3 +118,30 @@ def test_own_checkpoint_script_gets_its_signal_and_loses_nothing(
         f"attempt 1: restarted; the script's own checkpoint {stopped['checkpoint']} was there to resume from"
     ]
     assert not [e for e in events(run_dir) if e["event"] == "stop-unacknowledged"], info
+
+
+def test_a_stop_as_the_job_starts_is_acknowledged_and_loses_nothing(
+    cli: Cli, tmp_path: Path, cleanup_jobs: Callable[[str], str]
+) -> None:
+    # The warning signal to the batch shell the moment the job runs: before its handler was set it ended the
+    # shell, and once srun ran it found launchers still starting (exit 140, blamed on the script, "NOT
+    # ACKNOWLEDGED"). Now the shell keeps it, and the fan-out waits for the launchers to arm.
+    options = ["--set", f"run_dir={tmp_path / 'runs'}"]
+    job_id, run_dir = cli.submit(SPEC, *options)
+    cleanup_jobs(job_id)
+    cli.wait_for(lambda: squeue_state(job_id) == "RUNNING", timeout=120, what=f"job {job_id} running")
+    subprocess.run(["scancel", "--batch", "--signal=USR2", job_id], check=True, timeout=30)
+    status = cli.wait_terminal(job_id, timeout=300)
+    info = dump(run_dir, job_id)
+    assert (status["state"], status["restarts"]) == ("COMPLETED", 1), f"{status}\n{info}"
+    decisions = [(e["action"], e["kind"], e.get("cause")) for e in events(run_dir) if e["event"] == "decision"]
+    assert decisions == [("requeue", "preemption", "stop"), ("finish", None, None)], info
+    assert [(s["attempt"], s["state"]) for s in status["stops"]] == [(0, "acknowledged")], status
+    assert "(nothing lost)" in status["stops"][0]["text"], status
+
+
+def squeue_state(job_id: str) -> str:
+    done = subprocess.run(
+        ["squeue", "-h", "-j", job_id, "-o", "%T"], capture_output=True, text=True, timeout=30, check=False
+    )
+    return done.stdout.strip()

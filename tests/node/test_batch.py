@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import threading
 import time
 from pathlib import Path
 
@@ -10,7 +11,14 @@ import pytest
 import yaml
 from clitools import events as records
 
-from ddpctl.node.batch import decide_run, on_signal, request_kind, requested_kind, run_outcome
+from ddpctl.node.batch import (
+    decide_run,
+    on_signal,
+    request_kind,
+    requested_kind,
+    run_outcome,
+    wait_for_launchers,
+)
 from ddpctl.node.localenv import LOCAL_ENV_FLAG
 from ddpctl.run import history
 from ddpctl.run.history import NodeExited, NodeLost, RunHistory
@@ -50,6 +58,21 @@ def test_on_signal_touches_every_nodes_stop_file_and_fans_out(tmp_path: Path) ->
     assert sent == ["USR2"]
     assert (event.kind, event.attempt, event.time_left_s) == ("timeout", 2, 100)
     assert all(layout.stop_file(2, node).exists() for node in range(3))
+
+
+def test_the_fan_out_waits_for_every_launcher_to_arm_and_no_longer_than_its_bound(tmp_path: Path) -> None:
+    layout = run_dir(tmp_path)
+    layout.node_info(1, 0).parent.mkdir(parents=True)
+    layout.node_info(1, 0).write_text("{}")
+    began = time.monotonic()
+    assert not wait_for_launchers(layout, 1, 3, timeout_s=0.3)  # nodes 1 and 2 never armed
+    assert 0.3 <= time.monotonic() - began < 2
+    late = threading.Timer(0.3, lambda: [layout.node_info(1, r).write_text("{}") for r in (1, 2)])
+    late.start()
+    began = time.monotonic()
+    assert wait_for_launchers(layout, 1, 3, timeout_s=10)
+    assert time.monotonic() - began < 5  # returned once they armed, not at the bound
+    late.join()
 
 
 def test_decide_records_a_requeue_for_a_stopped_run(tmp_path: Path) -> None:

@@ -57,3 +57,27 @@ def test_a_signal_after_the_step_ended_does_not_run_the_stop_handler(tmp_path: P
     done = subprocess.run(["bash", str(script)], env=env, capture_output=True, text=True, timeout=60, check=False)
     assert (out / "after").exists(), done.stderr  # the step after the decision ran and signalled
     assert not (out / "on-signal").exists(), (out / "on-signal").read_text()
+
+
+def test_a_stop_during_the_setup_lines_is_kept_and_given_to_the_step(tmp_path: Path) -> None:
+    """A stop signal before the handler is set (here during the spec's setup lines; also while the run dir is
+    not there yet) used to end the shell by the signal's default action: the job died at once."""
+    stubs, out = tmp_path / "bin", tmp_path / "out"
+    out.mkdir()
+    write_command(stubs, "srun", '#!/bin/bash\necho "$*" >> "$STUB_OUT/srun"\n')
+    write_command(stubs, "python", PYTHON.replace('"internal decide") echo "$DECISION"', '"internal decide") :'))
+    spec = spec_from_mapping(
+        {"name": "ex", "script": "/p/train.py", "run_dir": str(tmp_path / "runs"), "setup": ["kill -USR2 $$"]},
+        str(tmp_path / "ex.yaml"),
+        check_paths=False,
+    )
+    run_dir = tmp_path / "runs" / "ex" / "4242"
+    run_dir.mkdir(parents=True)
+    (run_dir / "job.yaml").write_text(yaml.safe_dump(spec_to_mapping(spec)))
+    script = tmp_path / "job.sbatch"
+    script.write_text(render_script(spec, RenderInputs(run_base=run_dir.parent, python=str(stubs / "python"))))
+    env = {**os.environ, "PATH": f"{stubs}:{os.environ['PATH']}", "STUB_OUT": str(out), "SLURM_JOB_ID": "4242"}
+    done = subprocess.run(["bash", str(script)], env=env, capture_output=True, text=True, timeout=60, check=False)
+    assert done.returncode == 0, (done.returncode, done.stderr)
+    assert (out / "on-signal").read_text() == f"internal on-signal {run_dir} --signal USR2 --before-step\n"
+    assert "launch" in (out / "srun").read_text()  # the step still started, and took the stop from its files
