@@ -46,16 +46,16 @@ def run_quickstart(tmp_path: Path, local: bool) -> dict[str, subprocess.Complete
         result = subprocess.run(
             ["bash", "-c", command], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=600, check=False
         )
-        done[command.split()[1]] = result
+        done[line.removeprefix("ddpctl ")] = result  # by the README's own line: "logs -f example", ...
         assert result.returncode == 0, f"{command} exited {result.returncode}:\n{result.stdout}\n{result.stderr}"
     return done
 
 
 def check(done: dict[str, subprocess.CompletedProcess[str]]) -> None:
-    logs = done["logs"].stdout
+    logs = done["logs -f example"].stdout
     assert "stop agreed at step" in logs and "resumed from step" in logs, logs[-3000:]
-    assert "WARNING" not in done["preempt"].stderr, done["preempt"].stderr  # the example listens for stops
-    status = done["status"].stdout
+    assert "WARNING" not in done["preempt example"].stderr, done["preempt example"].stderr  # it listens for stops
+    status = done["status example"].stdout
     assert "COMPLETED (training completed) restart 1" in status, status
     assert "resumed from step" in status and "acknowledged" in status, status
     assert "find_unused_parameters" not in logs, "the example's DDP advice leaked into the logs"
@@ -64,6 +64,19 @@ def check(done: dict[str, subprocess.CompletedProcess[str]]) -> None:
     resumed = int(logs.split("resumed from step ", 1)[1].split()[0])
     loss, running = steps[resumed + 1]
     assert abs(running - (0.9 * steps[resumed][1] + 0.1 * loss)) < 2e-4, (resumed, steps)
+    check_plain_script(done)
+
+
+def check_plain_script(done: dict[str, subprocess.CompletedProcess[str]]) -> None:
+    """The plain script's rehearsal: its own handler got the stop, it saved, and the next attempt went on from
+    the step after the one it stopped at."""
+    assert "WARNING" not in done["preempt own-checkpoint"].stderr, done["preempt own-checkpoint"].stderr
+    logs = done["logs -f own-checkpoint"].stdout
+    stopped = re.search(r"stopping at step (\d+) for requeue", logs)
+    assert stopped and f"resumed from step {stopped[1]}" in logs, logs[-3000:]
+    status = done["status own-checkpoint"].stdout
+    assert "COMPLETED (training completed) restart 1" in status, status
+    assert "preemption stop acknowledged" in status and "(nothing lost)" in status, status
 
 
 def test_quickstart_on_the_local_backend(tmp_path: Path) -> None:
@@ -76,6 +89,5 @@ def test_quickstart_on_the_local_cluster(tmp_path: Path) -> None:
         check(run_quickstart(tmp_path, local=False))
     finally:
         # Run dirs only: Slurm's output files (.slurm-<id>.out) lie beside them.
-        base = tmp_path / "runs" / "example"
-        ids = [p.name for p in base.glob("*") if p.name.isdigit()] if base.exists() else []
-        scancel_and_wait(ids)
+        bases = [tmp_path / "runs" / name for name in ("example", "own-checkpoint")]
+        scancel_and_wait([p.name for base in bases if base.exists() for p in base.glob("*") if p.name.isdigit()])
