@@ -28,6 +28,7 @@ def add(sub: Any) -> None:
 
 def frame_facts(run_dir: Path, now: float) -> dict[str, Any]:
     """Everything one frame shows, read from the run dir of the job's latest attempt."""
+    from ddpctl.cli.jobreport import cause_lines
     from ddpctl.health.rates import summarize
     from ddpctl.health.records import last_line, latest_attempt, placements, progress_records
     from ddpctl.health.view import rank_rows
@@ -40,7 +41,7 @@ def frame_facts(run_dir: Path, now: float) -> dict[str, Any]:
     layout = RunLayout(run_dir)
     attempt = latest_attempt(layout)
     if attempt is None:
-        return {"attempt": None, "rows": [], "summary": None, "events": []}
+        return {"attempt": None, "rows": [], "summary": None, "events": [], "causes": []}
     try:
         policy = load_spec(layout.spec_file, check_paths=False).health
     except Exception:
@@ -55,6 +56,7 @@ def frame_facts(run_dir: Path, now: float) -> dict[str, Any]:
         "rows": rank_rows(records, logs, nodes=nodes, flagged=flagged, policy=policy, now=now),
         "summary": summarize(records, now) if records else None,
         "events": events,
+        "causes": cause_lines(layout),  # what ended the earlier attempts, as status says it
     }
 
 

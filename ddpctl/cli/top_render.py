@@ -113,6 +113,8 @@ def frame(record: JobRecord, state: JobState, snap: dict[str, Any], size: Any) -
         )
         for e in events[-2:]
     ]
+    # The newest cause (already made visible by cause_lines): why the attempt on screen is not the first.
+    notes += [Text(line, style="yellow", overflow="ellipsis", no_wrap=True) for line in snap.get("causes", [])[-1:]]
     parts: list[RenderableType] = [title(record, state, snap)]
     if not rows:
         parts.append(Text("no rank has started yet (no rank log in the attempt directory)"))

@@ -60,3 +60,12 @@ def test_few_ranks_get_a_row_each_with_lag_and_visible_control_characters() -> N
     assert " 9 " in row13 and "120s" in row13 and "STALL" in row13  # 9 steps behind, 120 s silent
     assert "\x1b" not in text and "\x07" not in text and "\r" not in text
     assert "^[[2J" in text  # shown as `ddpctl logs` shows it
+
+
+def test_the_newest_cause_is_shown_below_the_ranks() -> None:
+    causes = [
+        "attempt 0 ended by hang: rank 3 on n00 (requeued: node_failure (hang): requeue 1 of 5)",
+        "attempt 1 ended by rank-crash: rank 13 on n01: killed by SIGKILL (requeued: node_failure: requeue 2 of 5)",
+    ]
+    text = render(snap(16, 8, causes=causes), width=160, height=40)
+    assert causes[1] in text and "attempt 0 ended" not in text, text
