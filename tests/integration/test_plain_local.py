@@ -107,8 +107,9 @@ def test_a_stop_nobody_acknowledges_is_killed_after_the_lead_time_and_resumes_fr
     signal = next(e for e in found if e["event"] == "signal")
     killed = [e for e in found if e["event"] == "stop-killed"]
     assert [k["attempt"] for k in killed] == [0], info
-    # Killed at the end of the lead time (3 s), not after the script's own end (up to 10 s later).
-    assert 3 <= killed[0]["t"] - signal["t"] < 6, info
+    # Killed at the end of the lead time (3 s), not at the script's own end (about 9.6 s later: 48 steps of 0.2 s
+    # were left); the slack is for a loaded 2-core machine.
+    assert 3 <= killed[0]["t"] - signal["t"] < 9, info
     assert killed[0]["checkpoint"].endswith("/state.txt"), info
     assert "since the newest checkpoint file is lost" in killed[0]["lost"], info
     first, second = logged_steps(run_dir, 0), logged_steps(run_dir, 1)
