@@ -33,16 +33,17 @@ kill -USR2 "$PPID"; sleep 0.5; echo "scontrol $*" >> "$STUB_OUT/after"
 """
 
 
-@pytest.mark.parametrize(("mode", "decision"), [("chain", "finish"), ("chain", "requeue"), ("requeue", "requeue")])
-def test_a_signal_after_the_step_ended_does_not_run_the_stop_handler(tmp_path: Path, mode: str, decision: str) -> None:
-    """The warning signal that arrives once the step has ended (while chain-drop runs after a finish) used to run
-    the handler again, which submits a chained successor: the finished run then read PENDING."""
-    stubs, out = tmp_path / "bin", tmp_path / "out"
+def run_shell(
+    tmp_path: Path, fields: dict[str, object], stubs: dict[str, str], env: dict[str, str] | None = None
+) -> tuple[subprocess.CompletedProcess[str], Path, Path]:
+    """Render the spec's batch shell (`fields` over a minimal spec) for job 4242 with its run dir in place, and run
+    it with bash and the given stub commands on PATH; returns the result, the stubs' output dir and the run dir."""
+    bin_dir, out = tmp_path / "bin", tmp_path / "out"
     out.mkdir()
-    for name, text in [("srun", SRUN), ("scontrol", SCONTROL), ("python", PYTHON)]:
-        write_command(stubs, name, text)
+    for name, text in stubs.items():
+        write_command(bin_dir, name, text)
     spec = spec_from_mapping(
-        {"name": "ex", "script": "/p/train.py", "run_dir": str(tmp_path / "runs"), "requeue": {"mode": mode}},
+        {"name": "ex", "script": "/p/train.py", "run_dir": str(tmp_path / "runs"), **fields},
         str(tmp_path / "ex.yaml"),
         check_paths=False,
     )
@@ -50,11 +51,21 @@ def test_a_signal_after_the_step_ended_does_not_run_the_stop_handler(tmp_path: P
     run_dir.mkdir(parents=True)
     (run_dir / "job.yaml").write_text(yaml.safe_dump(spec_to_mapping(spec)))
     script = tmp_path / "job.sbatch"
-    text = render_script(spec, RenderInputs(run_base=run_dir.parent, python=str(stubs / "python")))
+    text = render_script(spec, RenderInputs(run_base=run_dir.parent, python=str(bin_dir / "python")))
     script.write_text(text.replace("sleep 300 &", "sleep 1 &"))
-    env = {**os.environ, "PATH": f"{stubs}:{os.environ['PATH']}", "STUB_OUT": str(out), "SLURM_JOB_ID": "4242"}
-    env["DECISION"] = decision
-    done = subprocess.run(["bash", str(script)], env=env, capture_output=True, text=True, timeout=60, check=False)
+    full_env = {**os.environ, "PATH": f"{bin_dir}:{os.environ['PATH']}", "STUB_OUT": str(out), "SLURM_JOB_ID": "4242"}
+    done = subprocess.run(
+        ["bash", str(script)], env={**full_env, **(env or {})}, capture_output=True, text=True, timeout=60, check=False
+    )
+    return done, out, run_dir
+
+
+@pytest.mark.parametrize(("mode", "decision"), [("chain", "finish"), ("chain", "requeue"), ("requeue", "requeue")])
+def test_a_signal_after_the_step_ended_does_not_run_the_stop_handler(tmp_path: Path, mode: str, decision: str) -> None:
+    """The warning signal that arrives once the step has ended (while chain-drop runs after a finish) used to run
+    the handler again, which submits a chained successor: the finished run then read PENDING."""
+    stubs = {"srun": SRUN, "scontrol": SCONTROL, "python": PYTHON}
+    done, out, _ = run_shell(tmp_path, {"requeue": {"mode": mode}}, stubs, {"DECISION": decision})
     assert (out / "after").exists(), done.stderr  # the step after the decision ran and signalled
     assert not (out / "on-signal").exists(), (out / "on-signal").read_text()
 
@@ -62,22 +73,11 @@ def test_a_signal_after_the_step_ended_does_not_run_the_stop_handler(tmp_path: P
 def test_a_stop_during_the_setup_lines_is_kept_and_given_to_the_step(tmp_path: Path) -> None:
     """A stop signal before the handler is set (here during the spec's setup lines; also while the run dir is
     not there yet) used to end the shell by the signal's default action: the job died at once."""
-    stubs, out = tmp_path / "bin", tmp_path / "out"
-    out.mkdir()
-    write_command(stubs, "srun", '#!/bin/bash\necho "$*" >> "$STUB_OUT/srun"\n')
-    write_command(stubs, "python", PYTHON.replace('"internal decide") echo "$DECISION"', '"internal decide") :'))
-    spec = spec_from_mapping(
-        {"name": "ex", "script": "/p/train.py", "run_dir": str(tmp_path / "runs"), "setup": ["kill -USR2 $$"]},
-        str(tmp_path / "ex.yaml"),
-        check_paths=False,
-    )
-    run_dir = tmp_path / "runs" / "ex" / "4242"
-    run_dir.mkdir(parents=True)
-    (run_dir / "job.yaml").write_text(yaml.safe_dump(spec_to_mapping(spec)))
-    script = tmp_path / "job.sbatch"
-    script.write_text(render_script(spec, RenderInputs(run_base=run_dir.parent, python=str(stubs / "python"))))
-    env = {**os.environ, "PATH": f"{stubs}:{os.environ['PATH']}", "STUB_OUT": str(out), "SLURM_JOB_ID": "4242"}
-    done = subprocess.run(["bash", str(script)], env=env, capture_output=True, text=True, timeout=60, check=False)
+    stubs = {
+        "srun": '#!/bin/bash\necho "$*" >> "$STUB_OUT/srun"\n',
+        "python": PYTHON.replace('"internal decide") echo "$DECISION"', '"internal decide") :'),
+    }
+    done, out, run_dir = run_shell(tmp_path, {"setup": ["kill -USR2 $$"]}, stubs)
     assert done.returncode == 0, (done.returncode, done.stderr)
     assert (out / "on-signal").read_text() == f"internal on-signal {run_dir} --signal USR2 --before-step\n"
     assert "launch" in (out / "srun").read_text()  # the step still started, and took the stop from its files
