@@ -124,7 +124,8 @@ def wait_for_listener(
     ask = state_fn or current_state
     if ready_now(record):
         return
-    say(f"waiting up to {timeout_s:.0f} s for a rank of job {record.job_id} to listen for stops")
+    what = "every node's launcher" if script_signal_of(record) else "a rank"
+    say(f"waiting up to {timeout_s:.0f} s for {what} of job {record.job_id} to listen for stops")
     deadline = time.monotonic() + timeout_s
     next_state = time.monotonic() + STATE_POLL_S
     while time.monotonic() < deadline and not ready_now(record):
