@@ -24,7 +24,7 @@ from ddpctl.run import envvars, history
 from ddpctl.run.history import AttemptStarted, Kind, RunHistory, Signalled, StopUnacknowledged
 from ddpctl.run.layout import RunLayout
 from ddpctl.run.rundir import run_spec, wait_for_run_dir
-from ddpctl.run.stoptruth import read_listeners
+from ddpctl.run.stoptruth import launchers_armed, read_listeners
 from ddpctl.slurm.env import attempt_number
 from ddpctl.spec import time_to_seconds
 
@@ -40,7 +40,7 @@ def wait_for_launchers(
     default action, death (the step fails, and would be blamed on the script); one that arms later takes the
     stop from its stop file, written before the fan-out."""
     deadline = time.monotonic() + timeout_s
-    while not all(layout.node_info(attempt, rank).exists() for rank in range(nodes)):
+    while not launchers_armed(layout, attempt, nodes):
         if time.monotonic() >= deadline:
             return False
         time.sleep(poll_s)

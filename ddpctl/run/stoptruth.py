@@ -221,7 +221,12 @@ def launchers_up(layout: RunLayout) -> bool:
         nodes = load_spec(layout.spec_file, check_paths=False).nodes
     except Exception:  # no readable job.yaml: nothing to wait for
         return True
-    return bool(attempts) and all(layout.node_info(attempts[-1], rank).exists() for rank in range(nodes))
+    return bool(attempts) and launchers_armed(layout, attempts[-1], nodes)
+
+
+def launchers_armed(layout: RunLayout, attempt: int, nodes: int) -> bool:
+    """Every node's launcher of `attempt` has armed its stop handler (it writes its node record after)."""
+    return all(layout.node_info(attempt, rank).exists() for rank in range(nodes))
 
 
 def listening_now(layout: RunLayout, script_signal: str | None) -> str | None:
