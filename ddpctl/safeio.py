@@ -17,6 +17,7 @@ from __future__ import annotations
 import errno
 import json
 import os
+import stat
 import threading
 from collections.abc import Callable
 from pathlib import Path
@@ -183,3 +184,39 @@ def read_json(path: Path | str, limit: int = MAX_RECORD_BYTES) -> dict[str, Any]
     except ValueError:
         return None
     return value if isinstance(value, dict) else None
+
+
+def private_dir(path: Path) -> bool:
+    """Whether `path` is a directory only this user can change, creating it (0o700) where missing: a real
+    directory, not a symlink, owned by this user and writable by no one else. A cache of compiled code lives
+    only in such a directory."""
+    try:
+        path.mkdir(mode=0o700, parents=True, exist_ok=True)
+        info = os.lstat(path)
+    except OSError:
+        return False
+    return stat.S_ISDIR(info.st_mode) and _private(info)
+
+
+def read_private(path: Path, limit: int) -> bytes | None:
+    """The file's bytes if it is a regular file owned by this user, writable by no one else and at most `limit`
+    bytes; None otherwise (missing, a symlink, a FIFO, another owner's, group- or world-writable, too big)."""
+    try:
+        fd = open_fd(path, os.O_RDONLY | os.O_NONBLOCK)
+    except OSError:
+        return None
+    try:
+        info = os.fstat(fd)
+        if not stat.S_ISREG(info.st_mode) or not _private(info) or info.st_size > limit:
+            return None
+        with os.fdopen(fd, "rb", closefd=False) as handle:
+            data = handle.read(limit + 1)
+        return data if len(data) <= limit else None
+    except OSError:
+        return None
+    finally:
+        os.close(fd)
+
+
+def _private(info: os.stat_result) -> bool:
+    return info.st_uid == os.geteuid() and not info.st_mode & (stat.S_IWGRP | stat.S_IWOTH)

@@ -18,6 +18,7 @@ import jinja2
 
 from ddpctl.errors import SpecError
 from ddpctl.plan.sandbox import make_sandbox, render_bounded
+from ddpctl.plan.tplcache import template_cache
 from ddpctl.run.layout import ENDED_MARKERS, EXCLUDED_NODES, NODE_LOST, sbatch_output
 from ddpctl.spec import JobSpec
 from ddpctl.spec.templates import template_path
@@ -116,6 +117,7 @@ def make_environment(search_dir: Path) -> jinja2.Environment:
     env = make_sandbox(search_dir)  # a template is untrusted input: see ddpctl.submit.sandbox
     env.filters["q"] = shell_quote
     env.filters["sbatch_value"] = sbatch_value
+    env.bytecode_cache = template_cache()  # compiled code only, checked and content-keyed: see plan.tplcache
     return env
 
 
