@@ -307,6 +307,27 @@ def test_the_check_sees_a_name_comparison() -> None:  # the check above can fail
     assert not any(names_a_backend(node) for node in ast.walk(ast.parse('if mode == "chain":\n    pass\n')))
 
 
+def reads_the_local_flag(node: ast.AST) -> bool:
+    """The local backend's node flag, named or imported (`env.get(LOCAL_ENV_FLAG)`), or spelled out."""
+    if isinstance(node, ast.ImportFrom):
+        return any(alias.name == "LOCAL_ENV_FLAG" for alias in node.names)
+    return (isinstance(node, ast.Name) and node.id == "LOCAL_ENV_FLAG") or (
+        isinstance(node, ast.Constant) and node.value == "DDPCTL_LOCAL"
+    )
+
+
+def test_the_node_side_asks_its_site_not_the_local_flag() -> None:
+    """Whether a node is a Slurm step or one of the local backend's simulated nodes is told once
+    (ddpctl.node.site.node_site, from the flag ddpctl.node.localenv sets); the rest asks the site."""
+    assert calls_outside({"ddpctl.node.localenv", "ddpctl.node.site"}, reads_the_local_flag) == []
+
+
+def test_the_check_sees_the_local_flag() -> None:  # the check above can fail
+    tree = ast.parse("from ddpctl.node.localenv import LOCAL_ENV_FLAG\nif env.get(LOCAL_ENV_FLAG): pass\n")
+    assert sum(reads_the_local_flag(node) for node in ast.walk(tree)) == 2
+    assert reads_the_local_flag(ast.parse('env.get("DDPCTL_LOCAL")').body[0].value.args[0])  # type: ignore[attr-defined]
+
+
 def test_every_backend_module_carries_its_row_of_the_capability_table() -> None:
     from ddpctl.backends import MODULES, get_backend
     from ddpctl.spec.capabilities import BACKENDS

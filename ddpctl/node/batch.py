@@ -19,7 +19,7 @@ from ddpctl.errors import DdpctlError, WaitTimeout
 from ddpctl.health.records import last_checkpoint
 from ddpctl.node.blame import blame, facts_of
 from ddpctl.node.decide import Decision, Progress, RunOutcome, classify_signal, decide, root_exit
-from ddpctl.node.localenv import LOCAL_ENV_FLAG
+from ddpctl.node.site import node_site
 from ddpctl.run import envvars, history
 from ddpctl.run.history import AttemptStarted, Kind, RunHistory, Signalled, StopUnacknowledged
 from ddpctl.run.layout import RunLayout
@@ -75,10 +75,7 @@ def batch_start(layout: RunLayout, env: Mapping[str, str], at: str = "", past: R
     layout.attempt_dir(attempt).mkdir(parents=True, exist_ok=True)
     if attempt > 0:
         record_unacknowledged(layout, attempt - 1, past if past is not None else history.load(layout.events))
-    # The local backend's job is "local-7" everywhere else (its run directory's name), not the simulated
-    # SLURM_JOB_ID 7: the events name it with that one id. On Slurm it is the id of the job running this attempt
-    # (a chained successor has its own).
-    job_id = layout.root.name if env.get(LOCAL_ENV_FLAG) else env.get("SLURM_JOB_ID")
+    job_id = node_site(env).job_id(layout, env)  # the id the run's events name this attempt's job by
     started = start_time(at, time.time()) if at else None
     history.append(
         layout.events,

@@ -1,8 +1,9 @@
 """Never go back to a bad node: the side effects around the pure decision in ddpctl.node.exclude.
 
-After a failed attempt's `requeue` decision, `after_failure` asks the partition's size (only when a node is to
-be excluded: one `scontrol show partition`), records the `node-excluded` event and leaves the run's list in
-`excluded-nodes`. The next attempt then avoids those nodes on every path:
+After a failed attempt's `requeue` decision, `after_failure` asks the node's site for the room to exclude in
+(only when a node is to be excluded; on Slurm one `scontrol show partition`: ddpctl.node.site), records the
+`node-excluded` event and leaves the run's list in `excluded-nodes`. The next attempt then avoids those nodes on
+every path:
 - requeue: Slurm refuses ExcNodeList on a running job, so the batch shell asks `internal exclude` just after
   `scontrol requeue` (the job is pending then, still completing) and `update_job` sets it;
 - chain: the successor is submitted with `--exclude` (ddpctl.node.chain);
@@ -15,19 +16,14 @@ import sys
 from collections.abc import Mapping
 
 from ddpctl import safeio
-from ddpctl.errors import HostlistError
 from ddpctl.node import exclude
-from ddpctl.node.exclude import Room
-from ddpctl.node.localenv import LOCAL_ENV_FLAG
+from ddpctl.node.site import node_site
 from ddpctl.proc import Runner, run
 from ddpctl.run import history
 from ddpctl.run.history import NodeExcluded, RunHistory
 from ddpctl.run.layout import RunLayout
 from ddpctl.run.rundir import run_spec
 from ddpctl.slurm import commands
-from ddpctl.slurm.cluster import gather_partitions
-from ddpctl.slurm.env import JOB_PARTITION
-from ddpctl.slurm.hostlist import expand
 from ddpctl.spec import JobSpec
 
 
@@ -39,7 +35,7 @@ def after_failure(
     wanted = exclude.candidate(past, attempt, given)
     if wanted is None:
         return None
-    room = Room(given=given) if env.get(LOCAL_ENV_FLAG) else partition_room(env.get(JOB_PARTITION), given, runner)
+    room = node_site(env).room(env, given, runner)  # a partition asked of slurmctld, or the local nodes
     event = history.append(layout.events, exclude.exclusion(past, wanted, spec.nodes, room))
     if event.applied:
         nodes = exclude.excluded_list(RunHistory((*past.events, event)), given)
@@ -47,18 +43,6 @@ def after_failure(
     verb = "excluded from the next attempts" if event.applied else "kept"
     print(f"ddpctl: node {event.node} {verb}: {event.why}", file=sys.stderr, flush=True)
     return event
-
-
-def partition_room(partition: str | None, given: frozenset[str], runner: Runner = run) -> Room:
-    """The job's partition's size and nodes, asked of the controller; unknown where it does not answer."""
-    found = gather_partitions(runner).partition(partition) if partition else None
-    if found is None:
-        return Room(partition=partition, given=given)
-    try:
-        hosts = frozenset(expand(found.hosts)) if found.hosts else None
-    except HostlistError:
-        hosts = None
-    return Room(partition=partition, total_nodes=found.total_nodes, hosts=hosts, given=given)
 
 
 def run_excluded(layout: RunLayout) -> list[str]:

@@ -12,7 +12,6 @@ import contextlib
 import json
 import os
 import signal
-import socket
 import sys
 import time
 from collections.abc import Mapping
@@ -24,9 +23,9 @@ from ddpctl import exitcodes, proc, safeio
 from ddpctl.errors import DdpctlError, SlurmEnvError
 from ddpctl.node import gpus
 from ddpctl.node.ackwatch import AckWatch
-from ddpctl.node.localenv import LOCAL_ENV_FLAG
 from ddpctl.node.oom import OomCounter
 from ddpctl.node.rundist import run_dist, run_node_spec
+from ddpctl.node.site import node_site
 from ddpctl.node.torchrun import NodePlan, node_plan
 from ddpctl.run import envvars, history
 from ddpctl.run.history import Launched, NodeExited, OomKilled, StopSignalled
@@ -40,40 +39,16 @@ REPORT_TAIL_BYTES = 1 << 20  # torchrun's failure report is at the end of its lo
 LAUNCHER_NICE = 5  # added to the launcher's own niceness once torchrun is started (see launch())
 
 
-def local_address(node_name: str, ifname: str | None) -> str | None:
-    """The IPv4 address this node advertises to the others (never loopback)."""
-    from ddpctl.node import netif
-
-    if ifname:
-        address = netif.interface_ipv4(ifname)
-        if address:
-            return address
-    try:
-        address = socket.gethostbyname(node_name)
-    except OSError:
-        return None
-    return None if address.startswith("127.") else address
-
-
 def prepare(run_dir: Path, env: Mapping[str, str]) -> tuple[JobSpec, DistEnv, RunLayout, NodePlan]:
-    from ddpctl.node import netif
-
     layout = RunLayout(run_dir)
     wait_for_run_dir(layout)  # a job that started before submit committed it (run_spec says if it never came)
     # Every attempt runs the code as it was at submit (the run's snapshot), not what the path holds now.
     spec = run_node_spec(layout)
+    site = node_site(env)
     dist = run_dist(spec, env)  # `ddpctl env` inside the run shows this same derivation
-    if not env.get(LOCAL_ENV_FLAG) and (
-        short := gpus.shortage(env, dist.nproc_per_node, spec.gpus_per_node, dist.node_name)
-    ):
+    if site.checks_gpus and (short := gpus.shortage(env, dist.nproc_per_node, spec.gpus_per_node, dist.node_name)):
         raise SlurmEnvError(short)
-    ifname: str | None
-    local_addr: str | None
-    if env.get(LOCAL_ENV_FLAG):
-        ifname, local_addr = "lo", "127.0.0.1"
-    else:
-        ifname = spec.nccl.socket_ifname or netif.pick_ifname(dist.node_name)
-        local_addr = local_address(dist.node_name, ifname)
+    ifname, local_addr = site.network(spec, dist)
     python = spec.python or sys.executable
     plan = node_plan(spec, dist, layout, python=python, ifname=ifname, local_addr=local_addr, inherited=dict(env))
     return spec, dist, layout, plan
@@ -197,7 +172,7 @@ def record_attempt_start(layout: RunLayout, dist: DistEnv, env: Mapping[str, str
     template): here, in a process already running and once torchrun is started, it costs no interpreter start
     beside the nodes' start-up (on the batch host, beside node 0's launcher and torchrun, which hosts the
     rendezvous store). The shell records it after the step if no launcher did."""
-    if dist.node_rank != 0 or envvars.ATTEMPT_AT not in env or env.get(LOCAL_ENV_FLAG):
+    if dist.node_rank != 0 or envvars.ATTEMPT_AT not in env or not node_site(env).records_attempt_start:
         return
     from ddpctl.node.batch import batch_start
 

@@ -1,13 +1,17 @@
 """The environment the local backend gives each simulated node: what a Slurm step would set (pure).
 
-Node names are local1..localN; `LOCAL_ENV_FLAG` tells the launcher to put everything on loopback
-(`ddpctl.node.rundist.local_network`), since those names do not resolve.
+Node names are local1..localN; `LOCAL_ENV_FLAG` tells the node side it runs on such a node
+(`ddpctl.node.site.node_site`), which then puts everything on loopback (`local_network`), since those names do
+not resolve.
 """
 
 from __future__ import annotations
 
 import functools
+from collections.abc import Mapping
+from dataclasses import replace
 
+from ddpctl.slurm.env import DistEnv
 from ddpctl.spec import JobSpec
 
 LOCAL_ENV_FLAG = "DDPCTL_LOCAL"
@@ -53,3 +57,15 @@ def local_node_env(
     if attempt > 0:  # like Slurm: absent on the first run
         env["SLURM_RESTART_COUNT"] = str(attempt)
     return env
+
+
+def local_dist(dist: DistEnv, env: Mapping[str, str] | None = None) -> DistEnv:
+    """Local backend: the simulated nodes' names do not resolve; everything is on loopback, on the port the
+    supervisor found free for this attempt (`MASTER_PORT_VAR`; a dry run has none and shows the hashed one)."""
+    port = (env or {}).get(MASTER_PORT_VAR)
+    return replace(dist, master_addr="127.0.0.1", master_port=int(port) if port else dist.master_port)
+
+
+def local_network(dist: DistEnv, env: Mapping[str, str] | None = None) -> tuple[DistEnv, str, str]:
+    """Local backend: loopback for everything (`local_dist`), interface lo."""
+    return local_dist(dist, env), "lo", "127.0.0.1"

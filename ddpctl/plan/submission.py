@@ -22,8 +22,7 @@ from typing import Any
 
 from ddpctl.errors import SpecError
 from ddpctl.node.gpus import plan_note
-from ddpctl.node.localenv import local_node_env
-from ddpctl.node.rundist import local_network
+from ddpctl.node.localenv import local_network, local_node_env
 from ddpctl.node.torchrun import NodePlan, node_plan
 from ddpctl.run.layout import RunLayout
 from ddpctl.slurm.env import DistEnv, derive

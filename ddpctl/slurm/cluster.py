@@ -142,7 +142,7 @@ def gather(runner: Runner = run, *, with_nodes: bool = False) -> ClusterFacts:
 
 
 def gather_partitions(runner: Runner = run) -> ClusterFacts:
-    """Only the partitions (one question: a running job sizing its own partition, ddpctl.node.excluding)."""
+    """Only the partitions (one question: a running job sizing its own partition, ddpctl.node.site)."""
     try:
         done = commands.show_partitions(runner)
     except CommandError as err:

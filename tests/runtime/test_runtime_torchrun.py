@@ -17,8 +17,7 @@ from pathlib import Path
 import pytest
 from clitools import events as records
 
-from ddpctl.node.localenv import local_node_env
-from ddpctl.node.rundist import local_network
+from ddpctl.node.localenv import local_network, local_node_env
 from ddpctl.node.torchrun import node_plan
 from ddpctl.run.layout import RunLayout
 from ddpctl.slurm.env import derive
