@@ -10,7 +10,7 @@ The data flows through one package per concern, each importing only from those b
     plan/      spec -> the frozen SubmissionPlan (batch script or executor parameters + each node's argv/env)
     backends/  sbatch, submitit, local: submit a plan; state, cancel, preempt a job
     logs/      find, merge, filter and follow the ranks' logs
-    api        the Python API below, which the command line is built on
+    api/       the Python API below (the Job handle in api/handle), which the command line is built on
     cli/       one thin module per `ddpctl` command
 
 The Python API is available here without importing anything heavy until it is used:
