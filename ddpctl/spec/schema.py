@@ -6,7 +6,6 @@ defaults apply); `ddpctl.spec` turns them into the frozen dataclasses.
 
 from __future__ import annotations
 
-import difflib
 import re
 from collections.abc import Mapping
 from pathlib import Path
@@ -146,6 +145,8 @@ def _sbatch_options(value: Any, at: At) -> tuple[tuple[str, str | int | bool], .
 
 
 def unknown_key(at: At, known: list[str]) -> Exception:
+    import difflib  # here: only a misspelt key needs it, and every `render` and `submit` would pay its import
+
     guess = difflib.get_close_matches(at.path[-1], known, n=1, cutoff=0.6)
     hint = f"did you mean '{guess[0]}'?" if guess else "expected one of " + ", ".join(known)
     return at.error(f"unknown key, {hint}")

@@ -20,12 +20,18 @@ try:
 except SystemExit:
     pass
 print(json.dumps(sorted({m.split('.')[0] for m in sys.modules} & set(HEAVY))), file=sys.stderr)
-""".replace("HEAVY", repr(HEAVY))
+"""
 
 
-def heavy_imports(*argv: str, env: dict[str, str] | None = None) -> list[str]:
+def heavy_imports(*argv: str, env: dict[str, str] | None = None, watch: tuple[str, ...] = HEAVY) -> list[str]:
     done = subprocess.run(
-        [sys.executable, "-c", PROBE, *argv], cwd=ROOT, capture_output=True, text=True, timeout=60, env=env, check=False
+        [sys.executable, "-c", PROBE.replace("HEAVY", repr(watch)), *argv],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env=env,
+        check=False,
     )
     loaded: list[str] = json.loads(done.stderr.strip().splitlines()[-1])
     return loaded
@@ -55,3 +61,9 @@ def test_status_of_a_local_job_imports_nothing_heavy(tmp_path: Path) -> None:
 def test_probe_detects_a_heavy_import(tmp_path: Path) -> None:
     # `list` draws a rich table: the probe must see rich, or it could never catch a regression.
     assert heavy_imports("list", "--no-state", env={**os.environ, "DDPCTL_HOME": str(tmp_path)}) == ["rich"]
+
+
+def test_render_imports_only_what_a_valid_spec_needs() -> None:
+    # `render` is run as a fresh process (benchmarks/bench_render.py): difflib is imported only for a misspelt
+    # key's suggestion, the heavy ones above never.
+    assert heavy_imports("render", "jobs/example.yaml", watch=("difflib", *HEAVY)) == []
