@@ -1,4 +1,5 @@
-"""What `status` adds from the run dir: progress figures, the last complete checkpoint, hangs and stragglers."""
+"""What `status` adds from the run dir: progress figures, the last complete checkpoint, hangs and stragglers,
+and what the nodes' preflight checks cost and found."""
 
 from __future__ import annotations
 
@@ -10,10 +11,12 @@ from ddpctl import sanitize
 from ddpctl.health.rates import duration, summarize
 from ddpctl.health.records import checked_progress_records, last_checkpoint, latest_attempt
 from ddpctl.run import history
-from ddpctl.run.history import HealthEvent, Hung, NodeLost, OomKilled, RunHistory, StragglerFlagged
+from ddpctl.run.history import HealthEvent, Hung, NodeChecked, NodeLost, OomKilled, RunHistory, StragglerFlagged
 from ddpctl.run.history.base import E
 from ddpctl.run.layout import RunLayout
 from ddpctl.spec import load_spec
+
+MAX_CHECKS = 64  # preflight records kept in the report (a node each, the newest attempts' last)
 
 
 def checkpoint_dir(layout: RunLayout) -> Path:
@@ -40,11 +43,13 @@ def collect(run_dir: Path, running: bool, now: float | None = None, past: RunHis
     found = last_checkpoint(checkpoint_dir(layout))
     if found is not None:
         out["checkpoint"] = {"step": found[0], "time": found[1], "age_s": round(now - found[1], 1)}
-    events = (past if past is not None else history.load(layout.events)).health()
+    past = past if past is not None else history.load(layout.events)
+    events = past.health()
     out["hangs"] = [e.as_json() for e in events if isinstance(e, Hung)]
     out["stragglers"] = [e.as_json() for e in events if isinstance(e, StragglerFlagged)]
     out["oom"] = [e.as_json() for e in events if isinstance(e, OomKilled)]
     out["nodes_lost"] = [e.as_json() for e in events if isinstance(e, NodeLost)]
+    out["preflight"] = [e.as_json() for e in past.all(NodeChecked)][-MAX_CHECKS:]
     return out
 
 
@@ -146,4 +151,38 @@ def text_lines(report: dict[str, Any]) -> list[str]:
     lines += [f"  {describe_straggler(e)}" for e in typed(report, "stragglers", StragglerFlagged)[-5:]]
     lines += [f"  {describe_oom(e)}" for e in typed(report, "oom", OomKilled)[-3:]]
     lines += [f"  {describe_node_lost(e)}" for e in typed(report, "nodes_lost", NodeLost)[-3:]]
+    lines += [f"  {line}" for line in describe_checks(typed(report, "preflight", NodeChecked))[-2:]]
     return lines
+
+
+def describe_checks(checks: list[NodeChecked]) -> list[str]:
+    """One line per attempt whose nodes checked themselves: its cost (the slowest node) and who failed."""
+    by_attempt: dict[int, list[NodeChecked]] = {}
+    for check in checks:
+        by_attempt.setdefault(check.attempt, []).append(check)
+    lines = []
+    for attempt, found in sorted(by_attempt.items()):
+        cost = max((c.seconds or 0.0 for c in found), default=0.0)
+        failed = [c for c in found if not c.ok]
+        if not failed and all(c.passed for c in found):
+            lines.append(f"preflight check, attempt {attempt}: {len(found)} node(s) passed in {cost:.1f} s")
+            continue
+        lines.append(f"preflight check, attempt {attempt}: {failures(failed)}; torchrun not started ({cost:.1f} s)")
+    return lines
+
+
+# What a failed stage tells of its own node, most first: its own checks, then not reaching node 0's store, then
+# waiting for the group (the others' failure shows there too), then being ended from outside.
+STAGE_ORDER = {"python": 0, "gpu": 0, "start": 0, "timeout": 0, "reach": 1, "join": 2, "allreduce": 2}
+SHOWN_FAILURES = 4
+
+
+def failures(failed: list[NodeChecked]) -> str:
+    """The failed nodes, the most telling first with its reason (the decision's cause line names the blame)."""
+    if not failed:
+        return "a node reported another's failure"
+    ordered = sorted(failed, key=lambda c: STAGE_ORDER.get(c.stage, 3))
+    first, rest = ordered[0], ordered[1:SHOWN_FAILURES]
+    said = [f"{_v(first.node)} ({_v(first.stage)}: {_v(first.why)})", *(f"{_v(c.node)} ({_v(c.stage)})" for c in rest)]
+    more = f" and {len(ordered) - SHOWN_FAILURES} more" if len(ordered) > SHOWN_FAILURES else ""
+    return f"failed on {', '.join(said)}{more}"

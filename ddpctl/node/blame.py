@@ -6,6 +6,7 @@ failed rank's own `rank-exit` (its exception, and whether that was collateral). 
 
   1. stop: the ranks agreed on a stop step and wrote its checkpoint.
   2. node-lost: a node was recorded lost (`Facts.lost`).
+  2b. preflight: a node's check before torchrun failed (`preflight_blame` says which node, where it can tell).
   3. hang: the hang watchdog ended the attempt (its first culprit named).
   4. a rank killed by a signal of its own (torchrun's SIGTERM to the survivors is collateral): `oom` where its
      node counted an OOM kill and the signal is SIGKILL, else `rank-crash`; the earliest one torchrun noticed.
@@ -25,11 +26,26 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 
 from ddpctl import exitcodes
-from ddpctl.run.history import Attempt, Cause, Hung, Launched, NodeExited, NodeLost, OomKilled, RankExited, Stopped
+from ddpctl.run.history import (
+    Attempt,
+    Cause,
+    Hung,
+    Launched,
+    NodeChecked,
+    NodeExited,
+    NodeLost,
+    OomKilled,
+    RankExited,
+    Stopped,
+)
 
 SIGTERM = -int(signal.SIGTERM)  # torchrun's own exit status of a worker it stopped
 SIGKILL = -int(signal.SIGKILL)
 WHY_MAX = 300
+INFRASTRUCTURE: frozenset[Cause] = frozenset({"node-lost", "hang", "rank-crash", "preflight"})
+# A check that failed on the node itself, before the network (`start`: it ended without a result on its own;
+# `timeout`: it outlived its bound; one ended by a signal, srun's after another node failed, is no evidence).
+LOCAL_STAGES = ("python", "gpu", "start", "timeout")
 
 
 @dataclass(frozen=True)
@@ -42,7 +58,7 @@ class Blame:
     @property
     def infrastructure(self) -> bool:
         """Charged to requeue.max_node_failures: not the script's doing (a lost node, a hang, a killed rank)."""
-        return self.cause in ("node-lost", "hang", "rank-crash")
+        return self.cause in INFRASTRUCTURE
 
 
 @dataclass(frozen=True)
@@ -69,6 +85,7 @@ class Facts:
     reported: tuple[Death, ...] = ()  # torchrun's failure reports, all nodes
     own: tuple[Death, ...] = ()  # workers' own rank-exit records
     silent_nodes: tuple[str, ...] = ()  # launched but no node-exit recorded
+    checks: tuple[NodeChecked, ...] = ()  # the nodes' preflight checks (`ddpctl.node.nodecheck`)
 
 
 def blame(facts: Facts) -> Blame | None:
@@ -81,6 +98,8 @@ def blame(facts: Facts) -> Blame | None:
     if facts.lost:
         node, why = facts.lost[0]
         return Blame("node-lost", node, None, why)
+    if any(not check.passed for check in facts.checks):
+        return preflight_blame(facts.checks)
     if facts.hang is not None or facts.hang_marker:
         return hang_blame(facts.hang)
     return death_blame(facts) or Blame("script-error", why=f"the step exited {facts.exit_code}; no rank recorded why")
@@ -125,6 +144,32 @@ def collateral_blame(facts: Facts) -> Blame | None:
     if collateral is None:
         return None
     return Blame("rank-crash", None, None, clip(f"a peer died without a record{seen}"))
+
+
+def preflight_blame(checks: tuple[NodeChecked, ...]) -> Blame:
+    """Which node failed its check. Its own failure (torch, its GPUs) names it, unless every node failed so: then
+    it is the job's setup, not a node. For the network, node 0 serves the store the others connect to: the nodes
+    that could not reach it while another could are at fault; node 0 is, when none of two or more could. Two
+    nodes that cannot reach each other cannot tell whose link is down: nobody is blamed then."""
+    failed = [c for c in checks if not c.ok]
+    local = [c for c in failed if c.stage in LOCAL_STAGES]
+    if local and len(local) < len(checks):
+        return check_blame(local[0], local[0].why)
+    others = [c for c in checks if c.node_rank != 0]
+    unreached = [c for c in others if c.reached is False]  # failed to, or was still trying when it ended
+    if unreached and len(unreached) < len(others):
+        return check_blame(unreached[0], unreached[0].why)
+    if len(unreached) >= 2:
+        host = next((c for c in checks if c.node_rank == 0), None)
+        why = f"none of the {len(unreached)} other nodes could reach its store: {unreached[0].why}"
+        return Blame("preflight", host.node if host is not None else None, None, clip(why))
+    first = (local or failed or list(checks))[0]
+    everyone = " on every node" if local else ""
+    return Blame("preflight", None, None, clip(f"{first.stage}{everyone}: {first.why}; no one node is to blame"))
+
+
+def check_blame(check: NodeChecked, why: str) -> Blame:
+    return Blame("preflight", check.node, None, clip(f"{check.stage}: {why}"))
 
 
 def hang_blame(event: Hung | None) -> Blame:
@@ -176,6 +221,7 @@ def facts_of(attempt: Attempt, exit_code: int, stopped: bool, hang_marker: bool 
             for e in attempt.all(RankExited)
         ),
         silent_nodes=tuple(dict.fromkeys(e.node for e in attempt.all(Launched) if e.node not in exited)),
+        checks=tuple(attempt.all(NodeChecked)),
     )
 
 

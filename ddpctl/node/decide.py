@@ -65,10 +65,11 @@ class RunOutcome:
 
     @property
     def infra(self) -> Cause | None:
-        """A hang or a lost node: it ended the run, whatever signal came afterwards."""
+        """A hang, a lost node or a failed preflight check: it ended the run, whatever signal came afterwards."""
         if self.infra_cause is not None:
             return self.infra_cause
-        return self.blame.cause if self.blame is not None and self.blame.cause in ("hang", "node-lost") else None
+        ended = ("hang", "node-lost", "preflight")
+        return self.blame.cause if self.blame is not None and self.blame.cause in ended else None
 
 
 @dataclass(frozen=True)

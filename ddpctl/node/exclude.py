@@ -28,7 +28,7 @@ from dataclasses import dataclass
 
 from ddpctl.run.history import Attempt, Hung, NodeExcluded, NodeExited, OomKilled, RunHistory
 
-INFRA = frozenset({"hang", "node-lost", "rank-crash"})  # blamed on the node at the first time
+INFRA = frozenset({"hang", "node-lost", "rank-crash", "preflight"})  # blamed on the node at the first time
 REPEATS = 2  # any other cause: excluded once the same node failed this often for it
 MAX_EXCLUDED_UNKNOWN = 4  # the cap where the partition's node count is unknown
 

@@ -21,7 +21,7 @@ from typing import Any
 
 from ddpctl import exitcodes, proc, safeio
 from ddpctl.errors import DdpctlError, SlurmEnvError
-from ddpctl.node import gpus
+from ddpctl.node import gpus, nodecheck
 from ddpctl.node.ackwatch import AckWatch
 from ddpctl.node.oom import OomCounter
 from ddpctl.node.rundist import run_dist, run_node_spec
@@ -228,6 +228,8 @@ def launch(run_dir: Path, env: Mapping[str, str]) -> int:
     relay.install()
     oom = OomCounter()
     oom.start()
+    if not nodecheck.fit(spec, dist, layout, plan, env=env, relay=relay):
+        return nodecheck.leave(layout, dist)
     start_torchrun(plan, relay, layout.node_log(dist.restart_count, dist.node_rank), env)
     # Everything else comes after torchrun is on its way, and niced: at start-up every CPU of the node is busy
     # starting torchrun and importing torch in each rank, so whatever the launcher does there delays every

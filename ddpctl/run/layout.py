@@ -173,6 +173,13 @@ class RunLayout:
     def listen_marker(self, restart: int, rank: int) -> Path:
         return self.attempt_dir(restart) / f"listen-rank-{rank}.json"
 
+    def check_store(self, restart: int) -> Path:
+        """Where node 0's preflight check publishes the port of its rendezvous store (ddpctl.node.nodecheck)."""
+        return self.attempt_dir(restart) / "check-store.json"
+
+    def check_result(self, restart: int, node_rank: int) -> Path:
+        return self.attempt_dir(restart) / f"check-node-{node_rank}.json"
+
 
 def fill_rank(pattern: str, rank: str) -> Path:
     """The rank log path from `$DDPCTL_RANK_LOG_PATTERN`: `{rank}` is replaced in the file name only.

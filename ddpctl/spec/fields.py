@@ -135,6 +135,18 @@ def boolean(value: Any, at: At) -> bool:
 setattr(boolean, "choices", ("true", "false"))  # noqa: B010 - read by shell completion (overrides.key_choices)
 
 
+def switch_or_auto(value: Any, at: At) -> bool | None:
+    """true, false, or auto (also null): None means auto, the field's own rule decides."""
+    if value is None or value == "auto":
+        return None
+    if not isinstance(value, bool):
+        raise at.fail(value, "true, false or auto", typed=True)
+    return value
+
+
+setattr(switch_or_auto, "choices", ("auto", "true", "false"))  # noqa: B010 - read by shell completion
+
+
 def text(
     pattern: str | None = None, *, nullable: bool = False, what: str = "a non-empty string", path: bool = False
 ) -> Conv:

@@ -56,6 +56,10 @@ class HealthSettings:
     pause_s: int = 1800  # extra allowance while a rank is in a declared pause (Heartbeat.pause) without its own
     straggler_factor: float = 2.0  # busy time above this x the other ranks' median flags a straggler; 0: off
     straggler_steps: int = 20  # ... over the rank's last this many steps
+    # Each node proves it can train before torchrun (ddpctl.node.nodecheck): True every attempt, False never,
+    # None (auto) on the attempt after an infrastructure failure only, so a first start costs nothing.
+    preflight: bool | None = None
+    preflight_timeout_s: int = 60  # the check's network stages (a node's store, the group, the all-reduce)
 
 
 @dataclass(frozen=True)

@@ -31,6 +31,7 @@ from ddpctl.spec.fields import (
     mapping_of,
     number,
     slurm_time,
+    switch_or_auto,
     text,
     text_list,
     time_to_seconds,
@@ -102,6 +103,8 @@ SECTIONS: dict[str, dict[str, Conv]] = {
         "pause_s": integer(0),
         "straggler_factor": number(0),
         "straggler_steps": integer(2),
+        "preflight": switch_or_auto,
+        "preflight_timeout_s": integer(5, 3600),
     },
     "container": {
         "runtime": choice(CONTAINER_RUNTIMES, nullable=True),

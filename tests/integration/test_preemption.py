@@ -517,6 +517,11 @@ def test_a_killed_rank_costs_a_requeue_with_default_budgets(
     assert said in cli.run("status", job.job_id).stdout, job.dump()
     errors = cli.run("logs", job.job_id, "--errors", "--attempt", "0", "--no-color").stdout
     assert f"-- {said}" in errors, errors
+    # health.preflight: auto: no check on the first start; after the infrastructure failure both nodes checked
+    # themselves (and passed) before attempt 1's torchrun, and status says what that cost.
+    checks = [(e["attempt"], e["ok"], e["peers_ok"]) for e in job.events("preflight")]
+    assert checks == [(1, True, True), (1, True, True)], job.dump()
+    assert "preflight check, attempt 1: 2 node(s) passed in" in cli.run("status", job.job_id).stdout
 
 
 def test_max_restarts_restarts_a_killed_rank_inside_the_allocation(

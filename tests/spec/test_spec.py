@@ -106,6 +106,9 @@ def spec_error(text: str, overrides: tuple[str, ...] = (), *, check_paths: bool 
         ("health:\n  hang_timeout_s: 1.5\n", "4: health.hang_timeout_s: got 1.5 (a float), expected an integer"),
         ("health:\n  straggler_steps: 1\n", "4: health.straggler_steps: got 1, expected an integer in 2..2147483647"),
         ("health:\n  hang_floor: 3\n", "4: health.hang_floor: unknown key, did you mean 'hang_floor_s'?"),
+        ("health:\n  preflight: maybe\n", "4: health.preflight: got 'maybe' (a string), expected true, false or auto"),
+        ("health:\n  preflight: 1\n", "4: health.preflight: got 1 (an integer), expected true, false or auto"),
+        ("health:\n  preflight_timeout_s: 2\n", "4: health.preflight_timeout_s: got 2, expected an integer in 5..3600"),
         ("env:\n  1BAD: x\n", "4: env.1BAD: got '1BAD', expected an environment variable name matching"),
         (
             "env:\n  A-B: x\n",

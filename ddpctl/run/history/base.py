@@ -17,7 +17,7 @@ Kind = Literal["preemption", "timeout", "failure", "node_failure"]
 KINDS: tuple[Kind, ...] = get_args(Kind)
 Action = Literal["requeue", "finish"]
 # What ended an attempt (the failure model's causes); `Decided.cause` carries it where a writer knows it.
-Cause = Literal["stop", "node-lost", "rank-crash", "oom", "hang", "script-error"]
+Cause = Literal["stop", "node-lost", "rank-crash", "oom", "hang", "script-error", "preflight"]
 CAUSES: tuple[Cause, ...] = get_args(Cause)
 SIGNAL_KINDS: tuple[Kind, ...] = ("timeout", "preemption")  # what a warning/preemption signal can mean
 

@@ -23,6 +23,7 @@ from ddpctl.run.history.events import (
 )
 from ddpctl.run.history.failures import (
     Hung,
+    NodeChecked,
     NodeExcluded,
     NodeExited,
     NodeLost,
@@ -52,6 +53,7 @@ TYPES: dict[str, type[Event]] = {
         OomKilled,
         Hung,
         NodeLost,
+        NodeChecked,
         StragglerFlagged,
         Decided,
         Cancelled,

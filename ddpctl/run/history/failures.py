@@ -75,6 +75,29 @@ class NodeLost(Event):
 
 
 @dataclass(frozen=True, kw_only=True)
+class NodeChecked(Event):
+    """A node's preflight check before torchrun (ddpctl.node.nodecheck): `ok` its own verdict, `stage` where it
+    failed (python, gpu, reach, join, allreduce, start), `reached` whether it got to node 0's store, `peers_ok`
+    what the all-reduce said of every node (None: not that far, or one node)."""
+
+    NAME = "preflight"
+    attempt: int
+    node: str
+    node_rank: int
+    ok: bool
+    stage: str = ""
+    why: str = ""
+    reached: bool | None = None
+    peers_ok: bool | None = None
+    seconds: float | None = None
+
+    @property
+    def passed(self) -> bool:
+        """Training may start on this node: it passed, and no node reported a failure."""
+        return self.ok and self.peers_ok is not False
+
+
+@dataclass(frozen=True, kw_only=True)
 class StragglerFlagged(Event):
     NAME = "straggler"
     attempt: int

@@ -1,0 +1,173 @@
+"""A node's preflight check before torchrun (spec `health.preflight`): whether it runs, running it, its record.
+
+`wanted` decides (pure): every attempt with `preflight: true`, never with `false`, and with `auto` (the default)
+on the attempt after one that an infrastructure failure ended (a lost node, a hang, a rank killed by a signal, a
+failed check): a node came back or another took its place, and a bad one should be found before training rather
+than by it. Never on a run's first start under `auto`, whose first step it would delay.
+
+`run_check` is the edge: it runs `ddpctl.node.checkprog` in the workers' interpreter with torchrun's environment
+(its output appended to the node's log), bounded by the spec's `preflight_timeout_s` plus an allowance for the
+interpreter's start and torch's import, and records the `preflight` event the decision blames a node with
+(`ddpctl.node.blame.preflight_blame`). A node that did not pass never starts torchrun.
+"""
+
+from __future__ import annotations
+
+import signal
+import time
+from collections.abc import Mapping
+from dataclasses import replace
+from typing import Any, Protocol
+
+from ddpctl import exitcodes, proc, safeio
+from ddpctl.node.torchrun import NodePlan
+from ddpctl.run import history
+from ddpctl.run.history import NodeChecked, NodeExited
+from ddpctl.run.layout import RunLayout
+from ddpctl.slurm.env import DistEnv
+from ddpctl.spec import JobSpec
+
+INFRA_CAUSES = frozenset({"node-lost", "hang", "rank-crash", "preflight"})
+START_ALLOWANCE_S = 120  # the check's interpreter start and `import torch` (a cold shared filesystem is slow)
+POLL_S = 0.1
+WHY_MAX = 300
+
+
+class Relay(Protocol):
+    """What the check needs of the launcher's signal relay (`ddpctl.node.launch.Relay`)."""
+
+    child: proc.Popen | None
+
+    def ignore_stop_in_child(self) -> None: ...
+
+
+STAGES = ("", "python", "gpu", "reach", "join", "allreduce", "timeout", "killed", "start")
+
+
+def wanted(setting: bool | None, previous_cause: str | None) -> bool:
+    """Whether this attempt's nodes check themselves (module docstring); `setting` None is `auto`."""
+    if setting is not None:
+        return setting
+    return previous_cause in INFRA_CAUSES
+
+
+def previous_cause(layout: RunLayout, attempt: int) -> str | None:
+    """What ended the attempt before `attempt` (its decision's cause); None for a run's first attempt."""
+    if attempt == 0:
+        return None
+    decision = history.load(layout.events).attempt(attempt - 1).decision
+    return decision.cause if decision is not None else None
+
+
+def check_argv(python: str, spec: JobSpec, dist: DistEnv, layout: RunLayout) -> list[str]:
+    attempt = dist.restart_count
+    return [
+        python,
+        "-m",
+        "ddpctl.node.checkprog",
+        f"--result={layout.check_result(attempt, dist.node_rank)}",
+        f"--store-file={layout.check_store(attempt)}",
+        f"--master-addr={dist.master_addr}",
+        f"--node-rank={dist.node_rank}",
+        f"--nnodes={dist.nnodes}",
+        f"--gpus={spec.gpus_per_node}",
+        f"--timeout={spec.health.preflight_timeout_s}",
+    ]
+
+
+def checked(dist: DistEnv, record: Mapping[str, Any] | None, status: int | None, seconds: float) -> NodeChecked:
+    """The `preflight` event from the check's result file (untrusted: only well-typed fields count) and how it
+    ended: `status` None when the launcher killed it at its bound, negative when a signal ended it. Only a final
+    result (it has `seconds`) of a check that exited as it says counts as its verdict."""
+    got = dict(record or {})
+
+    def typed(key: str, kind: type) -> Any:
+        value = got.get(key)
+        return value if isinstance(value, kind) and (kind is bool or not isinstance(value, bool)) else None
+
+    ok, stage, why = typed("ok", bool), typed("stage", str) or "", typed("why", str) or ""
+    peers_ok = typed("peers_ok", bool)
+    final = ok is not None and "seconds" in got and (status == 0) == (ok and peers_ok is not False)
+    if status is None:
+        ok, stage, why = False, "timeout", f"the check outlived its bound ({seconds:.0f} s) and was killed"
+    elif status < 0:
+        ok, stage, why = False, "killed", f"the check was ended by {proc_signal(-status)}"
+    elif not final:
+        ok, stage, why = False, "start", f"the check exited {status} without a result (the node's log says why)"
+    return NodeChecked(
+        attempt=dist.restart_count,
+        node=dist.node_name,
+        node_rank=dist.node_rank,
+        ok=bool(ok),
+        stage=stage if stage in STAGES else "start",
+        why=why[:WHY_MAX],
+        reached=typed("reached", bool),
+        peers_ok=peers_ok if final else None,
+        seconds=round(seconds, 2),
+    )
+
+
+def proc_signal(number: int) -> str:
+    try:
+        return signal.Signals(number).name
+    except ValueError:
+        return f"signal {number}"
+
+
+def wait_bounded(child: proc.Popen, bound_s: float) -> int | None:
+    """The check's exit status; None when it outlived `bound_s` (then it is killed and reaped)."""
+    deadline = time.monotonic() + bound_s
+    while (code := child.poll()) is None:
+        if time.monotonic() >= deadline:
+            child.kill()
+            child.wait()
+            return None
+        time.sleep(POLL_S)
+    return code
+
+
+def run_check(
+    spec: JobSpec, dist: DistEnv, layout: RunLayout, plan: NodePlan, *, env: Mapping[str, str], relay: Relay
+) -> NodeChecked:
+    """Run this node's check (module docstring), record its `preflight` event and say it in the node's log."""
+    argv = check_argv(plan.argv[0], spec, dist, layout)  # torchrun's interpreter: the workers'
+    started = time.monotonic()
+    log_path = layout.node_log(dist.restart_count, dist.node_rank)
+    log_path.parent.mkdir(parents=True, exist_ok=True)
+    try:
+        with safeio.open_append_file(log_path) as log:
+            child = proc.spawn(
+                argv,
+                env={**env, **plan.env_dict()},
+                stdout=log,
+                stderr=proc.STDOUT,
+                preexec_fn=relay.ignore_stop_in_child,
+            )
+    except OSError as err:  # the interpreter is missing or cannot run: this node cannot train either
+        event = replace(checked(dist, None, 1, 0.0), why=f"cannot run {argv[0]}: {safeio.describe(err)}"[:WHY_MAX])
+    else:
+        relay.child = child  # Slurm's TERM (the job ends) reaches the check as it would torchrun
+        status = wait_bounded(child, spec.health.preflight_timeout_s + START_ALLOWANCE_S)
+        relay.child = None
+        record = safeio.read_json(layout.check_result(dist.restart_count, dist.node_rank))
+        event = checked(dist, record, status, time.monotonic() - started)
+    history.append(layout.events, event)
+    verdict = "passed" if event.passed else f"failed ({event.stage or 'another node'}: {event.why})"
+    print(f"ddpctl launch [{dist.node_name}]: preflight check {verdict} in {event.seconds} s", flush=True)
+    return event
+
+
+def fit(
+    spec: JobSpec, dist: DistEnv, layout: RunLayout, plan: NodePlan, *, env: Mapping[str, str], relay: Relay
+) -> bool:
+    """The node's check, where this attempt wants one: whether training may start here."""
+    if not wanted(spec.health.preflight, previous_cause(layout, dist.restart_count)):
+        return True
+    return run_check(spec, dist, layout, plan, env=env, relay=relay).passed
+
+
+def leave(layout: RunLayout, dist: DistEnv) -> int:
+    """A node that failed its check (or learnt that another did) records its exit without starting torchrun."""
+    history.append(layout.events, NodeExited(node=dist.node_name, attempt=dist.restart_count, exit=exitcodes.FAILURE))
+    print(f"ddpctl launch [{dist.node_name}]: torchrun not started; launch exits {exitcodes.FAILURE}", flush=True)
+    return exitcodes.FAILURE

@@ -1,0 +1,251 @@
+"""The nodes' preflight check (issue 26 item 7): when it runs, how its result is read, whom a failed one blames,
+what it costs in `status` — literal tables; the check program itself runs for real on loopback."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from ddpctl import safeio
+from ddpctl.health.report import describe_checks
+from ddpctl.node import nodecheck
+from ddpctl.node.blame import Blame, blame, facts_of
+from ddpctl.node.decide import RunOutcome, decide
+from ddpctl.node.exclude import INFRA
+from ddpctl.run.history import KINDS, Kind, NodeChecked, RunHistory
+from ddpctl.slurm.env import DistEnv
+from ddpctl.spec import RequeuePolicy
+
+DIST = DistEnv("n1", 29500, 1, 3, 2, 6, "r", 4, "7", "n2", ("n1", "n2", "n3"))
+
+
+@pytest.mark.parametrize(
+    ("setting", "previous", "expected"),
+    [
+        (None, None, False),  # auto: a run's first start is never delayed
+        (None, "stop", False),
+        (None, "script-error", False),
+        (None, "oom", False),
+        (None, "node-lost", True),  # auto: after an infrastructure failure
+        (None, "hang", True),
+        (None, "rank-crash", True),
+        (None, "preflight", True),
+        (True, None, True),
+        (True, "stop", True),
+        (False, "node-lost", False),
+    ],
+)
+def test_when_the_nodes_check_themselves(setting: bool | None, previous: str | None, expected: bool) -> None:
+    assert nodecheck.wanted(setting, previous) is expected
+
+
+PASSED = {"node_rank": 1, "ok": True, "stage": "", "why": "", "reached": True, "peers_ok": True, "seconds": 3.1}
+
+
+@pytest.mark.parametrize(
+    ("record", "status", "expected"),
+    [
+        (PASSED, 0, (True, "", True, True)),
+        ({**PASSED, "peers_ok": False}, 1, (True, "", True, False)),  # another node failed: this one did not
+        (
+            {**PASSED, "ok": False, "stage": "gpu", "why": "2 GPUs visible, 4 needed", "peers_ok": False},
+            1,
+            (False, "gpu", True, False),
+        ),
+        (
+            {**PASSED, "ok": False, "stage": "reach", "reached": False, "peers_ok": None},
+            1,
+            (False, "reach", False, None),
+        ),
+        # Killed by srun once another node failed: how far it got still counts, its verdict does not.
+        ({"node_rank": 1, "ok": True, "stage": "", "why": "", "reached": False}, -15, (False, "killed", False, None)),
+        (None, None, (False, "timeout", None, None)),  # the launcher's bound
+        (None, 1, (False, "start", None, None)),  # no result at all
+        ({"node_rank": 1, "ok": True, "stage": "", "why": "", "reached": True}, 1, (False, "start", True, None)),
+        # A result that says it passed from a check that failed is not believed.
+        (PASSED, 1, (False, "start", True, None)),
+        # Untrusted types count for nothing.
+        ({**PASSED, "ok": "yes", "reached": 1, "stage": ["gpu"]}, 0, (False, "start", None, None)),
+        ({**PASSED, "stage": "rm -rf"}, 0, (True, "start", True, True)),
+    ],
+)
+def test_the_result_file_is_read_with_how_the_check_ended(
+    record: dict[str, Any] | None, status: int | None, expected: tuple[Any, ...]
+) -> None:
+    event = nodecheck.checked(DIST, record, status, 4.0)
+    assert (event.ok, event.stage, event.reached, event.peers_ok) == expected
+    assert (event.node, event.node_rank, event.attempt, event.seconds) == ("n2", 1, 4, 4.0)
+
+
+def check(node: str, rank: int, ok: bool, stage: str = "", *, reached: bool | None = True) -> dict[str, Any]:
+    peers_ok = None if stage else ok
+    return {
+        "event": "preflight",
+        "attempt": 0,
+        "node": node,
+        "node_rank": rank,
+        "ok": ok,
+        "stage": stage,
+        "why": f"{stage} failed" if stage else "",
+        "reached": reached,
+        "peers_ok": peers_ok,
+        "seconds": 2.0,
+    }
+
+
+def collateral(node: str, rank: int) -> dict[str, Any]:
+    """Passed itself; the all-reduce said another node failed."""
+    return {**check(node, rank, True), "peers_ok": False}
+
+
+@pytest.mark.parametrize(
+    ("records", "expected"),
+    [
+        pytest.param(
+            [collateral("n1", 0), check("n2", 1, False, "gpu"), collateral("n3", 2)],
+            Blame("preflight", "n2", None, "gpu: gpu failed"),
+            id="a-node-without-its-gpus",
+        ),
+        pytest.param(
+            [check("n1", 0, False, "gpu"), check("n2", 1, False, "gpu"), check("n3", 2, False, "gpu")],
+            Blame("preflight", None, None, "gpu on every node: gpu failed; no one node is to blame"),
+            id="no-node-has-gpus-the-setup-is-wrong",
+        ),
+        pytest.param(
+            [
+                check("n1", 0, False, "join"),
+                check("n2", 1, False, "reach", reached=False),
+                check("n3", 2, False, "join"),
+            ],
+            Blame("preflight", "n2", None, "reach: reach failed"),
+            id="one-node-cannot-reach-node-0",
+        ),
+        pytest.param(
+            [
+                check("n1", 0, False, "join"),
+                check("n2", 1, False, "reach", reached=False),
+                check("n3", 2, False, "killed", reached=False),
+            ],
+            Blame("preflight", "n1", None, "none of the 2 other nodes could reach its store: reach failed"),
+            id="nobody-reaches-node-0",
+        ),
+        pytest.param(
+            # srun ended n1's and n3's checks once n2 failed: killed checks are no evidence against their nodes.
+            [
+                check("n1", 0, False, "killed"),
+                check("n2", 1, False, "reach", reached=False),
+                check("n3", 2, False, "killed"),
+            ],
+            Blame("preflight", "n2", None, "reach: reach failed"),
+            id="killed-checks-are-not-local-failures",
+        ),
+        pytest.param(
+            [check("n1", 0, False, "join"), check("n2", 1, False, "reach", reached=False)],
+            Blame("preflight", None, None, "join: join failed; no one node is to blame"),
+            id="two-nodes-cannot-tell-whose-link-is-down",
+        ),
+        pytest.param(
+            [
+                check("n1", 0, False, "allreduce"),
+                check("n2", 1, False, "allreduce"),
+                check("n3", 2, False, "allreduce"),
+            ],
+            Blame("preflight", None, None, "allreduce: allreduce failed; no one node is to blame"),
+            id="all-reached-the-all-reduce-failed",
+        ),
+        pytest.param([check("n1", 0, True), check("n2", 1, True)], None, id="passed-then-completed"),
+    ],
+)
+def test_a_failed_check_blames_the_node_at_fault(records: list[dict[str, Any]], expected: Blame | None) -> None:
+    exits = [{"event": "node-exit", "attempt": 0, "node": r["node"], "exit": 1} for r in records]
+    code = 0 if expected is None else 1
+    attempt = RunHistory.from_records([*records, *exits]).attempt(0)
+    assert blame(facts_of(attempt, code, False)) == expected
+
+
+NONE_USED: dict[Kind, int] = dict.fromkeys(KINDS, 0)
+
+
+def test_a_failed_check_is_an_infrastructure_failure_that_excludes_its_node() -> None:
+    decision = decide(
+        RunOutcome(1, False, None, blame=Blame("preflight", "n2", None, "gpu")), RequeuePolicy(), NONE_USED
+    )
+    assert (decision.kind, decision.action) == ("node_failure", "requeue")
+    assert "preflight" in INFRA
+    # A preemption signal that came during the check does not turn it into a preemption.
+    signalled = RunOutcome(1, False, "preemption", blame=Blame("preflight", "n2", None, "gpu"))
+    assert decide(signalled, RequeuePolicy(), NONE_USED).kind == "node_failure"
+
+
+def test_status_says_what_the_checks_cost_and_who_failed() -> None:
+    def event(
+        attempt: int, node: str, ok: bool, seconds: float, *, stage: str = "", peers_ok: bool | None = True
+    ) -> Any:
+        return NodeChecked(
+            attempt=attempt,
+            node=node,
+            node_rank=0,
+            ok=ok,
+            stage=stage,
+            why="x\x1b[31m",
+            peers_ok=peers_ok,
+            seconds=seconds,
+        )
+
+    lines = describe_checks(
+        [
+            event(1, "n0", False, 15.4, stage="join", peers_ok=None),
+            event(1, "n1", True, 3.0, peers_ok=False),
+            event(1, "n2", False, 15.5, stage="reach", peers_ok=None),
+            event(2, "n1", True, 2.5),
+            event(2, "n3", True, 3.25),
+        ]
+    )
+    assert lines == [
+        "preflight check, attempt 1: failed on n2 (reach: x^[[31m), n0 (join); torchrun not started (15.5 s)",
+        "preflight check, attempt 2: 2 node(s) passed in 3.2 s",
+    ]
+
+
+def run_checks(tmp_path: Path, nnodes: int, ranks: list[int], timeout: float) -> list[subprocess.CompletedProcess[str]]:
+    procs = [
+        subprocess.Popen(
+            [
+                sys.executable,
+                "-m",
+                "ddpctl.node.checkprog",
+                f"--result={tmp_path}/r{r}.json",
+                f"--store-file={tmp_path}/store.json",
+                "--master-addr=127.0.0.1",
+                f"--node-rank={r}",
+                f"--nnodes={nnodes}",
+                f"--timeout={timeout}",
+            ],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
+            env={**os.environ, "GLOO_SOCKET_IFNAME": "lo"},
+        )
+        for r in ranks
+    ]
+    return [subprocess.CompletedProcess(p.args, p.wait(timeout=180), p.communicate()[0], "") for p in procs]
+
+
+def test_three_nodes_on_loopback_pass_and_a_missing_one_is_found_within_the_bound(tmp_path: Path) -> None:
+    (tmp_path / "ok").mkdir()
+    passed = run_checks(tmp_path / "ok", 3, [0, 1, 2], 30)
+    assert [p.returncode for p in passed] == [0, 0, 0], [p.stdout[-500:] for p in passed]
+    results = [safeio.read_json(tmp_path / "ok" / f"r{r}.json") for r in range(3)]
+    assert all(r is not None and r["ok"] and r["peers_ok"] and r["reached"] for r in results), results
+    # Node 2 never comes: nodes 0 and 1 give up after their bound, and say so.
+    (tmp_path / "missing").mkdir()
+    failed = run_checks(tmp_path / "missing", 3, [0, 1], 3)
+    assert [p.returncode for p in failed] == [1, 1]
+    found = [safeio.read_json(tmp_path / "missing" / f"r{r}.json") for r in range(2)]
+    assert [(r or {}).get("stage") for r in found] == ["join", "join"], found
+    assert [(r or {}).get("reached") for r in found] == [True, True]
