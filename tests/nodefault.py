@@ -2,8 +2,9 @@
 
 Shared by tests/integration/test_node_loss_slurm.py and benchmarks/bench_node_loss.py (which puts tests/ on its
 import path): a node dies (`kill_node`: its slurmd and every process of a job on it SIGKILLed) or freezes
-(`freeze_node`: the job's own processes SIGSTOPped, slurmd alive); `restore_nodes` brings a dead node back the way
-start.sh starts it, and `wait_nodes_run_step` waits until the nodes run a step again.
+(`freeze_node`: the job's own processes SIGSTOPped, slurmd alive) or loses its data network (`cut_data_ports`:
+new connections to or from torch's ephemeral ports dropped, Slurm's own ports open); `restore_nodes` brings a dead
+node back the way start.sh starts it, and `wait_nodes_run_step` waits until the nodes run a step again.
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ import os
 import signal
 import subprocess
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 from slurmtools import START_SCRIPT, STATE_DIR, SlurmTestError
@@ -86,3 +88,27 @@ def wait_nodes_run_step(timeout: float = 90) -> None:
         if time.monotonic() >= deadline:
             raise SlurmTestError(f"the nodes do not run a step {timeout:.0f} s after the fault: {res.stderr[-500:]}")
         time.sleep(2)
+
+
+# The cluster's bridge network, and the ports Linux gives listeners that ask for any (torch's stores, Gloo's
+# pairs): Slurm listens on fixed ports (6817, 6818) and srun on SrunPortRange (slurm.conf.in), all outside it.
+CLUSTER_NET = "10.99.0.0/24"
+EPHEMERAL = "32768:60999"
+
+
+@contextlib.contextmanager
+def cut_data_ports(node: str) -> Iterator[None]:
+    """In the node's network namespace, drop new TCP connections to or from ephemeral ports of the other nodes
+    (a broken data fabric: what torch needs fails by timeout, Slurm still reaches the node); undone on exit."""
+    rules = [
+        ["OUTPUT", "-p", "tcp", "--syn", "-d", CLUSTER_NET, "--dport", EPHEMERAL, "-j", "DROP"],
+        ["INPUT", "-p", "tcp", "--syn", "-s", CLUSTER_NET, "--dport", EPHEMERAL, "-j", "DROP"],
+    ]
+    netns = ["nsenter", f"--net=/run/netns/ddpctl-{node}", "iptables"]
+    for rule in rules:
+        subprocess.run([*netns, "-I", *rule], check=True, capture_output=True, timeout=30)
+    try:
+        yield
+    finally:
+        for rule in rules:
+            subprocess.run([*netns, "-D", *rule], check=False, capture_output=True, timeout=30)
