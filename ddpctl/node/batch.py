@@ -1,7 +1,36 @@
-"""What the batch shell asks ddpctl: record the start, fan the stop signal out, decide about requeueing.
+"""What a job's attempt loop asks ddpctl: record the start, fan the stop signal out, decide about requeueing.
 
 `scontrol requeue` itself stays in the shell: containers often lack scontrol inside, and the shell is the
 one process Slurm guarantees to be around when the run ends.
+
+The attempt loop's contract. Every driver of a job's attempts calls these functions, for attempt N
+(`attempt_of`: SLURM_RESTART_COUNT, plus DDPCTL_CHAIN_ATTEMPT in a chained run):
+1. run a step: `batch_start` records the attempt's start (and an unacknowledged stop of attempt N-1); one
+   `ddpctl launch` per node runs the step (a preflight check first where wanted: ddpctl.node.nodecheck);
+2. take the stop: the stop signal, wherever it lands, goes to `on_signal`: the `signal` event and its kind,
+   every node's stop file, then the driver's `fan_out` (the signal to each node's launcher). The driver then
+   waits for the step to end (the ranks agree on a step, checkpoint and leave);
+3. decide: with the step's exit status, `decide_run`: the one decision (ddpctl.node.decide: the budgets, the
+   blame), recorded as the `decision` event, with a blamed node excluded and a finish marked; it returns the
+   action (requeue, finish, fail) and the job's exit status;
+4. requeue or chain: only the driver acts on the action: attempt N+1 in this job again or in a chained
+   successor job; anything else ends the job with the decision's exit status.
+
+The three drivers are adapters to it (each keeps what only its world can do):
+- the batch shell (templates/ddp.sbatch.j2, through `ddpctl internal ...`, ddpctl.cli.internal): 1. node 0's
+  launcher records the start once its torchrun runs (`ddpctl.node.launch.record_attempt_start`; `decide_run`
+  does where none did); 2. a trap runs `internal on-signal`, whose fan-out is `scancel --signal` to the step's
+  tasks once every launcher armed (a chained run submits its successor there); 3. `internal decide RUN_DIR
+  --exit RC` prints the action; 4. `scontrol requeue` (then `internal exclude` where a node was excluded), or
+  `internal chain-next` (chain mode, or a refused requeue); a chained run that ends runs `internal chain-drop`.
+- the local supervisor (ddpctl.backends.local_supervisor, `Supervisor.run`): 1. `batch_start` before it starts
+  the simulated nodes; 2. its signal handler runs `on_signal`, fanned out to each launcher process, and it kills
+  an attempt whose stop went unacknowledged past the lead time, as Slurm would; 3. `decide_run`; 4. its loop
+  runs the next attempt (a fresh port, past the excluded nodes) or returns the exit status.
+- submitit (ddpctl.backends.submitit_backend, `Lead` on global task 0): 1. `Lead.run` calls `batch_start`;
+  2. Slurm signals every task itself: a watcher thread sees the first stop file and runs `on_signal` with no
+  fan-out; 3. `Lead.decide`, from submitit's `checkpoint()` after a stop or a failure, directly after a clean
+  end; 4. `checkpoint()` returns a fresh DelayedSubmission (submitit runs `scontrol requeue`) or None.
 """
 
 from __future__ import annotations

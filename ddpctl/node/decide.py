@@ -1,4 +1,5 @@
-"""What to do when a run of the job ends: requeue, finish, or fail (pure; decided in the batch shell).
+"""What to do when a run of the job ends: requeue, finish, or fail (pure; every driver of the attempt loop asks
+it through `ddpctl.node.batch.decide_run`; that module's docstring holds the loop's contract).
 
 Budgets are separate for preemptions, timeouts, crashes and infrastructure failures (spec `requeue.max_*`)
 because they mean different things: preemption is the cluster's doing, a timeout is a planned continuation, a
