@@ -3,7 +3,7 @@
 Shared by tests/integration/test_node_loss_slurm.py and benchmarks/bench_node_loss.py (which puts tests/ on its
 import path): a node dies (`kill_node`: its slurmd and every process of a job on it SIGKILLed) or freezes
 (`freeze_node`: the job's own processes SIGSTOPped, slurmd alive) or loses its data network (`cut_data_ports`:
-new connections to or from torch's ephemeral ports dropped, Slurm's own ports open); `restore_nodes` brings a dead
+torch's connections dropped, Slurm's go on); `restore_nodes` brings a dead
 node back the way start.sh starts it, and `wait_nodes_run_step` waits until the nodes run a step again.
 """
 
@@ -90,20 +90,20 @@ def wait_nodes_run_step(timeout: float = 90) -> None:
         time.sleep(2)
 
 
-# The cluster's bridge network, and the ports Linux gives listeners that ask for any (torch's stores, Gloo's
-# pairs): Slurm listens on fixed ports (6817, 6818) and srun on SrunPortRange (slurm.conf.in), all outside it.
+# The cluster's bridge network, and the ports Linux gives sockets that ask for any (torch's stores and Gloo's pairs
+# listen there, and every client connects from one): Slurm listens on fixed ports (6817, 6818) and srun on
+# SrunPortRange (slurm.conf.in), all outside it, so a connection with an ephemeral port at both ends is the job's.
 CLUSTER_NET = "10.99.0.0/24"
 EPHEMERAL = "32768:60999"
 
 
 @contextlib.contextmanager
 def cut_data_ports(node: str) -> Iterator[None]:
-    """In the node's network namespace, drop new TCP connections to or from ephemeral ports of the other nodes
-    (a broken data fabric: what torch needs fails by timeout, Slurm still reaches the node); undone on exit."""
-    rules = [
-        ["OUTPUT", "-p", "tcp", "--syn", "-d", CLUSTER_NET, "--dport", EPHEMERAL, "-j", "DROP"],
-        ["INPUT", "-p", "tcp", "--syn", "-s", CLUSTER_NET, "--dport", EPHEMERAL, "-j", "DROP"],
-    ]
+    """In the node's network namespace, drop every TCP packet to or from the other nodes whose both ports are
+    ephemeral (a broken data fabric: torch's connections, new and established, fail by timeout; Slurm's go on);
+    undone on exit."""
+    ports = ["--sport", EPHEMERAL, "--dport", EPHEMERAL, "-j", "DROP"]
+    rules = [["OUTPUT", "-p", "tcp", "-d", CLUSTER_NET, *ports], ["INPUT", "-p", "tcp", "-s", CLUSTER_NET, *ports]]
     netns = ["nsenter", f"--net=/run/netns/ddpctl-{node}", "iptables"]
     for rule in rules:
         subprocess.run([*netns, "-I", *rule], check=True, capture_output=True, timeout=30)

@@ -7,7 +7,9 @@ peers), so nodes' clocks need not agree. A peer is lost when
 - its heartbeat has not changed for LOST_S (it died, froze, or can no longer reach the shared run dir), or
 - it never wrote one within NEVER_S of this launcher's start, or
 - every rank placed on it went silent (no progress record rewritten for RANKS_SILENT_S; a live rank rewrites its
-  record every runtime.progress.PULSE_S, 5 s, even while blocked in a collective) while a rank elsewhere is fresh.
+  record every runtime.progress.PULSE_S, 5 s, even while blocked in a collective) while a rank elsewhere is fresh,
+- or it is cut off from the others' network (`cut_off`, from the nodes' network beat, ddpctl.health.probe): its
+  predecessor in the ring has not reached it for CUT_S, nor it its successor.
 
 A peer whose launcher said it is done (its torchrun exited, it left cleanly) is never lost.
 
@@ -31,6 +33,7 @@ NEVER_S = 60.0  # a node that never wrote one this long after this launcher star
 RANKS_SILENT_S = 20.0  # as ddpctl.health.watchdog.SILENT_S: a rank's record this old means its process stopped
 RANKS_FRESH_S = 10.0  # some rank elsewhere rewrote its record this recently: the silence is that node's own
 POLL_GAP_S = 5.0  # a reader whose own polls were this far apart judges nothing until it has looked again
+CUT_S = 15.0  # a node's network beat has failed this long: as LOST_S, seven missed beats' worth
 
 
 @dataclass(frozen=True)
@@ -41,11 +44,13 @@ class PeerBeat:
     seen: bool  # a beat of this peer was ever read
     done: bool  # the peer's launcher said it is leaving (torchrun exited)
     node: str | None = None  # the node's name, from its beat
+    probe: str | None = None  # where its network beat listens (host:port), from its beat
+    unreachable_s: float | None = None  # how long it has failed to reach its successor, by its own clock
 
 
 @dataclass(frozen=True)
 class LostVerdict:
-    node_rank: int
+    node_rank: int | None  # None: one of two nodes that cannot reach each other, which one cannot be told
     node: str | None
     why: str
     silent_s: float  # since its last sign of life, as this reader measured it
@@ -81,6 +86,36 @@ def _silent_ranks(
         if min(ages) > RANKS_SILENT_S:
             why = f"all {len(ages)} of its ranks went silent {min(ages):.0f} s ago while other nodes' ranks answer"
             return LostVerdict(node_rank, beat.node, why, round(min(ages), 1))
+    return None
+
+
+def cut_off(unreachable: Mapping[int, float | None], names: Mapping[int, str | None], nodes: int) -> LostVerdict | None:
+    """The node cut off from the others' network, or None. `unreachable`: node rank -> how long it has failed to
+    reach the next node in the ring (rank + 1 mod nodes), None while it reaches it. A node is cut off when its
+    predecessor has not reached it for CUT_S and it has not reached its successor for CUT_S: with three nodes or
+    more, one cut link fails exactly those two probes. Two nodes that cannot reach each other are that too, but
+    whose link is down cannot be told: the verdict then names neither (the attempt still ends: no collective
+    can complete)."""
+
+    def failing(rank: int) -> float | None:
+        value = unreachable.get(rank)
+        return value if value is not None and value >= CUT_S else None
+
+    def name(rank: int) -> str:
+        return names.get(rank) or f"node rank {rank}"
+
+    if nodes == 2 and (a := failing(0)) is not None and (b := failing(1)) is not None:
+        why = f"{name(0)} and {name(1)} have not reached each other for {min(a, b):.0f} s"
+        why += "; which one's link is down cannot be told"
+        return LostVerdict(None, None, why, round(min(a, b), 1))
+    for rank in range(nodes if nodes > 2 else 0):
+        before, after = (rank - 1) % nodes, (rank + 1) % nodes
+        if (into := failing(before)) is not None and (out := failing(rank)) is not None:
+            why = (
+                f"cut off from the others' network: {name(before)} has not reached it for {into:.0f} s,"
+                f" nor it {name(after)} for {out:.0f} s"
+            )
+            return LostVerdict(rank, names.get(rank), why, round(min(into, out), 1))
     return None
 
 

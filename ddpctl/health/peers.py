@@ -20,6 +20,7 @@ from collections.abc import Callable
 from ddpctl import safeio
 from ddpctl.health import nodeloss
 from ddpctl.health.nodeloss import Freshness, LostVerdict, PeerBeat
+from ddpctl.health.probe import Prober
 from ddpctl.health.records import progress_records
 from ddpctl.run import history
 from ddpctl.run.history import NodeLost
@@ -38,9 +39,11 @@ class PeerWatch:
         nodes: int,
         *,
         end_attempt: Callable[[], None],
+        address: str | None = None,
     ) -> None:
         self.layout, self.attempt, self.node, self.node_rank, self.nodes = layout, attempt, node, node_rank, nodes
         self.end_attempt = end_attempt
+        self.prober = network_beat(address) if nodes > 1 else None
         self.lost: LostVerdict | None = None
         self.ended = False  # this node ended its torchrun for a lost node
         self._seq = 0
@@ -49,6 +52,8 @@ class PeerWatch:
         self._thread = threading.Thread(target=self._run, name="ddpctl-peers", daemon=True)
 
     def start(self) -> None:
+        if self.prober is not None:
+            self.prober.start()
         self.beat()
         self._thread.start()
 
@@ -57,6 +62,8 @@ class PeerWatch:
         self._stop.set()
         self._thread.join(timeout=5)
         self.beat(done=True)
+        if self.prober is not None:
+            self.prober.stop()  # after the last beat: a peer never probes a node that said it left
 
     def linger(self, bound_s: float = nodeloss.LOST_S + 2 * POLL_S) -> None:
         """torchrun failed on its own: a peer that died may have taken this node's ranks with it (a collective's
@@ -75,7 +82,15 @@ class PeerWatch:
 
     def beat(self, done: bool = False) -> None:
         self._seq += 1
-        record = {"node": self.node, "node_rank": self.node_rank, "seq": self._seq, "t": time.time(), "done": done}
+        record: dict[str, object] = {
+            "node": self.node,
+            "node_rank": self.node_rank,
+            "seq": self._seq,
+            "t": time.time(),
+            "done": done,
+        }
+        if self.prober is not None:
+            record.update(probe=self.prober.endpoint, unreachable_s=self.prober.unreachable_s())
         with contextlib.suppress(OSError):  # the run dir is unreachable from here: peers will say so
             safeio.write_text_atomic(self.layout.node_beat(self.attempt, self.node_rank), json.dumps(record) + "\n")
 
@@ -96,7 +111,7 @@ class PeerWatch:
         beats, rank_ages = self.peer_beats(now), self.rank_ages(now)
         if self.layout.node_lost_marker(self.attempt).exists():
             self.ended = True
-        elif judge and (lost := nodeloss.lost_node(beats, rank_ages, self.node)) is not None:
+        elif judge and (lost := nodeloss.lost_node(beats, rank_ages, self.node) or self.cut_off(beats)) is not None:
             self.lost, self.ended = lost, True
             if self._claim(lost):
                 history.append(
@@ -114,6 +129,18 @@ class PeerWatch:
             self.end_attempt()
         return self.ended
 
+    def cut_off(self, beats: dict[int, PeerBeat]) -> LostVerdict | None:
+        """The network beat's verdict (ddpctl.health.probe): aim this node's probe at the next node's listener,
+        and judge from every node's report of its own probe, this one's included."""
+        if self.prober is None:
+            return None
+        after = beats.get((self.node_rank + 1) % self.nodes)
+        self.prober.aim(after.probe if after is not None and not after.done else None)
+        unreachable = {rank: beat.unreachable_s for rank, beat in beats.items() if not beat.done}
+        unreachable[self.node_rank] = self.prober.unreachable_s()
+        names = {rank: beat.node for rank, beat in beats.items()} | {self.node_rank: self.node}
+        return nodeloss.cut_off(unreachable, names, self.nodes)
+
     def peer_beats(self, now: float) -> dict[int, PeerBeat]:
         out = {}
         for rank in range(self.nodes):
@@ -129,6 +156,8 @@ class PeerWatch:
                 seen=True,
                 done=record.get("done") is True,
                 node=node if isinstance(node, str) else None,
+                probe=probe if isinstance(probe := record.get("probe"), str) else None,
+                unreachable_s=seconds(record.get("unreachable_s")),
             )
         return out
 
@@ -152,3 +181,20 @@ class PeerWatch:
         with os.fdopen(fd, "w") as out:
             json.dump(record, out)
         return True
+
+
+def network_beat(address: str | None) -> Prober | None:
+    """This node's network beat on `address` (None: no address to watch, as on the local backend's loopback)."""
+    if not address:
+        return None
+    try:
+        return Prober(address)
+    except OSError:  # the address is not this node's: no network beat, the heartbeat still watches it
+        return None
+
+
+def seconds(value: object) -> float | None:
+    """A duration from a heartbeat (untrusted): a finite number >= 0, else None."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 <= value < float("inf"):
+        return None
+    return float(value)

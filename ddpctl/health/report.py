@@ -71,9 +71,15 @@ def describe_event(event: HealthEvent) -> str:
 
 def describe_node_lost(event: NodeLost) -> str:
     return (
-        f"node lost in attempt {event.attempt}: {_v(event.node or f'node rank {event.node_rank}')}: "
+        f"node lost in attempt {event.attempt}: {_v(lost_name(event))}: "
         f"{_v(event.why)}; found by {_v(event.found_by)}, which ended every node's ranks"
     )
+
+
+def lost_name(event: NodeLost) -> str:
+    if event.node:
+        return event.node
+    return f"node rank {event.node_rank}" if event.node_rank is not None else "one of two nodes"
 
 
 def describe_oom(event: OomKilled) -> str:

@@ -78,7 +78,7 @@ class Facts:
     exit_code: int  # the step's
     stopped: bool = False
     stop_step: int | None = None
-    lost: tuple[tuple[str, str], ...] = ()  # (node, why) of nodes recorded lost
+    lost: tuple[tuple[str | None, str], ...] = ()  # (node, why) of nodes recorded lost (None: which one is unknown)
     hang: Hung | None = None
     hang_marker: bool = False
     oom_nodes: tuple[str, ...] = ()
@@ -211,7 +211,7 @@ def facts_of(attempt: Attempt, exit_code: int, stopped: bool, hang_marker: bool 
         exit_code=exit_code,
         stopped=stopped,
         stop_step=stop.step if stop is not None else None,
-        lost=tuple((e.node or f"node rank {e.node_rank}", e.why) for e in attempt.all(NodeLost)),
+        lost=tuple((lost_name(e), e.why) for e in attempt.all(NodeLost)),
         hang=attempt.first(Hung),
         hang_marker=hang_marker or any(e.hang for e in exits),
         oom_nodes=tuple(e.node for e in attempt.all(OomKilled) if e.kills),
@@ -223,6 +223,12 @@ def facts_of(attempt: Attempt, exit_code: int, stopped: bool, hang_marker: bool 
         silent_nodes=tuple(dict.fromkeys(e.node for e in attempt.all(Launched) if e.node not in exited)),
         checks=tuple(attempt.all(NodeChecked)),
     )
+
+
+def lost_name(event: NodeLost) -> str | None:
+    if event.node:
+        return event.node
+    return f"node rank {event.node_rank}" if event.node_rank is not None else None
 
 
 def reported_deaths(event: NodeExited) -> list[Death]:

@@ -54,6 +54,14 @@ def prepare(run_dir: Path, env: Mapping[str, str]) -> tuple[JobSpec, DistEnv, Ru
     return spec, dist, layout, plan
 
 
+def probe_address(spec: JobSpec, dist: DistEnv, env: Mapping[str, str]) -> str | None:
+    """Where this node's network beat listens (ddpctl.health.probe): the address the node advertises to the
+    others, on the interface the ranks' traffic uses; None on loopback (the local backend's simulated nodes have
+    no network between them)."""
+    ifname, address = node_site(env).network(spec, dist)
+    return None if ifname == "lo" else address
+
+
 def write_node_info(layout: RunLayout, dist: DistEnv, static: bool) -> None:
     path = layout.node_info(dist.restart_count, dist.node_rank)
     path.parent.mkdir(parents=True, exist_ok=True)
@@ -250,7 +258,13 @@ def launch(run_dir: Path, env: Mapping[str, str]) -> int:
 
     # The nodes watch each other (a heartbeat each, independent of the ranks): a lost node ends every node's ranks.
     peers = PeerWatch(
-        layout, dist.restart_count, dist.node_name, dist.node_rank, dist.nnodes, end_attempt=relay.end_attempt
+        layout,
+        dist.restart_count,
+        dist.node_name,
+        dist.node_rank,
+        dist.nnodes,
+        end_attempt=relay.end_attempt,
+        address=probe_address(spec, dist, env),
     )
     peers.start()
     code = wait_torchrun(relay)
