@@ -10,6 +10,8 @@ Only the launcher, torchrun and the workers run in the image; the batch shell (s
 - the stop signal that `scancel --signal` sends to the step's task reaches the launcher: `ch-run` and
   `apptainer exec` exec the payload in-process (the task is the launcher), pyxis starts the task itself inside
   the container, and `podman run` proxies it (`--sig-proxy`, the default) to `--init`, which forwards it;
+- the step's cgroups hold the workers: podman gets `--cgroups=disabled` (else it makes its own cgroups
+  outside the job's, escaping Slurm's CPU/memory/device limits and its cleanup; needs the crun runtime);
 - the Slurm and ddpctl variables reach the launcher: every runtime but podman passes the host environment
   through; podman gets `--env` for them (globs) and for the spec's variable names.
 
@@ -105,10 +107,16 @@ def apptainer_command(spec: JobSpec, mounts: tuple[str, ...], python: str) -> Co
     return ContainerCommand((), prefix, python, exports)
 
 
+def podman_image(image: str) -> tuple[str, ...]:
+    """A path is a root directory (`--rootfs DIR[:O]`), anything else an image name (as paths.py decides)."""
+    return ("--rootfs", image) if image.startswith((".", "/", "~")) else (image,)
+
+
 def podman_prefix(spec: JobSpec, mounts: tuple[str, ...]) -> tuple[str, ...]:
-    """`podman run`: host network and IPC, --init to forward signals, CDI devices for GPUs."""
+    """`podman run`: host network and IPC, the step's cgroups, --init to forward signals, CDI devices for GPUs."""
     box = spec.container
-    words = ["podman", "run", "--rm", "--init", "--sig-proxy=true", "--network=host", "--ipc=host"]
+    words = ["podman", "run", "--rm", "--init", "--sig-proxy=true", "--cgroups=disabled", "--network=host"]
+    words.append("--ipc=host")
     for mount in mounts:
         words += ["--volume", mount]
     words += ["--workdir", workdir(spec)]
@@ -117,7 +125,7 @@ def podman_prefix(spec: JobSpec, mounts: tuple[str, ...]) -> tuple[str, ...]:
         words += ["--env", name]
     if spec.gpus_per_node:
         words += ["--device", "nvidia.com/gpu=all"]  # CDI; Slurm's CUDA_VISIBLE_DEVICES picks the allocated ones
-    return (*words, *box.options, str(box.image))
+    return (*words, *box.options, *podman_image(str(box.image)))
 
 
 def charliecloud_prefix(spec: JobSpec, mounts: tuple[str, ...]) -> tuple[str, ...]:
@@ -142,7 +150,7 @@ def probe_argv(spec: JobSpec) -> tuple[str, ...] | None:
     if box.runtime in ("apptainer", "singularity"):
         return (str(box.runtime), "exec", *box.options, image, *python)
     if box.runtime == "podman":
-        return ("podman", "run", "--rm", *box.options, image, *python)
+        return ("podman", "run", "--rm", *box.options, *podman_image(image), *python)
     if box.runtime == "charliecloud":
         return ("ch-run", *box.options, image, "--", *python)
     return None

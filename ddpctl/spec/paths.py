@@ -27,12 +27,14 @@ if TYPE_CHECKING:
 # The runtimes whose `image` may be a file or directory on the host, and how each tells a path from a name:
 # pyxis reads an image starting with "/" or "." as a squashfs file (else a registry reference); apptainer and
 # singularity take a path unless it has a scheme (docker://, library://, oras://); ch-run a path when it holds
-# a "/" (else a name in its image storage). podman's images are names (a directory would need --rootfs).
+# a "/" (else a name in its image storage); podman runs an image starting with "/", "." or "~" as a root
+# directory (`--rootfs`, a `:O` suffix = an overlay that keeps the directory unchanged), else a name.
 IMAGE_PATH_RULES: dict[str, Callable[[str], bool]] = {
     "pyxis": lambda image: image.startswith((".", "/", "~")),
     "apptainer": lambda image: "://" not in image,
     "singularity": lambda image: "://" not in image,
     "charliecloud": lambda image: "/" in image or image.startswith("~"),
+    "podman": lambda image: image.startswith((".", "/", "~")),
 }
 
 

@@ -8,8 +8,9 @@ Documented forms checked here:
   --container-env=NAME[,...] CMD` (NVIDIA/pyxis wiki, Usage); GPUs by enroot's hook, no flag.
 - apptainer/singularity: `apptainer exec [--nv] --bind SRC:DST[,...] --pwd DIR IMAGE CMD`; APPTAINERENV_X /
   SINGULARITYENV_X set X inside.
-- podman: `podman run --rm --init --network=host --volume SRC:DST --workdir DIR --env NAME
-  [--device nvidia.com/gpu=all] IMAGE CMD` (CDI device name of the NVIDIA Container Toolkit).
+- podman: `podman run --rm --init --cgroups=disabled --network=host --volume SRC:DST --workdir DIR --env NAME
+  [--device nvidia.com/gpu=all] IMAGE|--rootfs DIR[:O] CMD` (CDI device name of the NVIDIA Container Toolkit;
+  `--rootfs` runs a directory as the root filesystem, `:O` over an overlay; podman-run(1), podman 4.3).
 - charliecloud: `ch-run --bind SRC:DST --cd DIR IMAGE -- CMD`.
 """
 
@@ -65,6 +66,7 @@ PODMAN = [
     "--rm",
     "--init",
     "--sig-proxy=true",
+    "--cgroups=disabled",
     "--network=host",
     "--ipc=host",
     "--volume",
@@ -124,8 +126,8 @@ CASES = [
         2,
         ["singularity", "exec", "--nv", "--bind", MOUNTS, "--pwd", "/p/jobs", "/img/train.sqsh", *LAUNCH],
     ),
-    ("podman", 0, [*PODMAN, "/img/train.sqsh", *LAUNCH]),
-    ("podman", 4, [*PODMAN, "--device", "nvidia.com/gpu=all", "/img/train.sqsh", *LAUNCH]),
+    ("podman", 0, [*PODMAN, "--rootfs", "/img/train.sqsh", *LAUNCH]),
+    ("podman", 4, [*PODMAN, "--device", "nvidia.com/gpu=all", "--rootfs", "/img/train.sqsh", *LAUNCH]),
     (
         "charliecloud",
         0,
@@ -152,6 +154,23 @@ CASES = [
 @pytest.mark.parametrize(("runtime", "gpus", "words"), CASES)
 def test_command_per_runtime(runtime: str, gpus: int, words: list[str]) -> None:
     assert list(container_command(spec_for(runtime, gpus)).words()) == words  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize(
+    ("image", "tail"),
+    [
+        ("docker.io/library/train:1", ["docker.io/library/train:1"]),  # a name in podman's image storage
+        ("train", ["train"]),
+        ("/img/deb", ["--rootfs", "/img/deb"]),  # a directory: its root filesystem
+        ("/img/deb:O", ["--rootfs", "/img/deb:O"]),  # over an overlay: the directory stays unchanged
+        ("./deb", ["--rootfs", "./deb"]),  # relative paths are resolved against the spec before this
+    ],
+)
+def test_podman_image_name_or_root_directory(image: str, tail: list[str]) -> None:
+    words = list(container_command(spec_for("podman", image=image)).words())  # type: ignore[arg-type]
+    assert words == [*PODMAN, *tail, *LAUNCH]
+    probe = list(probe_argv(spec_for("podman", image=image)))  # type: ignore[arg-type]
+    assert probe == ["podman", "run", "--rm", *tail, *LAUNCH[:3], "--version"]
 
 
 def test_workdir_python_and_options_are_the_users() -> None:
@@ -317,7 +336,8 @@ def test_doctor_probe_verdict(runtime: str, returncode: int | None, output: str,
 
 def test_doctor_probe_argv_and_pyxis_note() -> None:
     assert probe_argv(spec_for("charliecloud")) == ("ch-run", "/img/train.sqsh", "--", *LAUNCH[:3], "--version")  # type: ignore[arg-type]
-    assert probe_argv(spec_for("podman")) == ("podman", "run", "--rm", "/img/train.sqsh", *LAUNCH[:3], "--version")  # type: ignore[arg-type]
+    podman = ("podman", "run", "--rm", "--rootfs", "/img/train.sqsh", *LAUNCH[:3], "--version")
+    assert probe_argv(spec_for("podman")) == podman  # type: ignore[arg-type]
     assert probe_argv(spec_for("pyxis")) is None  # type: ignore[arg-type]
     check = check_container(spec_for("pyxis"), Facts(tools={}))  # type: ignore[arg-type]
     assert check.status == WARN

@@ -68,6 +68,8 @@ APPTAINER, PYXIS, CHARLIE, PODMAN = ("container: {runtime: " + r + ", image: " f
         (CHARLIE + "deb}\n", (), "container.image", "deb"),  # a name in ch-run's image storage
         (CHARLIE + "deb}\n", ("container.image=i/d",), "container.image", f"{CWD}/i/d"),
         (PODMAN + "'docker.io/library/debian:12'}\n", (), "container.image", "docker.io/library/debian:12"),
+        (PODMAN + "debian}\n", (), "container.image", "debian"),  # a name in podman's image storage
+        (PODMAN + "./img/deb}\n", (), "container.image", f"{SPEC}/img/deb"),  # a root directory (--rootfs)
         (APPTAINER + "i.sif, workdir: w}\npython: venv/bin/python\n", (), "python", "venv/bin/python"),  # image's
         (APPTAINER + "i.sif, workdir: w}\n", (), "container.workdir", "w"),  # a path inside the image
         ("args: [data/x]\nsetup: [source venv/bin/activate]\n", (), "args", ("data/x",)),
