@@ -57,14 +57,16 @@ check_args() {
 
 install_packages() {
     local cmd missing=()
-    # ch-run and debootstrap: the real container test builds a Debian 12 directory image and runs it in the jobs.
-    for cmd in slurmctld slurmd sinfo munged ip nsenter unshare runuser ch-run debootstrap; do
+    # ch-run and debootstrap: the real container tests build a Debian 12 directory image and run it in the jobs,
+    # under ch-run and under podman (crun: podman's --cgroups=disabled needs it; catatonit: podman's --init).
+    for cmd in slurmctld slurmd sinfo munged ip nsenter unshare runuser ch-run debootstrap podman crun catatonit; do
         command -v "$cmd" >/dev/null 2>&1 || missing+=("$cmd")
     done
     ((${#missing[@]} == 0)) && return 0
     command -v apt-get >/dev/null 2>&1 ||
         die "missing ${missing[*]} and no apt-get: this script installs Slurm from Debian 12's packages"
-    log "installing slurmctld slurmd slurm-client munge iproute2 charliecloud debootstrap (missing: ${missing[*]})"
+    log "installing slurmctld slurmd slurm-client munge iproute2 charliecloud debootstrap podman crun catatonit" \
+        "(missing: ${missing[*]})"
     trap cleanup EXIT
     # No init system here: stop the packages' postinst from starting daemons (invoke-rc.d honours exit 101).
     if [[ ! -e /usr/sbin/policy-rc.d ]]; then
@@ -81,7 +83,8 @@ install_packages() {
     {
         DEBIAN_FRONTEND=noninteractive apt-get update -qq &&
             DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends \
-                -o Dpkg::Options::=--force-unsafe-io slurmctld slurmd slurm-client munge iproute2 charliecloud debootstrap
+                -o Dpkg::Options::=--force-unsafe-io slurmctld slurmd slurm-client munge iproute2 charliecloud debootstrap \
+                podman crun catatonit
     } >"$apt_log" 2>&1 || rc=$?
     cleanup
     if ((rc != 0)); then
