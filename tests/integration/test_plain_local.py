@@ -131,7 +131,10 @@ def test_a_stop_right_after_submit_reaches_a_script_with_its_own_handler_and_los
     # used to find their interpreters before their handlers (the signal's default action: exit 140), and status
     # then blamed the script and said the stop was not acknowledged.
     spec = REPO / "jobs" / "own-checkpoint.yaml"
-    job_id, run_dir = cli.submit(spec, "--backend", "local", "--set", f"run_dir={tmp_path / 'runs'}")
+    # lead_s 120: the script gets a quarter of it (30 s) to install its handler while 4 ranks import torch; the
+    # spec's 60 (15 s) was once too short at a load of 15 on 2 cores (the rank died of USR1's default action).
+    sets = ["--set", f"run_dir={tmp_path / 'runs'}", "--set", "requeue.lead_s=120"]
+    job_id, run_dir = cli.submit(spec, "--backend", "local", *sets)
     sent = cli.run("preempt", job_id)
     assert "WARNING" not in sent.stderr, sent.stderr
     status = cli.wait_terminal(job_id, timeout=240)
