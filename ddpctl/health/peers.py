@@ -1,8 +1,9 @@
 """The nodes of an attempt watch each other: every launcher's heartbeat thread (`ddpctl launch`).
 
 Each node's launcher writes its heartbeat (`beat-node-<r>.json`) every nodeloss.BEAT_S, whatever its ranks do,
-and reads its peers' heartbeats and the ranks' progress records. When the verdict (ddpctl.health.nodeloss) finds
-a peer lost, the first node to create the attempt's node-lost.json records the `node-lost` event; every node that
+and reads its peers' heartbeats and the ranks' progress records (through the view it shares with the watchdog,
+ddpctl.health.summary: a node summary carries each rank's `written` time). When the verdict (ddpctl.health.nodeloss)
+finds a peer lost, the first node to create the attempt's node-lost.json records the `node-lost` event; every node that
 sees that file ends its torchrun (the ranks cannot agree on a step with a dead peer: the newest complete
 checkpoint is the resume point), and the batch shell, which tests for the file while it waits for srun, stops
 waiting for a step that a frozen or cut-off node may never let end (templates/ddp.sbatch.j2).
@@ -21,7 +22,7 @@ from ddpctl import safeio
 from ddpctl.health import nodeloss
 from ddpctl.health.nodeloss import Freshness, LostVerdict, PeerBeat
 from ddpctl.health.probe import Prober
-from ddpctl.health.records import progress_records
+from ddpctl.health.summary import JobView
 from ddpctl.run import history
 from ddpctl.run.history import NodeLost
 from ddpctl.run.layout import RunLayout
@@ -40,8 +41,10 @@ class PeerWatch:
         *,
         end_attempt: Callable[[], None],
         address: str | None = None,
+        view: JobView | None = None,
     ) -> None:
         self.layout, self.attempt, self.node, self.node_rank, self.nodes = layout, attempt, node, node_rank, nodes
+        self.view = view or JobView(layout, attempt, node, node_rank, nodes)  # shared with the watchdog
         self.end_attempt = end_attempt
         self.prober = network_beat(address) if nodes > 1 else None
         self.lost: LostVerdict | None = None
@@ -163,7 +166,7 @@ class PeerWatch:
 
     def rank_ages(self, now: float) -> dict[str, list[float]]:
         out: dict[str, list[float]] = {}
-        for rank, record in progress_records(self.layout, self.attempt).items():
+        for rank, record in self.view.records(0.9 * POLL_S).items():
             node = record.get("node")
             if record.get("phase") == "done" or not isinstance(node, str):
                 continue

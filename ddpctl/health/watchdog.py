@@ -1,12 +1,13 @@
 """The per-node health thread of `ddpctl launch`: hang watchdog and straggler reports.
 
-Every node's launcher runs one and reads every rank's progress record from the shared run dir, so each comes to
-the same verdict from the same files within a poll or two. On a hang each node has its own workers dump their
-stacks (they are the only processes it may signal); the first node to create the attempt's hang.json then
-reads every rank's dump, records the `hang` event naming the ranks that stopped first and where, and every
-node ends its torchrun. The attempt ends with cause `hang`: requeue.max_node_failures decides, and the
-next attempt resumes from the latest complete checkpoint. Stragglers are reported by node 0 only, once per
-rank per attempt, and are never fatal.
+Every node's launcher runs one. It reads its own ranks' progress records and the other nodes' summaries of theirs
+from the shared run dir (ddpctl.health.summary: per poll, its own ranks plus one file per node, and every record no
+fresh summary covers), so each comes to the same verdict from the same records within a few polls. On a hang each
+node has its own workers dump their stacks (they are the only processes it may signal); the first node to create the
+attempt's hang.json then reads every rank's dump, records the `hang` event naming the ranks that stopped first and
+where, and every node ends its torchrun. The attempt ends with cause `hang`: requeue.max_node_failures decides, and
+the next attempt resumes from the latest complete checkpoint. Stragglers are reported by node 0 only, once per rank
+per attempt, and are never fatal.
 """
 
 from __future__ import annotations
@@ -22,15 +23,17 @@ from typing import Any
 from ddpctl import safeio
 from ddpctl.health import DUMP_SIGNAL
 from ddpctl.health.hang import HangVerdict, check_hang
-from ddpctl.health.records import placements, progress_records
+from ddpctl.health.records import placements
 from ddpctl.health.stacks import DUMP_MARK, RankState, culprits, main_frames, node_findings, parse_dump, where
 from ddpctl.health.straggler import find_stragglers
+from ddpctl.health.summary import JobView
 from ddpctl.run import history
 from ddpctl.run.history import Hung, StragglerFlagged
 from ddpctl.run.layout import RunLayout
 from ddpctl.spec import HealthSettings
 
 POLL_S = 1.0
+VIEW_AGE_S = 0.9 * POLL_S  # the peer watch's look at the records, when this recent, serves the poll as well
 DUMP_WAIT_S = 3.0  # for every node's workers to write their dumps to the shared filesystem
 DUMP_TAIL_BYTES = 256 * 1024
 RECORD_WAIT_S = 15.0  # how long the other nodes wait for the recording node before ending their torchrun
@@ -49,8 +52,11 @@ class Watchdog:
         policy: HealthSettings,
         *,
         end_attempt: Callable[[], None],
+        view: JobView | None = None,
     ) -> None:
         self.layout, self.attempt, self.node, self.node_rank = layout, attempt, node, node_rank
+        # Without a view of the job (one node): every record is read directly, no summary is relied on.
+        self.view = view or JobView(layout, attempt, node, node_rank, 1)
         self.policy, self.end_attempt = policy, end_attempt
         self.started = time.time()
         self.hung = False
@@ -70,7 +76,7 @@ class Watchdog:
 
     def _run(self) -> None:
         while not self._stop.wait(POLL_S):
-            records = progress_records(self.layout, self.attempt)
+            records = self.view.records(VIEW_AGE_S)
             verdict = check_hang(time.time(), self.started, records, self.policy)
             marker = self.layout.hang_marker(self.attempt)
             if verdict is not None or marker.exists():

@@ -248,10 +248,19 @@ def launch(run_dir: Path, env: Mapping[str, str]) -> int:
     write_node_info(layout, dist, static=spec.rendezvous == "static")
     record_launch(layout, dist, plan, env)
     record_attempt_start(layout, dist, env)
+    from ddpctl.health.summary import JobView
     from ddpctl.health.watchdog import Watchdog
 
+    # One view of the job's progress for both threads: this node's ranks' records and the other nodes' summaries.
+    view = JobView(layout, dist.restart_count, dist.node_name, dist.node_rank, dist.nnodes)
     watchdog = Watchdog(
-        layout, dist.restart_count, dist.node_name, dist.node_rank, spec.health, end_attempt=relay.end_attempt
+        layout,
+        dist.restart_count,
+        dist.node_name,
+        dist.node_rank,
+        spec.health,
+        end_attempt=relay.end_attempt,
+        view=view,
     )
     watchdog.start()
     from ddpctl.health.peers import PeerWatch
@@ -265,6 +274,7 @@ def launch(run_dir: Path, env: Mapping[str, str]) -> int:
         dist.nnodes,
         end_attempt=relay.end_attempt,
         address=probe_address(spec, dist, env),
+        view=view,
     )
     peers.start()
     code = wait_torchrun(relay)

@@ -29,6 +29,7 @@
         progress-<rank>.json      that rank's latest progress record (runtime.Heartbeat, rewritten <= 1/s)
         hang.json                 exists once a node's watchdog declared the attempt hung
         beat-node-<node rank>.json  that node's launcher heartbeat (ddpctl.health.peers, rewritten every 2 s)
+        summary-node-<node rank>.json  that node's ranks' progress, digested (ddpctl.health.summary, every poll)
         node-lost.json            exists once a node's launcher declared a peer node lost (the batch shell
                                   tests for it, by this name, while it waits for srun: templates/ddp.sbatch.j2)
         listen-rank-<rank>.json   a rank announced that it listens for stops (and how)
@@ -158,6 +159,10 @@ class RunLayout:
 
     def progress_file(self, restart: int, rank: int) -> Path:
         return self.attempt_dir(restart) / f"progress-{rank}.json"
+
+    def node_summary(self, restart: int, node_rank: int) -> Path:
+        """What a node's watchdog read of its own ranks' progress records (ddpctl.health.summary)."""
+        return self.attempt_dir(restart) / f"summary-node-{node_rank}.json"
 
     def hang_marker(self, restart: int) -> Path:
         return self.attempt_dir(restart) / "hang.json"
