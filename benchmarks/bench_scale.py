@@ -2,6 +2,7 @@
 
     sudo DDPCTL_TEST_NODES=64 bash tests/cluster/start.sh     # partition `scale` spans every node
     python benchmarks/bench_scale.py [--nodes 2,8,32,64] [--ranks-per-node 8] [--dry-run-nodes 10000]
+    python benchmarks/bench_scale.py --nodes 64 --watchdog-only      # no cluster: the watchdog's poll only
 
 Per size, one job (`ddpctl submit`, sbatch backend, partition `scale`) whose nodes each run `ddpctl launch` ->
 `ddpctl.node.standin` (spec env DDPCTL_STANDIN=1) playing RANKS ranks that log one stamped line per step
@@ -15,6 +16,10 @@ Per size, one job (`ddpctl submit`, sbatch backend, partition `scale`) whose nod
 - logs -f:   `ddpctl logs -f JOB` and `tail -F -q` on every rank file, side by side for --follow-s seconds
              while the job runs: lines written after both started that each delivered per second, and latency;
 - dry run:   `ddpctl submit --dry-run` of the same spec (no cluster), and at --dry-run-nodes.
+- watchdog:  one node's poll of the job's progress (no cluster; --watchdog-only for just this), over NODES x RANKS
+             records on disk, alternately: every record read (the old watchdog, health.records.progress_records)
+             vs its own ranks' records plus one summary per other node (health.summary.JobView, after every node
+             wrote its summary once); files opened per poll and the median poll time.
 Then the job is cancelled (the requeue itself is the 16-node test's business). Prints a table and the growth of
 each figure from the smallest to the largest size. Not for CI: a 64-node run takes a few minutes.
 """
@@ -231,6 +236,53 @@ def report(rows: dict[int, dict[str, float]]) -> None:
     print(f"(nodes {sizes[0]} -> {sizes[-1]}: {sizes[-1] / sizes[0]:.0f}x; load average {os.getloadavg()[0]:.1f})")
 
 
+def watchdog_poll(nodes: int, ranks: int, rounds: int = 15) -> dict[str, float]:
+    """One node's poll of NODES x RANKS progress records: the old reader (every record) vs the node view."""
+    from ddpctl import safeio
+    from ddpctl.health.records import progress_records
+    from ddpctl.health.summary import JobView
+    from ddpctl.run.layout import RunLayout
+
+    with tempfile.TemporaryDirectory(prefix="bench-watchdog-") as scratch:
+        layout = RunLayout(Path(scratch))
+        layout.attempt_dir(0).mkdir(parents=True)
+        now = time.time()
+        for rank in range(nodes * ranks):
+            record = {"step": 7, "t": now, "started": now - 60, "written": now, "phase": "train",
+                      "node": f"n{rank // ranks}", "step_s": 0.1, "busy_s": 0.05, "window": 20,
+                      "history": [0.1] * 20, "samples": 32}  # fmt: skip
+            safeio.write_json_atomic(layout.progress_file(0, rank), record)
+        opened: list[Path] = []
+
+        def counting(path: Path) -> dict[str, Any] | None:
+            opened.append(path)
+            return safeio.read_json(path)
+
+        frozen = time.monotonic()  # every summary stays fresh while we measure (no node stops here)
+        views = [JobView(layout, 0, f"n{n}", n, nodes, clock=lambda: frozen) for n in range(nodes)]
+        for view in views:
+            view.records()  # each node publishes its summary
+        me = JobView(layout, 0, "n1", 1, nodes, read=counting, clock=lambda: frozen)
+        me.records()
+        old_t, new_t, old_n, new_n = [], [], 0, 0
+        for _ in range(rounds):
+            t0 = time.perf_counter()
+            old_n = len(progress_records(layout, 0))  # it opens every progress-<rank>.json it lists
+            old_t.append(time.perf_counter() - t0)
+            opened.clear()
+            t0 = time.perf_counter()
+            me.records()
+            new_t.append(time.perf_counter() - t0)
+            new_n = len(opened)
+    old_s, new_s = statistics.median(old_t), statistics.median(new_t)
+    print(
+        f"watchdog poll at {nodes} x {ranks}: files opened per node per poll {old_n} -> {new_n} "
+        f"(target <= {nodes} + {ranks}); poll {old_s * 1000:.1f} ms -> {new_s * 1000:.1f} ms "
+        f"(ratio {new_s / old_s:.2f}); load average {os.getloadavg()[0]:.1f}"
+    )
+    return {"watchdog_old_opens": old_n, "watchdog_opens": new_n, "watchdog_old_s": old_s, "watchdog_s": new_s}
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--nodes", default="2,8,32,64")
@@ -238,8 +290,12 @@ def main() -> None:
     parser.add_argument("--follow-s", type=float, default=3.0)
     parser.add_argument("--dry-run-nodes", type=int, default=10_000, help="0: skip")
     parser.add_argument("--dry-run-only", action="store_true", help="no cluster: only the dry runs")
+    parser.add_argument("--watchdog-only", action="store_true", help="no cluster: only the watchdog poll")
     args = parser.parse_args()
     sizes = [int(n) for n in args.nodes.split(",")]
+    watchdog_poll(sizes[-1], args.ranks_per_node)
+    if args.watchdog_only:
+        return
     home = Path(tempfile.mkdtemp(prefix="bench-scale-"))
     rows: dict[int, dict[str, float]] = {}
     try:
