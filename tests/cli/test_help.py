@@ -84,3 +84,24 @@ def test_render_backend(tmp_path: Path) -> None:
     local = subprocess.run([*run, "--backend", "local"], cwd=ROOT, capture_output=True, text=True, check=False)
     assert local.returncode == 2 and local.stdout == ""
     assert local.stderr.startswith("ddpctl: error: render --backend local: that backend submits no batch script"), local
+
+
+def documented(readme: str, command: str, option: str) -> bool:
+    """The option appears in the README: a long one anywhere, a short one on a line with its command."""
+    if option.startswith("--"):
+        return re.search(rf"(?<![\w-]){re.escape(option)}(?![\w-])", readme) is not None
+    return re.search(rf"\b{re.escape(command)}\b[^\n]*(?<![\w-]){re.escape(option)}(?![\w-])", readme) is not None
+
+
+def test_every_option_of_every_command_is_in_the_readme(commands: dict[str, argparse.ArgumentParser]) -> None:
+    # The first hour found six options only --help knew of (logs --poll, list --json, submit --wait, ...).
+    readme = (ROOT / "README.md").read_text()
+    missing = [
+        f"{name} {'/'.join(action.option_strings)}"
+        for name, parser in commands.items()
+        if name != "internal"
+        for action in parser._actions
+        if action.option_strings and "--help" not in action.option_strings
+        if not any(documented(readme, name, option) for option in action.option_strings)
+    ]
+    assert missing == []
