@@ -6,6 +6,7 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+import time
 from pathlib import Path
 from typing import Any
 
@@ -212,40 +213,50 @@ def test_status_says_what_the_checks_cost_and_who_failed() -> None:
     ]
 
 
-def run_checks(tmp_path: Path, nnodes: int, ranks: list[int], timeout: float) -> list[subprocess.CompletedProcess[str]]:
-    procs = [
-        subprocess.Popen(
-            [
-                sys.executable,
-                "-m",
-                "ddpctl.node.checkprog",
-                f"--result={tmp_path}/r{r}.json",
-                f"--store-file={tmp_path}/store.json",
-                "--master-addr=127.0.0.1",
-                f"--node-rank={r}",
-                f"--nnodes={nnodes}",
-                f"--timeout={timeout}",
-            ],
-            stdout=subprocess.PIPE,
-            stderr=subprocess.STDOUT,
-            text=True,
-            env={**os.environ, "GLOO_SOCKET_IFNAME": "lo"},
-        )
-        for r in ranks
-    ]
+def check_process(tmp_path: Path, nnodes: int, rank: int, timeout: float) -> subprocess.Popen[str]:
+    return subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "ddpctl.node.checkprog",
+            f"--result={tmp_path}/r{rank}.json",
+            f"--store-file={tmp_path}/store.json",
+            "--master-addr=127.0.0.1",
+            f"--node-rank={rank}",
+            f"--nnodes={nnodes}",
+            f"--timeout={timeout}",
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        env={**os.environ, "GLOO_SOCKET_IFNAME": "lo"},
+    )
+
+
+def run_checks(
+    tmp_path: Path, nnodes: int, ranks: list[int], timeout: float, *, after_store: bool = False
+) -> list[subprocess.CompletedProcess[str]]:
+    """The checks of `ranks`; with `after_store`, the others start once node 0 has published its store, so that
+    how long each takes to import torch on a loaded machine cannot decide which stage fails first."""
+    procs = [check_process(tmp_path, nnodes, ranks[0], timeout)]
+    deadline = time.monotonic() + 120
+    while after_store and not (tmp_path / "store.json").exists() and time.monotonic() < deadline:
+        time.sleep(0.1)
+    procs += [check_process(tmp_path, nnodes, rank, timeout) for rank in ranks[1:]]
     return [subprocess.CompletedProcess(p.args, p.wait(timeout=180), p.communicate()[0], "") for p in procs]
 
 
 def test_three_nodes_on_loopback_pass_and_a_missing_one_is_found_within_the_bound(tmp_path: Path) -> None:
     (tmp_path / "ok").mkdir()
-    passed = run_checks(tmp_path / "ok", 3, [0, 1, 2], 30)
+    passed = run_checks(tmp_path / "ok", 3, [0, 1, 2], 60)
     assert [p.returncode for p in passed] == [0, 0, 0], [p.stdout[-500:] for p in passed]
     results = [safeio.read_json(tmp_path / "ok" / f"r{r}.json") for r in range(3)]
     assert all(r is not None and r["ok"] and r["peers_ok"] and r["reached"] for r in results), results
-    # Node 2 never comes: nodes 0 and 1 give up after their bound, and say so.
+    # Node 2 never comes: nodes 0 and 1 reach the store, wait for it in the group, give up after their bound (20 s:
+    # node 1's torch import must fit in it, on a loaded machine), and say so.
     (tmp_path / "missing").mkdir()
-    failed = run_checks(tmp_path / "missing", 3, [0, 1], 3)
-    assert [p.returncode for p in failed] == [1, 1]
+    failed = run_checks(tmp_path / "missing", 3, [0, 1], 20, after_store=True)
+    assert [p.returncode for p in failed] == [1, 1], [p.stdout[-500:] for p in failed]
     found = [safeio.read_json(tmp_path / "missing" / f"r{r}.json") for r in range(2)]
     assert [(r or {}).get("stage") for r in found] == ["join", "join"], found
     assert [(r or {}).get("reached") for r in found] == [True, True]
