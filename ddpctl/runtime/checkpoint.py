@@ -72,6 +72,10 @@ class Checkpointer:
         self._pool = SnapshotPool()
         self._owner = self._agree_owner(env)
         self._adopted: set[int] = set()  # the checkpoint this run resumed from: its timeline continues here
+        # Step directories past the checkpoint load_latest resumed from, as they were before any rank could save
+        # again: an abandoned timeline, the only steps past the newest that a prune may remove. A step directory
+        # made later is a faster rank's next save, which rank 0's background commit must never take away.
+        self._abandoned: set[int] = set()
 
     def _agree_owner(self, env: Mapping[str, str]) -> str:
         box: list[Any] = [ckptowner.run_identity(env) or ckptowner.fresh_identity()]
@@ -172,8 +176,11 @@ class Checkpointer:
             # Only ours (or the one we resumed from) may go: the directory may hold another run's work.
             if step != newest and not ckptowner.may_delete(path, self._owner, self._adopted, step):
                 continue
+            if step > newest and step not in self._abandoned:
+                continue  # a faster rank's next save (or one this run has not reached): not ours to judge yet
             if step > newest or (step != newest and not (path / MARKER).exists()):
                 shutil.rmtree(path, ignore_errors=True)
+                self._abandoned.discard(step)  # gone: a later directory of that step is this timeline's own
             elif (path / MARKER).exists():
                 complete.append(step)
         for step in complete[self.keep :] if self.keep > 0 else []:
@@ -198,6 +205,7 @@ class Checkpointer:
         `checkpoint_skipped` event, in favour of the previous one.
         """
         self.wait()
+        existing = set(self._step_dirs()) if self.ctx.is_main else set()  # before the agreement lets ranks go on
         candidates = self._agreed_candidates()
         for step in candidates:
             path = self.dir / step_dirname(step)
@@ -206,9 +214,11 @@ class Checkpointer:
             if ok and state is not None:
                 self._record_resume(step)
                 self._adopted.add(step)
+                self._abandoned = {s for s in existing if s > step}
                 return step, state
             self._warn_skip(step, problem or "another rank could not load its part")
         self._record_resume(None)
+        self._abandoned = existing
         return None
 
     def _record_resume(self, step: int | None) -> None:

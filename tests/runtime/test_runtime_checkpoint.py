@@ -116,6 +116,20 @@ def test_save_after_resuming_from_older_drops_the_abandoned_newer(tmp_path: Path
     assert steps_on_disk(tmp_path) == ["step-000000012"]
 
 
+def test_a_faster_ranks_next_save_survives_the_commit_of_this_one(tmp_path: Path) -> None:
+    # With background saves a faster rank makes the next step's directory (and claims it) while rank 0 still
+    # commits this one; its prune took that directory for an abandoned timeline and deleted it under the rank
+    # ("cannot write checkpoint file .../step-000000006/OWNER: No such file or directory", seen under podman).
+    ckpt = make(tmp_path)
+    assert ckpt.load_latest() is None
+    ckpt.save(2, state(2))
+    ahead = tmp_path / "ckpt" / "step-000000006"
+    ahead.mkdir()
+    (ahead / "OWNER").write_text(json.dumps({"owner": ckpt._owner}))
+    ckpt.save(4, state(4))
+    assert steps_on_disk(tmp_path) == ["step-000000002", "step-000000004", "step-000000006"]
+
+
 def test_incomplete_leftovers_are_removed_after_the_next_complete_save(tmp_path: Path) -> None:
     ckpt = make(tmp_path)
     leftover = tmp_path / "ckpt" / "step-000000003"
