@@ -17,11 +17,14 @@ from __future__ import annotations
 import errno
 import json
 import os
+import socket
 import stat
 import threading
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any, BinaryIO
+
+HOST = "".join(c for c in socket.gethostname() if c.isalnum() or c in "._-")[:64]  # in temp names (write_atomic)
 
 NOFOLLOW = os.O_NOFOLLOW | os.O_CLOEXEC
 
@@ -99,9 +102,11 @@ def write_atomic(path: Path, write: Callable[[int], None], *, mode: int = 0o666,
     rename (a checkpoint must survive a crash of the node). A planted symlink at the temp name is refused."""
     if path.is_dir():
         raise IsADirectoryError(errno.EISDIR, "is a directory, expected a file path", str(path))
-    # Our pid and thread in the name: two threads writing one file (a sweep submitting from threads) never share
-    # a temp file; a stale one of a dead process with our pid (a container's pids repeat) is overwritten.
-    tmp = path.with_name(f".{path.name}.tmp{os.getpid()}-{threading.get_native_id()}")
+    # Our host, pid and thread in the name: two threads writing one file (a sweep submitting from threads) never
+    # share a temp file, nor do two nodes writing one file of a shared directory (each rank claims a checkpoint's
+    # OWNER): in containers with a pid namespace each (podman) the same ranks of two nodes have the same pids.
+    # A stale one of a dead process with our name is overwritten.
+    tmp = path.with_name(f".{path.name}.tmp{HOST}-{os.getpid()}-{threading.get_native_id()}")
     try:
         fd = open_fd(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, mode)
         try:

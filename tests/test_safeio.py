@@ -6,7 +6,10 @@ from __future__ import annotations
 import errno
 import json
 import os
+import shutil
 import stat
+import subprocess
+import sys
 import threading
 from pathlib import Path
 
@@ -51,10 +54,63 @@ def test_a_failing_writer_leaves_the_old_file_and_no_temp_file(tmp_path: Path) -
 def test_a_stale_temp_file_of_our_pid_does_not_block_the_write(tmp_path: Path) -> None:
     """A container's pids repeat after a requeue: a temp file a killed process left under our name is reused."""
     target = tmp_path / "out.json"
-    stale = tmp_path / f".out.json.tmp{os.getpid()}-{threading.get_native_id()}"
+    stale = tmp_path / f".out.json.tmp{safeio.HOST}-{os.getpid()}-{threading.get_native_id()}"
     stale.write_text("stale")
     safeio.write_text_atomic(target, "second")
     assert target.read_text() == "second"
+    assert leftovers(tmp_path) == []
+
+
+WRITER = """
+import sys
+from pathlib import Path
+from ddpctl import safeio
+errors = []
+for i in range(int(sys.argv[2])):
+    try:
+        safeio.write_text_atomic(Path(sys.argv[1]), f"{i}\\n")
+    except OSError as err:
+        errors.append(err.strerror)
+print(len(errors), errors[:1])
+"""
+
+
+@pytest.mark.skipif(os.geteuid() != 0 or shutil.which("unshare") is None, reason="new pid namespaces need root")
+def test_two_nodes_with_the_same_pids_write_one_shared_file_without_taking_each_others_temp(tmp_path: Path) -> None:
+    """Podman gives each node's container a pid namespace of its own, so the same ranks of two nodes have the same
+    pid and thread id, and every rank claims a checkpoint's OWNER in the shared directory: with only the pid and
+    thread in the temp name, one node renamed the other's temp file away ("cannot write checkpoint file
+    .../OWNER: No such file or directory"). Two writers as pid 1 of their own namespaces, on hosts of their own."""
+    script = tmp_path / "writer.py"
+    script.write_text(WRITER)
+    target = tmp_path / "OWNER"
+    env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[1])}
+    procs = [
+        subprocess.Popen(
+            [
+                "unshare",
+                "--pid",
+                "--fork",
+                "--uts",
+                "sh",
+                "-c",
+                'hostname "$1"; exec "$2" "$3" "$4" 3000',
+                "sh",
+                f"node{n}",
+                sys.executable,
+                str(script),
+                str(target),
+            ],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
+            env=env,
+        )
+        for n in (1, 2)
+    ]
+    outs = [p.communicate(timeout=300)[0] for p in procs]
+    assert [p.returncode for p in procs] == [0, 0], outs
+    assert [o.split()[0] for o in outs] == ["0", "0"], outs
     assert leftovers(tmp_path) == []
 
 
