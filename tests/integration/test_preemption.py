@@ -524,6 +524,7 @@ def test_a_killed_rank_costs_a_requeue_with_default_budgets(
     assert "preflight check, attempt 1: 2 node(s) passed in" in cli.run("status", job.job_id).stdout
 
 
+@pytest.mark.one_slurm_version  # torchrun's own restart inside the step: CI runs it on 22.05 only
 def test_max_restarts_restarts_a_killed_rank_inside_the_allocation(
     cli: Cli, tmp_path: Path, cleanup_jobs: Callable[[str], str], reference: Reference
 ) -> None:
