@@ -66,7 +66,7 @@ class Cli:
             status = self.status(job)
             if status["state"] in TERMINAL:
                 return status
-            time.sleep(0.5)
+            time.sleep(1.0)  # a status call costs ~0.3 s of CPU, taken from the job under test on 2 cores
         raise AssertionError(f"job {job} not finished after {timeout} s: {self.status(job)}")
 
     def wait_for(self, predicate: Any, timeout: float = 120, what: str = "condition") -> None:

@@ -13,7 +13,7 @@ import os
 import shutil
 import subprocess
 from collections.abc import Callable, Iterator
-from typing import NoReturn
+from typing import Any, NoReturn
 
 import pytest
 from slurmtools import START_SCRIPT, STATE_DIR, ClusterInfo, scancel_and_wait, use_slurm_version
@@ -103,3 +103,22 @@ def cleanup_jobs() -> Iterator[Callable[[str], str]]:
 
     yield register
     scancel_and_wait(ids)
+
+
+@pytest.fixture(scope="session")
+def reference(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
+    """The example job's uninterrupted run (tests/integration/test_preemption.py's TRAIN) on the local backend,
+    for every module that compares a preempted run's weights with it (preemption, chains, containers): one run
+    per session rather than one per module, since each costs ~30 s of CPU on CI's 2 cores (tests/cluster/README.md).
+    """
+    from clitools import TERMINAL, Cli
+    from test_preemption import Reference, submit  # tests/integration: on sys.path once a test there is collected
+
+    tmp = tmp_path_factory.mktemp("reference")
+    cli = Cli(tmp / "home")
+    job = submit(cli, tmp / "runs", lambda job_id: job_id, backend="local")
+    try:
+        yield Reference(job)
+    finally:
+        if cli.status(job.job_id)["state"] not in TERMINAL:
+            cli.run("cancel", job.job_id, check=False)

@@ -30,7 +30,7 @@ from test_preemption import (
 )
 
 pytestmark = pytest.mark.slurm
-cli, reference = test_preemption.cli, test_preemption.reference  # the same fixtures (one reference per module)
+cli = test_preemption.cli  # the same fixture; `reference` is the session's (tests/conftest.py)
 
 LOWPRIO = ("partition=lowprio",)
 

@@ -25,12 +25,10 @@ from test_preemption import (
     assert_same_training,
     assert_stop_agreed,
     decisions,
-    reference,
     submit,
 )
 
 pytestmark = pytest.mark.slurm
-__all__ = ["reference"]  # the module-scoped fixture, shared with test_preemption
 
 # Prepended (after the __future__ import) to a copy of the example trainer: each rank records where it runs.
 WHERE = """

@@ -45,7 +45,9 @@ def nodes_work_again() -> Iterator[None]:
     wait_nodes_run_step()
 
 
-@pytest.mark.parametrize("fault_kind", ["death", "freeze"])
+# freeze: found by the launchers' network beat alone (Slurm sees a frozen node as up): CI runs it on 22.05 only;
+# death: Slurm's side (the node's slurmd gone, srun's end) differs between versions, so it runs on both.
+@pytest.mark.parametrize("fault_kind", ["death", pytest.param("freeze", marks=pytest.mark.one_slurm_version)])
 def test_lost_node_is_found_within_30_s_and_the_run_resumes_to_the_same_weights(  # type: ignore[no-untyped-def]
     fault_kind: str, tmp_path: Path, nodes_work_again: None, cleanup_jobs
 ) -> None:

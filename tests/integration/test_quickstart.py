@@ -83,6 +83,7 @@ def test_quickstart_on_the_local_backend(tmp_path: Path) -> None:
     check(run_quickstart(tmp_path, local=True))
 
 
+@pytest.mark.one_slurm_version  # the README's commands; every one runs on 24.11 in other tests
 @pytest.mark.slurm
 def test_quickstart_on_the_local_cluster(tmp_path: Path) -> None:
     try:
