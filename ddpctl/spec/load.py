@@ -60,6 +60,11 @@ def load_spec(
     doc = read_doc(path, nofollow=nofollow)
     for override in overrides:
         apply_override(doc, override)
+    return build_from_doc(doc, path, check_paths=check_paths, cwd=cwd)
+
+
+def build_from_doc(doc: Doc, path: str | Path, *, check_paths: bool = True, cwd: str | Path | None = None) -> JobSpec:
+    """The spec of a Doc read from the file `path` (overrides applied), paths resolved as `load_spec` does."""
     here = _directory(cwd)
     folder = Path(path).parent
 

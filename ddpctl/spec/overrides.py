@@ -39,9 +39,10 @@ def as_overrides(given: object) -> list[str]:
     )
 
 
-def apply_override(doc: Doc, override: str) -> None:
-    """Apply one `--set key.sub=value`: a known dotted key, the value as YAML (`4`, `[a, b]`, `{x: 1}`)."""
-    flag = f"--set {one_line(override)}"
+def apply_override(doc: Doc, override: str, flag: str | None = None) -> None:
+    """Apply one `--set key.sub=value`: a known dotted key, the value as YAML (`4`, `[a, b]`, `{x: 1}`).
+    `flag`: what errors name as the override's origin (default `--set KEY=VALUE`; a sweep names its point)."""
+    flag = flag or f"--set {one_line(override)}"
     key, eq, value_text = override.partition("=")
     path = tuple(part.strip() for part in key.split("."))
     if not eq or not all(path):
