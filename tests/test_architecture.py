@@ -27,6 +27,7 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("plan",),
     ("backends",),
     ("logs",),
+    ("remote",),
     ("api",),
     ("(init)",),
     ("cli",),
