@@ -62,3 +62,7 @@ class WaitTimeout(DdpctlError, TimeoutError):
     """`Job.wait(timeout=...)` ran out of time; the job itself keeps running."""
 
     exit_code = 1
+
+
+class RemoteError(CommandError):
+    """A remote cluster could not be reached or answered wrongly over SSH (one line naming cluster and host)."""

@@ -29,6 +29,7 @@ COMMAND_MODULES = (
     "logs",
     "preempt",
     "doctor",
+    "clusters",
     "render",
     "env",
     "launch",

@@ -205,3 +205,14 @@ def show_partitions(runner: Runner = run) -> Completed:
 def show_nodes(runner: Runner = run) -> Completed:
     """`scontrol show node -o`: one line of KEY=VALUE words per node (Gres, Partitions, ...), unchecked."""
     return runner(["scontrol", "show", "node", "-o"])
+
+
+def version_argv() -> list[str]:
+    """The command that prints the Slurm version (`slurm 22.05.8`): run here or on a remote login node."""
+    return ["sinfo", "-V"]
+
+
+def parse_version(text: str) -> str | None:
+    """`22.05.8` from `slurm 22.05.8` (sinfo -V / scontrol --version; Debian's say `slurm-wlm 22.05.8`)."""
+    words = text.strip().split()
+    return words[1] if len(words) == 2 and words[0] in ("slurm", "slurm-wlm") and words[1][:1].isdigit() else None

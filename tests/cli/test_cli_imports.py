@@ -44,6 +44,7 @@ def heavy_imports(*argv: str, env: dict[str, str] | None = None, watch: tuple[st
         ("render", "jobs/example.yaml"),
         ("submit", "jobs/example.yaml", "--dry-run"),
         ("env", "--json"),
+        ("clusters",),
         ("render", "jobs/nonexistent.yaml"),
     ],
 )
