@@ -22,6 +22,7 @@ from ddpctl.exitcodes import USAGE
 # Order is the order shown in --help.
 COMMAND_MODULES = (
     "submit",
+    "sweep",
     "status",
     "top",
     "scale",

@@ -95,6 +95,9 @@ def template_context(spec: JobSpec, inputs: RenderInputs) -> dict[str, Any]:
         "spec": spec,
         "sbatch_options": sbatch_options(spec, inputs.run_base),
         "run_base": str(inputs.run_base),
+        # The run dir's name under run_base, as a shell expression: the job id; an array task's is
+        # <array job>_<task> (ddpctl.plan.sweep), the name `scontrol requeue` and squeue use for it.
+        "run_id": "${SLURM_JOB_ID}",
         "python": inputs.python,
         "setup": list(spec.setup),
         "env": list(spec.env),
@@ -123,9 +126,13 @@ def make_environment(search_dir: Path) -> jinja2.Environment:
 
 def render_for(spec: JobSpec) -> str:
     """The script `ddpctl submit` would submit: run dirs under the spec's run_dir, nodes use this Python."""
+    return render_script(spec, RenderInputs(run_base=spec.run_base.resolve(), python=node_python(spec)))
+
+
+def node_python(spec: JobSpec) -> str:
+    """The interpreter the batch shell runs `-m ddpctl` with."""
     # With a container, `python` names the image's interpreter; the batch shell runs this host's ddpctl.
-    python = sys.executable if spec.container.enabled else spec.python or sys.executable
-    return render_script(spec, RenderInputs(run_base=spec.run_base.resolve(), python=python))
+    return sys.executable if spec.container.enabled else spec.python or sys.executable
 
 
 def render_script(spec: JobSpec, inputs: RenderInputs, extra: Mapping[str, Any] | None = None) -> str:

@@ -65,6 +65,8 @@ def load_spec(
 
 def build_from_doc(doc: Doc, path: str | Path, *, check_paths: bool = True, cwd: str | Path | None = None) -> JobSpec:
     """The spec of a Doc read from the file `path` (overrides applied), paths resolved as `load_spec` does."""
+    if "sweep" in doc.data:  # ddpctl.spec.sweepload takes the block out before it builds each point's spec
+        raise At(doc, ("sweep",)).error("a sweep: block is read by `ddpctl sweep SPEC`; this command runs one job")
     here = _directory(cwd)
     folder = Path(path).parent
 

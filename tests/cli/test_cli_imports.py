@@ -43,6 +43,7 @@ def heavy_imports(*argv: str, env: dict[str, str] | None = None, watch: tuple[st
         ("--help",),
         ("render", "jobs/example.yaml"),
         ("submit", "jobs/example.yaml", "--dry-run"),
+        ("sweep", "jobs/example.yaml", "--grid", "env.LR=0.1,0.01", "--dry-run"),
         ("env", "--json"),
         ("clusters",),
         ("render", "jobs/nonexistent.yaml"),

@@ -201,3 +201,14 @@ def test_key_in_file_and_command_line_is_refused_naming_both(spec_file: Path) ->
         f"--zip env: key also given as {spec_file}: sweep.grid env.LR; each key once per sweep"
         " (a point's value would replace the other)"
     )
+
+
+def test_a_single_job_command_names_the_sweep_command(spec_file: Path) -> None:
+    from ddpctl.spec import load_spec
+
+    spec_file.write_text(SPEC + "sweep:\n  grid: {nodes: [1, 2]}\n")
+    with pytest.raises(SpecError) as err:
+        load_spec(spec_file)
+    assert str(err.value) == (
+        f"{spec_file}:5: sweep: a sweep: block is read by `ddpctl sweep SPEC`; this command runs one job"
+    )

@@ -1,0 +1,73 @@
+"""`ddpctl sweep SPEC --grid KEY=V1,V2 [--zip ...] [--max-parallel N] [--name NAME] [--set ...] --dry-run`."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from typing import Any
+
+from ddpctl.cli.common import add_spec_args
+
+
+def add(sub: Any) -> None:
+    parser = sub.add_parser(
+        "sweep",
+        help="plan a sweep: the spec over a grid of values, as one job array",
+        description="Expand the spec over --grid/--zip values (and the spec file's sweep: block), check every "
+        "point as a --set would be checked, and print the points and the job array's batch script. "
+        "Only --dry-run exists yet: real submission of sweeps is not available.",
+    )
+    add_spec_args(parser)
+    parser.add_argument(
+        "--grid",
+        action="append",
+        default=[],
+        metavar="KEY=V1,V2",
+        help="sweep a spec key over values, crossed with every other key (repeatable)",
+    )
+    parser.add_argument(
+        "--zip",
+        action="append",
+        default=[],
+        metavar="KEY=V1,V2",
+        help="values taken together with the other --zip keys' (same count), crossed with the grid (repeatable)",
+    )
+    parser.add_argument(
+        "--max-parallel",
+        type=int,
+        metavar="N",
+        help="at most N tasks at once (sbatch `--array=0-(n-1)%%N`; default: no limit)",
+    )
+    parser.add_argument("--name", help="the sweep's name: the spec's name for every point (default: the spec's)")
+    parser.add_argument(
+        "--dry-run", action="store_true", help="print the points and the array's batch script; submit nothing"
+    )
+    parser.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    # The spec and plan layers only, as `render`: a dry run needs no backend, registry or logs machinery.
+    from ddpctl.errors import SpecError
+    from ddpctl.plan.sweep import plan_sweep
+    from ddpctl.spec.sweepload import load_sweep
+
+    sweep = load_sweep(
+        args.spec,
+        args.overrides,
+        grid=args.grid,
+        zipped=args.zip,
+        max_parallel=args.max_parallel,
+        name=args.name,
+    )
+    plan = plan_sweep(sweep)
+    if not args.dry_run:
+        raise SpecError(
+            f"sweep {sweep.spec.name}: {points(len(sweep.points))} checked; real submission of sweeps is not "
+            "available yet (--dry-run prints the points and the array script)"
+        )
+    sys.stdout.write(plan.text())
+    return 0
+
+
+def points(count: int) -> str:
+    return "1 point" if count == 1 else f"{count} points"

@@ -1,0 +1,74 @@
+"""`ddpctl sweep` through the real CLI (a subprocess, its own DDPCTL_HOME): the dry run's points and array
+script, the one line that says real submission is not there yet, a bad point's one line; nothing written."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from clitools import Cli
+
+SPEC = """\
+name: lr
+script: train.py
+nodes: 2
+time: "00:10:00"
+run_dir: runs
+sweep:
+  max_parallel: 2
+  grid:
+    env.LR: [0.1, 0.01]
+"""
+
+
+@pytest.fixture
+def cli(tmp_path: Path) -> Cli:
+    (tmp_path / "train.py").write_text("print('hi')\n")
+    (tmp_path / "job.yaml").write_text(SPEC)
+    return Cli(tmp_path / "home", cwd=tmp_path)
+
+
+def test_dry_run_prints_points_and_the_array_script(cli: Cli, tmp_path: Path) -> None:
+    done = cli.run("sweep", "job.yaml", "--grid", "env.SEED=1,2", "--max-parallel", "3", "--dry-run")
+    lines = done.stdout.splitlines()
+    assert lines[:6] == [
+        "sweep lr: 4 points, one job array (--array=0-3%3), backend sbatch",
+        f"run dirs: {tmp_path}/runs/lr/<array job>_<point>/ (e.g. {tmp_path}/runs/lr/ARRAYJOB_0), each with its"
+        " point's job.yaml",
+        "  0  env.LR=0.1 env.SEED=1",
+        "  1  env.LR=0.1 env.SEED=2",
+        "  2  env.LR=0.01 env.SEED=1",
+        "  3  env.LR=0.01 env.SEED=2",
+    ]
+    assert "#SBATCH --array=0-3%3" in lines
+    assert f'RUN_DIR={tmp_path}/runs/lr/"${{SLURM_ARRAY_JOB_ID}}_${{SLURM_ARRAY_TASK_ID}}"' in lines
+    assert done.stderr == ""
+    assert not (tmp_path / "runs").exists() and not (tmp_path / "home").exists()
+
+
+def test_without_dry_run_says_submission_is_not_there_yet(cli: Cli, tmp_path: Path) -> None:
+    done = cli.run("sweep", "job.yaml", check=False)
+    assert (done.returncode, done.stdout) == (2, "")
+    assert done.stderr == (
+        "ddpctl: error: sweep lr: 2 points checked; real submission of sweeps is not available yet"
+        " (--dry-run prints the points and the array script)\n"
+    )
+    assert not (tmp_path / "runs").exists() and not (tmp_path / "home").exists()
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (
+            ("--zip", "nodes=2,0", "--zip", "args=[--a],[--b]"),
+            "sweep point 1 (env.LR=0.1, nodes=0, args=[--b]): nodes: got 0, expected an integer in 1..16384",
+        ),
+        (("--grid", "nodse=1,2"), "--grid nodse: nodse: unknown key, did you mean 'nodes'?"),
+        (("--grid", "env.LR=1", "--dry-run"), "--grid env.LR: key also given as job.yaml: sweep.grid env.LR"),
+    ],
+)
+def test_bad_input_is_one_line(cli: Cli, args: tuple[str, ...], message: str) -> None:
+    done = cli.run("sweep", "job.yaml", *args, "--dry-run", check=False)
+    assert (done.returncode, done.stdout) == (2, "")
+    assert done.stderr.startswith(f"ddpctl: error: {message}")
+    assert done.stderr.count("\n") == 1
