@@ -62,10 +62,13 @@ install_packages() {
     for cmd in slurmctld slurmd sinfo munged ip nsenter unshare runuser ch-run debootstrap podman crun catatonit; do
         command -v "$cmd" >/dev/null 2>&1 || missing+=("$cmd")
     done
+    # openssh-server: the remote-cluster tests run their own sshd on loopback (tests/remote/test_remote_sshd.py).
+    [[ -x /usr/sbin/sshd ]] || missing+=(sshd)
     ((${#missing[@]} == 0)) && return 0
     command -v apt-get >/dev/null 2>&1 ||
         die "missing ${missing[*]} and no apt-get: this script installs Slurm from Debian 12's packages"
     log "installing slurmctld slurmd slurm-client munge iproute2 charliecloud debootstrap podman crun catatonit" \
+        "openssh-server" \
         "(missing: ${missing[*]})"
     trap cleanup EXIT
     # No init system here: stop the packages' postinst from starting daemons (invoke-rc.d honours exit 101).
@@ -84,7 +87,7 @@ install_packages() {
         DEBIAN_FRONTEND=noninteractive apt-get update -qq &&
             DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends \
                 -o Dpkg::Options::=--force-unsafe-io slurmctld slurmd slurm-client munge iproute2 charliecloud debootstrap \
-                podman crun catatonit
+                podman crun catatonit openssh-server
     } >"$apt_log" 2>&1 || rc=$?
     cleanup
     if ((rc != 0)); then
@@ -343,6 +346,8 @@ main() {
     check_args
     take_lock
     install_packages
+    # --packages: only the packages (the sshd tests need openssh-server, not a running cluster).
+    [[ ${1:-} == --packages ]] && return 0
     install -d -m 0755 "$STATE_DIR" "$RUN_DIR" "$LOG_DIR" "$STATE_DIR/spool"
     switch_version
     install_config

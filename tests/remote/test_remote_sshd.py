@@ -1,0 +1,186 @@
+"""`ddpctl clusters` against a real sshd (Debian's openssh-server) on loopback: a host key and a user key made
+by the test, an ssh_config file of its own (DDPCTL_SSH_CONFIG, ssh -F), the real ssh client and its multiplexed
+connection. sshd runs in a PID namespace of its own (unshare), so stopping it ends every session process too.
+
+Needs root (sshd, /run/sshd) and sshd, which tests/cluster/start.sh --packages installs from Debian's packages
+when missing; without root or apt-get the tests are skipped, and fail under DDPCTL_REQUIRE_SLURM=1 (CI)."""
+
+from __future__ import annotations
+
+import getpass
+import os
+import shutil
+import socket
+import stat
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import NoReturn
+
+import pytest
+
+from ddpctl import __version__
+
+ROOT = Path(__file__).resolve().parents[2]
+SSHD = Path("/usr/sbin/sshd")
+
+
+def unavailable(reason: str) -> NoReturn:
+    if os.environ.get("DDPCTL_REQUIRE_SLURM") == "1":
+        pytest.fail(f"DDPCTL_REQUIRE_SLURM=1 but the sshd tests cannot run: {reason}", pytrace=False)
+    pytest.skip(f"sshd tests cannot run: {reason}")
+
+
+def ensure_sshd() -> None:
+    if os.geteuid() != 0:
+        unavailable("sshd needs root (its privilege separation); run the tests as root")
+    if SSHD.exists():
+        return
+    if shutil.which("apt-get") is None:
+        unavailable("no /usr/sbin/sshd and no apt-get to install Debian's openssh-server")
+    done = subprocess.run(
+        ["bash", str(ROOT / "tests/cluster/start.sh"), "--packages"], capture_output=True, text=True, check=False
+    )
+    if done.returncode != 0 or not SSHD.exists():
+        pytest.fail(f"tests/cluster/start.sh --packages did not install sshd: {done.stderr[-2000:]}", pytrace=False)
+
+
+def free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port: int = probe.getsockname()[1]
+        return port
+
+
+def keygen(path: Path) -> str:
+    subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", str(path)], check=True, timeout=30)
+    return path.with_suffix(".pub").read_text().strip()
+
+
+class Login:
+    """A login node: sshd on 127.0.0.1:<port> with its own keys; `cli` runs ddpctl as the laptop would."""
+
+    def __init__(self, home: Path, sockets: Path) -> None:
+        self.home, self.sockets, self.port = home, sockets, free_port()
+        self.host_key = keygen(home / "host_key")
+        (home / "authorized_keys").write_text(keygen(home / "id_user") + "\n")
+        (home / "sshd_config").write_text(
+            f"ListenAddress 127.0.0.1\nPort {self.port}\nHostKey {home}/host_key\n"
+            f"AuthorizedKeysFile {home}/authorized_keys\nPidFile none\nStrictModes no\nUsePAM no\n"
+            "PasswordAuthentication no\nKbdInteractiveAuthentication no\nPermitRootLogin prohibit-password\n"
+        )
+        self.trust(self.host_key)
+        (home / "ssh_config").write_text(
+            f"Host login\n  HostName 127.0.0.1\n  Port {self.port}\n  User {getpass.getuser()}\n"
+            f"  IdentityFile {home}/id_user\n  IdentitiesOnly yes\n  IdentityAgent none\n"
+            f"  UserKnownHostsFile {home}/known_hosts\n  GlobalKnownHostsFile /dev/null\n"
+            "  StrictHostKeyChecking yes\n"
+        )
+        # The remote ddpctl is this checkout's, whatever the login shell's environment.
+        remote = ["env", f"PYTHONPATH={ROOT}", sys.executable, "-m", "ddpctl"]
+        (home / "clusters.yaml").write_text(f"login:\n  ssh: login\n  ddpctl: {remote}\n")
+        self.proc: subprocess.Popen[bytes] | None = None
+
+    def trust(self, key: str) -> None:
+        (self.home / "known_hosts").write_text(f"[127.0.0.1]:{self.port} {key}\n")
+
+    def start(self) -> None:
+        Path("/run/sshd").mkdir(mode=0o755, exist_ok=True)  # sshd's privilege separation directory
+        log = (self.home / "sshd.log").open("ab")
+        argv = ["unshare", "--pid", "--fork", "--kill-child", str(SSHD), "-D", "-e", "-f", f"{self.home}/sshd_config"]
+        self.proc = subprocess.Popen(argv, stdout=log, stderr=log)
+        deadline = time.monotonic() + 10
+        while "Server listening" not in self.log():
+            if self.proc.poll() is not None or time.monotonic() > deadline:
+                raise AssertionError(f"sshd did not start: {self.log()}")
+            time.sleep(0.02)
+
+    def stop(self) -> None:
+        """The whole sshd: listener and sessions. unshare ignores SIGTERM while it waits; killed, it takes its
+        child (--kill-child), the namespace's init, and with it every process of the namespace."""
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.kill()
+            self.proc.wait(timeout=10)
+
+    def log(self) -> str:
+        return (self.home / "sshd.log").read_text(errors="replace")
+
+    def cli(self, *args: str) -> subprocess.CompletedProcess[str]:
+        env = {
+            **os.environ,
+            "PYTHONPATH": str(ROOT),
+            "DDPCTL_CLUSTERS": str(self.home / "clusters.yaml"),
+            "DDPCTL_SSH_CONFIG": str(self.home / "ssh_config"),
+            "DDPCTL_SSH_CONTROL_DIR": str(self.sockets / "ctl"),
+        }
+        argv = [sys.executable, "-m", "ddpctl", "clusters", *args]
+        return subprocess.run(argv, capture_output=True, text=True, env=env, timeout=60, check=False)
+
+
+@pytest.fixture
+def login(tmp_path: Path) -> Iterator[Login]:
+    ensure_sshd()
+    sockets = Path(tempfile.mkdtemp(prefix="ctl-"))  # pytest's tmp_path is too deep for socket names
+    node = Login(tmp_path, sockets)
+    node.start()
+    yield node
+    node.stop()  # the connection's master sees it close and exits
+    shutil.rmtree(sockets)
+
+
+def expected_ok() -> str:
+    """The line of a healthy login node: this machine is it, with or without Slurm's commands."""
+    return f"login  login  ok  ddpctl {__version__}  slurm " if shutil.which("sinfo") else "no Slurm commands (sinfo)"
+
+
+def test_check_reaches_the_login_node_over_one_shared_connection(login: Login) -> None:
+    first = login.cli("--check")
+    second = login.cli("--check")
+    for done in (first, second):
+        assert expected_ok() in done.stdout, done
+        assert done.returncode == (0 if shutil.which("sinfo") else 1), done
+    # Both runs, four remote commands, one login: the later ones went over the first one's connection.
+    assert login.log().count("Accepted publickey") == 1, login.log()
+    control = login.sockets / "ctl"
+    assert stat.S_IMODE(control.stat().st_mode) == 0o700
+    assert [stat.S_ISSOCK(p.lstat().st_mode) for p in control.iterdir()] == [True]
+    listed = login.cli()
+    assert listed.stdout == f"login  login  env PYTHONPATH={ROOT} {sys.executable} -m ddpctl\n", listed
+
+
+def test_a_changed_host_key_is_refused_in_one_line(login: Login) -> None:
+    login.trust(keygen(login.home / "other_key"))
+    done = login.cli("--check")
+    assert done.returncode == 1 and done.stdout.count("\n") == 1, done
+    assert "login  login  FAILED  cluster 'login': the host key of login does not match your known_hosts" in done.stdout
+    assert "Accepted publickey" not in login.log()
+
+
+def test_a_stopped_sshd_is_unreachable_within_the_bound(login: Login) -> None:
+    assert login.cli("--check").stdout.count(" ok ") == 1
+    login.stop()
+    started = time.monotonic()
+    done = login.cli("--check")
+    took = time.monotonic() - started
+    assert done.returncode == 1 and done.stdout.count("\n") == 1, done
+    refused = f"cluster 'login': cannot reach login (connect to host 127.0.0.1 port {login.port}: Connection refused)"
+    assert refused in done.stdout
+    assert took < 10, took
+
+
+def test_a_missing_remote_ddpctl_and_an_unknown_cluster_name(login: Login) -> None:
+    (login.home / "clusters.yaml").write_text("login:\n  ssh: login\n  ddpctl: /nonexistent/ddpctl\n")
+    done = login.cli("--check")
+    assert done.returncode == 1, done
+    assert (
+        f"cluster 'login': no '/nonexistent/ddpctl' on login: install ddpctl {__version__} there "
+        f"(pip install ddpctl=={__version__})" in done.stdout
+    )
+    unknown = login.cli("--check", "logn")
+    assert (unknown.returncode, unknown.stdout) == (2, "")
+    assert unknown.stderr == (
+        f"ddpctl: error: unknown cluster 'logn' in {login.home / 'clusters.yaml'}, did you mean 'login'?\n"
+    )
