@@ -17,10 +17,15 @@ def add(sub: Any) -> None:
     )
     add_job_arg(parser, "job id or name (default: the most recently submitted job)", nargs="?")
     parser.add_argument("--json", action="store_true", help="one JSON object")
+    parser.add_argument(
+        "--cluster", metavar="NAME", help="ask the ddpctl of this remote cluster (clusters.yaml) over SSH"
+    )
     parser.set_defaults(func=run)
 
 
 def run(args: argparse.Namespace) -> int:
+    if args.cluster:
+        return remote(args)
     from pathlib import Path
 
     from ddpctl import api
@@ -41,6 +46,17 @@ def run(args: argparse.Namespace) -> int:
     quiet = last_log_lines(Path(record.run_dir), health) if state.state == "RUNNING" else []
     print("\n".join([*text[:at], f"  {code_line(record.run_dir)}", *text[at:], *text_lines(health), *quiet]))
     return 0
+
+
+def remote(args: argparse.Namespace) -> int:
+    """The remote `ddpctl status [--json] [JOB]`, shown here (ddpctl.remote.passthrough)."""
+    from ddpctl import __version__
+    from ddpctl.remote.passthrough import run_remote
+
+    words = ["status", *(["--json"] if args.json else []), *(["--", args.job] if args.job else [])]
+    shown = run_remote(args.cluster, words, __version__, as_json=args.json)
+    print(shown.out)
+    return shown.code
 
 
 def last_log_lines(run_dir: Any, health: dict[str, Any], now: float | None = None) -> list[str]:

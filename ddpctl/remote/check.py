@@ -28,11 +28,15 @@ class Checked:
     seconds: float = 0.0
 
 
+def install_hint(local: str) -> str:
+    return f"install ddpctl {local} there (pip install ddpctl=={local}) or set its path as `ddpctl:` in the profile"
+
+
 def ddpctl_verdict(
     cluster: Cluster, local: str, returncode: int, stdout: str, stderr: str
 ) -> tuple[str | None, str | None]:
     """(remote version, problem) from `<ddpctl> --version`'s result."""
-    install = f"install ddpctl {local} there (pip install ddpctl=={local}) or set its path as `ddpctl:` in the profile"
+    install = install_hint(local)
     command = visible(" ".join(cluster.ddpctl))
     if command_missing(returncode, stderr):
         return None, f"cluster {cluster.name!r}: no {command!r} on {visible(cluster.ssh)}: {install}"

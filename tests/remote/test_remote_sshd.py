@@ -8,6 +8,7 @@ when missing; without root or apt-get the tests are skipped, and fail under DDPC
 from __future__ import annotations
 
 import getpass
+import json
 import os
 import shutil
 import socket
@@ -23,6 +24,7 @@ from typing import NoReturn
 import pytest
 
 from ddpctl import __version__
+from ddpctl.run.registry import JobRecord, Registry
 
 ROOT = Path(__file__).resolve().parents[2]
 SSHD = Path("/usr/sbin/sshd")
@@ -79,8 +81,8 @@ class Login:
             f"  UserKnownHostsFile {home}/known_hosts\n  GlobalKnownHostsFile /dev/null\n"
             "  StrictHostKeyChecking yes\n"
         )
-        # The remote ddpctl is this checkout's, whatever the login shell's environment.
-        remote = ["env", f"PYTHONPATH={ROOT}", sys.executable, "-m", "ddpctl"]
+        # The remote ddpctl is this checkout's, whatever the login shell's environment, with a registry of its own.
+        remote = ["env", f"PYTHONPATH={ROOT}", f"DDPCTL_HOME={home}/remote-home", sys.executable, "-m", "ddpctl"]
         (home / "clusters.yaml").write_text(f"login:\n  ssh: login\n  ddpctl: {remote}\n")
         self.proc: subprocess.Popen[bytes] | None = None
 
@@ -108,15 +110,16 @@ class Login:
     def log(self) -> str:
         return (self.home / "sshd.log").read_text(errors="replace")
 
-    def cli(self, *args: str) -> subprocess.CompletedProcess[str]:
+    def cli(self, *args: str, command: str = "clusters") -> subprocess.CompletedProcess[str]:
         env = {
             **os.environ,
             "PYTHONPATH": str(ROOT),
+            "DDPCTL_HOME": str(self.home / "laptop-home"),  # empty: what status shows comes from the remote
             "DDPCTL_CLUSTERS": str(self.home / "clusters.yaml"),
             "DDPCTL_SSH_CONFIG": str(self.home / "ssh_config"),
             "DDPCTL_SSH_CONTROL_DIR": str(self.sockets / "ctl"),
         }
-        argv = [sys.executable, "-m", "ddpctl", "clusters", *args]
+        argv = [sys.executable, "-m", "ddpctl", command, *args]
         return subprocess.run(argv, capture_output=True, text=True, env=env, timeout=60, check=False)
 
 
@@ -148,7 +151,22 @@ def test_check_reaches_the_login_node_over_one_shared_connection(login: Login) -
     assert stat.S_IMODE(control.stat().st_mode) == 0o700
     assert [stat.S_ISSOCK(p.lstat().st_mode) for p in control.iterdir()] == [True]
     listed = login.cli()
-    assert listed.stdout == f"login  login  env PYTHONPATH={ROOT} {sys.executable} -m ddpctl\n", listed
+    assert listed.stdout.startswith(f"login  login  env PYTHONPATH={ROOT} DDPCTL_HOME="), listed
+
+
+def test_status_of_a_remote_job_is_the_remote_ddpctls_answer(login: Login) -> None:
+    remote_home = login.home / "remote-home"
+    Registry(remote_home).add(JobRecord("local-7", "far", str(login.home / "run"), "local", 0.0))
+    as_json = login.cli("--cluster", "login", "--json", "far", command="status")
+    assert as_json.returncode == 0, as_json
+    assert json.loads(as_json.stdout)["job_id"] == "local-7"
+    as_text = login.cli("--cluster", "login", "far", command="status")
+    assert as_text.stdout.startswith("local-7  far  FAILED"), as_text
+    unknown = login.cli("--cluster", "login", "nosuch", command="status")
+    assert (unknown.returncode, unknown.stdout) == (2, ""), unknown
+    assert unknown.stderr.startswith("ddpctl: error: cluster 'login': job 'nosuch': no such job id or name in the ")
+    assert unknown.stderr.count("\n") == 1
+    assert not (login.home / "laptop-home" / "registry.jsonl").exists()
 
 
 def test_a_changed_host_key_is_refused_in_one_line(login: Login) -> None:
