@@ -75,7 +75,8 @@ class Transport:
         return ssh_argv(self.cluster.ssh, line, self.sockets, config=self.config)
 
     def run(self, words: Sequence[str], *, in_workdir: bool = False) -> Completed:
-        """The remote command's result (any exit status of its own); a RemoteError if ssh itself failed."""
+        """The remote command's result (any exit status of its own); a RemoteError if ssh itself failed (exit
+        255: ssh's own; a remote command exiting 255 is read the same way, and none of ddpctl's does)."""
         if not self.prepared:
             private_dir(self.sockets)
             self.prepared = True
