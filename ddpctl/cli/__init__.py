@@ -16,6 +16,7 @@ from collections.abc import Sequence
 
 from ddpctl import __version__
 from ddpctl.cli.completion import autocomplete
+from ddpctl.cli.sweep import RESULTS
 from ddpctl.errors import DdpctlError
 from ddpctl.exitcodes import USAGE
 
@@ -57,11 +58,15 @@ def command_named(argv: Sequence[str]) -> str | None:
     (no command, `--help`, a misspelling that argparse should answer with the list, a completion request)."""
     if argv and argv[0] in COMMAND_MODULES and "_ARGCOMPLETE" not in os.environ:
         return argv[0]
+    if argv and argv[0] == RESULTS and "_ARGCOMPLETE" not in os.environ:
+        return "sweep"  # its module adds both
     return None
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
+    if argv[:2] == ["sweep", "results"]:  # two words, one command: sweep's SPEC would otherwise take "results"
+        argv[:2] = [RESULTS]
     parser = build_parser(command_named(argv))
     autocomplete(parser)  # a shell asking for completions gets them here, and the process ends
     args = parser.parse_args(argv)

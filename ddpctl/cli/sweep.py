@@ -8,6 +8,8 @@ from typing import Any
 
 from ddpctl.cli.common import add_spec_args
 
+RESULTS = "sweep-results"  # `ddpctl sweep results ...` is parsed as this command
+
 
 def add(sub: Any) -> None:
     parser = sub.add_parser(
@@ -15,7 +17,8 @@ def add(sub: Any) -> None:
         help="plan a sweep: the spec over a grid of values, as one job array",
         description="Expand the spec over --grid/--zip values (and the spec file's sweep: block), check every "
         "point as a --set would be checked, and print the points and the job array's batch script. "
-        "Only --dry-run exists yet: real submission of sweeps is not available.",
+        "Only --dry-run exists yet: real submission of sweeps is not available. "
+        "`ddpctl sweep results DIR...` ranks tasks by their heartbeat values.",
     )
     add_spec_args(parser)
     parser.add_argument(
@@ -43,6 +46,7 @@ def add(sub: Any) -> None:
         "--dry-run", action="store_true", help="print the points and the array's batch script; submit nothing"
     )
     parser.set_defaults(func=run)
+    add_results(sub)
 
 
 def run(args: argparse.Namespace) -> int:
@@ -71,3 +75,36 @@ def run(args: argparse.Namespace) -> int:
 
 def points(count: int) -> str:
     return "1 point" if count == 1 else f"{count} points"
+
+
+def add_results(sub: Any) -> None:
+    """`ddpctl sweep results` (main() routes those two words here): no help line of its own, sweep's names it."""
+    parser = sub.add_parser(
+        RESULTS,
+        prog="ddpctl sweep results",
+        description="Each task's final and best heartbeat values (beat.step(..., loss=...)) from its run dir, "
+        "the best first and marked *. Best: of the values the heartbeat wrote (at most one a second).",
+    )
+    parser.add_argument(
+        "runs", nargs="+", metavar="DIR", help="a task's run dir, or a directory of them (<run_dir>/<name>/)"
+    )
+    parser.add_argument("--metric", default="loss", help="the named value to rank by (default: loss)")
+    parser.add_argument(
+        "--mode", choices=("min", "max"), default="min", help="lower or higher is better (default: min)"
+    )
+    shape = parser.add_mutually_exclusive_group()
+    shape.add_argument("--json", action="store_true", help="one JSON object per task")
+    shape.add_argument("--csv", action="store_true", help="CSV with a header line")
+    parser.set_defaults(func=results)
+
+
+def results(args: argparse.Namespace) -> int:
+    from pathlib import Path
+
+    from ddpctl.cli.sweep_output import print_results
+    from ddpctl.health.results import find_tasks, rank, read_task
+
+    tasks = [read_task(run_dir) for run_dir in find_tasks([Path(p) for p in args.runs])]
+    ranked = rank(tasks, args.metric, args.mode)
+    print_results(ranked, args.metric, args.mode, "json" if args.json else "csv" if args.csv else "table")
+    return 0

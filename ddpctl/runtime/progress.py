@@ -40,6 +40,7 @@ from ddpctl.run import envvars
 from ddpctl.run.layout import RunLayout
 
 HISTORY = 120  # (t, step, samples) points kept in the record, one per write: ~2 minutes at 1 write/s
+MAX_EXTREMES = 64  # named values whose lowest and highest the record keeps
 PULSE_S = 5.0  # an idle record is rewritten this often (health.records.SILENT_S judges a stale one)
 _ACTIVE: list[Heartbeat] = []  # the process's heartbeat, so the Checkpointer can flag its saves
 
@@ -72,6 +73,9 @@ class Heartbeat:
         self.history: deque[list[float]] = deque(maxlen=HISTORY)
         self.current: dict[str, Any] = {"step": None, "epoch": None, "samples": 0, "t": None}
         self.values: dict[str, Any] = {}
+        # Each named value's lowest and highest as written (sampled at each write, not every step): the best a
+        # sweep's results report (`ddpctl sweep results`); at most MAX_EXTREMES names.
+        self.extremes: dict[str, list[float]] = {}
         self.phase_name = "start"
         self.pause_info: dict[str, Any] | None = None  # the declared pause in progress
         self.resumed: float | None = None  # when the last declared pause ended
@@ -177,9 +181,17 @@ class Heartbeat:
             "step_s": _median(self.step_times),
             "busy_s": _median(self.busy_times),
             "window": len(self.step_times),
-            "values": {str(k)[:80]: _number(v) for k, v in self.values.items()},
+            "values": (values := {str(k)[:80]: _number(v) for k, v in self.values.items()}),
+            "extremes": self._extremes(values),
             "history": list(self.history),
         }
+
+    def _extremes(self, values: dict[str, float | str]) -> dict[str, list[float]]:
+        for name, value in values.items():
+            if isinstance(value, float) and (name in self.extremes or len(self.extremes) < MAX_EXTREMES):
+                low, high = self.extremes.get(name, (value, value))
+                self.extremes[name] = [min(low, value), max(high, value)]
+        return dict(self.extremes)
 
     def _store(self, record: dict[str, Any]) -> None:
         assert self.path is not None

@@ -3,6 +3,7 @@ script, the one line that says real submission is not there yet, a bad point's o
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
@@ -72,3 +73,49 @@ def test_bad_input_is_one_line(cli: Cli, args: tuple[str, ...], message: str) ->
     assert (done.returncode, done.stdout) == (2, "")
     assert done.stderr.startswith(f"ddpctl: error: {message}")
     assert done.stderr.count("\n") == 1
+
+
+def write_task(run_dir: Path, step: int, final: float, low: float, high: float) -> None:
+    (run_dir / "attempt-0").mkdir(parents=True)
+    (run_dir / "job.yaml").write_text("name: lr\n")
+    record = {"rank": 0, "step": step, "values": {"loss": final}, "extremes": {"loss": [low, high]}}
+    (run_dir / "attempt-0" / "progress-0.json").write_text(json.dumps(record))
+
+
+@pytest.fixture
+def sweep_dir(tmp_path: Path) -> Path:
+    base = tmp_path / "runs" / "lr"
+    write_task(base / "7_0", 10, 0.5, 0.4, 2.0)
+    write_task(base / "7_1", 12, 0.3, 0.3, 1.0)
+    write_task(base / "7_\x1b]0;x\x07", 9, 0.9, 0.8, 1.0)  # a name that would set the terminal's title
+    return base
+
+
+def test_results_table_json_csv(cli: Cli, sweep_dir: Path) -> None:
+    table = cli.run("sweep", "results", str(sweep_dir)).stdout.splitlines()
+    assert table == [
+        "   run         step  loss final  loss min",
+        "*  7_1           12         0.3       0.3",
+        "   7_0           10         0.5       0.4",
+        "   7_^[]0;x^G     9         0.9       0.8",
+    ]
+    rows = [json.loads(line) for line in cli.run("sweep", "results", str(sweep_dir), "--json").stdout.splitlines()]
+    assert [(r["run"], r["step"], r["final"], r["best"], r["best_point"]) for r in rows] == [
+        ("7_1", 12, {"loss": 0.3}, 0.3, True),
+        ("7_0", 10, {"loss": 0.5}, 0.4, False),
+        ("7_\x1b]0;x\x07", 9, {"loss": 0.9}, 0.8, False),
+    ]
+    csv = cli.run("sweep", "results", str(sweep_dir / "7_1"), str(sweep_dir / "7_0"), "--csv", "--mode", "max")
+    assert csv.stdout.splitlines() == [
+        "run,run_dir,step,loss_final,loss_max,best_point",
+        f"7_0,{sweep_dir}/7_0,10,0.5,2.0,1",
+        f"7_1,{sweep_dir}/7_1,12,0.3,1.0,0",
+    ]
+
+
+def test_results_of_a_missing_dir_is_one_line(cli: Cli, tmp_path: Path) -> None:
+    done = cli.run("sweep", "results", str(tmp_path / "nope"), check=False)
+    assert (done.returncode, done.stdout) == (2, "")
+    assert done.stderr == (
+        f"ddpctl: error: {tmp_path}/nope: not a run dir or a directory of run dirs (No such file or directory)\n"
+    )

@@ -119,3 +119,21 @@ def test_step_never_raises_on_numpy_tensors_or_huge_numbers(tmp_path: Path) -> N
     beat.step(4, samples=torch.tensor([1, 2]))  # not a single number: counted as 0
     assert record(tmp_path)["step"] == 4
     beat.close()
+
+
+def test_record_keeps_each_values_lowest_and_highest_as_written(tmp_path: Path) -> None:
+    beat = Heartbeat(every_s=0, env=env_for(tmp_path))  # every_s=0: each step is written
+    table: list[tuple[int, dict[str, object]]] = [
+        (1, {"loss": 3.0}),
+        (2, {"loss": 1.0, "acc": 0.5}),
+        (3, {"loss": 2.0, "acc": "n/a"}),
+        (4, {"acc": 0.7}),
+    ]
+    for step, values in table:
+        beat.step(step, **values)
+    written = record(tmp_path)
+    assert written["values"] == {"acc": 0.7}
+    assert written["extremes"] == {"loss": [1.0, 3.0], "acc": [0.5, 0.7]}  # "n/a" is no number: skipped
+    beat.step(5, **{f"v{i}": float(i) for i in range(progress.MAX_EXTREMES + 5)})
+    assert len(record(tmp_path)["extremes"]) == progress.MAX_EXTREMES  # bounded: loss, acc and 62 of the new
+    beat.close()
