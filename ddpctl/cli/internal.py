@@ -32,6 +32,11 @@ def add(sub: Any) -> None:
     exc.add_argument("run_dir", type=Path)
     exc.add_argument("--job", required=True, help="the requeued job (array task: <array id>_<task id>)")
     exc.set_defaults(func=run_exclude)
+    spare = inner.add_parser(
+        "spare-step", help="after a failure: print the nodes of a restart inside the job, or nothing"
+    )
+    spare.add_argument("run_dir", type=Path)
+    spare.set_defaults(func=run_spare_step)
     for name, what in (
         ("chain-next", "submit the job that continues this chained run (once per attempt)"),
         ("chain-drop", "the run ends here: cancel a successor submitted at the signal"),
@@ -99,6 +104,21 @@ def run_decide(args: argparse.Namespace) -> int:
     print(decision.action)
     print(f"ddpctl: {decision.action}: {decision.reason}", file=sys.stderr, flush=True)
     return decision.exit_code
+
+
+def run_spare_step(args: argparse.Namespace) -> int:
+    from ddpctl.errors import DdpctlError
+    from ddpctl.node import batch, spare
+
+    try:
+        nodes = spare.restart_here(batch.run_dir_arg(args.run_dir), dict(os.environ))
+    except (OSError, DdpctlError) as err:  # the requeue stands: a restart that cannot be recorded is not made
+        print(f"ddpctl: no restart inside the job: {err}", file=sys.stderr, flush=True)
+        return 1
+    if nodes:
+        print(nodes)
+        print(f"ddpctl: restarting inside the job on {nodes} (spare_nodes)", file=sys.stderr, flush=True)
+    return 0
 
 
 def run_exclude(args: argparse.Namespace) -> int:

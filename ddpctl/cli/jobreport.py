@@ -100,10 +100,13 @@ def lines(record: JobRecord, state: JobState) -> list[str]:
 
 def cause_lines(layout: RunLayout) -> list[str]:
     """What ended each attempt and who failed first, as its decision recorded it (`ddpctl.node.blame`)."""
-    out = []
-    for decided in history.load(layout.events).all(history.Decided):
+    out, past = [], history.load(layout.events)
+    inside = {e.attempt: e for e in past.all(history.SpareRestarted)}  # spare_nodes: no requeue, a new step
+    for decided in past.all(history.Decided):
         text = decided.cause_text()
         if text is not None and decided.cause != "stop":
             then = "requeued" if decided.action == "requeue" else "the run ended"
+            if decided.attempt in inside:
+                then = f"restarted inside the job on {','.join(inside[decided.attempt].nodes)}"
             out.append(visible(f"attempt {decided.attempt} ended by {text[:400]} ({then}: {decided.reason[:200]})"))
     return out

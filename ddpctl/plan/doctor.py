@@ -61,8 +61,8 @@ def check_partition(spec: JobSpec, facts: Facts) -> Check:
         why = f" ({facts.cluster.why_missing})" if facts.cluster and facts.cluster.why_missing else ""
         return Check(FAIL, "partition", f"partition {spec.partition or '(default)'!r} not found by scontrol{why}")
     name, nodes, max_s = part.name, part.total_nodes, limit_s(part)
-    if nodes is not None and spec.nodes > nodes:
-        return Check(FAIL, "partition", f"{name} has {nodes} nodes, the spec asks for {spec.nodes}")
+    if nodes is not None and spec.alloc_nodes > nodes:
+        return Check(FAIL, "partition", f"{name} has {nodes} nodes, the spec asks for {spec.alloc_nodes}")
     wanted = time_to_seconds(spec.time) if spec.time else None
     if max_s is not None and wanted is not None and wanted > max_s:
         return Check(FAIL, "partition", f"time {spec.time} exceeds {name}'s limit of {max_s} s")
@@ -151,12 +151,12 @@ def check_excluded_nodes(spec: JobSpec, facts: Facts) -> Check:
     part = facts.cluster.partition(spec.partition) if facts.cluster and spec.capabilities.slurm else None
     if given and part is not None and part.total_nodes is not None:
         left = part.total_nodes - len(given)
-        if left < spec.nodes:
+        if left < spec.alloc_nodes:
             return Check(
                 FAIL,
                 "excluded nodes",
                 f"sbatch.exclude leaves {part.name} {left} of its {part.total_nodes} nodes, the spec asks for "
-                f"{spec.nodes}: sbatch refuses such a job",
+                f"{spec.alloc_nodes}: sbatch refuses such a job",
             )
     if facts.last_run_excluded:
         new = sorted(set(facts.last_run_excluded) - given)

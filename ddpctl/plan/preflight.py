@@ -22,6 +22,11 @@ def limit_s(part: Partition) -> int | None:
         return None
 
 
+def _asked(spec: JobSpec) -> str:
+    spares = spec.alloc_nodes - spec.nodes
+    return f"{spec.nodes} + {spares} spare" if spares else str(spec.nodes)
+
+
 def problem(spec: JobSpec, facts: ClusterFacts) -> str | None:
     """The one-line refusal for this spec, or None (pure)."""
     if not facts.partitions:
@@ -35,9 +40,9 @@ def problem(spec: JobSpec, facts: ClusterFacts) -> str | None:
     part = facts.partition(spec.partition)
     if part is None or part.total_nodes is None:
         return None
-    if spec.nodes > part.total_nodes:
+    if spec.alloc_nodes > part.total_nodes:
         return (
-            f"{spec.source}: nodes: got {spec.nodes}, partition {part.name} has {part.total_nodes} node(s); the job "
+            f"{spec.source}: nodes: got {_asked(spec)}, partition {part.name} has {part.total_nodes} node(s); the job "
             "would pend forever (PartitionNodeLimit)"
         )
     wanted, most = (time_to_seconds(spec.time) if spec.time else None), limit_s(part)

@@ -19,7 +19,7 @@ import jinja2
 from ddpctl.errors import SpecError
 from ddpctl.plan.sandbox import make_sandbox, render_bounded
 from ddpctl.plan.tplcache import template_cache
-from ddpctl.run.layout import ENDED_MARKERS, EXCLUDED_NODES, NODE_LOST, sbatch_output
+from ddpctl.run.layout import ENDED_MARKERS, EXCLUDED_NODES, NODE_LOST, SPARE_RESTARTS, sbatch_output
 from ddpctl.spec import JobSpec
 from ddpctl.spec.templates import template_path
 
@@ -53,9 +53,11 @@ def sbatch_options(spec: JobSpec, run_base: Path) -> list[tuple[str, str | None]
     """The #SBATCH options in order; a None value is a flag without a value."""
     opts: list[tuple[str, str | None]] = [
         ("job-name", spec.name),
-        ("nodes", str(spec.nodes)),
+        ("nodes", str(spec.alloc_nodes)),
         ("ntasks-per-node", "1"),
     ]
+    if spec.alloc_nodes > spec.nodes:
+        opts.append(("no-kill", None))  # a failed node must not end the job: its spares take over (node.spare)
     optional = [
         ("gpus-per-node", spec.gpus_per_node or None),
         ("cpus-per-task", spec.cpus_per_task),
@@ -108,6 +110,8 @@ def template_context(spec: JobSpec, inputs: RenderInputs) -> dict[str, Any]:
         "excluded_marker": EXCLUDED_NODES,
         "node_lost_file": NODE_LOST,
         "lost_wait_s": LOST_WAIT_S,
+        "spares": spec.alloc_nodes - spec.nodes,  # spare_nodes on a backend whose jobs hold them
+        "spare_restarts_prefix": SPARE_RESTARTS,
     }
 
 

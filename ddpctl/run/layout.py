@@ -60,6 +60,7 @@ ENDED_MARKERS = (FINISHED, CANCEL_REQUEST)
 # Exists once the run excluded a node: the batch shell tests for it before it pays an interpreter start for
 # `internal exclude` at a requeue.
 EXCLUDED_NODES = "excluded-nodes"
+SPARE_RESTARTS = "spare-restarts-"  # + the job id; the batch shell reads it (the template gets it from here)
 NODE_LOST = "node-lost.json"  # per attempt; the batch shell knows the name (the template gets it from here)
 
 
@@ -118,6 +119,11 @@ class RunLayout:
     @property
     def excluded_nodes(self) -> Path:
         return self.root / EXCLUDED_NODES
+
+    def spare_restarts(self, job_id: str) -> Path:
+        """How many attempts the batch shell of job `job_id` restarted inside it (spare_nodes): a number the shell
+        reads at its start, so a requeued job numbers its attempts past them (ddpctl.node.spare)."""
+        return self.root / f"{SPARE_RESTARTS}{job_id}"
 
     @property
     def supervisor_pid(self) -> Path:

@@ -14,7 +14,14 @@ from types import MappingProxyType
 from ddpctl.errors import HostlistError, SlurmEnvError
 from ddpctl.slurm import stepshape
 from ddpctl.slurm.hostlist import compress, expand
-from ddpctl.slurm.stepshape import GPUS_ON_NODE, JOB_NODELIST, STEP_NUM_NODES, check_one_task_per_node, het_component
+from ddpctl.slurm.stepshape import (
+    GPUS_ON_NODE,
+    JOB_NODELIST,
+    STEP_NODELIST,
+    STEP_NUM_NODES,
+    check_one_task_per_node,
+    het_component,
+)
 
 JOB_ID = "SLURM_JOB_ID"
 ARRAY_JOB_ID = "SLURM_ARRAY_JOB_ID"
@@ -30,6 +37,10 @@ RESTART_COUNT = "SLURM_RESTART_COUNT"
 JOB_PARTITION = "SLURM_JOB_PARTITION"
 # Attempts before this job in a chain of jobs (requeue.mode: chain; set by the batch script of a successor).
 CHAIN_ATTEMPT = "DDPCTL_CHAIN_ATTEMPT"
+# spare_nodes: the batch shell runs each step on `nodes` of the allocation's nodes (the step's hosts, not the job's,
+# make the world) and counts the attempts it restarted inside this job (ddpctl.node.spare).
+SPARE_NODES = "DDPCTL_SPARE_NODES"
+ALLOC_RESTARTS = "DDPCTL_ALLOC_RESTARTS"
 
 VARIABLES: Mapping[str, str] = MappingProxyType(
     {
@@ -93,10 +104,13 @@ class SlurmContext:
         if node_id is None or step_id is None:
             raise SlurmEnvError(NOT_IN_STEP)
         het = het_component(env, stepshape.var(env, NODENAME))
-        node_list = het[1] if het else stepshape.var(env, JOB_NODELIST) or stepshape.var(env, NODELIST)
+        node_list, num_nodes = _step_world(env, job_id) if stepshape.count_var(env, SPARE_NODES) else (None, None)
+        if node_list is None:
+            node_list = het[1] if het else stepshape.var(env, JOB_NODELIST) or stepshape.var(env, NODELIST)
         if node_list is None:
             raise SlurmEnvError(f"{JOB_NODELIST} (or {NODELIST}) is not set in Slurm job {job_id}")
-        num_nodes = het[2] if het else stepshape.count_var(env, JOB_NUM_NODES)
+        if num_nodes is None:
+            num_nodes = het[2] if het else stepshape.count_var(env, JOB_NUM_NODES)
         if num_nodes is None:
             num_nodes = stepshape.count_var(env, NNODES)
         if num_nodes is None:
@@ -122,6 +136,17 @@ class SlurmContext:
         if self.array_job_id is not None and self.array_task_id is not None:
             return f"{self.array_job_id}_{self.array_task_id}"
         return self.job_id
+
+
+def _step_world(env: Mapping[str, str], job_id: str) -> tuple[str, int]:
+    """With spare nodes the step runs on part of the allocation: its own hosts are the world (SLURM_NODEID counts
+    within the step; checked on 22.05 and 24.11, tests/cluster/README.md)."""
+    node_list, num_nodes = stepshape.var(env, STEP_NODELIST), stepshape.count_var(env, STEP_NUM_NODES)
+    if node_list is None or num_nodes is None:
+        raise SlurmEnvError(
+            f"{SPARE_NODES} is set but {STEP_NODELIST}/{STEP_NUM_NODES} are not (job {job_id}): run under srun"
+        )
+    return node_list, num_nodes
 
 
 def gpus_on_node(env: Mapping[str, str]) -> int | None:
@@ -249,5 +274,7 @@ def derive(env: Mapping[str, str], nproc_per_node: int, *, resolve_addr: Callabl
 
 
 def attempt_number(env: Mapping[str, str]) -> int:
-    """The run's attempt: Slurm's restart count, plus the attempts of earlier jobs of a chain."""
-    return (stepshape.count_var(env, RESTART_COUNT) or 0) + (stepshape.count_var(env, CHAIN_ATTEMPT) or 0)
+    """The run's attempt: Slurm's restart count, plus the attempts of earlier jobs of a chain, plus the attempts the
+    batch shell restarted inside this job on its spare nodes."""
+    counts = (stepshape.count_var(env, name) for name in (RESTART_COUNT, CHAIN_ATTEMPT, ALLOC_RESTARTS))
+    return sum(count or 0 for count in counts)

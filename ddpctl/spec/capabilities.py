@@ -23,13 +23,16 @@ class Capabilities:
     own_attempts: bool  # starts every attempt itself, not through Slurm: requeue and chain are the same thing
     containers: bool  # container.runtime: the batch script starts the launcher in the image
     loopback: bool  # its nodes are processes on this machine, on loopback: the planned node names are the real ones
+    spare_nodes: bool  # a failed attempt restarts inside the job (spare_nodes; none needed where own_attempts)
     python_module: str | None = None  # a module it needs on the submitting host (doctor checks it imports)
 
 
 BACKENDS: dict[str, Capabilities] = {
     caps.name: caps
     for caps in (
-        Capabilities("sbatch", True, SCRIPT, chain=True, own_attempts=False, containers=True, loopback=False),
+        Capabilities(
+            "sbatch", True, SCRIPT, chain=True, own_attempts=False, containers=True, loopback=False, spare_nodes=True
+        ),
         Capabilities(
             "submitit",
             True,
@@ -38,9 +41,12 @@ BACKENDS: dict[str, Capabilities] = {
             own_attempts=False,
             containers=False,
             loopback=False,
+            spare_nodes=False,
             python_module="submitit",
         ),
-        Capabilities("local", False, NOTHING, chain=True, own_attempts=True, containers=False, loopback=True),
+        Capabilities(
+            "local", False, NOTHING, chain=True, own_attempts=True, containers=False, loopback=True, spare_nodes=True
+        ),
     )
 }
 SLURM_BACKENDS = tuple(name for name, caps in BACKENDS.items() if caps.slurm)  # squeue and scontrol know their jobs
@@ -49,6 +55,11 @@ SLURM_BACKENDS = tuple(name for name, caps in BACKENDS.items() if caps.slurm)  #
 def of(name: str) -> Capabilities:
     """The backend's capabilities; KeyError for a name the spec's check would have refused."""
     return BACKENDS[name]
+
+
+def with_spares() -> str:
+    """The backends that take spare_nodes, for messages."""
+    return ", ".join(name for name, caps in BACKENDS.items() if caps.spare_nodes)
 
 
 def with_containers() -> str:

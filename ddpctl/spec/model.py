@@ -104,6 +104,7 @@ class JobSpec:
     template: str = "ddp"
     backend: str = "sbatch"
     max_restarts: int = 0  # torchrun --max-restarts (in-job restarts of the worker group)
+    spare_nodes: int = 0  # nodes held beyond `nodes`: a failed attempt restarts on them inside the allocation
     rdzv: str = "auto"  # "c10d", "static", or "auto": static without in-job restarts, c10d with them (`rendezvous`)
     python: str | None = None  # interpreter for workers (in the image with a container); None = ddpctl's own
     snapshot: str = "auto"  # code snapshot at submit: auto, git, dir or off (ddpctl.snapshot)
@@ -123,6 +124,12 @@ class JobSpec:
         if self.rdzv == "auto":
             return "c10d" if self.max_restarts > 0 else "static"
         return self.rdzv
+
+    @property
+    def alloc_nodes(self) -> int:
+        """The nodes the job asks Slurm for: `nodes` for training plus the `spare_nodes` a failed attempt restarts
+        on inside the allocation (a backend that starts every attempt itself holds no spares)."""
+        return self.nodes + (0 if self.capabilities.own_attempts else self.spare_nodes)
 
     @property
     def world_size(self) -> int:

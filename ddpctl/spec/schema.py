@@ -11,7 +11,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from ddpctl.spec.capabilities import BACKENDS, with_containers
+from ddpctl.spec.capabilities import BACKENDS, with_containers, with_spares
 from ddpctl.spec.fields import (
     CONTAINER_RUNTIMES,
     IFNAME_RE,
@@ -210,6 +210,7 @@ TOP: dict[str, Conv] = {
     "template": text(what="a template name or a path to a .j2 file", path=True),
     "backend": choice(tuple(BACKENDS)),
     "max_restarts": integer(0),
+    "spare_nodes": integer(0, MAX_NODES),
     "rdzv": choice(("auto", "c10d", "static")),
     "python": text(nullable=True, what="an interpreter name or path", path=True),
     "snapshot": choice(("auto", "git", "dir", "off")),
@@ -252,7 +253,22 @@ def check_spec(spec: JobSpec, doc: Doc) -> None:
         # addresses from it: its init fails ("Gloo connectFullMesh failed ... Connection refused").
         expected = "c10d or auto with max_restarts > 0 (static rendezvous cannot restart: every round shares one store)"
         raise root.child("rdzv").fail(spec.rdzv, expected)
+    _check_spares(spec, root)
     _check_container(spec, root)
+
+
+def _check_spares(spec: JobSpec, root: At) -> None:
+    if not spec.spare_nodes:
+        return
+    at = root.child("spare_nodes")
+    if not spec.capabilities.spare_nodes:
+        # submitit's tasks span every node of the allocation: a step on the healthy part of it is not its to start.
+        raise at.error(
+            f"backend {spec.backend} cannot restart inside its allocation; spare nodes work with backend "
+            f"{with_spares()} (got {spec.spare_nodes})"
+        )
+    if spec.alloc_nodes > MAX_NODES:
+        raise at.fail(spec.spare_nodes, f"at most {MAX_NODES - spec.nodes} (nodes + spare_nodes <= {MAX_NODES})")
 
 
 def _check_container(spec: JobSpec, root: At) -> None:

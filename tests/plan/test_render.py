@@ -180,3 +180,18 @@ def load_spec_text(tmp_path: Path, text: str) -> JobSpec:
     path = tmp_path / "s.yaml"
     path.write_text(text)
     return load_spec(path)
+
+
+def test_spare_nodes_ask_slurm_for_more_nodes_that_a_failure_does_not_end(tmp_path: Path) -> None:
+    base = load_spec(ROOT / "jobs" / "example.yaml")
+    spared = load_spec(ROOT / "jobs" / "example.yaml", overrides=["spare_nodes=1"])
+    inputs = RenderInputs(run_base=tmp_path / "runs", python="/usr/bin/python3")
+    text, plain = render_script(spared, inputs), render_script(base, inputs)
+    assert f"#SBATCH --nodes={base.nodes + 1}\n#SBATCH --ntasks-per-node=1\n#SBATCH --no-kill\n" in text
+    assert f"step_opts=(--nodes={base.nodes} --ntasks={base.nodes})" in text
+    assert "--no-kill" not in plain and "step_opts" not in plain and "spare-step" not in plain
+    script = tmp_path / "job.sbatch"
+    script.write_text(text)
+    assert subprocess.run(["bash", "-n", str(script)], capture_output=True, check=False).returncode == 0
+    with pytest.raises(SpecError, match="spare_nodes: backend submitit cannot restart inside its allocation"):
+        load_spec(ROOT / "jobs" / "example.yaml", overrides=["spare_nodes=1", "backend=submitit"])

@@ -245,3 +245,40 @@ def test_restart_never_reuses_previous_port() -> None:
     # Job 26896's digests for attempts 0 and 1 land on the same port: attempt 1 moves to the next one.
     assert master_port("26896", None, 0) == 26142
     assert master_port("26896", None, 1) == 26143
+
+
+# spare_nodes: the step runs on 2 of the job's 3 nodes (here node3 and node5, node4 lost); SLURM_NODEID counts
+# within the step (checked on the test cluster, tests/cluster/README.md).
+SPARE_STEP = {
+    "SLURM_JOB_ID": "11",
+    "SLURM_JOB_NODELIST": "node[3-5]",
+    "SLURM_JOB_NUM_NODES": "3",
+    "SLURM_STEP_NODELIST": "node[3,5]",
+    "SLURM_STEP_NUM_NODES": "2",
+    "SLURM_NNODES": "2",
+    "SLURM_NODEID": "1",
+    "SLURMD_NODENAME": "node5",
+    "SLURM_STEP_ID": "1",
+    "SLURM_PROCID": "1",
+    "DDPCTL_SPARE_NODES": "1",
+    "DDPCTL_ALLOC_RESTARTS": "1",
+}
+
+
+def test_with_spare_nodes_the_steps_hosts_are_the_world_and_restarts_inside_the_job_count_as_attempts() -> None:
+    dist = derive(SPARE_STEP, 2)
+    assert (dist.master_addr, dist.node_rank, dist.nnodes, dist.world_size, dist.hosts, dist.restart_count) == (
+        "node3",
+        1,
+        2,
+        4,
+        ("node3", "node5"),
+        1,
+    )
+    # Without the spare flag the same step is the mistake it always was: part of the job's nodes would never join.
+    plain = {k: v for k, v in SPARE_STEP.items() if k != "DDPCTL_SPARE_NODES"}
+    with pytest.raises(SlurmEnvError, match="this step runs on 2 of the job's 3 nodes"):
+        derive(plain, 2)
+    missing = {k: v for k, v in SPARE_STEP.items() if k != "SLURM_STEP_NODELIST"}
+    with pytest.raises(SlurmEnvError, match="DDPCTL_SPARE_NODES is set but SLURM_STEP_NODELIST"):
+        derive(missing, 2)

@@ -14,6 +14,7 @@ from ddpctl.run.history.events import (
     RequeueModeChosen,
     Resumed,
     Signalled,
+    SpareRestarted,
     StopKilled,
     Stopped,
     StopScanned,
@@ -59,6 +60,7 @@ TYPES: dict[str, type[Event]] = {
         Cancelled,
         ChainSubmitted,
         ChainDropped,
+        SpareRestarted,
         NodeExcluded,
     )
 }

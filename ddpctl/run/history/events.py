@@ -197,6 +197,19 @@ class ChainSubmitted(Event):
 
 
 @dataclass(frozen=True, kw_only=True)
+class SpareRestarted(Event):
+    """The batch shell starts `next_attempt` inside job `job_id` on `nodes`, past the `avoided` ones
+    (spare_nodes), instead of requeueing (ddpctl.node.spare)."""
+
+    NAME = "spare-restart"
+    attempt: int
+    next_attempt: int
+    job_id: str
+    nodes: tuple[str, ...] = ()
+    avoided: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True, kw_only=True)
 class ChainDropped(Event):
     NAME = "chain-drop"
     attempt: int
