@@ -6,10 +6,8 @@ import contextlib
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from ddpctl import proc
 from ddpctl.backends import sbatch_submit, submitted_record
 from ddpctl.backends.slurm_jobs import SlurmJobs
-from ddpctl.errors import BackendUnavailable
 from ddpctl.run import history
 from ddpctl.run.history import Submitted
 from ddpctl.run.layout import batch_output
@@ -28,11 +26,7 @@ class SbatchBackend(SlurmJobs):
     preempt_delivery = ("--batch",)  # the template uses --signal=B:, so Slurm signals the batch shell
 
     def check_available(self) -> None:
-        if not proc.available("sbatch"):
-            raise BackendUnavailable(
-                "backend sbatch: the sbatch command is not on PATH (not a Slurm login node?); "
-                "run without Slurm with --backend local"
-            )
+        self.require_commands("sbatch")
 
     def submit(self, plan: SubmissionPlan, spec_path: Path) -> JobRecord:
         """Submit `plan.script` as it is, then commit the run dir (rename it to the job id)."""

@@ -7,7 +7,7 @@ from pathlib import Path
 from ddpctl import proc
 from ddpctl.backends.slurm_chain import cancel_run, chain_state, current_job, run_history
 from ddpctl.backends.slurm_state import without_controller
-from ddpctl.errors import CommandError, ControllerUnreachable
+from ddpctl.errors import BackendUnavailable, CommandError, ControllerUnreachable
 from ddpctl.node import batch
 from ddpctl.run.layout import RunLayout
 from ddpctl.run.registry import JobRecord
@@ -20,6 +20,16 @@ class SlurmJobs:
     # How Slurm delivers this backend's warning signal, which `preempt` imitates: ("--batch",) for a
     # `--signal=B:` job (the batch shell); () for `--signal=` without B: (every step task).
     preempt_delivery: tuple[str, ...] = ()
+    name = ""  # each backend's own
+
+    def require_commands(self, *names: str) -> None:
+        """The Slurm client commands this backend runs must be on PATH (a login node has them)."""
+        if all(proc.available(name) for name in names):
+            return
+        what = f"the {names[0]} command is" if len(names) == 1 else f"{'/'.join(names)} are"
+        raise BackendUnavailable(
+            f"backend {self.name}: {what} not on PATH (not a Slurm login node?); run without Slurm with --backend local"
+        )
 
     def __init__(self, runner: proc.Runner | None = None) -> None:
         self.runner = runner or proc.run  # commands that change something: Slurm's own timeouts and retries

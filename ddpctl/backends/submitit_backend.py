@@ -229,11 +229,7 @@ class SubmititBackend(SlurmJobs):
                 "backend submitit: the submitit package is not importable here; "
                 "pip install submitit, or use --backend sbatch or --backend local"
             ) from None
-        if not (proc.available("sbatch") and proc.available("srun")):
-            raise BackendUnavailable(
-                "backend submitit: sbatch/srun are not on PATH (not a Slurm login node?); "
-                "run without Slurm with --backend local"
-            )
+        self.require_commands("sbatch", "srun")
 
     def submit(self, plan: SubmissionPlan, spec_path: Path) -> JobRecord:
         """Submit through submitit with exactly the plan's executor parameters (held), commit, release."""
