@@ -7,6 +7,7 @@ when missing; without root or apt-get the tests are skipped, and fail under DDPC
 
 from __future__ import annotations
 
+import contextlib
 import getpass
 import json
 import os
@@ -127,11 +128,12 @@ class Login:
 def login(tmp_path: Path) -> Iterator[Login]:
     ensure_sshd()
     sockets = Path(tempfile.mkdtemp(prefix="ctl-"))  # pytest's tmp_path is too deep for socket names
-    node = Login(tmp_path, sockets)
-    node.start()
-    yield node
-    node.stop()  # the connection's master sees it close and exits
-    shutil.rmtree(sockets)
+    with contextlib.ExitStack() as cleanup:  # also when a key or sshd fails to start
+        cleanup.callback(shutil.rmtree, sockets, ignore_errors=True)
+        node = Login(tmp_path, sockets)
+        cleanup.callback(node.stop)  # the connection's master sees it close and exits
+        node.start()
+        yield node
 
 
 def expected_ok() -> str:
