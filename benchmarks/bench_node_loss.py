@@ -10,8 +10,10 @@ kills it (tests/nodefault.py: its slurmd and every process of the job on it SIGK
   died with it) -> decision (`decision`) -> first resumed training step (the first point of each rank's progress
   history in the resumed attempt; the last rank's). Every time after the fault comes from the run dir's own
   records (events.jsonl, attempt-<n>/progress-<rank>.json), not from polling. The node is brought back once the
-  decision is recorded (a reboot), so the requeued job can run. `spare_nodes` (resume inside the allocation,
-  without a requeue) is not implemented yet: the benchmark says so instead of printing a number.
+  decision is recorded (a reboot), so the requeued job can run.
+- ddpctl with a spare (`spare_nodes: 1` in partition `scale`, limited to node3..node6 by `sbatch.exclude`, away
+  from the other sides' nodes): the same timeline, the next attempt started inside the same job on the survivor
+  and the spare (no requeue); the dead node is brought back only after that.
 - hand-written: one `srun` task per node, each running torchrun with a static rendezvous (MASTER_ADDR from
   `scontrol show hostnames`); each task echoes the time its torchrun exited. Measured: node death -> the
   surviving ranks exited (their torchrun's exit: the job's own record), -> the step ended and -> the job left
@@ -69,6 +71,10 @@ FAULT_AT_STEP = 5  # after the checkpoint of step 4
 RANKS = 4
 STEP_LINE = re.compile(r"^\[example\] step (\d+)/", re.M)
 TORCHRUN_EXIT = re.compile(r"^torchrun exited (\d+) t=([\d.]+) node=(\S+)$", re.M)
+
+
+WITH_SPARE = "ddpctl+spare"
+SIDES = ("ddpctl", WITH_SPARE, "hand-written")
 
 
 def train_args(sleep: float) -> list[str]:
@@ -141,19 +147,24 @@ def resumed_step(run_dir: Path) -> tuple[int, float, int] | None:
     return None
 
 
-def submit_ddpctl(workdir: Path, jobs: Jobs, sleep: float) -> tuple[Round, Path]:
+SPARE = ["spare_nodes=1", "partition=scale", "sbatch.exclude=node[1-2],node[7-16]"]
+
+
+def submit_ddpctl(workdir: Path, jobs: Jobs, sleep: float, side: str) -> tuple[Round, Path]:
     env = {**os.environ, "DDPCTL_HOME": str(workdir / "home")}
     argv = [sys.executable, "-m", "ddpctl", "submit", str(SPEC), "--set", f"run_dir={workdir / 'runs'}"]
     argv += ["--set", f"args={json.dumps(train_args(sleep))}"]
+    for item in SPARE if side == WITH_SPARE else []:
+        argv += ["--set", item]
     done = subprocess.run(argv, cwd=ROOT, env=env, capture_output=True, text=True, check=False, timeout=120)
     if done.returncode != 0:
         raise SystemExit(f"ddpctl submit failed ({done.returncode}): {done.stderr.strip()}")
-    rnd = Round("ddpctl", jobs.add(done.stdout.split("job ", 1)[1].split()[0]))
+    rnd = Round(side, jobs.add(done.stdout.split("job ", 1)[1].split()[0]))
     return rnd, Path(done.stdout.split("run dir:", 1)[1].split()[0])
 
 
-def ddpctl_round(workdir: Path, jobs: Jobs, sleep: float) -> Round:
-    rnd, run_dir = submit_ddpctl(workdir, jobs, sleep)
+def ddpctl_round(workdir: Path, jobs: Jobs, sleep: float, side: str) -> Round:
+    rnd, run_dir = submit_ddpctl(workdir, jobs, sleep, side)
 
     def trained() -> bool:
         return max((r.get("step") or 0 for r in progress(run_dir, 0)), default=0) >= FAULT_AT_STEP
@@ -162,7 +173,8 @@ def ddpctl_round(workdir: Path, jobs: Jobs, sleep: float) -> Round:
     rnd.victim = json.loads(read(run_dir / "attempt-0" / "node-1.json"))["node"]  # not the batch host (rank 0)
     fault, _ = kill_node(rnd.victim, rnd.job_id)
     wait_until(lambda: first_event(run_dir, "decision", attempt=0) is not None, rnd.job_id, 120, "decision")
-    restore_nodes()  # the node comes back (a reboot): Slurm can complete the job on it and requeue it
+    if side != WITH_SPARE:
+        restore_nodes()  # the node comes back (a reboot): Slurm can complete the job on it and requeue it
     wait_until(lambda: resumed_step(run_dir) is not None, rnd.job_id, 300, "resumed training step")
     ddpctl_timeline(rnd, run_dir, fault)
     return rnd
@@ -279,8 +291,8 @@ def one_round(side: str, workdir: Path, jobs: Jobs, args: argparse.Namespace) ->
     wait_cluster_idle(set(jobs.ids))
     workdir.mkdir(parents=True)
     try:
-        if side == "ddpctl":
-            return ddpctl_round(workdir, jobs, args.sleep_per_step)
+        if side in ("ddpctl", WITH_SPARE):
+            return ddpctl_round(workdir, jobs, args.sleep_per_step, side)
         return handwritten_round(workdir, jobs, args.sleep_per_step, args.timeout)
     finally:
         restore_nodes()  # as the test's teardown: the node back, our jobs cancelled, then a step runs on both
@@ -301,11 +313,10 @@ def cell(values: list[float | None], timeout: float) -> str:
 def summarise(rounds: dict[str, list[Round]], timeout: float) -> None:
     labels = ["surviving ranks exited", "node found lost", "all ranks stopped", "job left RUNNING"]
     labels += ["decision", "first resumed step"]
-    print(f"\n{'node death ->':36s} {'ddpctl (requeue)':24s} hand-written sbatch + torchrun")
+    print(f"\n{'node death ->':36s} {'ddpctl (requeue)':22s} {'ddpctl (spare)':22s} hand-written sbatch + torchrun")
     for label in labels:
-        mine, theirs = ([r.rows[label] for r in rounds[s] if label in r.rows] for s in ("ddpctl", "hand-written"))
-        print(f"  {label:34s} {cell(mine, timeout):24s} {cell(theirs, timeout)}")
-    print("  spare_nodes (resume inside the allocation): not implemented in ddpctl yet, nothing to measure")
+        mine, spared, theirs = ([r.rows[label] for r in rounds[s] if label in r.rows] for s in SIDES)
+        print(f"  {label:34s} {cell(mine, timeout):22s} {cell(spared, timeout):22s} {cell(theirs, timeout)}")
     print("  all ranks stopped: ddpctl, the surviving node's launcher exit (node-exit); hand-written, its step ended")
     print("  the hand-written job has no decision or resume of its own: Slurm acts on the node after SlurmdTimeout")
     ours = [r.rows["all ranks stopped"] for r in rounds["ddpctl"]]
@@ -345,11 +356,11 @@ def main() -> None:
     print(f"Slurm {version}; SlurmdTimeout {slurmd_timeout()}; load average {load_average()}", flush=True)
     workdir = Path(tempfile.mkdtemp(prefix="ddpctl-bench-nodeloss-"))
     jobs = Jobs()
-    rounds: dict[str, list[Round]] = {"ddpctl": [], "hand-written": []}
+    rounds: dict[str, list[Round]] = {side: [] for side in SIDES}
     try:
         with jobs.guard():
             for number in range(args.rounds):
-                for side in ("ddpctl", "hand-written") if number % 2 == 0 else ("hand-written", "ddpctl"):
+                for side in SIDES if number % 2 == 0 else SIDES[::-1]:
                     print(f"round {number + 1} {side}:", flush=True)
                     rnd = one_round(side, workdir / f"{side}-{number}", jobs, args)
                     rounds[side].append(rnd)
