@@ -155,3 +155,8 @@ def checkout_at(spec: Any, root: Path) -> Any:
     return with_values(
         spec, {k: str(root / Path(v).relative_to(REPO)) for k, v in values if Path(v).is_relative_to(REPO)}
     )
+
+
+def reached_step(attempt_dir: Path, step: int) -> bool:
+    """Whether any rank's progress record in `attempt_dir` is at `step` or later (the fault tests' trigger)."""
+    return any((json.loads(p.read_text()).get("step") or 0) >= step for p in attempt_dir.glob("progress-*.json"))

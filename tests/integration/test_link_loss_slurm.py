@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from clitools import REPO, Cli, events, final_hash
+from clitools import REPO, Cli, events, final_hash, reached_step
 from nodefault import cut_data_ports
 
 # The network beat is the launchers' own (no Slurm call): CI runs this on 22.05 only; it passed on 24.11.5 too.
@@ -52,9 +52,7 @@ def test_a_node_cut_off_mid_training_is_found_within_30_s_excluded_and_the_run_r
     cleanup_jobs(job_id)
     attempt = run_dir / "attempt-0"
     cli.wait_for(
-        lambda: any(
-            (json.loads(p.read_text()).get("step") or 0) >= FAULT_AT_STEP for p in attempt.glob("progress-*.json")
-        ),
+        lambda: reached_step(attempt, FAULT_AT_STEP),
         timeout=180,
         what=f"step {FAULT_AT_STEP}",
     )

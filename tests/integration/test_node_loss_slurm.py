@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from clitools import REPO, Cli, events, final_hash
+from clitools import REPO, Cli, events, final_hash, reached_step
 from nodefault import freeze_node, kill_node, restore_nodes, signal_all, wait_nodes_run_step
 
 pytestmark = pytest.mark.slurm
@@ -59,9 +59,7 @@ def test_lost_node_is_found_within_30_s_and_the_run_resumes_to_the_same_weights(
     attempt = run_dir / "attempt-0"
     try:
         cli.wait_for(
-            lambda: any(
-                (json.loads(p.read_text()).get("step") or 0) >= FAULT_AT_STEP for p in attempt.glob("progress-*.json")
-            ),
+            lambda: reached_step(attempt, FAULT_AT_STEP),
             timeout=120,
             what=f"step {FAULT_AT_STEP}",
         )

@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from clitools import REPO, Cli, events, final_hash
+from clitools import REPO, Cli, events, final_hash, reached_step
 from nodefault import kill_node, restore_nodes, wait_nodes_run_step
 
 pytestmark = pytest.mark.slurm
@@ -54,9 +54,7 @@ def test_a_dead_node_is_replaced_by_the_spare_inside_the_job_without_a_requeue(
     attempt = run_dir / "attempt-0"
     try:
         cli.wait_for(
-            lambda: any(
-                (json.loads(p.read_text()).get("step") or 0) >= FAULT_AT_STEP for p in attempt.glob("progress-*.json")
-            ),
+            lambda: reached_step(attempt, FAULT_AT_STEP),
             timeout=180,
             what=f"step {FAULT_AT_STEP}",
         )
