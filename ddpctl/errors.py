@@ -66,3 +66,5 @@ class WaitTimeout(DdpctlError, TimeoutError):
 
 class RemoteError(CommandError):
     """A remote cluster could not be reached or answered wrongly over SSH (one line naming cluster and host)."""
+
+    kind = ""  # ssh's own failure (ddpctl.remote.ssh.Failure.kind): "dropped" is worth asking again

@@ -59,6 +59,18 @@ def run(
     return Completed(tuple(argv), proc.returncode, proc.stdout, proc.stderr)
 
 
+def run_input(argv: Sequence[str], data: bytes, *, timeout: float | None = 60.0) -> Completed:
+    """Run argv with `data` on its standard input (bytes: objects sent over ssh); output decoded as run's."""
+    if shutil.which(argv[0]) is None:
+        raise CommandError(f"command not found: {argv[0]!r} (is it installed and on PATH?)")
+    try:
+        proc = subprocess.run(list(argv), input=data, capture_output=True, timeout=timeout, check=False)
+    except subprocess.TimeoutExpired as exc:
+        raise CommandTimeout(f"{argv[0]} did not answer within {timeout:g} s: {' '.join(argv)}") from exc
+    out, err = (proc.stdout.decode(errors="replace"), proc.stderr.decode(errors="replace"))
+    return Completed(tuple(argv), proc.returncode, out, err)
+
+
 def check(argv: Sequence[str], runner: Runner = run) -> Completed:
     """Like run, but a non-zero exit becomes a CommandError carrying the command's own message."""
     done = runner(argv)
@@ -149,6 +161,16 @@ def spawn(
         preexec_fn=preexec_fn,  # noqa: PLW1509 - callers are single-threaded
         pass_fds=tuple(pass_fds),
     )
+
+
+Reading = subprocess.Popen[bytes]  # a started command whose output is read as it comes
+
+
+def spawn_reading(argv: Sequence[str]) -> Reading:
+    """Start argv with its stdout and stderr as pipes the caller reads as they come (a remote `logs -f`)."""
+    if shutil.which(argv[0]) is None:
+        raise CommandError(f"command not found: {argv[0]!r} (is it installed and on PATH?)")
+    return subprocess.Popen(list(argv), stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
 
 
 def fork_detached(child: Callable[[], None], close_fds: Sequence[int] = ()) -> None:

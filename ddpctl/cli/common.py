@@ -31,3 +31,20 @@ def add_job_arg(parser: argparse.ArgumentParser, help_text: str = "job id or nam
 def note(text: str) -> None:
     """A line for the person at the terminal (stderr, so stdout stays the command's answer)."""
     print(text, file=sys.stderr, flush=True)
+
+
+def add_cluster_arg(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--cluster", metavar="NAME", help="the job of this remote cluster (clusters.yaml): its ddpctl does it over SSH"
+    )
+
+
+def remote_text(cluster: str, words: list[str], timeout: float = 60.0) -> int:
+    """The cluster's ddpctl runs `words`; what it printed is shown here made visible, with its exit status."""
+    from ddpctl import __version__
+    from ddpctl.remote.passthrough import run_remote
+
+    shown = run_remote(cluster, words, __version__, as_json=False, timeout=timeout)
+    if shown.out:
+        print(shown.out)
+    return shown.code

@@ -51,6 +51,9 @@ def add(sub: Any) -> None:
     local.add_argument("--job-number", type=int, required=True)
     local.add_argument("--lock-fd", type=int, default=None, help="the job's supervisor lock, inherited from submit")
     local.set_defaults(func=run_local)
+    from ddpctl.cli import remote_internal
+
+    remote_internal.add(inner)
 
 
 def run_batch_start(args: argparse.Namespace) -> int:

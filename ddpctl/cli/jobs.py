@@ -8,7 +8,7 @@ import time
 from dataclasses import asdict
 from typing import Any
 
-from ddpctl.cli.common import add_job_arg, note
+from ddpctl.cli.common import add_cluster_arg, add_job_arg, note, remote_text
 
 
 def add(sub: Any) -> None:
@@ -36,6 +36,7 @@ def add(sub: Any) -> None:
         "that already ended is said so, with exit status 1.",
     )
     add_job_arg(cancel)
+    add_cluster_arg(cancel)
     cancel.set_defaults(func=run_cancel)
 
 
@@ -93,6 +94,8 @@ def run_cancel(args: argparse.Namespace) -> int:
     from ddpctl import api
     from ddpctl.backends.control import label
 
+    if args.cluster:
+        return remote_text(args.cluster, ["cancel", "--", args.job] if args.job else ["cancel"])
     job = api.job(args.job, warn=note)
     job.cancel()
     print(f"cancelled {label(job.record)}")

@@ -68,6 +68,7 @@ def add(sub: Any) -> None:
         action="store_true",
         help="with -f: poll only, no inotify wake-ups (network filesystems are always polled)",
     )
+    arg("--cluster", metavar="NAME", help="the job of this remote cluster (clusters.yaml), read by its ddpctl over SSH")
     parser.set_defaults(func=run)
 
 
@@ -103,6 +104,8 @@ def run(args: argparse.Namespace) -> int:
     from ddpctl.run.state import JobState
 
     request = request_from_args(args)
+    if args.cluster:
+        return remote(args)
     registry = Registry.from_env()
     record = api.job(args.job, warn=note).record
 
@@ -127,3 +130,37 @@ def run(args: argparse.Namespace) -> int:
         devnull = os.open(os.devnull, os.O_WRONLY)
         os.dup2(devnull, sys.stdout.fileno())
     return OK
+
+
+def remote_words(args: argparse.Namespace) -> list[str]:
+    """The remote `logs` command: JSON lines with times, whatever this one shows (its sink renders them here)."""
+    words = ["logs", "--errors"] if args.errors else ["logs", "--json", "-t"]
+    words += ["-f"] if args.follow else []
+    words += ["--poll"] if args.poll else []
+    for flag, value in (("--rank", args.rank), ("--node", args.node), ("--attempt", args.attempt)):
+        words += [flag, value] if value is not None else []
+    words += ["--grep", args.grep] if args.grep is not None else []
+    return [*words, *(["--", args.job] if args.job else [])]
+
+
+def remote(args: argparse.Namespace) -> int:
+    """The logs of a job on a remote cluster, through its ddpctl (ddpctl.remote.follow); --errors as its text."""
+    from ddpctl import __version__
+    from ddpctl.logs.output import make_sink
+    from ddpctl.remote import follow
+    from ddpctl.remote.passthrough import run_remote
+    from ddpctl.remote.profiles import clusters_path, find, read_clusters
+    from ddpctl.remote.transport import Transport
+
+    if args.errors:
+        shown = run_remote(args.cluster, remote_words(args), __version__, as_json=False)
+        print(shown.out)
+        return shown.code
+    path = clusters_path()
+    cluster = find(read_clusters(path), args.cluster, path)
+    transport = Transport(cluster)
+    sink = make_sink(
+        sys.stdout, sys.stderr, os.environ, json_lines=args.json, no_color=args.no_color, raw=args.raw,
+        timestamps=args.timestamps,
+    )  # fmt: skip
+    return follow.show(transport, [*cluster.ddpctl, *remote_words(args)], sink, __version__)

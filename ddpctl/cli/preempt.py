@@ -7,7 +7,7 @@ import sys
 from collections.abc import Callable
 from typing import Any
 
-from ddpctl.cli.common import add_job_arg
+from ddpctl.cli.common import add_cluster_arg, add_job_arg, remote_text
 
 
 def add(sub: Any) -> None:
@@ -33,6 +33,7 @@ def add(sub: Any) -> None:
         default="preemption",
         help="which budget the requeue is charged to (default: preemption)",
     )
+    add_cluster_arg(parser)
     parser.set_defaults(func=run)
 
 
@@ -44,6 +45,9 @@ def run(args: argparse.Namespace) -> int:
     from ddpctl import api
     from ddpctl.backends.control import wait_until_running
 
+    if args.cluster:
+        words = ["preempt", "--wait", str(args.wait), "--as", args.kind, *(["--", args.job] if args.job else [])]
+        return remote_text(args.cluster, words, timeout=args.wait + LISTENER_WAIT_S + 60)
     job = api.job(args.job, warn=say)
     record = job.record
     state = wait_until_running(record, args.wait, say)

@@ -43,11 +43,22 @@ def add(sub: Any) -> None:
     parser.add_argument(
         "--wait", action="store_true", help="follow the job's state until it ends; exit with the job's exit status"
     )
+    parser.add_argument(
+        "--cluster",
+        metavar="NAME",
+        help="submit on this remote cluster (clusters.yaml) over SSH: the code snapshot is sent, only what it lacks",
+    )
+    parser.add_argument("--tag", help=argparse.SUPPRESS)  # --cluster: learn a dropped submission's outcome
     parser.set_defaults(func=run)
 
 
 def run(args: argparse.Namespace) -> int:
     from ddpctl import api
+
+    if args.cluster:
+        from ddpctl.cli.remote_submit import run_remote
+
+        return run_remote(args)
 
     spec = api.spec_of(args.spec, backend=args.backend, overrides=args.overrides)
     if args.dry_run:

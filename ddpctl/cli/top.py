@@ -7,7 +7,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from ddpctl.cli.common import note
+from ddpctl.cli.common import add_cluster_arg, note, remote_text
 
 STATE_EVERY_S = 5.0  # the scheduler is asked about the job this often, the run dir is read every refresh
 
@@ -23,6 +23,7 @@ def add(sub: Any) -> None:
     parser.add_argument("job", nargs="?", help="job id or name (default: the most recently submitted job)")
     parser.add_argument("--interval", type=float, default=1.0, metavar="S", help="refresh period (default 1 s)")
     parser.add_argument("--once", action="store_true", help="print one frame and exit (no live screen)")
+    add_cluster_arg(parser)
     parser.set_defaults(func=run)
 
 
@@ -68,6 +69,8 @@ def run(args: argparse.Namespace) -> int:
     from ddpctl.backends import current_state
     from ddpctl.cli.top_render import frame
 
+    if args.cluster:  # one frame, drawn by the cluster's ddpctl: the live screen is not remote yet
+        return remote_text(args.cluster, ["top", "--once", *(["--", args.job] if args.job else [])])
     record = api.job(args.job, warn=note).record
     console = Console()
     state, asked = current_state(record), time.monotonic()

@@ -61,9 +61,10 @@ def run_remote(
     as_json: bool,
     runner: Runner | None = None,
     env: Mapping[str, str] | None = None,
+    timeout: float = 60.0,
 ) -> Answer:
     """`<cluster's ddpctl> WORDS` on the cluster called `name`, answered as `answer` says."""
     path = clusters_path(env)
     cluster = find(read_clusters(path), name, path)
-    done = Transport(cluster, runner=runner, env=env).run([*cluster.ddpctl, *words])
+    done = Transport(cluster, runner=runner, env=env, timeout=timeout).run([*cluster.ddpctl, *words])
     return answer(cluster, done, local, as_json=as_json)

@@ -18,7 +18,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 from ddpctl.errors import CommandTimeout, RemoteError
-from ddpctl.proc import Completed, Runner, run
+from ddpctl.proc import Completed, Reading, Runner, run, run_input, spawn_reading
 from ddpctl.remote.profiles import Cluster
 from ddpctl.remote.ssh import SSH_FAILED, classify, failure_message, remote_command, socket_path_fits, ssh_argv
 
@@ -68,23 +68,39 @@ class Transport:
         self.config = environ.get(CONFIG_ENV) or None
         self.sockets = control_dir(environ)
         self.runner: Runner = runner or (lambda argv: run(argv, timeout=timeout))
+        self.timeout = timeout
         self.prepared = False
 
     def argv(self, words: Sequence[str], *, in_workdir: bool = False) -> list[str]:
         line = remote_command(words, self.cluster.workdir if in_workdir else None)
         return ssh_argv(self.cluster.ssh, line, self.sockets, config=self.config)
 
-    def run(self, words: Sequence[str], *, in_workdir: bool = False) -> Completed:
+    def spawn(self, words: Sequence[str]) -> Reading:
+        """The remote command started over the connection, its output read as it comes (`logs -f`)."""
+        if not self.prepared:
+            private_dir(self.sockets)
+            self.prepared = True
+        return spawn_reading(self.argv(words))
+
+    def failure(self, stderr: str) -> RemoteError:
+        """ssh's own failure (exit 255) as one line."""
+        failure = classify(stderr)
+        err = RemoteError(failure_message(self.cluster.name, self.cluster.ssh, failure))
+        err.kind = failure.kind
+        return err
+
+    def run(self, words: Sequence[str], *, in_workdir: bool = False, data: bytes | None = None) -> Completed:
         """The remote command's result (any exit status of its own); a RemoteError if ssh itself failed (exit
-        255: ssh's own; a remote command exiting 255 is read the same way, and none of ddpctl's does)."""
+        255: ssh's own; a remote command exiting 255 is read the same way, and none of ddpctl's does).
+        `data`: bytes for the remote command's standard input (sent over the same connection)."""
         if not self.prepared:
             private_dir(self.sockets)
             self.prepared = True
         argv = self.argv(words, in_workdir=in_workdir)
         try:
-            done = self.runner(argv)
+            done = self.runner(argv) if data is None else run_input(argv, data, timeout=self.timeout)
         except CommandTimeout as err:
             raise RemoteError(f"cluster {self.cluster.name!r}: {self.cluster.ssh} did not answer: {err}") from err
         if done.returncode == SSH_FAILED:
-            raise RemoteError(failure_message(self.cluster.name, self.cluster.ssh, classify(done.stderr)))
+            raise self.failure(done.stderr)
         return done

@@ -84,6 +84,7 @@ class Login:
         )
         # The remote ddpctl is this checkout's, whatever the login shell's environment, with a registry of its own.
         remote = ["env", f"PYTHONPATH={ROOT}", f"DDPCTL_HOME={home}/remote-home", sys.executable, "-m", "ddpctl"]
+        self.remote = remote
         (home / "clusters.yaml").write_text(f"login:\n  ssh: login\n  ddpctl: {remote}\n")
         self.proc: subprocess.Popen[bytes] | None = None
 
@@ -111,8 +112,8 @@ class Login:
     def log(self) -> str:
         return (self.home / "sshd.log").read_text(errors="replace")
 
-    def cli(self, *args: str, command: str = "clusters") -> subprocess.CompletedProcess[str]:
-        env = {
+    def env(self) -> dict[str, str]:
+        return {
             **os.environ,
             "PYTHONPATH": str(ROOT),
             "DDPCTL_HOME": str(self.home / "laptop-home"),  # empty: what status shows comes from the remote
@@ -120,8 +121,10 @@ class Login:
             "DDPCTL_SSH_CONFIG": str(self.home / "ssh_config"),
             "DDPCTL_SSH_CONTROL_DIR": str(self.sockets / "ctl"),
         }
+
+    def cli(self, *args: str, command: str = "clusters") -> subprocess.CompletedProcess[str]:
         argv = [sys.executable, "-m", "ddpctl", command, *args]
-        return subprocess.run(argv, capture_output=True, text=True, env=env, timeout=60, check=False)
+        return subprocess.run(argv, capture_output=True, text=True, env=self.env(), timeout=60, check=False)
 
 
 @pytest.fixture
@@ -204,3 +207,95 @@ def test_a_missing_remote_ddpctl_and_an_unknown_cluster_name(login: Login) -> No
     assert unknown.stderr == (
         f"ddpctl: error: unknown cluster 'logn' in {login.home / 'clusters.yaml'}, did you mean 'login'?\n"
     )
+
+
+TRAIN = """
+import time
+from lib.words import WORD
+for i in range(LINES):
+    print(f"line {i} {WORD}", flush=True)
+    time.sleep(DELAY)
+print("\\x1b[31mred", flush=True)
+"""
+
+
+def project(login: Login, lines: int, delay: float) -> Path:
+    """A laptop's code: the script imports a module beside it (the whole tree goes); the spec in jobs/ names
+    the script relative to itself. The cluster's work directory is where relative run dirs go."""
+    code = login.home / "project"
+    (code / "lib").mkdir(parents=True)
+    (code / "jobs").mkdir()
+    (code / "lib" / "words.py").write_text("WORD = 'hello'\n")
+    (code / "train.py").write_text(TRAIN.replace("LINES", str(lines)).replace("DELAY", str(delay)))
+    (code / "jobs" / "job.yaml").write_text("name: far\nscript: ../train.py\nbackend: local\n")
+    (login.home / "work").mkdir()
+    profile = f"login:\n  ssh: login\n  ddpctl: {login.remote}\n  workdir: {login.home}/work\n"
+    (login.home / "clusters.yaml").write_text(profile)
+    return code / "jobs" / "job.yaml"
+
+
+def job_of(submitted: subprocess.CompletedProcess[str]) -> str:
+    assert submitted.returncode == 0, submitted
+    return submitted.stdout.split(": job ", 1)[1].split()[0]
+
+
+def wait_ended(login: Login, job: str) -> None:
+    deadline = time.monotonic() + 60
+    while json.loads(login.cli("--cluster", "login", "--json", job, command="status").stdout)["state"] not in (
+        "COMPLETED",
+        "FAILED",
+    ):
+        assert time.monotonic() < deadline, "the remote job did not end"
+        time.sleep(0.3)
+
+
+def test_submit_sends_only_the_code_the_cluster_lacks_and_logs_come_through_it(login: Login) -> None:
+    spec = project(login, lines=3, delay=0)
+    tag = "ab" * 16
+    first = login.cli(str(spec), "--cluster", "login", "--tag", tag, command="submit")
+    job = job_of(first)
+    assert "sent:     3 objects, " in first.stdout and "(0 already on login)" in first.stdout, first
+    assert f"logs:     ddpctl logs -f --cluster login {job}\n" in first.stdout
+    # Asked again with its tag (as after a dropped connection): the same job, not a second one.
+    again = login.cli(str(spec), "--cluster", "login", "--tag", tag, command="submit")
+    assert job_of(again) == job
+    wait_ended(login, job)
+    unchanged = login.cli(str(spec), "--cluster", "login", "--allow-duplicate", command="submit")
+    assert "sent:     0 objects, 0 bytes (3 already on login)" in unchanged.stdout, unchanged
+    assert job_of(unchanged) != job
+    remote_jobs = (login.home / "remote-home" / "registry.jsonl").read_text().splitlines()
+    laptop = (login.home / "laptop-home" / "clusters" / "login" / "registry.jsonl").read_text()
+    assert len(remote_jobs) == 2 and laptop.count('"far"') == 3, (remote_jobs, laptop)
+    assert (login.home / "work" / "runs" / "far" / job).is_dir()  # a relative run_dir: in the work directory
+
+    logs = login.cli("--cluster", "login", "--no-color", job, command="logs")
+    assert logs.returncode == 0, logs
+    lines = [line.split("] ", 1)[1] for line in logs.stdout.splitlines()]
+    assert lines[0].startswith("[ddpctl.worker] rank=0 attempt=0 node=")
+    assert lines[1:] == ["line 0 hello", "line 1 hello", "line 2 hello", "^[[31mred"], logs.stdout
+
+
+def master_pid(login: Login) -> int:
+    done = subprocess.run(
+        ["ssh", "-F", str(login.home / "ssh_config"), "-o", f"ControlPath={login.sockets}/ctl/%C", "-O", "check",
+         "login"], capture_output=True, text=True, timeout=10, check=False,
+    )  # fmt: skip
+    return int(done.stderr.split("pid=", 1)[1].split(")")[0])
+
+
+def test_a_dropped_connection_during_logs_f_continues_without_a_line_twice(login: Login) -> None:
+    spec = project(login, lines=40, delay=0.1)
+    job = job_of(login.cli(str(spec), "--cluster", "login", command="submit"))
+    argv = [sys.executable, "-m", "ddpctl", "logs", "-f", "--no-color", "--cluster", "login", job]
+    follow = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=login.env())
+    assert follow.stdout is not None
+    seen = []
+    for line in follow.stdout:
+        seen.append(line)
+        if "line 5 " in line:
+            break
+    os.kill(master_pid(login), 15)  # the shared connection goes, and the remote logs -f with it
+    rest, err = follow.communicate(timeout=60)
+    texts = [line.split("] ", 1)[1] for line in "".join(seen).splitlines() + rest.splitlines()]
+    assert texts[1:] == [*(f"line {i} hello" for i in range(40)), "^[[31mred"], (texts, err)
+    assert "reconnecting" in err and follow.returncode == 0, err

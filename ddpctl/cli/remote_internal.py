@@ -1,0 +1,102 @@
+"""`ddpctl internal code-missing | code-put | remote-submit`: the cluster's half of `submit --cluster`, run by the
+laptop's ddpctl over SSH (ddpctl.remote.send), each reading its request on standard input.
+
+remote-submit is idempotent per tag: its outcome is written under the tag before it is printed, under a lock
+held for the whole submission, so a laptop whose connection dropped asks again with the same tag and gets the
+job that was submitted (or the one-line error), never a second job. It ignores SIGHUP and a closed output, so a
+dropped connection does not stop a submission halfway.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import io
+import json
+import os
+import signal
+import sys
+from typing import Any
+
+
+def add(inner: Any) -> None:
+    missing = inner.add_parser("code-missing", help="{objects: [[id, size], ...]} on stdin: print the ids not stored")
+    missing.set_defaults(func=run_missing)
+    put = inner.add_parser("code-put", help="objects on stdin ('<id> <size>' then the bytes, each): store them")
+    put.set_defaults(func=run_put)
+    submit = inner.add_parser("remote-submit", help="submit the laptop's request on stdin (submit --cluster)")
+    submit.add_argument("--tag", required=True, help="the submission's tag: asked again, the same outcome")
+    submit.set_defaults(func=run_submit)
+
+
+def run_missing(args: argparse.Namespace) -> int:
+    from ddpctl import __version__
+    from ddpctl.remote.receive import MAX_REQUEST, missing, store_of
+
+    request = json.loads(sys.stdin.buffer.read(MAX_REQUEST))
+    # The version first: the laptop refuses another version before it sends anything.
+    print(json.dumps({"version": __version__, "missing": missing(store_of(), request["objects"])}))
+    return 0
+
+
+def run_put(args: argparse.Namespace) -> int:
+    from ddpctl.remote.receive import receive_all, store_of
+
+    count, total = receive_all(store_of(), sys.stdin.buffer.fileno())
+    print(json.dumps({"objects": count, "bytes": total}))
+    return 0
+
+
+def run_submit(args: argparse.Namespace) -> int:
+    import fcntl
+
+    from ddpctl import safeio
+    from ddpctl.remote.receive import MAX_REQUEST, outcome_path, read_outcome, write_outcome
+
+    signal.signal(signal.SIGHUP, signal.SIG_IGN)  # a dropped connection must not stop it halfway
+    path = outcome_path(args.tag)
+    fd = safeio.open_fd(f"{path}.lock", os.O_RDWR | os.O_CREAT, 0o600)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)  # a second ask with the tag waits for the first to finish
+        outcome = read_outcome(path)
+        if outcome is None:
+            outcome = submit_request(json.loads(sys.stdin.buffer.read(MAX_REQUEST)))
+            write_outcome(path, outcome)
+    finally:
+        os.close(fd)
+    with contextlib.suppress(OSError):  # the laptop may be gone: the outcome waits under the tag
+        print(json.dumps(outcome), flush=True)
+    return 0
+
+
+def submit_request(request: dict[str, Any]) -> dict[str, Any]:
+    """The outcome of one request: the job, with what `submit` printed, or the one-line error."""
+    from ddpctl.errors import DdpctlError
+
+    try:
+        return {"ok": True, **submit_job(request)}
+    except DdpctlError as err:
+        return {"ok": False, "error": str(err), "code": err.exit_code}
+
+
+def submit_job(request: dict[str, Any]) -> dict[str, Any]:
+    from pathlib import Path
+
+    from ddpctl.cli.submit import submit, submitted
+    from ddpctl.remote.receive import items_of, remote_spec, store_of, tree
+    from ddpctl.run.registry import Registry
+
+    code = tree(store_of(), items_of(request["tree"]))
+    overrides = [*request.get("overrides", []), *([f"backend={request['backend']}"] if request.get("backend") else [])]
+    spec = remote_spec(code, request["spec"], request["text"], request.get("defaults") or {}, overrides, cwd=Path.cwd())
+    registry = Registry.from_env()
+    registry.check_writable()
+    allow = bool(request.get("allow_duplicate"))
+    with registry.name_lock(spec.name):
+        done = submit(spec, allow_duplicate=allow)
+    shown = io.StringIO()
+    with contextlib.redirect_stdout(shown):
+        submitted(argparse.Namespace(wait=False), done)
+    job = done[0]
+    lines = [line for line in shown.getvalue().splitlines() if not line.startswith("logs:")]
+    return {"job_id": job.job_id, "name": job.name, "run_dir": str(job.run_dir), "backend": job.backend, "lines": lines}

@@ -1,0 +1,195 @@
+"""The cluster's side of `submit --cluster`: objects received into a private store, the code tree built from
+them, the spec read as the laptop reads it, and each submission's outcome kept under its tag.
+
+    <ddpctl home>/remote/.snapshots/v2/   the received objects (ddpctl.snapshot.store: private, content-addressed)
+    <ddpctl home>/remote/trees/<tree id>/ the code as the laptop snapshotted it, a git work tree of one commit
+    <ddpctl home>/remote/submits/<tag>    the outcome of the submission tagged <tag> (JSON), and its lock
+
+The tree is made a git repository of one commit so that the submit here snapshots it in git mode: the whole
+tree (not only the script's directory) goes with the job, exactly as on the laptop.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import uuid
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path, PurePosixPath
+from typing import TYPE_CHECKING, Any
+
+from ddpctl import proc, safeio
+from ddpctl.errors import SpecError
+from ddpctl.run.registry import registry_home
+from ddpctl.snapshot.collect import LINK
+from ddpctl.snapshot.copy import Item, Resolved, materialise
+from ddpctl.snapshot.store import have, open_store, publish_tree, receive
+
+if TYPE_CHECKING:
+    from ddpctl.spec.model import JobSpec
+
+OID_RE = re.compile(r"[0-9a-f]{40}")
+TAG_RE = re.compile(r"[0-9a-f]{32}")
+MAX_OBJECT = 1 << 30  # the snapshot's own limits are lower; a header beyond this is not one
+MAX_REQUEST = 64 << 20  # the JSON of a tree listing and a spec
+
+
+@dataclass(frozen=True)
+class Header:
+    oid: str
+    size: int
+
+
+def parse_header(line: bytes) -> Header:
+    """One object's header in the stream `code-put` reads: b"<40 hex id> <size>\\n"."""
+    parts = line.rstrip(b"\n").split(b" ")
+    if len(parts) != 2 or not OID_RE.fullmatch(parts[0].decode("ascii", "replace")) or not parts[1].isdigit():
+        raise SpecError(f"code-put: expected '<object id> <size>', got {line[:100]!r}")
+    size = int(parts[1])
+    if size > MAX_OBJECT:
+        raise SpecError(f"code-put: object of {size} bytes, at most {MAX_OBJECT}")
+    return Header(parts[0].decode(), size)
+
+
+def header(oid: str, size: int) -> bytes:
+    return f"{oid} {size}\n".encode()
+
+
+def home(env: Mapping[str, str] | None = None) -> Path:
+    return registry_home(os.environ if env is None else env) / "remote"
+
+
+def store_of(env: Mapping[str, str] | None = None) -> Path:
+    return open_store(home(env))
+
+
+def missing(store: Path, wanted: Sequence[Sequence[Any]]) -> list[str]:
+    """The ids among `wanted` ([id, size] pairs) the store lacks."""
+    out = []
+    for oid, size in wanted:
+        if not (isinstance(oid, str) and OID_RE.fullmatch(oid) and isinstance(size, int) and size >= 0):
+            raise SpecError(f"code-missing: expected [object id, size], got {[oid, size]!r}"[:200])
+        if not have(store, oid, size) and oid not in out:
+            out.append(oid)
+    return out
+
+
+def read_line(fd: int) -> bytes:
+    line = b""
+    while not line.endswith(b"\n") and len(line) < 128:
+        byte = os.read(fd, 1)
+        if not byte:
+            break
+        line += byte
+    return line
+
+
+def receive_all(store: Path, fd: int) -> tuple[int, int]:
+    """Every object of the stream on `fd` into the store; (objects, bytes)."""
+    count = total = 0
+    while line := read_line(fd):
+        head = parse_header(line)
+        receive(store, fd, head.oid, head.size)
+        count, total = count + 1, total + head.size
+    return count, total
+
+
+def items_of(listing: Sequence[Sequence[Any]]) -> list[Item]:
+    """The tree listing sent by the laptop ([path, kind, mode, id or link target, size] each), checked: no path
+    leaves the tree."""
+    items = []
+    for row in listing:
+        path, kind, mode, ref, size = row
+        parts = PurePosixPath(path).parts
+        if not parts or path.startswith("/") or any(p in ("..", ".", ".git") for p in parts) or "\x00" in path:
+            raise SpecError(f"remote submit: refused tree path {path!r}")
+        if kind != LINK and not OID_RE.fullmatch(ref):
+            raise SpecError(f"remote submit: {path!r}: expected an object id, got {ref!r}")
+        items.append(Item(path, kind, int(mode) & 0o777, ref, int(size)))
+    return items
+
+
+def git(tree: Path, *args: str) -> None:
+    identity = ["-c", "user.name=ddpctl", "-c", "user.email=ddpctl@localhost", "-c", "commit.gpgsign=false"]
+    done = proc.run(["git", *identity, "-C", str(tree), *args], timeout=120)
+    if done.returncode != 0:
+        raise SpecError(f"remote submit: git {args[0]} in {tree} failed: {done.stderr.strip()[-300:]}")
+
+
+def tree(store: Path, items: list[Item], env: Mapping[str, str] | None = None) -> Path:
+    """The code tree of `items` (made once per content; an unchanged resubmit finds it)."""
+    resolved = Resolved(items, 0)
+    trees = home(env) / "trees"
+    trees.mkdir(mode=0o700, parents=True, exist_ok=True)
+    final = trees / resolved.tree_id
+    if (final / ".git").is_dir():
+        return final
+    made = trees / f".tmp-{uuid.uuid4().hex}"
+    try:
+        materialise(store, resolved, made)
+        git(made, "init", "-q")
+        git(made, "add", "-A", "-f")
+        git(made, "commit", "-q", "--allow-empty", "-m", "ddpctl submit --cluster")
+        publish_tree(made, final)
+    finally:
+        if made.exists():
+            import shutil
+
+            shutil.rmtree(made, ignore_errors=True)
+    return final
+
+
+def outcome_path(tag: str, env: Mapping[str, str] | None = None) -> Path:
+    if not TAG_RE.fullmatch(tag):
+        raise SpecError(f"remote submit: tag {tag!r}: expected 32 hex digits")
+    where = home(env) / "submits"
+    where.mkdir(mode=0o700, parents=True, exist_ok=True)
+    return where / tag
+
+
+def read_outcome(path: Path) -> dict[str, Any] | None:
+    try:
+        data = json.loads(safeio.read_bytes(path))
+    except FileNotFoundError:
+        return None
+    return data if isinstance(data, dict) else None
+
+
+def write_outcome(path: Path, outcome: Mapping[str, Any]) -> None:
+    safeio.write_text_atomic(path, json.dumps(dict(outcome)) + "\n")
+
+
+def remote_spec(
+    code: Path, spec_rel: str, text: str, defaults: Mapping[str, Any], overrides: Sequence[str], *, cwd: Path
+) -> JobSpec:
+    """The spec as the laptop wrote it, read as if from its place in the code tree (so `script: train.py`
+    means the same file), with the cluster's defaults under it. Data paths stay on the cluster: a relative
+    run_dir or checkpoint.dir starts at the remote work directory (the profile's workdir), not in the tree."""
+    from ddpctl.remote.profiles import with_defaults
+    from ddpctl.spec.load import build_from_doc
+    from ddpctl.spec.overrides import apply_override
+    from ddpctl.spec.paths import with_values
+    from ddpctl.spec.yamldoc import At, Doc, parse_yaml
+
+    parts = PurePosixPath(spec_rel).parts
+    if not parts or spec_rel.startswith("/") or ".." in parts:
+        raise SpecError(f"remote submit: refused spec path {spec_rel!r}")
+    source = code / spec_rel
+    doc = Doc(str(source), {})
+    root = parse_yaml(text, doc, ())
+    if not isinstance(root, dict):
+        raise At(doc).fail(root, "a mapping of spec keys (name: ..., script: ...)", typed=True)
+    doc.data = with_defaults(root, defaults)
+    for override in overrides:
+        apply_override(doc, override)
+    spec = build_from_doc(doc, source, cwd=cwd)
+    folder = source.parent
+    moved: dict[tuple[str, ...], str] = {}
+    keys: list[tuple[tuple[str, ...], str | None]] = [(("run_dir",), spec.run_dir)]
+    keys.append((("checkpoint", "dir"), spec.checkpoint.dir))
+    for key, value in keys:
+        if value is not None and Path(value).is_relative_to(code) and not doc.overridden(key):
+            moved[key] = os.path.normpath(cwd / os.path.relpath(value, folder))
+    return with_values(spec, moved) if moved else spec
