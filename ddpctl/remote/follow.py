@@ -121,7 +121,11 @@ def show(
             return answer(transport, code, stderr, local)
         if resume.received or lost_at is None:  # lines came on this connection: the clock starts again
             lost_at = clock()
-            print(f"ddpctl: {transport.failure(stderr)}; reconnecting", file=sys.stderr, flush=True)
+            cluster = transport.cluster
+            lost = f"cluster {cluster.name!r}: the connection to {visible(cluster.ssh)} was lost"
+            print(
+                f"ddpctl: {lost}; reconnecting, then continuing after the last line shown", file=sys.stderr, flush=True
+            )
         elif clock() - lost_at > reconnect_s:
             raise transport.failure(stderr)
         time.sleep(RECONNECT_PAUSE_S)

@@ -175,7 +175,12 @@ def test_status_of_a_remote_job_is_the_remote_ddpctls_answer(login: Login) -> No
 
 
 def test_a_changed_host_key_is_refused_in_one_line(login: Login) -> None:
+    spec = project(login, lines=1, delay=0)
     login.trust(keygen(login.home / "other_key"))
+    submit = login.cli(str(spec), "--cluster", "login", command="submit")
+    assert (submit.returncode, submit.stdout) == (1, ""), submit
+    assert submit.stderr.startswith("ddpctl: error: cluster 'login': the host key of login does not match your ")
+    assert submit.stderr.count("\n") == 1
     done = login.cli("--check")
     assert done.returncode == 1 and done.stdout.count("\n") == 1, done
     assert "login  login  FAILED  cluster 'login': the host key of login does not match your known_hosts" in done.stdout
@@ -201,6 +206,11 @@ def test_a_missing_remote_ddpctl_and_an_unknown_cluster_name(login: Login) -> No
     assert (
         f"cluster 'login': no '/nonexistent/ddpctl' on login: install ddpctl {__version__} there "
         f"(pip install ddpctl=={__version__})" in done.stdout
+    )
+    misspelt = login.cli("job.yaml", "--cluster", "logn", command="submit")
+    assert (
+        misspelt.stderr
+        == f"ddpctl: error: unknown cluster 'logn' in {login.home / 'clusters.yaml'}, did you mean 'login'?\n"
     )
     unknown = login.cli("--check", "logn")
     assert (unknown.returncode, unknown.stdout) == (2, "")
