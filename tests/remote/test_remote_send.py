@@ -100,21 +100,20 @@ def test_the_spec_means_in_the_tree_what_it_means_on_the_laptop(tmp_path: Path) 
 @pytest.mark.parametrize(
     ("events", "shown"),
     [
-        # (attempt, rank) received; "restart": the connection dropped and the remote logs started again
+        # (attempt, rank) received; None: the connection dropped and the remote logs started again
         ([(0, 0), (0, 1), (0, 0)], [True, True, True]),
-        ([(0, 0), (0, 0), "restart", (0, 0), (0, 0), (0, 0)], [True, True, False, False, True]),
-        ([(0, 0), (0, 1), "restart", (0, 1), (0, 1), (0, 0)], [True, True, False, True, False]),
-        ([(0, 0), "restart", (1, 0), (0, 0)], [True, True, False]),  # a new attempt: its own count
+        ([(0, 0), (0, 0), None, (0, 0), (0, 0), (0, 0)], [True, True, False, False, True]),
+        ([(0, 0), (0, 1), None, (0, 1), (0, 1), (0, 0)], [True, True, False, True, False]),
+        ([(0, 0), None, (1, 0), (0, 0)], [True, True, False]),  # a new attempt: its own count
     ],
 )
-def test_a_reconnected_follow_shows_each_line_once(events: list[object], shown: list[bool]) -> None:
+def test_a_reconnected_follow_shows_each_line_once(events: list[tuple[int, int] | None], shown: list[bool]) -> None:
     resume, got = Resume(), []
     for event in events:
-        if event == "restart":
+        if event is None:
             resume.restart()
         else:
-            attempt, rank = event  # type: ignore[misc]
-            got.append(resume.fresh(attempt, rank))
+            got.append(resume.fresh(*event))
     assert got == shown
 
 
