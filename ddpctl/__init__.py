@@ -14,7 +14,8 @@ The data flows through one package per concern, each importing only from those b
     cli/       one thin module per `ddpctl` command
 
 The Python API is available here without importing anything heavy until it is used:
-`ddpctl.load_spec`, `ddpctl.submit`, `ddpctl.job`, `ddpctl.jobs`, `ddpctl.Job`, `ddpctl.LogLine`
+`ddpctl.load_spec`, `ddpctl.submit`, `ddpctl.sweep`, `ddpctl.job`, `ddpctl.jobs`, `ddpctl.Job`, `ddpctl.Sweep`,
+`ddpctl.LogLine`
 (see `ddpctl.api`, which also has `plan`, the dry run), and the typed errors of `ddpctl.errors`.
 """
 
@@ -25,7 +26,7 @@ from typing import TYPE_CHECKING, Any
 __version__ = "0.1.0"
 
 if TYPE_CHECKING:
-    from ddpctl.api import Job, LogLine, job, jobs, load_spec, submit
+    from ddpctl.api import Job, LogLine, Sweep, job, jobs, load_spec, submit, sweep
     from ddpctl.errors import (
         ArgumentError,
         BackendUnavailable,
@@ -37,7 +38,7 @@ if TYPE_CHECKING:
         WaitTimeout,
     )
 
-_API = ("Job", "LogLine", "job", "jobs", "load_spec", "submit")
+_API = ("Job", "LogLine", "Sweep", "job", "jobs", "load_spec", "submit", "sweep")
 _ERRORS = (
     "ArgumentError",
     "BackendUnavailable",
@@ -58,12 +59,14 @@ __all__ = [
     "LogLine",
     "LogsError",
     "SpecError",
+    "Sweep",
     "WaitTimeout",
     "__version__",
     "job",
     "jobs",
     "load_spec",
     "submit",
+    "sweep",
 ]
 
 

@@ -12,6 +12,8 @@
 Errors are the typed exceptions of `ddpctl.errors` (all `DdpctlError`): `str(err)` is the one line the CLI
 prints for it. Nothing here imports torch, rich or submitit unless the chosen backend needs it.
 
+`ddpctl.api.sweeps`: `sweep`, one Slurm job array over a grid of values, and its `Sweep` handle.
+
 Here: getting a job (read a spec, plan, submit, find one in the registry); `ddpctl.api.handle`: the `Job` handle
 those return (its state, wait, logs, cancel, preempt).
 """
@@ -25,6 +27,7 @@ from typing import TYPE_CHECKING
 from ddpctl.api.handle import MIN_POLL_S as MIN_POLL_S  # re-exported: ddpctl.api's names stay where they were
 from ddpctl.api.handle import Job
 from ddpctl.api.handle import seconds_arg as seconds_arg
+from ddpctl.api.sweeps import Sweep, sweep
 from ddpctl.backends import get_backend
 from ddpctl.errors import ArgumentError, JobNotFound
 from ddpctl.logs.stream import LogLine
@@ -42,6 +45,7 @@ __all__ = [
     "Job",
     "LogLine",
     "SpecLike",
+    "Sweep",
     "cluster_facts",
     "job",
     "jobs",
@@ -50,6 +54,7 @@ __all__ = [
     "spec_of",
     "submit",
     "submit_plan",
+    "sweep",
 ]
 
 SpecLike = JobSpec | str | Path

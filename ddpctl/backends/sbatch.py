@@ -51,5 +51,10 @@ class SbatchBackend(SlurmJobs):
         history.append(layout.events, Submitted(job_id=job_id, backend=self.name, spec=str(spec_path)))
         return record
 
+    def cancel_array(self, array_job: str) -> None:
+        """End every task of a sweep's job array, pending or running (one scancel of the array job)."""
+        self.require_commands("scancel")
+        commands.scancel(array_job, runner=self.runner)
+
 
 BACKEND = SbatchBackend()

@@ -14,7 +14,7 @@ from __future__ import annotations
 import os
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from ddpctl.errors import CommandError, CommandTimeout, ControllerUnreachable
@@ -51,18 +51,20 @@ def submit(
     *,
     clock: Callable[[], float] = time.monotonic,
     sleep: Callable[[float], None] = time.sleep,
+    extra: Sequence[str] = (),
 ) -> str:
-    """sbatch `script` (in its staging dir, whose name it gets as its argument); the job id, or CommandError
-    saying exactly what became of the submission."""
+    """sbatch `script` (in its staging dir, whose name it gets as its argument) with sbatch options `extra`;
+    the job id, or CommandError saying exactly what became of the submission."""
     path = str(script.absolute())
     try:
-        return commands.sbatch(path, [], runner, args=[script.parent.name])
+        return commands.sbatch(path, extra, runner, args=[script.parent.name])
     except CommandError as err:
         if not ambiguous(err):
             raise
         first = str(err)
     found, answered = resolve(path, name, query, clock() + resolve_s(), clock=clock, sleep=sleep)
     if found is not None:
+        found = found.partition("_")[0]  # a job array's pending tasks are listed as `<array job>_[0-3%2]`
         print(f"ddpctl: {first}; but the controller had created job {found}: submitted", file=sys.stderr)
         return found
     if answered:

@@ -69,33 +69,61 @@ def run_list(args: argparse.Namespace) -> int:
     if args.prune:
         return run_prune(args.older_than)
 
-    jobs = api.jobs()
-    records = [job.record for job in jobs]
-    states = {} if args.no_state else {job.job_id: job.status().state for job in jobs}
+    records = [job.record for job in api.jobs()]
+    rows = list_rows(records, not args.no_state, each_task=args.json)
     if args.json:
-        for record in records:
-            print(json.dumps({**asdict(record), "state": states.get(record.job_id)}))
+        for record, _, state in rows:
+            print(json.dumps({**asdict(record), "state": state}))
         return 0
     from rich.console import Console
     from rich.table import Table
 
     # Fits 80 columns: the run dir (long) is in `status` and `list --json`; long names are cut with an ellipsis.
     table = Table("job", "name", "state", "backend", "submitted", box=None, pad_edge=False)
-    for record in records:
+    for record, shown_id, state in rows:
         submitted = time.strftime("%m-%d %H:%M", time.localtime(record.submitted_at))
-        table.add_row(record.job_id, record.name, states.get(record.job_id) or "-", record.backend, submitted)
+        table.add_row(shown_id, record.name, state or "-", record.backend, submitted)
     table.columns[1].overflow = "ellipsis"
     table.columns[1].max_width = 28
     Console(width=min(Console().width, 100)).print(table)
     return 0
 
 
+def list_rows(records: list[Any], with_state: bool, each_task: bool = False) -> list[tuple[Any, str, str | None]]:
+    """(record, the id shown, its state) per line: a job as itself, a sweep once as its array job with its
+    tasks counted (`4 tasks: 1 running / 2 pending / 1 completed / 0 failed`), or (`each_task`, --json) each
+    task as a job."""
+    from ddpctl import api
+    from ddpctl.run.sweeps import count_line, group
+
+    rows: list[tuple[Any, str, str | None]] = []
+    for record, tasks in group(records):
+        if not tasks:
+            rows.append((record, record.job_id, api.Job(record).status().state if with_state else None))
+            continue
+        from ddpctl.backends.sbatch_array import task_states
+
+        states = task_states(tasks) if with_state else None
+        if each_task:
+            rows += [(task, task.job_id, states[i] if states else None) for i, task in enumerate(tasks)]
+            continue
+        line = count_line(states) if states is not None else f"{len(tasks)} tasks"
+        rows.append((record, f"{record.sweep} (sweep)", line))
+    return rows
+
+
 def run_cancel(args: argparse.Namespace) -> int:
     from ddpctl import api
+    from ddpctl.api.sweeps import find_sweep
     from ddpctl.backends.control import label
 
     if args.cluster:
         return remote_text(args.cluster, ["cancel", "--", args.job] if args.job else ["cancel"])
+    sweep = find_sweep(args.job) if args.job is not None else None
+    if sweep is not None:
+        sweep.cancel()
+        print(f"cancelled sweep {sweep.name}: job array {sweep.array_job}, {len(sweep.jobs)} tasks")
+        return 0
     job = api.job(args.job, warn=note)
     job.cancel()
     print(f"cancelled {label(job.record)}")

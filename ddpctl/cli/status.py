@@ -29,9 +29,14 @@ def run(args: argparse.Namespace) -> int:
     from pathlib import Path
 
     from ddpctl import api
+    from ddpctl.api.sweeps import find_sweep
     from ddpctl.cli.jobreport import lines, payload
     from ddpctl.health.report import collect, text_lines
 
+    sweep = find_sweep(args.job) if args.job is not None else None
+    if sweep is not None:
+        print(sweep_status(sweep, args.json))
+        return 0
     job = api.job(args.job, warn=note)
     record, state = job.record, job.status()
     code = code_info(record.run_dir)
@@ -46,6 +51,30 @@ def run(args: argparse.Namespace) -> int:
     quiet = last_log_lines(Path(record.run_dir), health) if state.state == "RUNNING" else []
     print("\n".join([*text[:at], f"  {code_line(record.run_dir)}", *text[at:], *text_lines(health), *quiet]))
     return 0
+
+
+def sweep_status(sweep: Any, as_json: bool) -> str:
+    """`status SWEEP`: a line per task (point, state, step, last loss, restarts), or one JSON object."""
+    from ddpctl.health.results import read_task
+    from ddpctl.sanitize import visible
+
+    rows = []
+    for job in sweep.jobs:
+        state, result = job.status(), read_task(job.run_dir)
+        loss = result.final.get("loss")
+        rows.append((job.job_id, job.record.point or "", state.state, result.step, loss, state.restarts))
+    if as_json:
+        keys = ("task", "point", "state", "step", "loss", "restarts")
+        tasks = [dict(zip(keys, row, strict=True)) for row in rows]
+        return json.dumps({"sweep": sweep.array_job, "name": sweep.name, "tasks": tasks})
+    table = [("task", "point", "state", "step", "loss", "restarts")]
+    for task, point, state_name, step, loss, restarts in rows:
+        shown = "-" if loss is None else f"{loss:.4g}"
+        table.append((task, visible(point)[:60], state_name, "-" if step is None else str(step), shown, str(restarts)))
+    widths = [max(len(row[i]) for row in table) for i in range(len(table[0]))]
+    head = f"sweep {visible(sweep.name)}: job array {sweep.array_job}, {len(rows)} tasks"
+    body = ["  " + "  ".join(c.ljust(w) for c, w in zip(row, widths, strict=True)).rstrip() for row in table]
+    return "\n".join([head, *body])
 
 
 def remote(args: argparse.Namespace) -> int:

@@ -4,9 +4,14 @@ from __future__ import annotations
 
 import argparse
 import sys
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ddpctl.cli.common import add_spec_args
+from ddpctl.errors import SpecError
+from ddpctl.spec.capabilities import SCRIPT
+
+if TYPE_CHECKING:
+    from ddpctl.spec.sweepload import Sweep
 
 RESULTS = "sweep-results"  # `ddpctl sweep results ...` is parsed as this command
 
@@ -16,8 +21,11 @@ def add(sub: Any) -> None:
         "sweep",
         help="plan a sweep: the spec over a grid of values, as one job array",
         description="Expand the spec over --grid/--zip values (and the spec file's sweep: block), check every "
-        "point as a --set would be checked, and print the points and the job array's batch script. "
-        "Only --dry-run exists yet: real submission of sweeps is not available. "
+        "point as a --set would be checked, and submit them as one Slurm job array (sbatch backend; returns at "
+        "once, nothing of ddpctl stays running). Each task is a full multi-node run in "
+        "<run_dir>/<name>/<array job>_<task>/ and requeues only itself. `ddpctl list` shows the sweep as one "
+        "line, `ddpctl status NAME` its tasks; status/logs/cancel/preempt take a task id (123_4), `cancel NAME` "
+        "ends every task. The local and submitit backends do not run sweeps yet. "
         "`ddpctl sweep results DIR...` ranks tasks by their heartbeat values.",
     )
     add_spec_args(parser)
@@ -51,7 +59,6 @@ def add(sub: Any) -> None:
 
 def run(args: argparse.Namespace) -> int:
     # The spec and plan layers only, as `render`: a dry run needs no backend, registry or logs machinery.
-    from ddpctl.errors import SpecError
     from ddpctl.plan.sweep import plan_sweep
     from ddpctl.spec.sweepload import load_sweep
 
@@ -63,13 +70,28 @@ def run(args: argparse.Namespace) -> int:
         max_parallel=args.max_parallel,
         name=args.name,
     )
-    plan = plan_sweep(sweep)
     if not args.dry_run:
-        raise SpecError(
-            f"sweep {sweep.spec.name}: {points(len(sweep.points))} checked; real submission of sweeps is not "
-            "available yet (--dry-run prints the points and the array script)"
-        )
+        return submit(sweep)
+    plan = plan_sweep(sweep)
     sys.stdout.write(plan.text())
+    return 0
+
+
+def submit(loaded: Sweep) -> int:
+    from ddpctl.api.sweeps import submit_loaded
+    from ddpctl.spec.sweep import array_range
+
+    if loaded.spec.capabilities.submits != SCRIPT:
+        raise SpecError(
+            f"{loaded.spec.source}: backend {loaded.spec.backend}: sweeps are submitted on the sbatch backend only "
+            "yet (--dry-run lists the points)"
+        )
+    done = submit_loaded(loaded)
+    array = array_range(len(done.jobs), loaded.axes.max_parallel)
+    print(f"submitted sweep {done.name}: job array {done.array_job}, {points(len(done.jobs))} (--array={array})")
+    print(f"run dirs: {done.run_base}/{done.array_job}_<point>/")
+    print(f"status:   ddpctl status {done.array_job}   (a task: ddpctl status {done.array_job}_0)")
+    print(f"cancel:   ddpctl cancel {done.array_job}")
     return 0
 
 

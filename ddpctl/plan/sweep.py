@@ -18,7 +18,9 @@ from pathlib import Path
 
 from ddpctl.errors import SpecError
 from ddpctl.plan.render import RenderInputs, node_python, render_script, sbatch_options
+from ddpctl.plan.requeue_mode import resolve_mode
 from ddpctl.run.layout import slurm_filename
+from ddpctl.slurm.cluster import ClusterFacts
 from ddpctl.spec import JobSpec
 from ddpctl.spec.capabilities import SCRIPT
 from ddpctl.spec.sweep import Point, array_range
@@ -56,6 +58,27 @@ class ArrayPlan:
             return "\n".join(lines) + "\n"
         lines.append("--- batch script (every task runs this one) ---")
         return "\n".join(lines) + "\n" + self.script
+
+
+def check_array_size(name: str, count: int, max_array_size: int | None) -> None:
+    """Refuse, before sbatch, an array larger than the cluster allows: its indexes are 0..MaxArraySize-1
+    (None: the cluster's value is unknown, sbatch decides)."""
+    if max_array_size is not None and count > max_array_size:
+        raise SpecError(
+            f"sweep {name}: {count} points, but this cluster's MaxArraySize is {max_array_size} (array indexes "
+            f"0-{max_array_size - 1}): at most {max_array_size} points in one sweep; use fewer values or split it"
+        )
+
+
+def with_requeue_mode(sweep: Sweep, facts: ClusterFacts) -> tuple[Sweep, str]:
+    """The sweep with `requeue.mode: auto` decided for the cluster, as for a single job, and why (pure)."""
+    spec, why = resolve_mode(sweep.spec, facts)
+    mode = spec.requeue.mode
+    points = tuple(
+        (point, dataclasses.replace(mine, requeue=dataclasses.replace(mine.requeue, mode=mode)))
+        for point, mine in sweep.points
+    )
+    return dataclasses.replace(sweep, spec=spec, points=points), why
 
 
 def task_run_dir(run_base: Path, index: int, array_job: str = PLACEHOLDER_ARRAY_JOB) -> Path:

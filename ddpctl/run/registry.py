@@ -37,6 +37,8 @@ class JobRecord:
     spec_path: str = ""
     pid: int | None = None  # local backend: the supervisor's pid
     final_state: str | None = None  # set once a terminal state is known
+    sweep: str | None = None  # a sweep's task: its array job id (ddpctl.run.sweeps)
+    point: str | None = None  # a sweep's task: its point's overrides, as `ddpctl sweep --dry-run` lists them
 
 
 def registry_home(env: Mapping[str, str]) -> Path:
@@ -61,6 +63,17 @@ class Registry:
             fd = safeio.open_append(self.path, REGISTRY_MODE)
             try:
                 os.write(fd, line)
+            finally:
+                os.close(fd)
+
+    def add_all(self, records: list[JobRecord]) -> None:
+        """`add` of many records (a sweep's tasks) in one append: all of them or, on an error, none."""
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        data = b"".join((json.dumps(asdict(r), sort_keys=True) + "\n").encode() for r in records)
+        with self.locked(exclusive=False):
+            fd = safeio.open_append(self.path, REGISTRY_MODE)
+            try:
+                os.write(fd, data)
             finally:
                 os.close(fd)
 
@@ -222,6 +235,8 @@ _FIELD_TYPES: dict[str, tuple[type, ...]] = {
     "spec_path": (str,),
     "pid": (int, type(None)),
     "final_state": (str, type(None)),
+    "sweep": (str, type(None)),
+    "point": (str, type(None)),
 }
 
 

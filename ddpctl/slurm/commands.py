@@ -141,6 +141,15 @@ def queued(job_ids: Sequence[str], runner: Runner | None = None) -> set[str] | N
     return {row.job_id for row in parse_squeue(done.stdout)}
 
 
+def array_tasks(array_job: str, runner: Runner | None = None) -> list[QueueRow] | None:
+    """A job array's tasks that squeue lists now, one row each (`-r`: pending tasks too, not one `J_[2-3%2]` row);
+    None: squeue could not answer."""
+    done = OUTAGE.ask(["squeue", "-h", "-r", "-j", array_job, "-o", SQUEUE_FORMAT], runner or bounded)
+    if done.returncode != 0:
+        return [] if "Invalid job id" in done.stderr else None
+    return parse_squeue(done.stdout)
+
+
 def show_job(job_id: str, runner: Runner | None = None) -> scontrol.Fields:
     done = OUTAGE.ask(["scontrol", "show", "job", "-o", job_id], runner or bounded)
     return parse_scontrol_job(done.stdout) if done.returncode == 0 else scontrol.Fields()

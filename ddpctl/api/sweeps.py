@@ -1,0 +1,160 @@
+"""Sweeps in the API: `ddpctl.sweep(spec_path, grid={...}, max_parallel=...)` submits one Slurm job array and
+returns a `Sweep`, whose tasks are ordinary `Job`s (`.jobs`); `ddpctl sweep` is built on `submit_loaded`.
+
+    sw = ddpctl.sweep("jobs/train.yaml", grid={"env.LR": [1e-3, 3e-4]}, max_parallel=2)
+    sw.wait(timeout=3600)        # every task's final JobState
+    for ranked in sw.results():  # each task's final and best heartbeat values, best first
+        print(ranked.task.name, ranked.task.final)
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import time
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from ddpctl.api.handle import MIN_POLL_S, Job, seconds_arg
+from ddpctl.errors import ArgumentError, JobNotFound, WaitTimeout
+from ddpctl.run.registry import JobRecord, Registry
+from ddpctl.run.state import JobState
+from ddpctl.run.sweeps import sweep_tasks
+from ddpctl.spec.overrides import Overrides, as_overrides
+
+if TYPE_CHECKING:
+    from ddpctl.health.results import Ranked
+    from ddpctl.spec.sweepload import Sweep as LoadedSweep
+
+
+class Sweep:
+    """A submitted sweep: its array job, its tasks as `Job`s (`.jobs`, by index), waiting and results."""
+
+    def __init__(self, records: Sequence[JobRecord]) -> None:
+        if not records or records[0].sweep is None:
+            raise ArgumentError("Sweep: expected the registry records of a sweep's tasks")
+        self.array_job: str = records[0].sweep
+        self.name = records[0].name
+        self.jobs = [Job(record) for record in records]
+
+    def __repr__(self) -> str:
+        return f"Sweep({self.array_job!r}, name={self.name!r}, tasks={len(self.jobs)})"
+
+    @property
+    def run_base(self) -> Path:
+        return self.jobs[0].run_dir.parent
+
+    def status(self) -> list[JobState]:
+        return [job.status() for job in self.jobs]
+
+    def wait(self, timeout: float | None = None, *, poll_s: float = 5.0) -> list[JobState]:
+        """Poll until every task has ended; each task's final state, by index. `WaitTimeout` after `timeout`
+        seconds with a task still going (each poll asks every unfinished task's state)."""
+        limit = seconds_arg("timeout", timeout, allow_none=True)
+        poll_s = max(MIN_POLL_S, seconds_arg("poll_s", poll_s) or 0.0)
+        deadline = None if limit is None or math.isinf(limit) else time.monotonic() + limit
+        final: dict[int, JobState] = {}
+        while True:
+            for index, job in enumerate(self.jobs):
+                if index not in final and (state := job.status()).terminal:
+                    final[index] = state
+            if len(final) == len(self.jobs):
+                return [final[index] for index in range(len(self.jobs))]
+            if deadline is not None and time.monotonic() >= deadline:
+                raise WaitTimeout(
+                    f"sweep {self.name} (array job {self.array_job}): {len(self.jobs) - len(final)} of "
+                    f"{len(self.jobs)} tasks still going after {timeout} s"
+                )
+            time.sleep(poll_s if deadline is None else min(poll_s, max(0.0, deadline - time.monotonic())))
+
+    def results(self, metric: str = "loss", mode: str = "min") -> list[Ranked]:
+        """Each task's final and best heartbeat values (`ddpctl sweep results`), best first; partial while
+        tasks run."""
+        from ddpctl.health.results import rank, read_task
+
+        return rank([read_task(job.run_dir) for job in self.jobs], metric, mode)
+
+    def cancel(self) -> None:
+        """End every task (`scancel` of the array job)."""
+        from ddpctl.backends.sbatch import BACKEND
+
+        BACKEND.cancel_array(self.array_job)
+
+
+def sweep(
+    spec_path: str | Path,
+    *,
+    grid: Mapping[str, Sequence[Any]] | None = None,
+    zipped: Mapping[str, Sequence[Any]] | None = None,
+    max_parallel: int | None = None,
+    name: str | None = None,
+    overrides: Overrides = (),
+) -> Sweep:
+    """Submit the spec file over `grid` (every combination of the keys' values) and `zipped` (values taken
+    together) as one Slurm job array of at most `max_parallel` tasks at once, as `ddpctl sweep` does. Values are
+    spec values (written as JSON, as `overrides=` mappings are). Raises `SpecError` for a bad point."""
+    from ddpctl.spec.sweepload import load_sweep
+
+    loaded = load_sweep(
+        spec_path,
+        as_overrides(overrides),
+        grid=axis_words("grid", grid),
+        zipped=axis_words("zipped", zipped),
+        max_parallel=max_parallel,
+        name=name,
+    )
+    return submit_loaded(loaded)
+
+
+def axis_words(what: str, axes: Mapping[str, Sequence[Any]] | None) -> list[str]:
+    """`{"env.LR": [1e-3, 3e-4]}` → ['env.LR=0.001,0.0003'] (each value as JSON: a string with a comma stays
+    one value)."""
+    if axes is None:
+        return []
+    if not isinstance(axes, Mapping):
+        raise ArgumentError(f"{what}: got {type(axes).__name__}; expected a mapping of spec keys to lists of values")
+    words = []
+    for key, values in axes.items():
+        if isinstance(values, (str, bytes)) or not isinstance(values, Sequence):
+            raise ArgumentError(f"{what}: {key}: got {values!r}; expected a list of values")
+        try:
+            words.append(f"{key}=" + ",".join(json.dumps(v, allow_nan=False) for v in values))
+        except (TypeError, ValueError) as err:
+            raise ArgumentError(f"{what}: {key}: {values!r} holds a value that is not a spec value ({err})") from None
+    return words
+
+
+def submit_loaded(loaded: LoadedSweep) -> Sweep:
+    """Plan the checked sweep for this cluster (requeue mode, MaxArraySize), submit it, record its tasks."""
+    from ddpctl.api import cluster_facts
+    from ddpctl.plan.sweep import check_array_size, plan_sweep, with_requeue_mode
+
+    spec = loaded.spec
+    registry = Registry.from_env()
+    registry.check_writable()  # before anything is submitted: unrecorded tasks could not be found
+    facts = cluster_facts(spec)
+    loaded, why = with_requeue_mode(loaded, facts)
+    plan = plan_sweep(loaded)
+    check_array_size(spec.name, len(loaded.points), facts.max_array_size)
+    from ddpctl.backends.sbatch import BACKEND
+    from ddpctl.backends.sbatch_array import submit_array
+
+    BACKEND.check_available()
+    source = Path(spec.source)
+    records = submit_array(BACKEND, plan, source.resolve() if source.is_file() else source, why)
+    registry.add_all(records)
+    return Sweep(records)
+
+
+def find_sweep(ref: str) -> Sweep | None:
+    """The sweep `ref` names (its array job id, or a name whose newest job is a sweep task); None: no sweep."""
+    tasks = sweep_tasks(Registry.from_env().records(), ref)
+    return Sweep(tasks) if tasks else None
+
+
+def sweep_of(ref: str) -> Sweep:
+    found = find_sweep(ref)
+    if found is None:
+        raise JobNotFound(f"sweep {ref!r}: no sweep of that array job id or name in the registry")
+    return found

@@ -1,0 +1,180 @@
+"""A sweep submitted as one held Slurm job array, prepared, then released.
+
+Every task's run dir is named after the array job's id (`<run_dir>/<name>/<array job>_<task>/`), which exists
+only once sbatch returns, and a task must find its point's job.yaml there when it starts. The array is therefore
+submitted held (`sbatch --hold`): the run dirs are written under the returned id while no task can start, then
+`scontrol release` lets Slurm start them. Why not an unheld array whose tasks wait for their run dirs, as a single
+job does (templates/ddp.sbatch.j2 waits up to 60 s)? A sweep writes up to MaxArraySize run dirs, which may take
+longer than any fixed wait on a slow shared file system, and a task that gave up would fail its point; held, the
+time to prepare costs nothing but the release's scheduling round. And nothing half-prepared can run: a failure
+before the release cancels the held array and removes every dir written for it.
+
+The code snapshot is taken once for the sweep, into `<run_dir>/<name>/sweep-<array job>/code/` (with the batch
+script and the points); each task's snapshot.json points there.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import shutil
+import time
+import uuid
+from pathlib import Path
+
+import yaml
+
+from ddpctl.backends import current_state, sbatch_submit
+from ddpctl.backends.slurm_jobs import SlurmJobs
+from ddpctl.errors import CommandError, ControllerUnreachable, SpecError
+from ddpctl.plan.stopscan import scan_event
+from ddpctl.plan.sweep import ArrayPlan
+from ddpctl.run import history
+from ddpctl.run.history import RequeueModeChosen, Submitted
+from ddpctl.run.layout import RunLayout, batch_output
+from ddpctl.run.registry import JobRecord
+from ddpctl.run.rundir import link_batch_output
+from ddpctl.run.sweeps import task_id
+from ddpctl.slurm import commands
+from ddpctl.snapshot import take
+from ddpctl.spec import spec_to_mapping
+
+SCRIPT = "array.sbatch"
+POINTS = "points.json"
+
+
+def sweep_dir(run_base: Path, array_job: str) -> Path:
+    return run_base / f"sweep-{array_job}"
+
+
+def submit_array(jobs: SlurmJobs, plan: ArrayPlan, spec_path: Path, requeue_why: str) -> list[JobRecord]:
+    """Submit the plan's array held, write every task's run dir, release it; the tasks' records. On any failure
+    the array is cancelled and nothing written for it is left."""
+    spec = plan.sweep.spec
+    if plan.script is None:
+        raise SpecError(f"{spec.source}: backend {spec.backend}: sweeps are submitted on the sbatch backend only")
+    stage = staged(plan)
+    try:
+        job = sbatch_submit.submit(stage / SCRIPT, spec.name, jobs.runner, jobs.query, extra=["--hold"])
+        written: list[Path] = []
+        try:
+            records = commit(plan, stage, job, spec_path, written)
+            scanned = scan_event(spec)
+            for record in records:
+                events = RunLayout(Path(record.run_dir)).events
+                history.append(events, Submitted(job_id=record.job_id, backend=jobs.name, spec=str(spec_path)))
+                history.append(events, RequeueModeChosen(mode=spec.requeue.mode, why=requeue_why))
+                history.append(events, scanned)
+            commands.release(job, jobs.runner)
+        except (OSError, CommandError, SpecError):
+            commands.scancel_unchecked(job, jobs.runner)
+            for path in reversed(written):
+                shutil.rmtree(path, ignore_errors=True)
+            for index in range(len(plan.sweep.points)):
+                with contextlib.suppress(OSError):
+                    batch_output(plan.run_base, task_id(job, index)).unlink()
+            raise
+    finally:
+        shutil.rmtree(stage, ignore_errors=True)  # renamed away on success
+    return records
+
+
+def staged(plan: ArrayPlan) -> Path:
+    """The sweep dir before its name is known: script, code snapshot, points, each task's job.yaml."""
+    spec = plan.sweep.spec
+    stage = spec.run_base / f".staging-{uuid.uuid4().hex[:12]}"
+    try:
+        stage.mkdir(parents=True)
+    except OSError as err:
+        raise SpecError(
+            f"{spec.source}: run_dir: cannot create a run directory under {spec.run_base}: {err.strerror or err}"
+        ) from err
+    try:
+        (stage / SCRIPT).write_text(plan.script or "")
+        take(spec, stage / "snapshot.json", stage / "code")
+        points = {str(point.index): point.overrides for point, _ in plan.sweep.points}
+        (stage / POINTS).write_text(json.dumps(points, indent=1) + "\n")
+        for point, point_spec in plan.sweep.points:
+            task = stage / "tasks" / str(point.index)
+            task.mkdir(parents=True)
+            (task / "job.yaml").write_text(yaml.safe_dump(spec_to_mapping(point_spec), sort_keys=False))
+    except BaseException:
+        shutil.rmtree(stage, ignore_errors=True)
+        raise
+    return stage
+
+
+def commit(plan: ArrayPlan, stage: Path, job: str, spec_path: Path, written: list[Path]) -> list[JobRecord]:
+    """The staging dir becomes `sweep-<job>`, each task dir `<job>_<task>` (each name claimed by mkdir, as a
+    single run's commit does); `written` collects what was made, for the caller's clean-up."""
+    base = plan.run_base
+    home = claim(sweep_dir(base, job))
+    written.append(home)
+    stage.rename(home)
+    snapshot = read_snapshot(home)
+    records = []
+    for point, point_spec in plan.sweep.points:
+        task = task_id(job, point.index)
+        layout = RunLayout(claim(base / task))
+        written.append(layout.root)
+        (home / "tasks" / str(point.index)).rename(layout.root)
+        if snapshot is not None:
+            shared = dict(snapshot, path=f"../{home.name}/code", script=f"../{home.name}/{snapshot['script']}")
+            layout.snapshot_file.write_text(json.dumps(shared, indent=1) + "\n")
+        link_batch_output(layout, point_spec, task)
+        records.append(
+            JobRecord(
+                job_id=task,
+                name=point_spec.name,
+                run_dir=str(layout.root),
+                backend=point_spec.backend,
+                submitted_at=time.time(),
+                spec_path=str(spec_path),
+                sweep=job,
+                point=" ".join(point.overrides),
+            )
+        )
+    with contextlib.suppress(OSError):
+        (home / "tasks").rmdir()
+    return records
+
+
+def claim(path: Path) -> Path:
+    try:
+        path.mkdir()
+    except FileExistsError:
+        raise FileExistsError(
+            f"run dir {path} already exists: another registry (DDPCTL_HOME) or tool uses this run_dir too"
+        ) from None
+    return path  # the rename onto it replaces the empty dir atomically: claimed, then taken over
+
+
+def read_snapshot(home: Path) -> dict[str, object] | None:
+    try:
+        data = json.loads((home / "snapshot.json").read_text())
+    except (OSError, ValueError):
+        return None
+    return data if isinstance(data, dict) else None
+
+
+def task_states(records: list[JobRecord]) -> list[str]:
+    """Each task's state (by the records' order) for `list`: one squeue call for the array's queued and running
+    tasks; an ended task's from its run's recorded end, else its own state query."""
+    if not records or records[0].sweep is None:
+        return []
+    try:
+        rows = commands.array_tasks(records[0].sweep)
+    except ControllerUnreachable:
+        rows = None
+    listed = {row.job_id: row.state for row in rows or []}
+    states = []
+    for record in records:
+        if record.job_id in listed:
+            states.append(listed[record.job_id])
+            continue
+        ended = history.load(RunLayout(Path(record.run_dir)).events).final_state()
+        if rows is not None and ended is not None and ended.state != "REQUEUED":
+            states.append(ended.state)
+        else:
+            states.append(current_state(record).state)
+    return states

@@ -1,0 +1,87 @@
+"""A sweep in the registry (pure): its tasks are records of their own (`<array job>_<task>`, each with its own run
+dir, so `status`, `logs`, `cancel` and `preempt` take a task id as any job id) that name their array job in
+`sweep`; a sweep is the set of records with one `sweep` value.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Sequence
+
+from ddpctl.run.registry import JobRecord
+
+_TASK_ID = re.compile(r"(\d+)_(\d+)")
+
+# The four counts `list` shows for a sweep; every state a task can be in falls into one or is left out (UNKNOWN).
+RUNNING = ("RUNNING", "COMPLETING", "UNREACHABLE", "STOPPING")
+PENDING = ("PENDING", "REQUEUED", "CONFIGURING", "SUSPENDED", "REQUEUE_HOLD", "REQUEUE_FED")
+COMPLETED = ("COMPLETED",)
+
+
+def parse_task_id(text: str) -> tuple[str, int] | None:
+    """`123_4` → ("123", 4); None for anything else (a plain job id, a name, `123_[0-3]`)."""
+    match = _TASK_ID.fullmatch(text.strip())
+    return (match.group(1), int(match.group(2))) if match else None
+
+
+def task_id(array_job: str, index: int) -> str:
+    return f"{array_job}_{index}"
+
+
+def sweep_tasks(records: Sequence[JobRecord], ref: str) -> list[JobRecord]:
+    """The tasks of the sweep `ref` names, by index: its array job id, or a name whose newest record is a sweep
+    task (its newest sweep of that name). Empty: `ref` is no sweep (a task id is a job, not a sweep)."""
+    by_array = [r for r in records if r.sweep == ref]
+    if not by_array:
+        named = [r for r in records if r.name == ref]
+        if not named or named[-1].sweep is None:
+            return []
+        by_array = [r for r in records if r.sweep == named[-1].sweep]
+    return sorted(by_array, key=_index)
+
+
+def _index(record: JobRecord) -> int:
+    parsed = parse_task_id(record.job_id)
+    return parsed[1] if parsed else -1
+
+
+def group(records: Sequence[JobRecord]) -> list[tuple[JobRecord, list[JobRecord]]]:
+    """Each plain job as (record, []) and each sweep once, where its first task is, as (first task, its tasks),
+    in the records' order: what `list` shows a line for."""
+    sweeps: dict[str, list[JobRecord]] = {}
+    for record in records:
+        if record.sweep is not None:
+            sweeps.setdefault(record.sweep, []).append(record)
+    out: list[tuple[JobRecord, list[JobRecord]]] = []
+    for record in records:
+        if record.sweep is None:
+            out.append((record, []))
+        elif sweeps[record.sweep][0] is record:
+            out.append((record, sorted(sweeps[record.sweep], key=_index)))
+    return out
+
+
+def counts(states: Iterable[str]) -> dict[str, int]:
+    """Tasks per group: running, pending, completed, failed (every other ended state: FAILED, CANCELLED,
+    TIMEOUT, BUDGET_SPENT, ...); an unknown state is counted in none."""
+    out = {"running": 0, "pending": 0, "completed": 0, "failed": 0}
+    for state in states:
+        if state in RUNNING:
+            out["running"] += 1
+        elif state in PENDING:
+            out["pending"] += 1
+        elif state in COMPLETED:
+            out["completed"] += 1
+        elif state not in ("UNKNOWN", "", "-"):
+            out["failed"] += 1
+    return out
+
+
+def count_line(states: Sequence[str]) -> str:
+    """`4 tasks: 1 running / 2 pending / 1 completed / 0 failed`: a sweep's state on its `list` line."""
+    c = counts(states)
+    noun = "task" if len(states) == 1 else "tasks"
+    return (
+        f"{len(states)} {noun}: {c['running']} running / {c['pending']} pending / {c['completed']} completed / "
+        f"{c['failed']} failed"
+    )
