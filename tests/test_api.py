@@ -190,3 +190,43 @@ def test_an_ambiguous_name_is_never_said_on_stderr_by_the_api(
     finally:
         for fd in held:
             os.close(fd)
+
+
+@pytest.mark.parametrize(
+    ("axes", "words"),
+    [
+        (None, []),
+        ({"env.LR": [1e-3, 3e-4]}, ["env.LR=0.001,0.0003"]),
+        ({"nodes": [1, 2], "name": ["a,b", "c"]}, ["nodes=1,2", 'name="a,b","c"']),  # a comma inside stays one value
+        ({"args": [["--a", "1"], ["--b"]]}, ['args=["--a", "1"],["--b"]']),
+    ],
+)
+def test_sweep_axes_as_grid_words(axes: dict[str, list[object]] | None, words: list[str]) -> None:
+    from ddpctl.api.sweeps import axis_words
+
+    assert axis_words("grid", axes) == words
+
+
+@pytest.mark.parametrize(
+    ("axes", "message"),
+    [
+        (["env.LR=1,2"], "grid: got list; expected a mapping of spec keys to lists of values"),
+        ({"env.LR": "1,2"}, "grid: env.LR: got '1,2'; expected a list of values"),
+        ({"env.LR": [float("nan")]}, "grid: env.LR: [nan] holds a value that is not a spec value"),
+    ],
+)
+def test_bad_sweep_axes_are_typed_errors(axes: object, message: str) -> None:
+    from ddpctl.api.sweeps import axis_words
+
+    with pytest.raises(ArgumentError) as err:
+        axis_words("grid", axes)  # type: ignore[arg-type]
+    assert str(err.value).startswith(message)
+
+
+def test_a_sweep_point_is_checked_like_a_set_before_anything_is_submitted(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("DDPCTL_HOME", str(tmp_path / "home"))
+    with pytest.raises(SpecError, match="nodes"):
+        ddpctl.sweep(ROOT / "jobs" / "example.yaml", grid={"nodes": [2, "many"]})
+    assert not (tmp_path / "home").exists()

@@ -127,13 +127,15 @@ def axis_words(what: str, axes: Mapping[str, Sequence[Any]] | None) -> list[str]
 
 def submit_loaded(loaded: LoadedSweep) -> Sweep:
     """Plan the checked sweep for this cluster (requeue mode, MaxArraySize), submit it, record its tasks."""
-    from ddpctl.api import cluster_facts
+    from ddpctl import proc
     from ddpctl.plan.sweep import check_array_size, plan_sweep, with_requeue_mode
 
     spec = loaded.spec
     registry = Registry.from_env()
     registry.check_writable()  # before anything is submitted: unrecorded tasks could not be found
-    facts = cluster_facts(spec)
+    from ddpctl.slurm.cluster import ClusterFacts, gather
+
+    facts = gather() if proc.available("scontrol") else ClusterFacts(why_missing="scontrol is not on PATH")
     loaded, why = with_requeue_mode(loaded, facts)
     plan = plan_sweep(loaded)
     check_array_size(spec.name, len(loaded.points), facts.max_array_size)

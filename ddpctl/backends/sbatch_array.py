@@ -91,13 +91,14 @@ def staged(plan: ArrayPlan) -> Path:
         ) from err
     try:
         (stage / SCRIPT).write_text(plan.script or "")
-        take(spec, stage / "snapshot.json", stage / "code")
+        shared = RunLayout(stage)  # the sweep dir holds the one snapshot as a run dir would
+        take(spec, shared.snapshot_file, shared.code_dir)
         points = {str(point.index): point.overrides for point, _ in plan.sweep.points}
         (stage / POINTS).write_text(json.dumps(points, indent=1) + "\n")
         for point, point_spec in plan.sweep.points:
-            task = stage / "tasks" / str(point.index)
-            task.mkdir(parents=True)
-            (task / "job.yaml").write_text(yaml.safe_dump(spec_to_mapping(point_spec), sort_keys=False))
+            task = RunLayout(stage / "tasks" / str(point.index))
+            task.root.mkdir(parents=True)
+            task.spec_file.write_text(yaml.safe_dump(spec_to_mapping(point_spec), sort_keys=False))
     except BaseException:
         shutil.rmtree(stage, ignore_errors=True)
         raise
@@ -119,7 +120,8 @@ def commit(plan: ArrayPlan, stage: Path, job: str, spec_path: Path, written: lis
         written.append(layout.root)
         (home / "tasks" / str(point.index)).rename(layout.root)
         if snapshot is not None:
-            shared = dict(snapshot, path=f"../{home.name}/code", script=f"../{home.name}/{snapshot['script']}")
+            code = RunLayout(Path("..") / home.name).code_dir
+            shared = dict(snapshot, path=str(code), script=f"../{home.name}/{snapshot['script']}")
             layout.snapshot_file.write_text(json.dumps(shared, indent=1) + "\n")
         link_batch_output(layout, point_spec, task)
         records.append(
@@ -151,7 +153,7 @@ def claim(path: Path) -> Path:
 
 def read_snapshot(home: Path) -> dict[str, object] | None:
     try:
-        data = json.loads((home / "snapshot.json").read_text())
+        data = json.loads(RunLayout(home).snapshot_file.read_text())
     except (OSError, ValueError):
         return None
     return data if isinstance(data, dict) else None

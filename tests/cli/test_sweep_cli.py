@@ -1,5 +1,6 @@
 """`ddpctl sweep` through the real CLI (a subprocess, its own DDPCTL_HOME): the dry run's points and array
-script, the one line that says real submission is not there yet, a bad point's one line; nothing written."""
+script, the one line that says a backend other than sbatch does not run sweeps yet, a bad point's one line;
+nothing written."""
 
 from __future__ import annotations
 
@@ -47,12 +48,14 @@ def test_dry_run_prints_points_and_the_array_script(cli: Cli, tmp_path: Path) ->
     assert not (tmp_path / "runs").exists() and not (tmp_path / "home").exists()
 
 
-def test_without_dry_run_says_submission_is_not_there_yet(cli: Cli, tmp_path: Path) -> None:
-    done = cli.run("sweep", "job.yaml", check=False)
+@pytest.mark.parametrize("backend", ["local", "submitit"])
+def test_a_sweep_on_another_backend_than_sbatch_is_refused(cli: Cli, tmp_path: Path, backend: str) -> None:
+    # Refused before anything is asked of a cluster or written (the local backend's sweeps: not there yet).
+    done = cli.run("sweep", "job.yaml", "--set", f"backend={backend}", check=False)
     assert (done.returncode, done.stdout) == (2, "")
     assert done.stderr == (
-        "ddpctl: error: sweep lr: 2 points checked; real submission of sweeps is not available yet"
-        " (--dry-run prints the points and the array script)\n"
+        f"ddpctl: error: job.yaml: backend {backend}: sweeps are submitted on the sbatch backend only "
+        "yet (--dry-run lists the points)\n"
     )
     assert not (tmp_path / "runs").exists() and not (tmp_path / "home").exists()
 

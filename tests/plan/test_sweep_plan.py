@@ -116,3 +116,44 @@ def test_text_lists_points_in_order(spec_file: Path) -> None:
         "  2  env.LR=2 args=[--a]",
         "  3  env.LR=2 args=[--b]",
     ]
+
+
+@pytest.mark.parametrize(
+    ("count", "max_array_size", "message"),
+    [
+        (40, 40, None),  # indexes 0-39: the most the cluster allows
+        (1, 1, None),
+        (1001, None, None),  # the cluster's value unknown: sbatch decides
+        (
+            41,
+            40,
+            "sweep lr: 41 points, but this cluster's MaxArraySize is 40 (array indexes 0-39): at most 40 points in "
+            "one sweep; use fewer values or split it",
+        ),
+        (2, 1, "sweep lr: 2 points, but this cluster's MaxArraySize is 1 (array indexes 0-0): at most 1 points"),
+    ],
+)
+def test_max_array_size_refused_before_sbatch(count: int, max_array_size: int | None, message: str | None) -> None:
+    from ddpctl.plan.sweep import check_array_size
+
+    if message is None:
+        check_array_size("lr", count, max_array_size)
+        return
+    with pytest.raises(SpecError) as err:
+        check_array_size("lr", count, max_array_size)
+    assert str(err.value).startswith(message)
+
+
+def test_auto_requeue_mode_is_decided_for_every_point(spec_file: Path) -> None:
+    from ddpctl.plan.sweep import with_requeue_mode
+    from ddpctl.slurm.cluster import ClusterFacts
+
+    sweep = load_sweep(spec_file, grid=["env.LR=0.1,0.01", "requeue.max_failures=1,2"])
+    decided, why = with_requeue_mode(sweep, ClusterFacts(config_read=True, job_requeue=1))
+    assert decided.spec.requeue.mode == "requeue" and why
+    assert [(s.requeue.mode, s.requeue.max_failures) for _, s in decided.points] == [
+        ("requeue", 1),
+        ("requeue", 2),
+        ("requeue", 1),
+        ("requeue", 2),
+    ]

@@ -1,0 +1,109 @@
+"""Submitting a sweep's job array (ddpctl.backends.sbatch_array) through our own Runner seam: held, every task's
+run dir written under the returned id before the release, and on any failure the array cancelled with nothing of
+it left on disk."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from pathlib import Path
+
+import pytest
+
+from ddpctl.backends.sbatch import SbatchBackend
+from ddpctl.backends.sbatch_array import submit_array
+from ddpctl.errors import CommandError
+from ddpctl.plan.sweep import ArrayPlan, plan_sweep
+from ddpctl.proc import Completed
+from ddpctl.spec.sweepload import load_sweep
+
+SPEC = """\
+name: sw
+script: train.py
+nodes: 2
+time: "00:10:00"
+run_dir: runs
+requeue: {mode: requeue}
+env: {OMP_NUM_THREADS: "1"}
+"""
+
+
+class FakeSlurm:
+    """sbatch answers job 77; `release_rc` decides scontrol release's outcome, `sbatch_rc` sbatch's. At the
+    release it notes which task run dirs hold their job.yaml."""
+
+    def __init__(self, base: Path, *, sbatch_rc: int = 0, release_rc: int = 0) -> None:
+        self.base, self.sbatch_rc, self.release_rc = base, sbatch_rc, release_rc
+        self.calls: list[tuple[str, ...]] = []
+        self.ready_at_release: list[str] = []
+
+    def __call__(self, argv: Sequence[str]) -> Completed:
+        self.calls.append(tuple(argv))
+        if argv[0] == "sbatch":
+            return Completed(tuple(argv), self.sbatch_rc, "77\n" if not self.sbatch_rc else "", "sbatch: error: no")
+        if list(argv[:2]) == ["scontrol", "release"]:
+            self.ready_at_release = sorted(p.parent.name for p in self.base.glob("77_*/job.yaml"))
+            return Completed(tuple(argv), self.release_rc, "", "" if not self.release_rc else "release refused")
+        return Completed(tuple(argv), 0, "", "")
+
+    def called(self, *head: str) -> list[tuple[str, ...]]:
+        return [call for call in self.calls if call[: len(head)] == head]
+
+
+@pytest.fixture
+def plan(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> ArrayPlan:
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "train.py").write_text("print('hi')\n")
+    (tmp_path / "job.yaml").write_text(SPEC)
+    return plan_sweep(load_sweep(tmp_path / "job.yaml", grid=["env.LR=0.1,0.01"], max_parallel=1))
+
+
+def test_held_then_released_once_every_run_dir_is_written(plan: ArrayPlan) -> None:
+    slurm = FakeSlurm(plan.run_base)
+    records = submit_array(SbatchBackend(runner=slurm), plan, Path("job.yaml"), "the cluster requeues")
+    (sbatch,) = slurm.called("sbatch")
+    assert "--hold" in sbatch
+    assert slurm.called("scontrol", "release") == [("scontrol", "release", "77")]
+    assert slurm.ready_at_release == ["77_0", "77_1"]
+    assert [(r.job_id, r.sweep, r.point) for r in records] == [
+        ("77_0", "77", "env.LR=0.1"),
+        ("77_1", "77", "env.LR=0.01"),
+    ]
+    assert "LR: '0.01'" in (plan.run_base / "77_1" / "job.yaml").read_text()
+    # One snapshot for the sweep: each task's record points into sweep-77/code.
+    shared = json.loads((plan.run_base / "77_0" / "snapshot.json").read_text())
+    assert shared["script"] == "../sweep-77/code/train.py"
+    assert (plan.run_base / "77_0" / shared["script"]).read_text() == "print('hi')\n"
+    assert sorted(p.name for p in plan.run_base.iterdir()) == [
+        ".slurm-77_0.out",
+        ".slurm-77_1.out",
+        "77_0",
+        "77_1",
+        "sweep-77",
+    ]
+
+
+def test_a_task_dir_in_the_way_cancels_the_held_array_and_leaves_nothing(plan: ArrayPlan) -> None:
+    (plan.run_base / "77_1").mkdir(parents=True)  # someone else's: another registry sharing this run_dir
+    slurm = FakeSlurm(plan.run_base)
+    with pytest.raises(FileExistsError, match=r"run dir .*77_1 already exists"):
+        submit_array(SbatchBackend(runner=slurm), plan, Path("job.yaml"), "")
+    assert slurm.called("scancel") == [("scancel", "77")]
+    assert slurm.called("scontrol", "release") == []  # never released: no task ever started
+    assert [p.name for p in plan.run_base.iterdir()] == ["77_1"]  # only what was there before
+    assert list((plan.run_base / "77_1").iterdir()) == []
+
+
+def test_a_refused_release_cancels_the_array_and_leaves_nothing(plan: ArrayPlan) -> None:
+    slurm = FakeSlurm(plan.run_base, release_rc=1)
+    with pytest.raises(CommandError, match="release refused"):
+        submit_array(SbatchBackend(runner=slurm), plan, Path("job.yaml"), "")
+    assert slurm.called("scancel") == [("scancel", "77")]
+    assert list(plan.run_base.iterdir()) == []
+
+
+def test_a_refused_sbatch_leaves_nothing(plan: ArrayPlan) -> None:
+    slurm = FakeSlurm(plan.run_base, sbatch_rc=1)
+    with pytest.raises(CommandError, match="no"):
+        submit_array(SbatchBackend(runner=slurm), plan, Path("job.yaml"), "")
+    assert slurm.called("scancel") == [] and list(plan.run_base.iterdir()) == []

@@ -1,0 +1,109 @@
+"""`ddpctl sweep` on the real cluster: one job array of 2-node runs, throttled, its tasks' run dirs and results,
+the sweep's `list` line and `status` table, a task by its id, and `cancel` of a whole sweep."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import time
+from pathlib import Path
+
+import pytest
+from clitools import Cli, write_spec
+
+pytestmark = pytest.mark.slurm
+
+# Reports a loss that depends on the point (LR, SEED) through the heartbeat, then prints it; SLEEP keeps it running.
+SCRIPT = """
+import os, time
+from ddpctl import runtime
+lr, seed = float(os.environ["LR"]), int(os.environ["SEED"])
+beat = runtime.Heartbeat(total_steps=3)
+for step in range(1, 4):
+    time.sleep(1.1)
+    beat.step(step, loss=lr * seed / step)
+time.sleep(float(os.environ.get("SLEEP", "0")))
+beat.close()
+print("RESULT", lr, seed, flush=True)
+"""
+
+
+@pytest.fixture
+def cli(tmp_path: Path) -> Cli:
+    return Cli(tmp_path / "home", cwd=tmp_path, extra_env={"COLUMNS": "200"})
+
+
+def sweep_spec(tmp_path: Path) -> Path:
+    (tmp_path / "point.py").write_text(SCRIPT)
+    return write_spec(
+        tmp_path / "sw.yaml",
+        name="sw",
+        script="point.py",
+        nodes=2,
+        nproc_per_node=1,
+        time="00:05:00",
+        partition="scale",
+        env={"OMP_NUM_THREADS": "1", "LR": "1", "SEED": "1"},
+    )
+
+
+def submit(cli: Cli, *args: str) -> str:
+    out = cli.run("sweep", *args).stdout
+    return out.split("job array ", 1)[1].split(",")[0]
+
+
+def queue(array_job: str) -> dict[str, str]:
+    done = subprocess.run(
+        ["squeue", "-h", "-r", "-j", array_job, "-o", "%i %T"], capture_output=True, text=True, check=False
+    )
+    return dict(line.split() for line in done.stdout.splitlines() if line.strip())
+
+
+def test_a_throttled_grid_runs_each_point_in_its_own_run_dir(cli: Cli, tmp_path: Path, cleanup_jobs) -> None:  # type: ignore[no-untyped-def]
+    spec = sweep_spec(tmp_path)
+    job = cleanup_jobs(
+        submit(cli, str(spec), "--grid", "env.LR=0.5,2", "--grid", "env.SEED=1,3", "--max-parallel", "2")
+    )
+    most_running, throttled = 0, False
+    deadline = time.monotonic() + 90
+    while (tasks := queue(job)) and time.monotonic() < deadline:
+        states = list(tasks.values())
+        most_running = max(most_running, states.count("RUNNING"))
+        throttled |= states.count("RUNNING") == 2 and "PENDING" in states
+        time.sleep(0.3)
+    assert not tasks, f"sweep {job} still queued after 90 s: {tasks}"
+    assert most_running == 2 and throttled  # two at once, the others held back by the array's %2
+
+    table = cli.run("status", "sw").stdout
+    rows = {words[0]: words for words in (line.split() for line in table.splitlines()[2:])}
+    assert sorted(rows) == [f"{job}_{i}" for i in range(4)], table
+    # Points in grid order (the last key fastest); the final loss is LR * SEED / 3 (the script's last step).
+    points = [("0.5", "1"), ("0.5", "3"), ("2", "1"), ("2", "3")]
+    for index, (lr, seed) in enumerate(points):
+        task, *point, state, step, loss, restarts = rows[f"{job}_{index}"]
+        assert point == [f"env.LR={lr}", f"env.SEED={seed}"], table
+        assert (state, step, restarts) == ("COMPLETED", "3", "0"), table
+        assert float(loss) == pytest.approx(float(lr) * float(seed) / 3, rel=1e-3), table
+        run_dir = tmp_path / "runs" / "sw" / task
+        job_yaml = (run_dir / "job.yaml").read_text()
+        assert f"LR: '{lr}'" in job_yaml and f"SEED: '{seed}'" in job_yaml, job_yaml
+        assert f"RESULT {float(lr)} {seed}" in "".join(p.read_text() for p in run_dir.glob("attempt-0/rank-*.log"))
+    assert "RESULT 2.0 3" in cli.run("logs", f"{job}_3").stdout  # a task id is a job for every command
+    assert json.loads(cli.run("status", f"{job}_1", "--json").stdout)["state"] == "COMPLETED"
+
+    listed = cli.run("list").stdout
+    assert f"{job} (sweep)" in listed and "4 tasks: 0 running / 0 pending / 4 completed / 0 failed" in listed, listed
+    best = cli.run("sweep", "results", str(tmp_path / "runs" / "sw")).stdout.splitlines()[1]
+    assert best.split()[:2] == ["*", f"{job}_0"], best  # 0.5 * 1 / 3: the lowest final loss
+
+
+def test_cancel_of_a_sweep_ends_every_task(cli: Cli, tmp_path: Path, cleanup_jobs) -> None:  # type: ignore[no-untyped-def]
+    spec = sweep_spec(tmp_path)
+    job = cleanup_jobs(submit(cli, str(spec), "--grid", "env.SEED=1,2,3", "--set", "env.SLEEP=120"))
+    cli.wait_for(lambda: list(queue(job).values()).count("RUNNING") >= 2, timeout=60, what="two tasks running")
+    assert "cancelled sweep sw" in cli.run("cancel", "sw").stdout
+    cli.wait_for(lambda: not queue(job), timeout=60, what="the array to leave the queue")
+    table = cli.run("status", job).stdout
+    states = [line.split()[-4] for line in table.splitlines()[2:]]
+    assert states == ["CANCELLED"] * 3, table
+    assert "3 tasks: 0 running / 0 pending / 0 completed / 3 failed" in cli.run("list").stdout

@@ -1,0 +1,124 @@
+"""A sweep in the registry (ddpctl.run.sweeps): task ids, which records are one sweep, and the task counts
+`list` shows for it. Pure: literal tables."""
+
+from __future__ import annotations
+
+import pytest
+
+from ddpctl.run.registry import JobRecord, parse_record
+from ddpctl.run.sweeps import count_line, counts, group, parse_task_id, sweep_tasks
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ("123_4", ("123", 4)),
+        ("7_0", ("7", 0)),
+        (" 12_10 ", ("12", 10)),
+        ("123", None),
+        ("123_", None),
+        ("_4", None),
+        ("123_[0-3%2]", None),
+        ("sweep_1", None),
+        ("1_2_3", None),
+    ],
+)
+def test_parse_task_id(text: str, expected: tuple[str, int] | None) -> None:
+    assert parse_task_id(text) == expected
+
+
+@pytest.mark.parametrize(
+    ("states", "expected"),
+    [
+        ([], {"running": 0, "pending": 0, "completed": 0, "failed": 0}),
+        (["RUNNING", "PENDING", "COMPLETED", "FAILED"], {"running": 1, "pending": 1, "completed": 1, "failed": 1}),
+        (["REQUEUED", "PENDING", "COMPLETING"], {"running": 1, "pending": 2, "completed": 0, "failed": 0}),
+        (
+            ["CANCELLED", "TIMEOUT", "BUDGET_SPENT", "NODE_FAIL"],
+            {"running": 0, "pending": 0, "completed": 0, "failed": 4},
+        ),
+        (["UNKNOWN", "COMPLETED"], {"running": 0, "pending": 0, "completed": 1, "failed": 0}),
+    ],
+)
+def test_counts(states: list[str], expected: dict[str, int]) -> None:
+    assert counts(states) == expected
+
+
+@pytest.mark.parametrize(
+    ("states", "line"),
+    [
+        (["RUNNING", "RUNNING", "PENDING", "COMPLETED"], "4 tasks: 2 running / 1 pending / 1 completed / 0 failed"),
+        (["FAILED"], "1 task: 0 running / 0 pending / 0 completed / 1 failed"),
+    ],
+)
+def test_count_line(states: list[str], line: str) -> None:
+    assert count_line(states) == line
+
+
+def record(job_id: str, name: str, sweep: str | None = None, t: float = 0.0) -> JobRecord:
+    return JobRecord(job_id=job_id, name=name, run_dir=f"/r/{job_id}", backend="sbatch", submitted_at=t, sweep=sweep)
+
+
+RECORDS = [
+    record("5", "one"),
+    record("6_1", "sw", "6"),
+    record("6_0", "sw", "6"),
+    record("7", "two"),
+    record("8_0", "sw", "8"),
+    record("9", "plain"),
+    record("10_0", "plain", "10"),
+]
+
+
+@pytest.mark.parametrize(
+    ("ref", "tasks"),
+    [
+        ("6", ["6_1", "6_0"][::-1]),  # by its array job id, tasks by index
+        ("sw", ["8_0"]),  # by name: the newest sweep of that name
+        ("plain", ["10_0"]),  # a name whose newest job is a sweep task
+        ("6_1", []),  # a task id is a job, not a sweep
+        ("one", []),  # a plain job's name
+        ("nosuch", []),
+    ],
+)
+def test_sweep_tasks(ref: str, tasks: list[str]) -> None:
+    assert [r.job_id for r in sweep_tasks(RECORDS, ref)] == tasks
+
+
+def test_sweep_tasks_of_a_name_whose_newest_job_is_plain() -> None:
+    assert sweep_tasks([*RECORDS, record("11", "sw")], "sw") == []
+
+
+def test_group_shows_each_sweep_once_where_it_starts() -> None:
+    shown = [(r.job_id, [t.job_id for t in tasks]) for r, tasks in group(RECORDS)]
+    assert shown == [
+        ("5", []),
+        ("6_1", ["6_0", "6_1"]),
+        ("7", []),
+        ("8_0", ["8_0"]),
+        ("9", []),
+        ("10_0", ["10_0"]),
+    ]
+
+
+@pytest.mark.parametrize(
+    ("line", "sweep", "point"),
+    [
+        (b'{"job_id": "6_1", "name": "sw", "run_dir": "/r", "backend": "sbatch", "submitted_at": 1}', None, None),
+        (
+            b'{"job_id": "6_1", "name": "sw", "run_dir": "/r", "backend": "sbatch", "submitted_at": 1, '
+            b'"sweep": "6", "point": "env.LR=0.1"}',
+            "6",
+            "env.LR=0.1",
+        ),
+    ],
+)
+def test_registry_lines_with_and_without_a_sweep(line: bytes, sweep: str | None, point: str | None) -> None:
+    parsed, problem = parse_record(line)
+    assert parsed is not None, problem
+    assert (parsed.sweep, parsed.point) == (sweep, point)
+
+
+def test_a_registry_line_with_a_bad_sweep_is_skipped() -> None:
+    line = b'{"job_id": "6_1", "name": "sw", "run_dir": "/r", "backend": "sbatch", "submitted_at": 1, "sweep": 6}'
+    assert parse_record(line) == (None, "sweep is 6, not str or NoneType")
