@@ -17,14 +17,15 @@ from __future__ import annotations
 import errno
 import json
 import os
-import socket
 import stat
 import threading
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any, BinaryIO
 
-HOST = "".join(c for c in socket.gethostname() if c.isalnum() or c in "._-")[:64]  # in temp names (write_atomic)
+# In temp names (write_atomic). os.uname, not socket.gethostname (the same name on POSIX): importing socket costs
+# every command ~3 ms at start-up, `ddpctl render` among them (tests/cli/test_cli_imports.py).
+HOST = "".join(c for c in os.uname().nodename if c.isalnum() or c in "._-")[:64]
 
 NOFOLLOW = os.O_NOFOLLOW | os.O_CLOEXEC
 

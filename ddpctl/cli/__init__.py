@@ -15,8 +15,8 @@ import sys
 from collections.abc import Sequence
 
 from ddpctl import __version__
+from ddpctl.cli.common import RESULTS
 from ddpctl.cli.completion import autocomplete
-from ddpctl.cli.sweep import RESULTS
 from ddpctl.errors import DdpctlError
 from ddpctl.exitcodes import USAGE
 

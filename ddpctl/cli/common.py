@@ -7,6 +7,10 @@ import sys
 
 from ddpctl.cli.completion import complete_set, complete_with, job_refs
 
+# `ddpctl sweep results ...` is parsed as this command (here, not in cli.sweep: every start reads it, and only
+# `sweep` needs that module).
+RESULTS = "sweep-results"
+
 
 def add_spec_args(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("spec", help="job spec YAML file (e.g. jobs/example.yaml)")

@@ -6,14 +6,12 @@ import argparse
 import sys
 from typing import TYPE_CHECKING, Any
 
-from ddpctl.cli.common import add_spec_args
+from ddpctl.cli.common import RESULTS, add_spec_args
 from ddpctl.errors import SpecError
 from ddpctl.spec.capabilities import SCRIPT
 
 if TYPE_CHECKING:
     from ddpctl.spec.sweepload import Sweep
-
-RESULTS = "sweep-results"  # `ddpctl sweep results ...` is parsed as this command
 
 
 def add(sub: Any) -> None:

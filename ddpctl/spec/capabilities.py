@@ -11,11 +11,13 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from ddpctl.spec.record import Record
+
 SCRIPT, EXECUTOR, NOTHING = "script", "executor", "nothing"  # what a plan hands its backend besides the run dir
 
 
-@dataclass(frozen=True)
-class Capabilities:
+@dataclass(frozen=True, eq=False, repr=False)  # eq, hash, repr: Record (start-up time)
+class Capabilities(Record):
     name: str
     slurm: bool  # its jobs are Slurm jobs: Slurm's tools, partitions and cluster facts apply; squeue knows them
     submits: str  # SCRIPT (the rendered batch script), EXECUTOR (submitit's parameters) or NOTHING

@@ -8,10 +8,11 @@ from pathlib import Path
 
 from ddpctl.spec import capabilities
 from ddpctl.spec.capabilities import Capabilities
+from ddpctl.spec.record import Record
 
 
-@dataclass(frozen=True)
-class NcclSettings:
+@dataclass(frozen=True, eq=False, repr=False)  # eq, hash, repr: Record (start-up time)
+class NcclSettings(Record):
     socket_ifname: str | None = None  # NCCL_SOCKET_IFNAME and GLOO_SOCKET_IFNAME; None = detect non-loopback
     ib_disable: bool = False
     debug: str | None = None  # NCCL_DEBUG: VERSION, WARN, INFO, TRACE
@@ -19,8 +20,8 @@ class NcclSettings:
     async_error_handling: bool = True
 
 
-@dataclass(frozen=True)
-class RequeuePolicy:
+@dataclass(frozen=True, eq=False, repr=False)  # eq, hash, repr: Record (start-up time)
+class RequeuePolicy(Record):
     enabled: bool = True
     signal: str = "USR2"  # USR1 is grabbed by some NCCL builds; USR2 is safe
     lead_s: int = 120  # seconds before the time limit the warning signal is sent
@@ -39,14 +40,14 @@ class RequeuePolicy:
     mode: str = "auto"  # requeue (the job requeues itself), chain (a successor job continues the run) or auto
 
 
-@dataclass(frozen=True)
-class CheckpointSettings:
+@dataclass(frozen=True, eq=False, repr=False)  # eq, hash, repr: Record (start-up time)
+class CheckpointSettings(Record):
     dir: str | None = None  # None = <run dir>/checkpoints
     keep: int = 3
 
 
-@dataclass(frozen=True)
-class HealthSettings:
+@dataclass(frozen=True, eq=False, repr=False)  # eq, hash, repr: Record (start-up time)
+class HealthSettings(Record):
     hang_timeout_s: int | None = None  # None: derived from observed step times (>= hang_floor_s); 0: off
     # Defaults and their reasoning: README, "Hang watchdog". Above PyTorch's 2 min NCCL heartbeat, below its
     # 10 min collective timeout (which would end the ranks without a stack dump).
@@ -62,8 +63,8 @@ class HealthSettings:
     preflight_timeout_s: int = 60  # the check's network stages (a node's store, the group, the all-reduce)
 
 
-@dataclass(frozen=True)
-class ContainerSettings:
+@dataclass(frozen=True, eq=False, repr=False)  # eq, hash, repr: Record (start-up time)
+class ContainerSettings(Record):
     """The image the nodes' launcher, torchrun and workers run in (the batch shell stays on the host)."""
 
     runtime: str | None = None  # pyxis, apptainer, singularity, podman, charliecloud; None = no container
@@ -78,8 +79,8 @@ class ContainerSettings:
         return self.runtime is not None
 
 
-@dataclass(frozen=True)
-class JobSpec:
+@dataclass(frozen=True, eq=False, repr=False)  # eq, hash, repr: Record (start-up time)
+class JobSpec(Record):
     name: str
     script: str
     args: tuple[str, ...] = ()

@@ -19,7 +19,7 @@ try:
     main(sys.argv[1:])
 except SystemExit:
     pass
-print(json.dumps(sorted({m.split('.')[0] for m in sys.modules} & set(HEAVY))), file=sys.stderr)
+print(json.dumps(sorted(({m.split('.')[0] for m in sys.modules} | set(sys.modules)) & set(HEAVY))), file=sys.stderr)
 """
 
 
@@ -69,3 +69,9 @@ def test_render_imports_only_what_a_valid_spec_needs() -> None:
     # `render` is run as a fresh process (benchmarks/bench_render.py): difflib is imported only for a misspelt
     # key's suggestion, the heavy ones above never.
     assert heavy_imports("render", "jobs/example.yaml", watch=("difflib", *HEAVY)) == []
+
+
+def test_render_imports_no_socket_and_no_other_command() -> None:
+    # Start-up time (benchmarks/README.md, bench_render.py): safeio names the host with os.uname, not socket (~3 ms
+    # of imports), and the `sweep results` command name lives in cli.common, so `render` loads no cli.sweep.
+    assert heavy_imports("render", "jobs/example.yaml", watch=("socket", "ddpctl.cli.sweep")) == []
