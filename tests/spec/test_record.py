@@ -4,7 +4,6 @@ would generate, without compiling them per class at import (start-up time: bench
 from __future__ import annotations
 
 import dataclasses
-import functools
 from typing import Any
 
 import pytest
@@ -23,14 +22,16 @@ from ddpctl.spec.record import Record
 CLASSES = (NcclSettings, RequeuePolicy, CheckpointSettings, HealthSettings, ContainerSettings, JobSpec, Capabilities)
 
 
-@functools.cache  # one twin class per class: instances of two different classes are never equal
+TWINS: dict[type, Any] = {}  # one twin class per class: instances of two different classes are never equal
+
+
 def generated(cls: type) -> Any:
     """The same fields in a plain `dataclass(frozen=True)`: the methods Record stands in for, as generated."""
     specs = [
         (f.name, f.type, dataclasses.field(default=f.default, default_factory=f.default_factory))
         for f in dataclasses.fields(cls)
     ]
-    return dataclasses.make_dataclass(cls.__name__, specs, frozen=True)
+    return TWINS.setdefault(cls, dataclasses.make_dataclass(cls.__name__, specs, frozen=True))
 
 
 def twin(value: Any) -> Any:
