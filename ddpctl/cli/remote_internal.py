@@ -1,5 +1,9 @@
-"""`ddpctl internal code-missing | code-put | remote-submit`: the cluster's half of `submit --cluster`, run by the
-laptop's ddpctl over SSH (ddpctl.remote.send), each reading its request on standard input.
+"""`ddpctl internal remote-submit | code-put`: the cluster's half of `submit --cluster`, run by the laptop's
+ddpctl over SSH (ddpctl.remote.send), each reading its request on standard input.
+
+remote-submit first checks the request: another ddpctl version, or objects of the tree the store lacks, are
+answered (`{"ok": false, "version": ..., "missing": [...]}`) without submitting, so an unchanged resubmit is
+one round trip and a changed one three (ask, code-put, ask again).
 
 remote-submit is idempotent per tag: its outcome is written under the tag before it is printed, under a lock
 held for the whole submission, so a laptop whose connection dropped asks again with the same tag and gets the
@@ -20,23 +24,11 @@ from typing import Any
 
 
 def add(inner: Any) -> None:
-    missing = inner.add_parser("code-missing", help="{objects: [[id, size], ...]} on stdin: print the ids not stored")
-    missing.set_defaults(func=run_missing)
     put = inner.add_parser("code-put", help="objects on stdin ('<id> <size>' then the bytes, each): store them")
     put.set_defaults(func=run_put)
     submit = inner.add_parser("remote-submit", help="submit the laptop's request on stdin (submit --cluster)")
     submit.add_argument("--tag", required=True, help="the submission's tag: asked again, the same outcome")
     submit.set_defaults(func=run_submit)
-
-
-def run_missing(args: argparse.Namespace) -> int:
-    from ddpctl import __version__
-    from ddpctl.remote.receive import MAX_REQUEST, missing, store_of
-
-    request = json.loads(sys.stdin.buffer.read(MAX_REQUEST))
-    # The version first: the laptop refuses another version before it sends anything.
-    print(json.dumps({"version": __version__, "missing": missing(store_of(), request["objects"])}))
-    return 0
 
 
 def run_put(args: argparse.Namespace) -> int:
@@ -60,13 +52,29 @@ def run_submit(args: argparse.Namespace) -> int:
         fcntl.flock(fd, fcntl.LOCK_EX)  # a second ask with the tag waits for the first to finish
         outcome = read_outcome(path)
         if outcome is None:
-            outcome = submit_request(json.loads(sys.stdin.buffer.read(MAX_REQUEST)))
-            write_outcome(path, outcome)
+            request = json.loads(sys.stdin.buffer.read(MAX_REQUEST))
+            outcome = lacking(request)  # not kept under the tag: nothing was submitted
+            if outcome is None:
+                outcome = submit_request(request)
+                write_outcome(path, outcome)
     finally:
         os.close(fd)
     with contextlib.suppress(OSError):  # the laptop may be gone: the outcome waits under the tag
         print(json.dumps(outcome), flush=True)
     return 0
+
+
+def lacking(request: dict[str, Any]) -> dict[str, Any] | None:
+    """What keeps the request from being submitted here: another version, objects not in the store."""
+    from ddpctl import __version__
+    from ddpctl.remote.receive import missing, store_of
+    from ddpctl.snapshot.collect import LINK
+
+    if request.get("version") != __version__:
+        return {"ok": False, "version": __version__, "missing": []}
+    objects = [[row[3], row[4]] for row in request["tree"] if row[1] != LINK]
+    absent = missing(store_of(), objects)
+    return {"ok": False, "version": __version__, "missing": absent} if absent else None
 
 
 def submit_request(request: dict[str, Any]) -> dict[str, Any]:

@@ -7,6 +7,7 @@ import argparse
 import os
 import re
 import time
+import uuid
 from typing import TYPE_CHECKING
 
 from ddpctl.errors import ArgumentError, RemoteError, SpecError
@@ -30,10 +31,9 @@ def run_remote(args: argparse.Namespace) -> int:
     spec = api.spec_of(args.spec, backend=args.backend, overrides=args.overrides)
     code = send.local_code(spec)
     transport = Transport(cluster)
-    sent = send.sync(transport, code, __version__)
     extra = {"backend": args.backend, "allow_duplicate": args.allow_duplicate}
     request = send.request_of(spec, code, cluster, args.overrides, **extra)
-    outcome = send.submit_remote(transport, request, __version__, args.tag)
+    sent, outcome = send.submit_code(transport, code, request, __version__, args.tag or uuid.uuid4().hex)
     return shown(cluster.name, spec.source, sent, outcome)
 
 

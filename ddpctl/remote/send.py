@@ -3,8 +3,9 @@ sent over the cluster's one connection, then the cluster's ddpctl submits (ddpct
 
 The snapshot is taken as `submit` takes it (ddpctl.snapshot: the script's git work tree, or its directory)
 into a local cache store (`<ddpctl home>/remote-cache/.snapshots/`), so what is sent is exactly what was
-hashed. Three remote commands, each one round trip over the shared connection: `code-missing` (which ids
-the cluster lacks, and its ddpctl version), `code-put` (only when some are missing) and `remote-submit`.
+hashed. The submission is asked for first (`remote-submit`, one round trip over the shared connection); when the
+cluster lacks objects of the tree it says which, they are sent in one stream (`code-put`) and the submission is
+asked for again: an unchanged resubmit sends nothing and costs one round trip.
 The submission carries a tag: when the connection drops before the answer, the same request is sent again
 with the same tag and the cluster answers the outcome of the first one (never a second job).
 """
@@ -14,7 +15,6 @@ from __future__ import annotations
 import json
 import os
 import time
-import uuid
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -97,33 +97,42 @@ def checked(cluster: Cluster, done: Completed, local: str, step: str) -> Any:
         raise RemoteError(f"{where}: {step}: no JSON answer: {visible(done.stdout[:80])!r}") from None
 
 
-def sync(transport: Transport, code: Code, local: str) -> Sent:
-    """Send the objects of the code tree the cluster lacks; an unchanged resubmit sends none."""
+def send(transport: Transport, code: Code, lacking: Sequence[str], local: str) -> Sent:
+    """Send the objects of the code tree the cluster said it lacks, in one stream."""
     cluster = transport.cluster
     sizes = {i.ref: i.size for i in code.resolved.items if i.kind != LINK}
-    ask = json.dumps({"version": local, "objects": [[oid, size] for oid, size in sizes.items()]}).encode()
-    answer = checked(cluster, transport.run(remote_words(cluster, "code-missing"), data=ask), local, "code-missing")
-    there = answer.get("version") if isinstance(answer, dict) else None
-    if there != local:
-        shown = visible(str(there))
-        raise RemoteError(f"cluster {cluster.name!r}: ddpctl {shown} there, {local} here: {install_hint(local)}")
-    lacking = [oid for oid in answer.get("missing", []) if oid in sizes]
-    if not lacking:
-        return Sent(0, 0, len(sizes))
+    wanted = [oid for oid in dict.fromkeys(lacking) if oid in sizes]
+    if len(wanted) != len(lacking):
+        raise RemoteError(f"cluster {cluster.name!r}: asked for objects that are not in the code sent")
     stream = bytearray()
-    for oid in lacking:
+    for oid in wanted:
         stream += header(oid, sizes[oid])
         stream += object_path(code.store, oid).read_bytes()
-    done = transport.run(remote_words(cluster, "code-put"), data=bytes(stream))
-    stored = checked(cluster, done, local, "code-put")
-    if stored != {"objects": len(lacking), "bytes": sum(sizes[o] for o in lacking)}:
+    stored = checked(cluster, transport.run(remote_words(cluster, "code-put"), data=bytes(stream)), local, "code-put")
+    if stored != {"objects": len(wanted), "bytes": sum(sizes[o] for o in wanted)}:
         raise RemoteError(f"cluster {cluster.name!r}: code-put stored {visible(str(stored))}, not what was sent")
-    return Sent(len(lacking), stored["bytes"], len(sizes) - len(lacking))
+    return Sent(len(wanted), stored["bytes"], len(sizes) - len(wanted))
 
 
-def submit_remote(transport: Transport, request: Mapping[str, Any], local: str, tag: str | None = None) -> Any:
+def submit_code(transport: Transport, code: Code, request: Mapping[str, Any], local: str, tag: str) -> tuple[Sent, Any]:
+    """(what was sent, the cluster's outcome): the submission asked for first; objects it lacks sent, then
+    asked again with the same tag. An unchanged resubmit is one round trip and sends nothing."""
+    cluster = transport.cluster
+    files = sum(1 for i in code.resolved.items if i.kind != LINK)
+    sent = Sent(0, 0, files)
+    for _ in range(2):
+        outcome = submit_remote(transport, {**request, "version": local}, local, tag)
+        if not (isinstance(outcome, dict) and "missing" in outcome):
+            return sent, outcome
+        there = visible(str(outcome.get("version")))
+        if there != local:
+            raise RemoteError(f"cluster {cluster.name!r}: ddpctl {there} there, {local} here: {install_hint(local)}")
+        sent = send(transport, code, outcome["missing"], local)
+    raise RemoteError(f"cluster {cluster.name!r}: still lacks code objects after they were sent")
+
+
+def submit_remote(transport: Transport, request: Mapping[str, Any], local: str, tag: str) -> Any:
     """The cluster's outcome of the submission request; asked again with the same tag if the connection drops."""
-    tag = tag or uuid.uuid4().hex
     data = json.dumps(dict(request)).encode()
     words = remote_words(transport.cluster, "remote-submit", "--tag", tag)
     for attempt in range(RETRIES + 1):
