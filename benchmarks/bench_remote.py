@@ -77,10 +77,11 @@ def measure(login: Login, rounds: int) -> None:
 
     submit = [*ddpctl, "submit", str(code / "jobs" / "job.yaml"), "--cluster", "login", "--allow-duplicate"]
     baseline = f"cd {home}/work && {remote} submit {copy}/jobs/job.yaml --allow-duplicate"
+    label = "ddpctl submit --cluster, unchanged (warm)"
     ours_t, plain_t = alternate(submit, [*ssh, baseline], rounds, env=env)
-    report("ddpctl submit --cluster, unchanged (warm)", ours_t, "ssh login ddpctl submit", plain_t, "<= 1.0")
+    report(label, ours_t, "ssh login ddpctl submit", plain_t, "<= 1.0")
     ours_t, mux_t = alternate(submit, [*mux, baseline], rounds, env=env)
-    report("ddpctl submit --cluster, unchanged (warm)", ours_t, "ssh (same warm connection) ddpctl submit", mux_t, "~1.0")
+    report(label, ours_t, "ssh (same warm connection) ddpctl submit", mux_t, "~1.0")
 
 
 if __name__ == "__main__":
