@@ -20,7 +20,7 @@ from ddpctl.api.handle import MIN_POLL_S, Job, seconds_arg
 from ddpctl.errors import ArgumentError, JobNotFound, WaitTimeout
 from ddpctl.run.registry import JobRecord, Registry
 from ddpctl.run.state import JobState
-from ddpctl.run.sweeps import sweep_tasks
+from ddpctl.run.sweeps import count_line, counts, sweep_tasks
 from ddpctl.spec.overrides import Overrides, as_overrides
 
 if TYPE_CHECKING:
@@ -76,9 +76,17 @@ class Sweep:
         return rank([read_task(job.run_dir) for job in self.jobs], metric, mode)
 
     def cancel(self) -> None:
-        """End every task (`scancel` of the array job)."""
+        """End every task (`scancel` of the array job); `JobNotActive` when every task has ended already."""
+        from ddpctl.backends.control import JobNotActive
         from ddpctl.backends.sbatch import BACKEND
+        from ddpctl.backends.sbatch_array import task_states
 
+        states = task_states([job.record for job in self.jobs])
+        left = counts(states)
+        if left["running"] + left["pending"] == 0 and "UNKNOWN" not in states:
+            raise JobNotActive(
+                f"sweep {self.name} (job array {self.array_job}) already ended: {count_line(states)}; nothing to cancel"
+            )
         BACKEND.cancel_array(self.array_job)
 
 

@@ -107,3 +107,5 @@ def test_cancel_of_a_sweep_ends_every_task(cli: Cli, tmp_path: Path, cleanup_job
     states = [line.split()[-4] for line in table.splitlines()[2:]]
     assert states == ["CANCELLED"] * 3, table
     assert "3 tasks: 0 running / 0 pending / 0 completed / 3 failed" in cli.run("list").stdout
+    again = cli.run("cancel", job, check=False)
+    assert again.returncode == 1 and f"sweep sw (job array {job}) already ended: 3 tasks" in again.stderr
