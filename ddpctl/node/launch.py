@@ -27,7 +27,7 @@ from ddpctl.node.oom import OomCounter
 from ddpctl.node.rundist import run_dist, run_node_spec
 from ddpctl.node.site import node_site
 from ddpctl.node.torchrun import NodePlan, node_plan
-from ddpctl.run import envvars, history
+from ddpctl.run import envvars, history, tracking
 from ddpctl.run.history import Launched, NodeExited, OomKilled, StopSignalled
 from ddpctl.run.layout import RunLayout
 from ddpctl.run.rundir import wait_for_run_dir
@@ -50,7 +50,10 @@ def prepare(run_dir: Path, env: Mapping[str, str]) -> tuple[JobSpec, DistEnv, Ru
         raise SlurmEnvError(short)
     ifname, local_addr = site.network(spec, dist)
     python = spec.python or sys.executable
-    plan = node_plan(spec, dist, layout, python=python, ifname=ifname, local_addr=local_addr, inherited=dict(env))
+    trackers = tracking.read(layout) if spec.tracking else {}
+    plan = node_plan(
+        spec, dist, layout, python=python, ifname=ifname, local_addr=local_addr, inherited=dict(env), trackers=trackers
+    )
     return spec, dist, layout, plan
 
 

@@ -6,9 +6,11 @@ preview of `ddpctl submit --dry-run`.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
+from typing import Any
 
-from ddpctl.run import envvars
+from ddpctl.run import envvars, tracking
 from ddpctl.run.layout import RunLayout
 from ddpctl.slurm.env import DistEnv
 from ddpctl.spec import JobSpec
@@ -133,8 +135,11 @@ def node_plan(
     ifname: str | None,
     local_addr: str | None = None,
     inherited: dict[str, str] | None = None,
+    trackers: Mapping[str, Any] | None = None,
 ) -> NodePlan:
+    """`trackers`: the run's tracking.json (ddpctl.run.tracking), whose identities every attempt's ranks get."""
     env = [*spec.env, *network_env(spec, ifname), *ddpctl_env(spec, dist, layout)]
+    env += tracking.rank_env(trackers or {}, layout, {**(inherited or {}), **dict(spec.env)})
     if "OMP_NUM_THREADS" not in (inherited or {}) and "OMP_NUM_THREADS" not in dict(spec.env):
         env.append(("OMP_NUM_THREADS", str(omp_threads(spec))))
     shutdown = max(MIN_SHUTDOWN_TIMEOUT_S, spec.requeue.lead_s)

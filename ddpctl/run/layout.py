@@ -126,6 +126,15 @@ class RunLayout:
         return self.root / f"{SPARE_RESTARTS}{job_id}"
 
     @property
+    def tracking_file(self) -> Path:
+        """The run's tracker identities, written once at submit (ddpctl.run.tracking)."""
+        return self.root / "tracking.json"
+
+    @property
+    def tensorboard_dir(self) -> Path:
+        return self.root / "tensorboard"
+
+    @property
     def supervisor_pid(self) -> Path:
         return self.root / "supervisor.pid"
 

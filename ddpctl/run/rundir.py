@@ -19,6 +19,7 @@ import yaml
 
 from ddpctl import safeio
 from ddpctl.errors import DdpctlError, SpecError
+from ddpctl.run import tracking
 from ddpctl.run.layout import RunLayout, batch_output
 from ddpctl.snapshot import take
 from ddpctl.spec import JobSpec, load_spec, spec_to_mapping
@@ -34,14 +35,17 @@ def staging(spec: JobSpec, script_text: str | None) -> Iterator[RunLayout]:
         raise SpecError(
             f"{spec.source}: run_dir: cannot create a run directory under {base}: {err.strerror or err}"
         ) from err
+    trackers: dict[str, object] = {}
     try:
         stage.spec_file.write_text(yaml.safe_dump(spec_to_mapping(spec), sort_keys=False))
         take(spec, stage.snapshot_file, stage.code_dir)  # the code every attempt runs, before the job exists
         if script_text is not None:
             stage.script_file.write_text(script_text)  # 0o666 minus the umask: sbatch reads it, no exec bit
+        trackers = tracking.prepare(spec, stage, os.environ, Path.cwd())  # last: it may create an MLflow run
         yield stage
     finally:
-        if stage.root.exists():
+        if stage.root.exists():  # not committed: the submit failed
+            tracking.withdraw(trackers)
             shutil.rmtree(stage.root, ignore_errors=True)
 
 

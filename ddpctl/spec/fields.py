@@ -36,6 +36,8 @@ IFNAME_RE = r"[=^]?[A-Za-z0-9_.:@-]+(,[A-Za-z0-9_.:@-]+)*"  # NCCL_SOCKET_IFNAME
 # a trainer does not get by accident. TERM/INT/HUP are refused: Slurm and terminals send those to mean "stop".
 CONTAINER_RUNTIMES = ("pyxis", "apptainer", "singularity", "podman", "charliecloud")
 SIGNALS = ("USR1", "USR2", "URG", "ALRM")
+# Experiment trackers a run gets one stable identity for (ddpctl.run.tracking), whatever its attempts.
+TRACKERS = ("wandb", "mlflow", "tensorboard")
 # What a script may ask to receive (requeue.script_signal): what Lightning/submitit-style handlers expect.
 SCRIPT_SIGNALS = ("USR1", "USR2", "TERM", "INT", "HUP", "URG", "ALRM")
 TIME_FORMATS = "a Slurm time (M, M:S, H:M:S, D-H, D-H:M, D-H:M:S) or UNLIMITED"
@@ -251,3 +253,18 @@ def env_names(value: Any, at: At) -> tuple[str, ...]:
         if not re.fullmatch(ENV_NAME_RE, name):
             raise at.child(str(i)).fail(name, f"an environment variable name matching {ENV_NAME_RE}")
     return names
+
+
+def trackers(value: Any, at: At) -> tuple[str, ...]:
+    """`tracking`: the experiment trackers of ddpctl.run.tracking, a list (or one name), each at most once."""
+    expected = "a list of " + ", ".join(TRACKERS)
+    items: tuple[str, ...] = text_list()([value] if isinstance(value, str) else value, at)
+    for index, item in enumerate(items):
+        if item not in TRACKERS:
+            raise at.child(str(index)).fail(item, "one of " + ", ".join(TRACKERS))
+        if item in items[:index]:
+            raise at.child(str(index)).fail(item, f"{expected}, each named once")
+    return items
+
+
+setattr(trackers, "choices", TRACKERS)  # noqa: B010 - read by shell completion (overrides.key_choices)

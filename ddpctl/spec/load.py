@@ -119,7 +119,7 @@ def spec_to_mapping(spec: JobSpec) -> dict[str, Any]:
     """Every field but `source` as plain YAML data; `spec_from_mapping` of it gives the spec back."""
     data = dataclasses.asdict(spec)
     del data["source"]
-    for key in ("args", "setup", "snapshot_exclude"):
+    for key in ("args", "setup", "snapshot_exclude", "tracking"):
         data[key] = list(data[key])
     for key in ("sbatch", "env"):
         data[key] = dict(data[key])

@@ -110,6 +110,7 @@ class JobSpec(Record):
     python: str | None = None  # interpreter for workers (in the image with a container); None = ddpctl's own
     snapshot: str = "auto"  # code snapshot at submit: auto, git, dir or off (ddpctl.snapshot)
     snapshot_exclude: tuple[str, ...] = ()  # globs left out of the snapshot; "!glob" keeps a data-like file
+    tracking: tuple[str, ...] = ()  # experiment trackers given one identity for all attempts (run.tracking)
     source: str = "<spec>"  # the file the spec came from, for messages
 
     @property

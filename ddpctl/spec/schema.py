@@ -35,6 +35,7 @@ from ddpctl.spec.fields import (
     text,
     text_list,
     time_to_seconds,
+    trackers,
 )
 from ddpctl.spec.templates import is_template_path, template_names, template_path
 from ddpctl.spec.yamldoc import At, Doc
@@ -215,6 +216,7 @@ TOP: dict[str, Conv] = {
     "python": text(nullable=True, what="an interpreter name or path", path=True),
     "snapshot": choice(("auto", "git", "dir", "off")),
     "snapshot_exclude": globs,
+    "tracking": trackers,
     **{name: section(table) for name, table in SECTIONS.items()},
 }
 REQUIRED = ("name", "script")

@@ -1,0 +1,163 @@
+"""One experiment-tracker identity per run, whatever its attempts (spec key `tracking`).
+
+A requeued, chained or restarted attempt is the same run to the researcher, so it must be the same W&B or MLflow
+run and the same TensorBoard directory. At submit `prepare` fixes the identities in the run dir's tracking.json
+(for MLflow it creates the run there, in the store the user configured, since only a run that exists can be
+resumed by id); every attempt's ranks get them as the environment each library reads (`rank_env`, pure):
+
+- wandb: WANDB_RUN_ID + WANDB_RESUME=allow (+ WANDB_RUN_GROUP for a sweep's tasks; WANDB_DIR under the run dir
+  unless the user set one), so `wandb.init()` on rank 0 resumes the one run;
+- mlflow: MLFLOW_RUN_ID and MLFLOW_TRACKING_URI, so `mlflow.start_run()` resumes the run created at submit;
+- tensorboard: DDPCTL_TENSORBOARD_DIR, one directory for all attempts (`SummaryWriter(dir, purge_step=step)`
+  drops what an interrupted attempt logged past the checkpoint it resumes from).
+
+The edges are `prepare` (writes tracking.json, creates the MLflow run), `withdraw` (deletes that run when the
+submit failed) and `read` (the launcher's read of tracking.json, never through a symlink).
+"""
+
+from __future__ import annotations
+
+import os
+import uuid
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+from ddpctl import safeio
+from ddpctl.errors import DdpctlError
+from ddpctl.run.layout import RunLayout
+from ddpctl.spec import JobSpec
+
+TENSORBOARD_DIR = "DDPCTL_TENSORBOARD_DIR"
+MLFLOW_URI = "MLFLOW_TRACKING_URI"
+MLFLOW_INSTALL = "pip install mlflow-skinny (or mlflow)"
+
+
+class TrackingError(DdpctlError):
+    """A tracker's run could not be created at submit: nothing is submitted."""
+
+    exit_code = 1
+
+
+def mlflow_uri(spec: JobSpec, environ: Mapping[str, str], cwd: Path) -> str:
+    """The MLflow store the run goes to: MLFLOW_TRACKING_URI from the spec's env, else from the submitting
+    environment, else MLflow's own default kind (an SQLite file) placed in the spec's run_dir rather than in
+    whatever directory each process starts in. A plain path means a file store and is made absolute here, so
+    that every node finds the store the run was created in (pure)."""
+    value = dict(spec.env).get(MLFLOW_URI) or environ.get(MLFLOW_URI)
+    if not value:
+        return "sqlite:///" + str((cwd / spec.run_dir / "mlflow.db").absolute())  # four slashes: absolute
+    if "://" in value or value.startswith("file:"):
+        return value
+    return (cwd / value).absolute().as_uri()
+
+
+def rank_env(record: Mapping[str, Any], layout: RunLayout, given: Mapping[str, str]) -> list[tuple[str, str]]:
+    """The variables the ranks get for the trackers in `record` (tracking.json); `given` is what the spec and
+    the job already set, which a default here never overrides (pure)."""
+    env: list[tuple[str, str]] = []
+    wandb = record.get("wandb")
+    if isinstance(wandb, Mapping) and isinstance(wandb.get("id"), str):
+        env += [("WANDB_RUN_ID", wandb["id"]), ("WANDB_RESUME", "allow")]
+        if isinstance(record.get("group"), str):
+            env.append(("WANDB_RUN_GROUP", record["group"]))
+        if "WANDB_DIR" not in given:
+            env.append(("WANDB_DIR", str(layout.root)))  # wandb writes its wandb/ directory there
+    mlflow = record.get("mlflow")
+    if isinstance(mlflow, Mapping) and isinstance(mlflow.get("run_id"), str) and isinstance(mlflow.get("uri"), str):
+        env += [("MLFLOW_RUN_ID", mlflow["run_id"]), (MLFLOW_URI, mlflow["uri"])]
+    if record.get("tensorboard"):
+        env.append((TENSORBOARD_DIR, str(layout.tensorboard_dir)))
+    return env
+
+
+def prepare(
+    spec: JobSpec, layout: RunLayout, environ: Mapping[str, str], cwd: Path, group: str | None = None
+) -> dict[str, Any]:
+    """Fix the run's tracker identities in `layout`'s tracking.json (nothing without `tracking` in the spec).
+    Creates the MLflow run; `withdraw` deletes it if the submit then fails."""
+    if not spec.tracking:
+        return {}
+    record: dict[str, Any] = {"group": group}
+    if "wandb" in spec.tracking:
+        record["wandb"] = {"id": uuid.uuid4().hex[:16]}  # W&B ids: [a-z0-9], unique in the project
+    if "tensorboard" in spec.tracking:
+        record["tensorboard"] = True
+        layout.tensorboard_dir.mkdir(exist_ok=True)
+    if "mlflow" in spec.tracking:
+        record["mlflow"] = create_mlflow_run(spec, mlflow_uri(spec, environ, cwd), environ)
+    try:
+        safeio.write_json_atomic(layout.tracking_file, record)
+    except BaseException:
+        withdraw(record)
+        raise
+    return record
+
+
+def create_mlflow_run(spec: JobSpec, uri: str, environ: Mapping[str, str]) -> dict[str, str]:
+    """Create the run in the experiment MLFLOW_EXPERIMENT_NAME names (default: the job's name)."""
+    try:
+        from mlflow.tracking import MlflowClient  # here: only a spec that tracks with MLflow pays its import
+    except ImportError:
+        raise TrackingError(
+            f"{spec.source}: tracking: mlflow: the mlflow package is not installed where ddpctl submits; "
+            f"{MLFLOW_INSTALL}, or drop mlflow from tracking"
+        ) from None
+    experiment = dict(spec.env).get("MLFLOW_EXPERIMENT_NAME") or environ.get("MLFLOW_EXPERIMENT_NAME") or spec.name
+    try:
+        with _spec_environ(spec):
+            client = MlflowClient(tracking_uri=uri)
+            found = client.get_experiment_by_name(experiment)
+            experiment_id = found.experiment_id if found else _create_experiment(client, experiment)
+            run = client.create_run(experiment_id, run_name=spec.name, tags={"ddpctl.job": spec.name})
+    except Exception as err:  # a store that refuses or cannot be reached: one line, nothing submitted
+        first = (str(err).strip().splitlines() or [type(err).__name__])[0][:300]
+        raise TrackingError(f"{spec.source}: tracking: mlflow: cannot create the run in {uri}: {first}") from None
+    return {"run_id": run.info.run_id, "uri": uri, "experiment_id": experiment_id}
+
+
+@contextmanager
+def _spec_environ(spec: JobSpec) -> Iterator[None]:
+    """The spec's MLFLOW_* variables (store options, credentials) in this process while it creates the run, as
+    the ranks will have them; what was there before is restored."""
+    ours = {name: value for name, value in spec.env if name.startswith("MLFLOW_")}
+    before = {name: os.environ.get(name) for name in ours}
+    os.environ.update(ours)
+    try:
+        yield
+    finally:
+        for name, value in before.items():
+            if value is None:
+                os.environ.pop(name, None)
+            else:
+                os.environ[name] = value
+
+
+def _create_experiment(client: Any, name: str) -> str:
+    try:
+        return str(client.create_experiment(name))
+    except Exception:  # another submit created it in between: use theirs
+        found = client.get_experiment_by_name(name)
+        if found is None:
+            raise
+        return str(found.experiment_id)
+
+
+def withdraw(record: Mapping[str, Any]) -> None:
+    """Delete the MLflow run `prepare` created for a submit that then failed (best effort: the store may be
+    gone; the run is then left, empty, in the state MLflow calls RUNNING)."""
+    mlflow = record.get("mlflow")
+    if not isinstance(mlflow, Mapping):
+        return
+    try:
+        from mlflow.tracking import MlflowClient
+
+        MlflowClient(tracking_uri=mlflow["uri"]).delete_run(mlflow["run_id"])
+    except Exception:  # best effort, see above
+        return
+
+
+def read(layout: RunLayout) -> dict[str, Any]:
+    """The run's tracking.json (empty when the run tracks nothing or the file is not a plain file)."""
+    return safeio.read_json(layout.tracking_file) or {}
