@@ -22,6 +22,7 @@ from quiet import without_stderr_lines
 from torch import nn
 from torch.nn.parallel import DistributedDataParallel as DDP
 from torch.utils.data import DataLoader
+from track import Trackers
 
 from ddpctl import runtime
 
@@ -64,6 +65,7 @@ class Trainer:
     steps_per_epoch: int
     progress: runtime.Progress = field(default_factory=lambda: runtime.Progress(0, 0, 0))
     beat: runtime.Heartbeat | None = None
+    track: Trackers | None = None
     running: float = 0.0
 
     @property
@@ -181,6 +183,8 @@ def after_step(t: Trainer, ckpt: runtime.Checkpointer, stop: runtime.StopAgreeme
     if t.beat is not None:
         t.beat.step(step, epoch=t.progress.epoch, samples=args.batch_size * args.accum, loss=loss)
     log(t, f"step {step}/{t.total_steps} epoch {t.progress.epoch} loss {loss:.4f} running {t.running:.4f}")
+    if t.track is not None:
+        t.track.log(step, loss=loss)
     inject_delays(t, step)
     if step == args.crash_at_step and t.ctx.rank == args.crash_rank and not args.crash_in_save:
         raise RuntimeError(f"injected crash at step {step} on rank {t.ctx.rank}")
@@ -194,6 +198,8 @@ def after_step(t: Trainer, ckpt: runtime.Checkpointer, stop: runtime.StopAgreeme
         ckpt.wait()
         path = saved if saved is not None else save(t, ckpt, blocking=True)
         stop.close()
+        if t.track is not None:
+            t.track.close()
         runtime.finish_for_requeue(t.ctx, step, path)
 
 
@@ -230,8 +236,10 @@ def main() -> None:
         t.running = float(state.get("extra", {}).get("running_loss", 0.0))
         log(t, f"resumed from step {step} (epoch {t.progress.epoch}, batch {t.progress.batch_in_epoch})")
     t.beat = runtime.Heartbeat(total_steps=t.total_steps, model=t.model)
+    t.track = Trackers(ctx.is_main, t.progress.step)  # what the job's `tracking:` turned on (rank 0)
     start = time.monotonic()
     train(t, ckpt, stop)
+    t.track.close()
     t.beat.close()
     stop.close()
     ckpt.wait()

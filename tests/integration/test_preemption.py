@@ -30,6 +30,7 @@ import pytest
 import yaml
 from clitools import REPO, TERMINAL, Cli, events, final_hash
 from slurmtools import cluster_dump, job_info, sbatch_text
+from tracktools import mlflow_steps, tensorboard_steps, tracker_env, wandb_runs
 
 pytestmark = pytest.mark.slurm
 
@@ -383,7 +384,9 @@ def test_preempt_warning_stops_all_ranks_at_one_step_and_resumes_exactly(
 def test_three_real_preemptions_by_the_urgent_partition(
     cli: Cli, tmp_path: Path, cleanup_jobs: Callable[[str], str], reference: Reference
 ) -> None:
-    job = paced(cli, tmp_path, cleanup_jobs, 4, "0.5")
+    # With every tracker on (tracking): the preempted run must stay one tracker run with each step once.
+    trackers = [f"env.{name}={value}" for name, value in tracker_env(tmp_path / "mlruns").items()]
+    job = paced(cli, tmp_path, cleanup_jobs, 4, "0.5", "tracking=[wandb, mlflow, tensorboard]", *trackers)
     stops: list[int] = []
     for attempt in range(3):
         # RUNNING and made progress in this attempt: at least one new step since it (re)started.
@@ -400,7 +403,13 @@ def test_three_real_preemptions_by_the_urgent_partition(
     assert status["restarts"] == 3, f"{status}\n{job.dump()}"
     assert [job.resumed_from(a) for a in (1, 2, 3)] == stops, job.dump()
     assert [job.steps(a)[0] for a in (1, 2, 3)] == [s + 1 for s in stops], job.dump()
-    assert_same_training(job, reference, status)
+    assert_same_training(job, reference, status)  # the trackers changed nothing in the training
+    every = list(range(1, TOTAL + 1))
+    assert mlflow_steps(job.run_dir) == (1, "FINISHED", every)
+    assert tensorboard_steps(job.run_dir) == every
+    offline = wandb_runs(job.run_dir)
+    assert {run_id for run_id, _ in offline} == {json.loads((job.run_dir / "tracking.json").read_text())["wandb"]["id"]}
+    assert len(offline) == 4 and [step for _, steps in offline for step in steps] == every
 
 
 # --- 2b. a run that fails after a real preemption: Slurm's own record says FAILED too -----------------------------
