@@ -24,6 +24,7 @@ from ddpctl.errors import SpecError
 from ddpctl.node.gpus import plan_note
 from ddpctl.node.localenv import local_network, local_node_env
 from ddpctl.node.torchrun import NodePlan, node_plan
+from ddpctl.run import tracking
 from ddpctl.run.layout import RunLayout
 from ddpctl.slurm.env import DistEnv, derive
 from ddpctl.spec import JobSpec, capabilities
@@ -140,20 +141,25 @@ def node_preview(spec: JobSpec, node_rank: int, first: DistEnv | None = None) ->
     layout = RunLayout(spec.run_base / PLACEHOLDER_JOB_ID)
     # In a container the launcher's own interpreter is the image's (`python`, default python3).
     python = (spec.python or "python3") if spec.container.enabled else (spec.python or sys.executable)
+    trackers = tracking.placeholder(spec)
     if spec.capabilities.loopback:
         env = local_node_env(spec, int(PLACEHOLDER_JOB_NUMBER), 0, node_rank)
         if first is None:
             dist, ifname, local_addr = local_network(derive(env, spec.nproc_per_node))
         else:
             dist, ifname, local_addr = local_network(same_job(first, node_rank))
-        plan = node_plan(spec, dist, layout, python=python, ifname=ifname, local_addr=local_addr, inherited=env)
+        plan = node_plan(
+            spec, dist, layout, python=python, ifname=ifname, local_addr=local_addr, inherited=env, trackers=trackers
+        )
         return NodePreview(dist, plan)
     if first is None:
         dist = derive(placeholder_env(spec, node_rank), spec.nproc_per_node)
     else:
         dist = same_job(first, node_rank)
     ifname = spec.nccl.socket_ifname or "<detected>"
-    return NodePreview(dist, node_plan(spec, dist, layout, python=python, ifname=ifname, local_addr=None))
+    return NodePreview(
+        dist, node_plan(spec, dist, layout, python=python, ifname=ifname, local_addr=None, trackers=trackers)
+    )
 
 
 def build(spec: JobSpec, backend: str | None = None) -> SubmissionPlan:

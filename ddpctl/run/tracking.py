@@ -72,6 +72,19 @@ def rank_env(record: Mapping[str, Any], layout: RunLayout, given: Mapping[str, s
     return env
 
 
+def placeholder(spec: JobSpec) -> dict[str, Any]:
+    """What a dry run shows for the identities `prepare` fixes only at submit (pure)."""
+    later = "<fixed at submit>"
+    record: dict[str, Any] = {"group": None}
+    if "wandb" in spec.tracking:
+        record["wandb"] = {"id": later}
+    if "mlflow" in spec.tracking:
+        record["mlflow"] = {"run_id": later, "uri": later}
+    if "tensorboard" in spec.tracking:
+        record["tensorboard"] = True
+    return record
+
+
 def prepare(
     spec: JobSpec, layout: RunLayout, environ: Mapping[str, str], cwd: Path, group: str | None = None
 ) -> dict[str, Any]:

@@ -127,6 +127,7 @@ TOP_KEYS = [
     "nccl",
     "requeue",
     "checkpoint",
+    "tracking",
 ]
 SUB_KEYS = {
     "nccl": ["socket_ifname", "ib_disable", "debug", "timeout_s", "async_error_handling"],
