@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import os
 import shutil
 import time
 import uuid
@@ -29,7 +30,7 @@ from ddpctl.backends.slurm_jobs import SlurmJobs
 from ddpctl.errors import CommandError, ControllerUnreachable, SpecError
 from ddpctl.plan.stopscan import scan_event
 from ddpctl.plan.sweep import ArrayPlan
-from ddpctl.run import history
+from ddpctl.run import history, tracking
 from ddpctl.run.history import RequeueModeChosen, Submitted
 from ddpctl.run.layout import RunLayout, batch_output
 from ddpctl.run.registry import JobRecord
@@ -53,7 +54,8 @@ def submit_array(jobs: SlurmJobs, plan: ArrayPlan, spec_path: Path, requeue_why:
     spec = plan.sweep.spec
     if plan.script is None:
         raise SpecError(f"{spec.source}: backend {spec.backend}: sweeps are submitted on the sbatch backend only")
-    stage = staged(plan)
+    trackers: list[dict[str, object]] = []  # each task's tracker identities (ddpctl.run.tracking)
+    stage = staged(plan, trackers)
     try:
         job = sbatch_submit.submit(stage / SCRIPT, spec.name, jobs.runner, jobs.query, extra=["--hold"])
         written: list[Path] = []
@@ -68,18 +70,29 @@ def submit_array(jobs: SlurmJobs, plan: ArrayPlan, spec_path: Path, requeue_why:
             commands.release(job, jobs.runner)
         except (OSError, CommandError, SpecError):
             commands.scancel_unchecked(job, jobs.runner)
+            withdraw(trackers)
             for path in reversed(written):
                 shutil.rmtree(path, ignore_errors=True)
             for index in range(len(plan.sweep.points)):
                 with contextlib.suppress(OSError):
                     batch_output(plan.run_base, task_id(job, index)).unlink()
             raise
+    except BaseException:
+        withdraw(trackers)  # nothing was submitted (a no-op where the handler above already withdrew them)
+        raise
     finally:
         shutil.rmtree(stage, ignore_errors=True)  # renamed away on success
     return records
 
 
-def staged(plan: ArrayPlan) -> Path:
+def withdraw(trackers: list[dict[str, object]]) -> None:
+    """Delete the MLflow runs created for the tasks of a sweep that was not submitted (once)."""
+    for record in trackers:
+        tracking.withdraw(record)
+    trackers.clear()
+
+
+def staged(plan: ArrayPlan, trackers: list[dict[str, object]]) -> Path:
     """The sweep dir before its name is known: script, code snapshot, points, each task's job.yaml."""
     spec = plan.sweep.spec
     stage = spec.run_base / f".staging-{uuid.uuid4().hex[:12]}"
@@ -99,7 +112,10 @@ def staged(plan: ArrayPlan) -> Path:
             task = RunLayout(stage / "tasks" / str(point.index))
             task.root.mkdir(parents=True)
             task.spec_file.write_text(yaml.safe_dump(spec_to_mapping(point_spec), sort_keys=False))
+            # Each task is its own tracker run; the sweep's name groups them (W&B's run group).
+            trackers.append(tracking.prepare(point_spec, task, os.environ, Path.cwd(), group=spec.name))
     except BaseException:
+        withdraw(trackers)
         shutil.rmtree(stage, ignore_errors=True)
         raise
     return stage

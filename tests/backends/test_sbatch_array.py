@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Sequence
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -107,3 +108,44 @@ def test_a_refused_sbatch_leaves_nothing(plan: ArrayPlan) -> None:
     with pytest.raises(CommandError, match="no"):
         submit_array(SbatchBackend(runner=slurm), plan, Path("job.yaml"), "")
     assert slurm.called("scancel") == [] and list(plan.run_base.iterdir()) == []
+
+
+def tracked(plan: ArrayPlan, tmp_path: Path) -> ArrayPlan:
+    """The plan with W&B and MLflow tracking (a file store under tmp_path) for every point."""
+    store = (tmp_path / "mlruns").as_uri()
+    env = (("MLFLOW_TRACKING_URI", store), ("MLFLOW_ALLOW_FILE_STORE", "true"))
+    points = tuple((point, replace(spec, tracking=("wandb", "mlflow"), env=env)) for point, spec in plan.sweep.points)
+    return replace(plan, sweep=replace(plan.sweep, points=points))
+
+
+def mlflow_runs(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> list[tuple[str, str]]:
+    from mlflow.tracking import MlflowClient
+
+    monkeypatch.setenv("MLFLOW_ALLOW_FILE_STORE", "true")
+    client = MlflowClient(tracking_uri=(tmp_path / "mlruns").as_uri())
+    (experiment,) = [e for e in client.search_experiments(view_type=3) if e.name == "sw"]
+    return sorted(
+        (r.data.tags["ddpctl.job"], r.info.lifecycle_stage)
+        for r in client.search_runs([experiment.experiment_id], run_view_type=3)
+    )
+
+
+def test_each_task_is_its_own_tracker_run_grouped_by_the_sweep(
+    plan: ArrayPlan, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    submit_array(SbatchBackend(runner=FakeSlurm(plan.run_base)), tracked(plan, tmp_path), Path("job.yaml"), "")
+    found = [json.loads((plan.run_base / f"77_{i}" / "tracking.json").read_text()) for i in (0, 1)]
+    assert [record["group"] for record in found] == ["sw", "sw"]
+    assert found[0]["wandb"]["id"] != found[1]["wandb"]["id"]
+    assert found[0]["mlflow"]["run_id"] != found[1]["mlflow"]["run_id"]
+    assert mlflow_runs(tmp_path, monkeypatch) == [("sw", "active"), ("sw", "active")]
+
+
+def test_a_refused_sbatch_deletes_the_tasks_tracker_runs(
+    plan: ArrayPlan, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    slurm = FakeSlurm(plan.run_base, sbatch_rc=1)
+    with pytest.raises(CommandError):
+        submit_array(SbatchBackend(runner=slurm), tracked(plan, tmp_path), Path("job.yaml"), "")
+    assert mlflow_runs(tmp_path, monkeypatch) == [("sw", "deleted"), ("sw", "deleted")]
+    assert list(plan.run_base.iterdir()) == []
