@@ -27,6 +27,7 @@ from ddpctl.sanitize import visible
 RECONNECT_S = 60.0  # how long a dropped follow keeps trying to reconnect
 RECONNECT_PAUSE_S = 0.5
 MAX_LINE = 1 << 20
+NEVER_CONNECTED = ("unreachable", "auth", "hostkey-changed", "hostkey-unknown")  # said at once, not retried
 
 
 @dataclass
@@ -119,6 +120,8 @@ def show(
         code, stderr = one_pass(transport, words, sink, resume)
         if code != SSH_FAILED:
             return answer(transport, code, stderr, local)
+        if lost_at is None and not resume.printed and transport.failure(stderr).kind in NEVER_CONNECTED:
+            raise transport.failure(stderr)  # no connection to lose: unreachable, refused, a wrong host key
         if resume.received or lost_at is None:  # lines came on this connection: the clock starts again
             lost_at = clock()
             cluster = transport.cluster

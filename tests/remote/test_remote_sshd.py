@@ -197,6 +197,10 @@ def test_a_stopped_sshd_is_unreachable_within_the_bound(login: Login) -> None:
     refused = f"cluster 'login': cannot reach login (connect to host 127.0.0.1 port {login.port}: Connection refused)"
     assert refused in done.stdout
     assert took < 10, took
+    started = time.monotonic()
+    logs = login.cli("-f", "--cluster", "login", "far", command="logs")  # not retried: there was no connection
+    assert time.monotonic() - started < 10
+    assert (logs.returncode, logs.stderr) == (1, f"ddpctl: error: {refused}\n"), logs
 
 
 def test_a_missing_remote_ddpctl_and_an_unknown_cluster_name(login: Login) -> None:
