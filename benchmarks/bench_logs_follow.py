@@ -1,17 +1,21 @@
 """Benchmark `ddpctl logs -f` against `tail -F -q` on the same rank files, in the same run.
 
     python benchmarks/bench_logs_follow.py [--files 256] [--writers 8] [--rate 50000] [--seconds 10]
-                                           [--saturate] [--poll] [--idle-files 1024] [--idle-seconds 30]
+                                           [--saturate] [--times] [--poll] [--idle-files 1024] [--idle-seconds 30]
 
 Phase 1 (throughput and latency): FILES empty rank logs in a run dir registered in a throw-away DDPCTL_HOME.
-Both followers are started on them at the same time and run concurrently, each reading every file; then WRITERS
+Both followers are started on them at the same time and run concurrently, each reading every file; one marker
+line is appended and each follower's start-up is reported as the time until it showed it ("ready"); then WRITERS
 processes (each owning FILES/WRITERS files) append lines at a fixed total RATE for SECONDS, one O_APPEND write per
 line, round-robin over their files. Every line carries its write time ("T=<unix time>"). The benchmark reads both
 followers' stdout in big chunks and stamps each chunk with its arrival time; a line's latency is arrival time
 minus its embedded write time. Throughput "end to end" is lines delivered / (last arrival - first write): at a
 fixed rate a follower that keeps up delivers the offered rate, less the time it needs to deliver the last line;
 "first-to-last" is (lines - 1) / (last arrival - first arrival), the rate with each follower's own latency taken
-out. With
+out.
+With --times the writers also append each line's write time to the log's `.times` sidecar, as ddpctl's stamper
+does on the nodes, so `logs -f` merges the ranks by write time (the path a real job's logs take); every
+follower's output is checked for lines shown after a later-written one ("out of time order"). With
 --saturate (phase 1b) the writers also run once more unthrottled, as fast as they can, for SECONDS: there the
 throughput shows how many lines/s each follower can deliver at most. Both must deliver every line exactly once.
 
@@ -44,7 +48,10 @@ WRITER = r"""
 import os, sys, time
 paths, rate, seconds, start, wid = sys.argv[1].split(","), float(sys.argv[2]), float(sys.argv[3]), \
     float(sys.argv[4]), sys.argv[5]
+timed = sys.argv[6] == "1"
 fds = [os.open(p, os.O_WRONLY | os.O_APPEND) for p in paths]
+tfds = [os.open(p[: -len(".log")] + ".times", os.O_WRONLY | os.O_APPEND) for p in paths] if timed else []
+ends = [0] * len(paths)
 pad = "x" * 60
 while time.time() < start:
     time.sleep(0.001)
@@ -55,7 +62,12 @@ while True:
         break
     due = int((now - start) * rate) if rate > 0 else n + 500
     while n < due:
-        os.write(fds[n % len(fds)], f"T={time.time():.6f} w{wid} n{n} {pad}\n".encode())
+        k, when = n % len(fds), time.time()
+        line = f"T={when:.6f} w{wid} n{n} {pad}\n".encode()
+        os.write(fds[k], line)
+        if timed:  # as ddpctl's stamper does: the bytes, then their write time in the .times sidecar
+            ends[k] += len(line)
+            os.write(tfds[k], b"%d %.6f\n" % (ends[k], when))
         n += 1
     if rate > 0:
         time.sleep(0.002)
@@ -68,7 +80,7 @@ def ddpctl_argv() -> list[str]:
     return [sys.executable, "-m", "ddpctl", "logs"]
 
 
-def make_job(home: Path, name: str, files: int, ranks_per_node: int = 8) -> list[Path]:
+def make_job(home: Path, name: str, files: int, ranks_per_node: int = 8, timed: bool = False) -> list[Path]:
     run_dir = home / "runs" / name / "1"
     attempt = run_dir / "attempt-0"
     attempt.mkdir(parents=True)
@@ -82,6 +94,8 @@ def make_job(home: Path, name: str, files: int, ranks_per_node: int = 8) -> list
     paths = [attempt / f"rank-{r}.log" for r in range(files)]
     for path in paths:
         path.touch()
+        if timed:
+            path.with_suffix(".times").touch()
     set_state(home, name, run_dir, "RUNNING")
     return paths
 
@@ -107,6 +121,7 @@ class Capture(threading.Thread):
         self.proc = proc
         self.chunks: list[tuple[float, bytes]] = []
         self.lines = 0
+        self.started = time.time()
 
     def run(self) -> None:
         assert self.proc.stdout is not None
@@ -114,6 +129,15 @@ class Capture(threading.Thread):
         while chunk := os.read(fd, 1 << 20):
             self.chunks.append((time.time(), chunk))
             self.lines += chunk.count(b"\n")
+
+    def out_of_order(self) -> int:
+        """Lines shown after a line written later (by the write time each carries)."""
+        latest, count = 0.0, 0
+        for stamp in STAMP.findall(b"".join(chunk for _, chunk in self.chunks)):
+            when = float(stamp)
+            count += when < latest
+            latest = max(latest, when)
+        return count
 
     def latencies(self) -> tuple[list[float], float, int]:
         """Per stamped line: arrival - write time; also the last arrival and the number of stamped lines."""
@@ -154,7 +178,26 @@ def start_followers(home: Path, name: str, paths: list[Path], poll: bool) -> dic
     }
 
 
-def run_writers(paths: list[Path], writers: int, rate: float, seconds: float) -> tuple[float, int]:
+def wait_ready(path: Path, captures: dict[str, Capture], timed: bool, timeout: float = 120.0) -> dict[str, float]:
+    """Append one marker line and wait until every follower has shown it: the writers start on followers that
+    are following, so a follower's own start-up (a Python process importing ddpctl, seconds on a loaded machine
+    without bytecode) is reported apart and not counted as the latency of the lines written after it."""
+    started = time.time()
+    with path.open("ab") as f:
+        f.write(b"ready\n")
+    if timed:  # with its write time, or `logs -f` holds it back until the writer is gone (ddpctl.logs.stamps)
+        with path.with_suffix(".times").open("ab") as f:
+            f.write(b"%d %.6f\n" % (path.stat().st_size, time.time()))
+    ready: dict[str, float] = {}
+    while len(ready) < len(captures) and time.time() - started < timeout:
+        for label, capture in captures.items():
+            if label not in ready and capture.lines >= 1:
+                ready[label] = time.time() - capture.started
+        time.sleep(0.01)
+    return ready
+
+
+def run_writers(paths: list[Path], writers: int, rate: float, seconds: float, timed: bool = False) -> tuple[float, int]:
     start = time.time() + 1.0
     share = len(paths) // writers
     procs = [
@@ -168,6 +211,7 @@ def run_writers(paths: list[Path], writers: int, rate: float, seconds: float) ->
                 str(seconds),
                 str(start),
                 str(w),
+                "1" if timed else "0",
             ],
             stdout=subprocess.PIPE,
         )
@@ -178,15 +222,16 @@ def run_writers(paths: list[Path], writers: int, rate: float, seconds: float) ->
 
 
 def throughput_phase(args: argparse.Namespace, home: Path, name: str, rate: float) -> None:
-    paths = make_job(home, name, args.files)
+    paths = make_job(home, name, args.files, timed=args.times)
     followers = start_followers(home, name, paths, args.poll)
     captures = {label: Capture(proc) for label, proc in followers.items()}
     for capture in captures.values():
         capture.start()
+    ready = wait_ready(paths[0], captures, args.times)
     cpu0 = {label: cpu_seconds(p.pid) for label, p in followers.items()}
-    first_write, total = run_writers(paths, args.writers, rate, args.seconds)
+    first_write, total = run_writers(paths, args.writers, rate, args.seconds, args.times)
     deadline = time.time() + 30
-    while any(c.lines < total for c in captures.values()) and time.time() < deadline:
+    while any(c.lines < total + 1 for c in captures.values()) and time.time() < deadline:
         time.sleep(0.1)
     cpu = {label: cpu_seconds(p.pid) - cpu0[label] for label, p in followers.items()}
     set_state(home, name, paths[0].parent.parent, "COMPLETED")
@@ -198,7 +243,10 @@ def throughput_phase(args: argparse.Namespace, home: Path, name: str, rate: floa
     mode = "polling" if args.poll else "inotify"
     print(
         f"phase 1 ({name}, ddpctl {mode}): {args.files} files, {args.writers} writers, {offered} for "
-        f"{args.seconds:.0f} s, {total} lines written; followers run concurrently"
+        f"{args.seconds:.0f} s, {total} lines written{' with .times' if args.times else ''}; followers run concurrently"
+    )
+    print(
+        "  ready (start-up until the marker line was shown): " + ", ".join(f"{k} {v:.2f} s" for k, v in ready.items())
     )
     report(captures, cpu, first_write, total)
     print(f"  ddpctl logs -f exited by itself with status {exit_code} after the job was marked COMPLETED")
@@ -215,7 +263,7 @@ def report(captures: dict[str, Capture], cpu: dict[str, float], first_write: flo
         print(
             f"  {label:15s} delivered {count:8d}/{total} lines  {rate:9.0f} lines/s end to end  "
             f"{steady:9.0f} first-to-last  p50 {stats[label][1]:.3f} s  p95 {stats[label][2]:.3f} s  "
-            f"max {stats[label][3]:.3f} s  cpu {cpu[label]:.2f} s"
+            f"max {stats[label][3]:.3f} s  cpu {cpu[label]:.2f} s  out of time order {capture.out_of_order()}"
         )
     ours, theirs = stats["ddpctl logs -f"], stats["tail -F -q"]
     print(
@@ -249,6 +297,9 @@ def main() -> None:
     parser.add_argument("--rate", type=float, default=50_000, help="total lines per second")
     parser.add_argument("--seconds", type=float, default=10)
     parser.add_argument("--saturate", action="store_true", help="also run the writers unthrottled")
+    parser.add_argument(
+        "--times", action="store_true", help="writers also record write times (.times), as ddpctl's stamper does"
+    )
     parser.add_argument("--poll", action="store_true", help="run `ddpctl logs -f --poll` (no inotify)")
     parser.add_argument("--idle-files", type=int, default=1024)
     parser.add_argument("--idle-seconds", type=float, default=30)
