@@ -48,6 +48,7 @@ class FollowConfig:
     notify: bool = True  # use inotify wake-ups where the filesystem is local
     notified_gap: float = 0.025  # with inotify: pause after a poll that read something (batches a burst)
     notified_sweep: float = 10.0  # with inotify: a full pass this often even without events
+    wall: Callable[[], float] = time.time  # the clock write times are compared with (a test sets its own)
 
 
 class Backoff:
@@ -98,15 +99,19 @@ def _mtime_ns(path: str) -> int:
 DRAIN_LIMIT_S = 30.0  # a writer that outlived its job (a stray process) must not keep us draining forever
 
 
-def drain(files: AttemptFiles, sink: Sink, flt: LineFilter, merger: Merger, *, final: bool) -> None:
+def drain(
+    files: AttemptFiles, sink: Sink, flt: LineFilter, merger: Merger, *, final: bool, wall: Callable[[], float]
+) -> None:
     """Read every file to its end; with `final` (the writers are gone), also the bytes with no recorded time
     and the partial last lines. Everything held for ordering is printed."""
     deadline = time.monotonic() + DRAIN_LIMIT_S
     for tail in files.tails.values():
         tail.final = tail.final or final
-    while poll_files(files, flt, merger) and time.monotonic() < deadline:
-        merger.release(sink.lines, watermark(files, time.time()))
+    started = wall()
+    while poll_files(files, flt, merger, started) and time.monotonic() < deadline:
+        merger.release(sink.lines, watermark(files, started))
         sink.flush()
+        started = wall()
     if final:
         flush_partials(files, flt, merger)
     merger.release(sink.lines)
@@ -120,10 +125,11 @@ def flush_partials(files: AttemptFiles, flt: LineFilter, merger: Merger) -> None
             merger.add(tail.stamps.last or time.time(), tail.source, lines)
 
 
-def poll_files(files: AttemptFiles, flt: LineFilter, merger: Merger) -> bool:
-    """One pass over the files, their new lines into `merger`; True if any of them grew."""
+def poll_files(files: AttemptFiles, flt: LineFilter, merger: Merger, started: float) -> bool:
+    """One pass over the files, started at wall time `started`: their new lines into `merger`; True if any of
+    them grew."""
     active = False
-    now = time.time() - HOLD_S  # lines of a log without times count as written now: they pass at once
+    now = started - HOLD_S  # lines of a log without times count as written when the pass began: they pass at once
     for tail in files.tails.values():
         groups = tail.poll_groups()
         if groups is None:
@@ -136,9 +142,13 @@ def poll_files(files: AttemptFiles, flt: LineFilter, merger: Merger) -> bool:
     return active
 
 
-def watermark(files: AttemptFiles | None, now: float) -> float:
-    """Lines written up to this time can be printed: no followed file can still deliver an older one."""
-    mark = now - HOLD_S
+def watermark(files: AttemptFiles | None, started: float) -> float:
+    """Lines written up to this time can be printed: no followed file can still deliver an older one.
+
+    `started` is when the last pass over the files began, not the time now: a file read early in a pass may
+    since have got a line older than those of files read later in it (a pass over 512 busy files takes longer
+    than HOLD_S on a loaded machine); only what was written before the pass began is in for every file."""
+    mark = started - HOLD_S
     for tail in files.tails.values() if files is not None else ():
         if tail.unread and tail.stamps.last is not None:
             mark = min(mark, tail.stamps.last)
@@ -172,6 +182,7 @@ class Follower:
         self._warned = ""
         self._waiting = ""
         self.merger = Merger()
+        self._pass_started = self.config.wall()
 
     def run(self) -> JobState:
         try:
@@ -182,7 +193,7 @@ class Follower:
                 if changed or self.clock() >= next_sweep:
                     next_sweep = self.clock() + self.config.notified_sweep
                     active = self._step()
-                self.merger.release(self.sink.lines, watermark(self.files, time.time()))
+                self.merger.release(self.sink.lines, watermark(self.files, self._pass_started))
                 self.sink.flush()
                 answer = None
                 if self.clock() >= next_state:
@@ -212,7 +223,8 @@ class Follower:
             return False
         if self._changed("attempt", str(self.files.path), forced):
             self.files.rescan()
-        return poll_files(self.files, self.flt, self.merger)
+        self._pass_started = self.config.wall()
+        return poll_files(self.files, self.flt, self.merger, self._pass_started)
 
     def _changed(self, key: str, path: str, forced: bool) -> bool:
         mtime = _mtime_ns(path)
@@ -225,7 +237,7 @@ class Follower:
         current = self.files.attempt if self.files is not None else -1
         for attempt in (n for n in list_attempts(self.layout.root) if n > current):
             if self.files is not None:
-                drain(self.files, self.sink, self.flt, self.merger, final=True)
+                drain(self.files, self.sink, self.flt, self.merger, final=True, wall=self.config.wall)
                 self.files.close()
                 self.sink.note(attempt_banner(attempt))
             self.files = AttemptFiles(self.layout, attempt, self.flt)
@@ -238,7 +250,7 @@ class Follower:
             self._advance()
         if self.files is not None:
             self.files.rescan()
-            drain(self.files, self.sink, self.flt, self.merger, final=True)
+            drain(self.files, self.sink, self.flt, self.merger, final=True, wall=self.config.wall)
         self.sink.note(end_banner(self.job_id, state.state))
         self.sink.flush()
         return state

@@ -5,6 +5,7 @@ from __future__ import annotations
 import io
 import os
 import time
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -27,6 +28,7 @@ from ddpctl.logs.follow import FollowConfig
 from ddpctl.logs.notify import Notifier, mount_fs_type
 from ddpctl.logs.output import PlainSink
 from ddpctl.logs.show import LogsRequest, show_logs
+from ddpctl.run import logtimes
 from ddpctl.run.registry import JobRecord
 
 
@@ -297,3 +299,36 @@ def test_follow_says_why_a_job_is_pending_once_per_reason(tmp_path: Path) -> Non
         "-- job 123 PENDING (PartitionNodeLimit) --",
         "-- job 123 COMPLETED --",
     ], sink.notes()
+
+
+def append_timed(log: Path, data: bytes, when: float) -> None:
+    """As the stamper writes: the bytes, then their write time in the `.times` sidecar."""
+    append(log, data)
+    with Path(logtimes.times_of(log)).open("ab") as sidecar:
+        sidecar.write(logtimes.record(log.stat().st_size, when))
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_follow_holds_lines_written_after_the_pass_began(tmp_path: Path, mode: str) -> None:
+    # A pass over many busy files takes time: a file read early in a pass can get a line older than one of a file
+    # read later in the same pass. Lines are printed only up to when the last pass began (less HOLD_S), so such a
+    # pair still comes out in write order. The pass's length is played by the follower's clock, which the test
+    # moves; the write times are long past by the real clock, so only that clock can hold a line back.
+    attempt = make_attempt(tmp_path, 0, {"n1": [0, 1, 2]})
+    base = time.time() - 1000.0
+    clock = [base]
+    for rank in (0, 1, 2):
+        append(attempt / f"rank-{rank}.log", b"")
+        append(Path(logtimes.times_of(attempt / f"rank-{rank}.log")), b"")
+    append_timed(attempt / "rank-1.log", b"r1 during the pass\n", base + 0.5)  # after the pass began
+    append_timed(attempt / "rank-2.log", b"r2 before the pass\n", base - 1.0)
+    sink = Recorder()
+    follower = FollowThread(tmp_path, sink, JobStateSwitch(), config=replace(MODES[mode], wall=lambda: clock[0]))
+    follower.start()
+    # rank 2 is read after rank 1 in a pass: once its line is out, rank 1's has been read too.
+    sink.wait_for(lambda s: "r2 before the pass" in s.texts())
+    append_timed(attempt / "rank-0.log", b"r0 during the pass, older\n", base + 0.3)  # rank 0 was read already
+    clock[0] = base + 5.0  # later passes
+    sink.wait_for(lambda s: "r0 during the pass, older" in s.texts())
+    follower.finish()
+    assert sink.texts() == ["r2 before the pass", "r0 during the pass, older", "r1 during the pass"]
