@@ -22,7 +22,7 @@ Collateral NCCL/Gloo errors of the surviving ranks therefore never headline whil
 from __future__ import annotations
 
 import signal
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
 from ddpctl import exitcodes
@@ -211,7 +211,7 @@ def facts_of(attempt: Attempt, exit_code: int, stopped: bool, hang_marker: bool 
         exit_code=exit_code,
         stopped=stopped,
         stop_step=stop.step if stop is not None else None,
-        lost=tuple((lost_name(e), e.why) for e in attempt.all(NodeLost)),
+        lost=tuple(lost_node(e, attempt.all(Launched)) for e in attempt.all(NodeLost)),
         hang=attempt.first(Hung),
         hang_marker=hang_marker or any(e.hang for e in exits),
         oom_nodes=tuple(e.node for e in attempt.all(OomKilled) if e.kills),
@@ -225,10 +225,17 @@ def facts_of(attempt: Attempt, exit_code: int, stopped: bool, hang_marker: bool 
     )
 
 
-def lost_name(event: NodeLost) -> str | None:
+def lost_node(event: NodeLost, launched: Sequence[Launched]) -> tuple[str | None, str]:
+    """(host, why) of a lost node. A node that never wrote a heartbeat is named by its node rank only: its host
+    is the one that launched as that rank, if any did; else None with the rank in `why`. Never the words
+    "node rank N" as a host: the blamed host goes into Slurm's ExcNodeList, which refuses an unknown name."""
     if event.node:
-        return event.node
-    return f"node rank {event.node_rank}" if event.node_rank is not None else None
+        return event.node, event.why
+    hosts = {e.node for e in launched if isinstance(e.dist, Mapping) and e.dist.get("NODE_RANK") == event.node_rank}
+    if event.node_rank is not None and len(hosts) == 1:
+        return hosts.pop(), event.why
+    rank = f"node rank {event.node_rank}: " if event.node_rank is not None else ""
+    return None, f"{rank}{event.why}"
 
 
 def reported_deaths(event: NodeExited) -> list[Death]:

@@ -15,6 +15,9 @@ GLOO_CLOSED = (
     "RuntimeError: [../third_party/gloo/gloo/transport/tcp/pair.cc:534] Connection closed by peer [10.0.0.2]:1"
 )
 LAUNCHED = [{"event": "launch", "attempt": 0, "node": n} for n in ("n1", "n2")]
+LAUNCHED_RANKED = [
+    {"event": "launch", "attempt": 0, "node": n, "dist": {"NODE_RANK": i}} for i, n in enumerate(["n1", "n2"])
+]
 
 
 def exits(n1: list[tuple[int, int, float]], n2: list[tuple[int, int, float]], code: int = 1) -> list[dict[str, Any]]:
@@ -133,6 +136,20 @@ COLLATERAL_ONLY = [*LAUNCHED, rank_exit(0, "n1", 5.0, GLOO_CLOSED, collateral=Tr
             id="collateral-only",
         ),
         pytest.param([], 1, False, Blame("script-error", why="the step exited 1; no rank recorded why"), id="nothing"),
+        pytest.param(  # a lost node that never wrote a heartbeat, but launched as node rank 1: its host
+            [*LAUNCHED_RANKED, {"event": "node-lost", "attempt": 0, "node_rank": 1, "why": "no heartbeat"}],
+            1,
+            False,
+            Blame("node-lost", "n2", None, "no heartbeat"),
+            id="lost-rank-launched",
+        ),
+        pytest.param(  # ... and one that never launched: no host to exclude (never the words as a host name)
+            [*LAUNCHED, {"event": "node-lost", "attempt": 0, "node_rank": 1, "why": "no heartbeat"}],
+            1,
+            False,
+            Blame("node-lost", None, None, "node rank 1: no heartbeat"),
+            id="lost-rank-unknown",
+        ),
     ],
 )
 def test_blame_table(records: list[dict[str, Any]], code: int, stopped: bool, expected: Blame | None) -> None:
