@@ -12,11 +12,12 @@ from typing import Any
 
 WANDB_BLOCK = 32768  # the .wandb file is written in blocks of this size, each record chunk with a 7-byte header
 FULL, LAST = 1, 4
+FILE_STORE = "MLFLOW_ALLOW_FILE_STORE"
 
 
 def tracker_env(store: Path) -> dict[str, str]:
     """The spec env of a tracked test job: W&B offline, MLflow in a file store under the test's tmp dir."""
-    return {"WANDB_MODE": "offline", "MLFLOW_TRACKING_URI": store.as_uri(), "MLFLOW_ALLOW_FILE_STORE": "true"}
+    return {"WANDB_MODE": "offline", "MLFLOW_TRACKING_URI": store.as_uri(), FILE_STORE: "true"}
 
 
 def mlflow_steps(run_dir: Path) -> tuple[int, str, list[int]]:
@@ -24,11 +25,18 @@ def mlflow_steps(run_dir: Path) -> tuple[int, str, list[int]]:
     from mlflow.tracking import MlflowClient
 
     record = json.loads((run_dir / "tracking.json").read_text())["mlflow"]
-    os.environ["MLFLOW_ALLOW_FILE_STORE"] = "true"
-    client = MlflowClient(tracking_uri=record["uri"])
-    runs = client.search_runs([record["experiment_id"]])
-    status = client.get_run(record["run_id"]).info.status
-    return len(runs), status, [m.step for m in client.get_metric_history(record["run_id"], "loss")]
+    before = os.environ.get(FILE_STORE)
+    os.environ[FILE_STORE] = "true"  # MLflow's client reads it from here; restored below for the next test
+    try:
+        client = MlflowClient(tracking_uri=record["uri"])
+        runs = client.search_runs([record["experiment_id"]])
+        status = client.get_run(record["run_id"]).info.status
+        return len(runs), status, [m.step for m in client.get_metric_history(record["run_id"], "loss")]
+    finally:
+        if before is None:
+            del os.environ[FILE_STORE]
+        else:
+            os.environ[FILE_STORE] = before
 
 
 def tensorboard_steps(run_dir: Path) -> list[int]:
