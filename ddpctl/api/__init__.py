@@ -133,7 +133,10 @@ def submit(spec_or_path: SpecLike, *, backend: str | None = None, overrides: Ove
     `backend` overrides the spec's (`sbatch`, `submitit` or `local`). Raises `SpecError` for a bad spec,
     `BackendUnavailable` when the backend cannot run here, `CommandError` when sbatch refuses the job.
     """
-    return submit_plan(plan(spec_or_path, backend=backend, overrides=overrides))
+    spec = _spec_of(spec_or_path, overrides, backend)
+    if spec.cluster is not None:
+        raise ArgumentError(f"{spec.source}: cluster: {spec.cluster!r}: submit on a cluster with `ddpctl submit`")
+    return submit_plan(plan(spec))
 
 
 def submit_plan(submission: SubmissionPlan) -> Job:

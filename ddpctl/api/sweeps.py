@@ -139,6 +139,8 @@ def submit_loaded(loaded: LoadedSweep) -> Sweep:
     from ddpctl.plan.sweep import check_array_size, plan_sweep, with_requeue_mode
 
     spec = loaded.spec
+    if spec.cluster is not None:  # not silently here: a sweep on a remote cluster is not supported yet
+        raise ArgumentError(f"{spec.source}: cluster: {spec.cluster!r}: a sweep runs here only (no --cluster yet)")
     registry = Registry.from_env()
     registry.check_writable()  # before anything is submitted: unrecorded tasks could not be found
     from ddpctl.slurm.cluster import ClusterFacts, gather

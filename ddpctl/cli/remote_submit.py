@@ -13,28 +13,42 @@ from typing import TYPE_CHECKING
 from ddpctl.errors import ArgumentError, RemoteError, SpecError
 
 if TYPE_CHECKING:
+    from ddpctl.remote.profiles import Cluster
     from ddpctl.remote.send import Sent
+    from ddpctl.spec.model import JobSpec
 
 
-def run_remote(args: argparse.Namespace) -> int:
-    from ddpctl import __version__, api
+def run_remote(args: argparse.Namespace, spec: JobSpec) -> int:
+    from ddpctl import __version__
     from ddpctl.remote import send
-    from ddpctl.remote.profiles import clusters_path, find, read_clusters
     from ddpctl.remote.transport import Transport
 
     if args.dry_run or args.wait:
         raise ArgumentError(f"submit --cluster: {'--dry-run' if args.dry_run else '--wait'} is not supported yet")
     if args.tag is not None and not re.fullmatch(r"[0-9a-f]{32}", args.tag):
         raise ArgumentError(f"--tag {args.tag!r}: expected the 32 hex digits a dropped submit printed")
-    path = clusters_path()
-    cluster = find(read_clusters(path), args.cluster, path)
-    spec = api.spec_of(args.spec, backend=args.backend, overrides=args.overrides)
+    cluster = chosen(args.cluster, spec)
     code = send.local_code(spec)
     transport = Transport(cluster)
     extra = {"backend": args.backend, "allow_duplicate": args.allow_duplicate}
     request = send.request_of(spec, code, cluster, args.overrides, **extra)
     sent, outcome = send.submit_code(transport, code, request, __version__, args.tag or uuid.uuid4().hex)
     return shown(cluster.name, spec.source, sent, outcome)
+
+
+def chosen(name: str | None, spec: JobSpec) -> Cluster:
+    """The cluster `--cluster` names, else the spec's `cluster:`: an unknown name is one line (did you mean),
+    naming the spec file when the spec chose it."""
+    from ddpctl.remote.profiles import clusters_path, find, read_clusters
+
+    path = clusters_path()
+    if name:
+        return find(read_clusters(path), name, path)
+    assert spec.cluster is not None  # submit chose the remote path for it
+    try:
+        return find(read_clusters(path), spec.cluster, path)
+    except SpecError as err:
+        raise SpecError(f"{spec.source}: cluster: {err}") from None
 
 
 def shown(cluster: str, source: str, sent: Sent, outcome: object) -> int:

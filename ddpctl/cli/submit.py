@@ -46,7 +46,8 @@ def add(sub: Any) -> None:
     parser.add_argument(
         "--cluster",
         metavar="NAME",
-        help="submit on this remote cluster (clusters.yaml) over SSH: the code snapshot is sent, only what it lacks",
+        help="submit on this remote cluster (clusters.yaml) over SSH: the code snapshot is sent, only what it "
+        "lacks (wins over the spec's cluster:)",
     )
     parser.add_argument("--tag", help=argparse.SUPPRESS)  # --cluster: learn a dropped submission's outcome
     parser.set_defaults(func=run)
@@ -55,12 +56,11 @@ def add(sub: Any) -> None:
 def run(args: argparse.Namespace) -> int:
     from ddpctl import api
 
-    if args.cluster:
+    spec = api.spec_of(args.spec, backend=args.backend, overrides=args.overrides)
+    if args.cluster or spec.cluster:  # the command line's choice wins over the spec's `cluster:`
         from ddpctl.cli.remote_submit import run_remote
 
-        return run_remote(args)
-
-    spec = api.spec_of(args.spec, backend=args.backend, overrides=args.overrides)
+        return run_remote(args, spec)
     if args.dry_run:
         return dry_run(spec)
     if args.allow_duplicate:

@@ -21,18 +21,18 @@ from pathlib import Path
 from typing import Any
 
 from ddpctl.errors import SpecError
-from ddpctl.spec.fields import as_text, mapping_of, text, text_list
+from ddpctl.spec.fields import CLUSTER_RE, as_text, mapping_of, text, text_list
 from ddpctl.spec.schema import TOP, convert
 from ddpctl.spec.yamldoc import At, Doc, one_line, parse_yaml
 
 ENV_PATH = "DDPCTL_CLUSTERS"
 MAX_BYTES = 256 * 1024  # a profile is a few lines; this keeps a stray huge file from eating memory
 MAX_CLUSTERS = 256
-NAME_RE = r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}"
+NAME_RE = CLUSTER_RE
 # No whitespace or control characters, and no leading "-": ssh would read the destination as an option.
 DESTINATION_RE = r"[^\s\x00-\x1f\x7f-][^\s\x00-\x1f\x7f]{0,254}"
-# Spec keys a cluster may default: everything but what names one job.
-DEFAULT_KEYS = {key: conv for key, conv in TOP.items() if key not in ("name", "script", "args")}
+# Spec keys a cluster may default: everything but what names one job, and the choice of cluster itself.
+DEFAULT_KEYS = {key: conv for key, conv in TOP.items() if key not in ("name", "script", "args", "cluster")}
 # Sections whose sub-keys merge (a spec's own sub-key wins); other keys are replaced whole by the spec's.
 MERGED = ("sbatch", "env", "nccl", "requeue", "checkpoint", "health", "container")
 

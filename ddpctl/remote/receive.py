@@ -11,6 +11,7 @@ tree (not only the script's directory) goes with the job, exactly as on the lapt
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import re
@@ -192,4 +193,5 @@ def remote_spec(
     for key, value in keys:
         if value is not None and Path(value).is_relative_to(code) and not doc.overridden(key):
             moved[key] = os.path.normpath(cwd / os.path.relpath(value, folder))
-    return with_values(spec, moved) if moved else spec
+    spec = with_values(spec, moved) if moved else spec
+    return dataclasses.replace(spec, cluster=None)  # chosen on the laptop: here it is submitted here

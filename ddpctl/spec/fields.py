@@ -27,6 +27,7 @@ Conv = Callable[[Any, At], Any]
 
 NAME_RE = r"[A-Za-z0-9._-]+"
 NAME_MAX = 128
+CLUSTER_RE = r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}"  # a cluster profile's name (clusters.yaml, spec `cluster:`)
 SLURM_NAMES_RE = r"[A-Za-z0-9._-]+(,[A-Za-z0-9._-]+)*"  # partition/account/qos: one name or a comma list
 MEM_RE = r"[0-9]+[KMGT]?"
 ENV_NAME_RE = r"[A-Za-z_][A-Za-z0-9_]*"

@@ -111,6 +111,7 @@ class JobSpec(Record):
     snapshot: str = "auto"  # code snapshot at submit: auto, git, dir or off (ddpctl.snapshot)
     snapshot_exclude: tuple[str, ...] = ()  # globs left out of the snapshot; "!glob" keeps a data-like file
     tracking: tuple[str, ...] = ()  # experiment trackers given one identity for all attempts (run.tracking)
+    cluster: str | None = None  # a remote cluster of clusters.yaml to submit on over SSH (ddpctl.remote); None: here
     source: str = "<spec>"  # the file the spec came from, for messages
 
     @property

@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any
 
 from ddpctl.spec.capabilities import BACKENDS, with_containers, with_spares
 from ddpctl.spec.fields import (
+    CLUSTER_RE,
     CONTAINER_RUNTIMES,
     IFNAME_RE,
     MEM_RE,
@@ -217,6 +218,7 @@ TOP: dict[str, Conv] = {
     "snapshot": choice(("auto", "git", "dir", "off")),
     "snapshot_exclude": globs,
     "tracking": trackers,
+    "cluster": text(CLUSTER_RE, nullable=True),
     **{name: section(table) for name, table in SECTIONS.items()},
 }
 REQUIRED = ("name", "script")

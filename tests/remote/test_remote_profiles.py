@@ -61,6 +61,7 @@ def test_an_empty_file_has_no_clusters() -> None:
             "gpu: {ssh: login, defaults: {partiton: gpu}}\n",
             "c.yaml:1: gpu.defaults.partiton: unknown key, did you mean 'partition'?",
         ),
+        ("gpu: {ssh: login, defaults: {cluster: cpu}}\n", "c.yaml:1: gpu.defaults.cluster: unknown key, expected"),
         ("gpu: {ssh: login, defaults: {nodes: 0}}\n", "c.yaml:1: gpu.defaults.nodes: got 0, expected an integer in"),
         ("gpu: {ssh: login, defaults: {partition: 'a b'}}\n", "c.yaml:1: gpu.defaults.partition: got 'a b'"),
         ("gpu:\n  ddpctl: ddpctl\n", "c.yaml:1: gpu.ssh: missing, expected the ssh destination"),

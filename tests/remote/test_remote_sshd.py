@@ -313,3 +313,25 @@ def test_a_dropped_connection_during_logs_f_continues_without_a_line_twice(login
     texts = [line.split("] ", 1)[1] for line in "".join(seen).splitlines() + rest.splitlines()]
     assert texts[1:] == [*(f"line {i} hello" for i in range(40)), "^[[31mred"], (texts, err)
     assert "reconnecting" in err and follow.returncode == 0, err
+
+
+def test_cluster_in_the_spec_chooses_the_cluster_and_the_command_line_wins(login: Login) -> None:
+    spec = project(login, lines=1, delay=0)
+    spec.write_text(spec.read_text() + "cluster: login\n")
+    chosen = login.cli(str(spec), command="submit")
+    job = job_of(chosen)
+    assert "sent:     3 objects, " in chosen.stdout, chosen
+    laptop = login.home / "laptop-home"
+    assert job in (laptop / "clusters" / "login" / "registry.jsonl").read_text()
+    assert not (laptop / "registry.jsonl").exists()  # nothing submitted here
+    spec.write_text(spec.read_text().replace("cluster: login", "cluster: logn"))
+    misspelt = login.cli(str(spec), command="submit")
+    assert (misspelt.returncode, misspelt.stdout) == (2, ""), misspelt
+    clusters = login.home / "clusters.yaml"
+    assert (
+        misspelt.stderr
+        == f"ddpctl: error: {spec}: cluster: unknown cluster 'logn' in {clusters}, did you mean 'login'?\n"
+    )
+    wait_ended(login, job)
+    wins = login.cli(str(spec), "--cluster", "login", "--allow-duplicate", command="submit")
+    assert "sent:     1 objects, " in wins.stdout and "(2 already on login)" in wins.stdout, wins  # the spec changed

@@ -128,6 +128,7 @@ TOP_KEYS = [
     "requeue",
     "checkpoint",
     "tracking",
+    "cluster",
 ]
 SUB_KEYS = {
     "nccl": ["socket_ifname", "ib_disable", "debug", "timeout_s", "async_error_handling"],
