@@ -18,8 +18,8 @@ if TYPE_CHECKING:
     from ddpctl.spec.model import JobSpec
 
 
-def run_remote(args: argparse.Namespace, spec: JobSpec) -> int:
-    from ddpctl import __version__
+def run_remote(args: argparse.Namespace, spec: JobSpec | None = None) -> int:
+    from ddpctl import __version__, api
     from ddpctl.remote import send
     from ddpctl.remote.transport import Transport
 
@@ -28,6 +28,8 @@ def run_remote(args: argparse.Namespace, spec: JobSpec) -> int:
     if args.tag is not None and not re.fullmatch(r"[0-9a-f]{32}", args.tag):
         raise ArgumentError(f"--tag {args.tag!r}: expected the 32 hex digits a dropped submit printed")
     cluster = chosen(args.cluster, spec)
+    if spec is None:
+        spec = api.spec_of(args.spec, backend=args.backend, overrides=args.overrides)
     code = send.local_code(spec)
     transport = Transport(cluster)
     extra = {"backend": args.backend, "allow_duplicate": args.allow_duplicate}
@@ -36,7 +38,7 @@ def run_remote(args: argparse.Namespace, spec: JobSpec) -> int:
     return shown(cluster.name, spec.source, sent, outcome)
 
 
-def chosen(name: str | None, spec: JobSpec) -> Cluster:
+def chosen(name: str | None, spec: JobSpec | None) -> Cluster:
     """The cluster `--cluster` names, else the spec's `cluster:`: an unknown name is one line (did you mean),
     naming the spec file when the spec chose it."""
     from ddpctl.remote.profiles import clusters_path, find, read_clusters
@@ -44,7 +46,7 @@ def chosen(name: str | None, spec: JobSpec) -> Cluster:
     path = clusters_path()
     if name:
         return find(read_clusters(path), name, path)
-    assert spec.cluster is not None  # submit chose the remote path for it
+    assert spec is not None and spec.cluster is not None  # submit chose the remote path for it
     try:
         return find(read_clusters(path), spec.cluster, path)
     except SpecError as err:

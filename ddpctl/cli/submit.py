@@ -55,11 +55,12 @@ def add(sub: Any) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from ddpctl import api
+    from ddpctl.cli.remote_submit import run_remote
 
+    if args.cluster:  # wins over the spec's `cluster:`; an unknown name is said before the spec is read
+        return run_remote(args)
     spec = api.spec_of(args.spec, backend=args.backend, overrides=args.overrides)
-    if args.cluster or spec.cluster:  # the command line's choice wins over the spec's `cluster:`
-        from ddpctl.cli.remote_submit import run_remote
-
+    if spec.cluster:
         return run_remote(args, spec)
     if args.dry_run:
         return dry_run(spec)
