@@ -18,7 +18,7 @@ import shutil
 import sys
 import threading
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -88,7 +88,8 @@ class Checkpointer:
 
         `state[RANK_KEY]` ("rank") is this rank's own part; everything else is taken from rank 0 only.
         With `blocking=False` the state is snapshotted (copied to CPU) and written on a background thread;
-        call `wait()` before relying on it (the next `save`, `load_latest` and `wait` do).
+        call `wait()` before relying on it (the next `save`, `load_latest` and `wait` do). A blocking save
+        returns once its checkpoint is complete; removing older ones beyond `keep` runs on, joined the same way.
         """
         progress.mark("checkpoint")  # the hang watchdog allows health.checkpoint_s for a save
         self.wait()
@@ -100,11 +101,26 @@ class Checkpointer:
             self.ctx.barrier()
             if self.ctx.is_main:
                 self._commit(path, step)
+                # Retention deletes older steps, each as large as this one (1.45 s of a 1 GiB save under load):
+                # the new step is complete, so that runs beside training, joined by the next wait().
+                self._start(self._prune, step)
             return path
         frozen = self._pool.snapshot(state)  # safe to reuse buffers: wait() above finished the last write
-        self._thread = threading.Thread(target=self._background, args=(path, step, frozen), daemon=False)
-        self._thread.start()
+        self._start(self._background, path, step, frozen)
         return path
+
+    def _start(self, work: Callable[..., None], *args: Any) -> None:
+        """Run `work` on the one background thread; its error is re-raised by wait() on the training thread."""
+
+        def run() -> None:
+            try:
+                work(*args)
+            except BaseException as exc:
+                self._error = exc
+
+        # Not a daemon: a script that exits (finish_for_requeue raises SystemExit) still finishes it first.
+        self._thread = threading.Thread(target=run, daemon=False)
+        self._thread.start()
 
     def wait(self) -> None:
         """Block until a background save finished; re-raise its error here, on the training thread."""
@@ -116,12 +132,10 @@ class Checkpointer:
             raise RuntimeError("background checkpoint save failed") from error
 
     def _background(self, path: Path, step: int, state: dict[str, Any]) -> None:
-        try:
-            self._write_parts(path, state)
-            if self.ctx.is_main:
-                self._commit(path, step)
-        except BaseException as exc:  # handed to wait() and re-raised on the training thread
-            self._error = exc
+        self._write_parts(path, state)
+        if self.ctx.is_main:
+            self._commit(path, step)
+            self._prune(step)
 
     def _write_parts(self, path: Path, state: dict[str, Any]) -> None:
         try:
@@ -145,7 +159,7 @@ class Checkpointer:
         ckptio.atomic_write_json({"rank": rank, "files": files}, path / f"rank-{rank}.json")
 
     def _commit(self, path: Path, step: int) -> None:
-        """Rank 0: once every rank's table is there, write the marker, then prune older checkpoints."""
+        """Rank 0: once every rank's table is there, write the marker (the caller prunes older checkpoints)."""
         files: dict[str, Any] = {}
         deadline = time.monotonic() + COMMIT_TIMEOUT_S
         for rank in range(self.ctx.world_size):
@@ -166,7 +180,6 @@ class Checkpointer:
             "owner": self._owner,
         }
         ckptio.atomic_write_json(marker, path / MARKER)
-        self._prune(step)
 
     def _prune(self, newest: int) -> None:
         complete: list[int] = []

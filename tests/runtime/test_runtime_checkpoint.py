@@ -26,7 +26,10 @@ def make(tmp_path: Path, keep: int = 3) -> Checkpointer:
     return Checkpointer(tmp_path / "ckpt", keep=keep, ctx=SOLO, env={"DDPCTL_RUN_DIR": str(tmp_path)})
 
 
-def steps_on_disk(tmp_path: Path) -> list[str]:
+def steps_on_disk(tmp_path: Path, *savers: Checkpointer) -> list[str]:
+    """The step directories, once the savers' retention (which runs beside training after a save) is done."""
+    for saver in savers:
+        saver.wait()
     return sorted(p.name for p in (tmp_path / "ckpt").iterdir())
 
 
@@ -54,7 +57,7 @@ def test_keeps_only_the_newest_complete(tmp_path: Path) -> None:
     ckpt = make(tmp_path, keep=2)
     for step in (1, 2, 3, 4):
         ckpt.save(step, state(step))
-    assert steps_on_disk(tmp_path) == ["step-000000003", "step-000000004"]
+    assert steps_on_disk(tmp_path, ckpt) == ["step-000000003", "step-000000004"]
     assert ckpt.latest_step() == 4
 
 
@@ -62,7 +65,7 @@ def test_keep_zero_keeps_everything(tmp_path: Path) -> None:
     ckpt = make(tmp_path, keep=0)
     for step in (1, 2, 3):
         ckpt.save(step, state(step))
-    assert len(steps_on_disk(tmp_path)) == 3
+    assert len(steps_on_disk(tmp_path, ckpt)) == 3
 
 
 def damage_truncate(path: Path) -> None:
@@ -113,7 +116,7 @@ def test_save_after_resuming_from_older_drops_the_abandoned_newer(tmp_path: Path
     damage_truncate(ckpt.save(20, state(20)) / "shared.pt")
     ckpt.load_latest()  # resumes from 10; the damaged 20 would otherwise count as "newest"
     ckpt.save(12, state(12))
-    assert steps_on_disk(tmp_path) == ["step-000000012"]
+    assert steps_on_disk(tmp_path, ckpt) == ["step-000000012"]
 
 
 def test_a_faster_ranks_next_save_survives_the_commit_of_this_one(tmp_path: Path) -> None:
@@ -127,7 +130,7 @@ def test_a_faster_ranks_next_save_survives_the_commit_of_this_one(tmp_path: Path
     ahead.mkdir()
     (ahead / "OWNER").write_text(json.dumps({"owner": ckpt._owner}))
     ckpt.save(4, state(4))
-    assert steps_on_disk(tmp_path) == ["step-000000002", "step-000000004", "step-000000006"]
+    assert steps_on_disk(tmp_path, ckpt) == ["step-000000002", "step-000000004", "step-000000006"]
 
 
 def test_incomplete_leftovers_are_removed_after_the_next_complete_save(tmp_path: Path) -> None:
@@ -136,7 +139,7 @@ def test_incomplete_leftovers_are_removed_after_the_next_complete_save(tmp_path:
     leftover.mkdir(parents=True)
     (leftover / "shared.pt").write_bytes(b"partial")
     ckpt.save(4, state(4))
-    assert steps_on_disk(tmp_path) == ["step-000000004"]
+    assert steps_on_disk(tmp_path, ckpt) == ["step-000000004"]
 
 
 def test_background_save_is_complete_after_wait(tmp_path: Path) -> None:
@@ -180,10 +183,16 @@ def test_retention_never_deletes_another_runs_checkpoints(tmp_path: Path) -> Non
     first = other_run(tmp_path, "run-a")
     for step in (4, 8, 12):
         first.save(step, state(step))
+    first.wait()  # that run has ended (its retention with it) before the next one starts
     second = other_run(tmp_path, "run-b", keep=1)
     for step in (1, 2, 3):  # a fresh run that never resumed: its steps are below the other run's
         second.save(step, state(step))
-    assert steps_on_disk(tmp_path) == ["step-000000003", "step-000000004", "step-000000008", "step-000000012"]
+    assert steps_on_disk(tmp_path, first, second) == [
+        "step-000000003",
+        "step-000000004",
+        "step-000000008",
+        "step-000000012",
+    ]
 
 
 def test_saving_over_another_runs_step_is_refused(tmp_path: Path) -> None:
@@ -198,12 +207,18 @@ def test_the_checkpoint_resumed_from_is_adopted_by_retention(tmp_path: Path) -> 
     first = other_run(tmp_path, "run-a")
     for step in (4, 8, 12):
         first.save(step, state(step))
+    first.wait()  # that run has ended (its retention with it) before the next one starts
     second = other_run(tmp_path, "run-b", keep=2)
     found = second.load_latest()
     assert found is not None and found[0] == 12
     for step in (13, 14):
         second.save(step, state(step))
-    assert steps_on_disk(tmp_path) == ["step-000000004", "step-000000008", "step-000000013", "step-000000014"]
+    assert steps_on_disk(tmp_path, first, second) == [
+        "step-000000004",
+        "step-000000008",
+        "step-000000013",
+        "step-000000014",
+    ]
 
 
 def test_another_world_size_in_the_directory_is_refused_loudly(tmp_path: Path) -> None:
