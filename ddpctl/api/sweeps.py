@@ -1,5 +1,6 @@
-"""Sweeps in the API: `ddpctl.sweep(spec_path, grid={...}, max_parallel=...)` submits one Slurm job array and
-returns a `Sweep`, whose tasks are ordinary `Job`s (`.jobs`); `ddpctl sweep` is built on `submit_loaded`.
+"""Sweeps in the API: `ddpctl.sweep(spec_path, grid={...}, max_parallel=...)` submits one Slurm job array (the
+local backend: a detached queue on this machine) and returns a `Sweep`, whose tasks are ordinary `Job`s
+(`.jobs`); `ddpctl sweep` is built on `submit_loaded`.
 
     sw = ddpctl.sweep("jobs/train.yaml", grid={"env.LR": [1e-3, 3e-4]}, max_parallel=2)
     sw.wait(timeout=3600)        # every task's final JobState
@@ -76,17 +77,25 @@ class Sweep:
         return rank([read_task(job.run_dir) for job in self.jobs], metric, mode)
 
     def cancel(self) -> None:
-        """End every task (`scancel` of the array job); `JobNotActive` when every task has ended already."""
+        """End every task (`scancel` of the array job; local: its queue starts no further task and the running
+        ones are cancelled); `JobNotActive` when every task has ended already."""
         from ddpctl.backends.control import JobNotActive
-        from ddpctl.backends.sbatch import BACKEND
         from ddpctl.backends.sbatch_array import task_states
 
-        states = task_states([job.record for job in self.jobs])
+        records = [job.record for job in self.jobs]
+        states = task_states(records)
         left = counts(states)
         if left["running"] + left["pending"] == 0 and "UNKNOWN" not in states:
             raise JobNotActive(
                 f"sweep {self.name} (job array {self.array_job}) already ended: {count_line(states)}; nothing to cancel"
             )
+        if records[0].backend == "local":
+            from ddpctl.backends.local_sweep import cancel_sweep
+
+            cancel_sweep(records)
+            return
+        from ddpctl.backends.sbatch import BACKEND
+
         BACKEND.cancel_array(self.array_job)
 
 
@@ -100,7 +109,8 @@ def sweep(
     overrides: Overrides = (),
 ) -> Sweep:
     """Submit the spec file over `grid` (every combination of the keys' values) and `zipped` (values taken
-    together) as one Slurm job array of at most `max_parallel` tasks at once, as `ddpctl sweep` does. Values are
+    together) as one Slurm job array of at most `max_parallel` tasks at once (local backend: a detached queue,
+    default 1 at once), as `ddpctl sweep` does. Values are
     spec values (written as JSON, as `overrides=` mappings are). Raises `SpecError` for a bad point."""
     from ddpctl.spec.sweepload import load_sweep
 
@@ -134,7 +144,8 @@ def axis_words(what: str, axes: Mapping[str, Sequence[Any]] | None) -> list[str]
 
 
 def submit_loaded(loaded: LoadedSweep) -> Sweep:
-    """Plan the checked sweep for this cluster (requeue mode, MaxArraySize), submit it, record its tasks."""
+    """Plan the checked sweep for this cluster (requeue mode, MaxArraySize), submit it, record its tasks. On the
+    local backend: its tasks' run dirs and one detached queue that starts them (ddpctl.backends.local_sweep)."""
     from ddpctl import proc
     from ddpctl.plan.sweep import check_array_size, plan_sweep, with_requeue_mode
 
@@ -145,6 +156,17 @@ def submit_loaded(loaded: LoadedSweep) -> Sweep:
     registry.check_writable()  # before anything is submitted: unrecorded tasks could not be found
     from ddpctl.slurm.cluster import ClusterFacts, gather
 
+    source = Path(spec.source)
+    spec_path = source.resolve() if source.is_file() else source
+    if spec.backend == "local":
+        from ddpctl.backends import local_sweep
+
+        local_sweep.check_size(spec.name, len(loaded.points))
+        loaded, why = with_requeue_mode(loaded, ClusterFacts())
+        records = local_sweep.submit(plan_sweep(loaded), spec_path, why)
+        registry.add_all(records)
+        return Sweep(records)
+
     facts = gather() if proc.available("scontrol") else ClusterFacts(why_missing="scontrol is not on PATH")
     loaded, why = with_requeue_mode(loaded, facts)
     plan = plan_sweep(loaded)
@@ -153,8 +175,7 @@ def submit_loaded(loaded: LoadedSweep) -> Sweep:
     from ddpctl.backends.sbatch_array import submit_array
 
     BACKEND.check_available()
-    source = Path(spec.source)
-    records = submit_array(BACKEND, plan, source.resolve() if source.is_file() else source, why)
+    records = submit_array(BACKEND, plan, spec_path, why)
     registry.add_all(records)
     return Sweep(records)
 

@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from ddpctl import proc, safeio
-from ddpctl.backends import local_proc, submitted_record
+from ddpctl.backends import local_proc, local_queue, submitted_record
 from ddpctl.errors import CommandError
 from ddpctl.node import batch
 from ddpctl.run import history
@@ -94,6 +94,8 @@ class LocalBackend:
         # Read once, after the lock: a supervisor records its decision before it lets go of the lock.
         past = history.load(RunLayout(run_dir).events)
         restarts = past.restarts()
+        if not running and record.sweep is not None and (unstarted := local_queue.unstarted_state(record)):
+            return JobState(unstarted[0], restarts, unstarted[1])  # a sweep's task before its turn
         if running:
             if local_proc.supervisor(run_dir) is None:
                 return JobState(
@@ -110,6 +112,8 @@ class LocalBackend:
         )
 
     def cancel(self, record: JobRecord) -> None:
+        if record.sweep is not None and local_queue.cancel_unstarted(record):
+            return  # a sweep's task before its turn: it never starts
         if not local_proc.signal_supervisor(Path(record.run_dir), signal.SIGTERM):
             raise CommandError(f"job {record.job_id} is not running{_stopping(record)}")
 

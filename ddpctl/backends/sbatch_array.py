@@ -103,7 +103,8 @@ def staged(plan: ArrayPlan, trackers: list[dict[str, object]]) -> Path:
             f"{spec.source}: run_dir: cannot create a run directory under {spec.run_base}: {err.strerror or err}"
         ) from err
     try:
-        (stage / SCRIPT).write_text(plan.script or "")
+        if plan.script is not None:  # the local backend's sweep runs no batch script
+            (stage / SCRIPT).write_text(plan.script)
         shared = RunLayout(stage)  # the sweep dir holds the one snapshot as a run dir would
         take(spec, shared.snapshot_file, shared.code_dir)
         points = {str(point.index): point.overrides for point, _ in plan.sweep.points}
@@ -121,9 +122,12 @@ def staged(plan: ArrayPlan, trackers: list[dict[str, object]]) -> Path:
     return stage
 
 
-def commit(plan: ArrayPlan, stage: Path, job: str, spec_path: Path, written: list[Path]) -> list[JobRecord]:
+def commit(
+    plan: ArrayPlan, stage: Path, job: str, spec_path: Path, written: list[Path], *, batch_link: bool = True
+) -> list[JobRecord]:
     """The staging dir becomes `sweep-<job>`, each task dir `<job>_<task>` (each name claimed by mkdir, as a
-    single run's commit does); `written` collects what was made, for the caller's clean-up."""
+    single run's commit does); `written` collects what was made, for the caller's clean-up. `batch_link`: link
+    each run dir's slurm.out to the file Slurm writes (not for the local backend: its supervisor writes it)."""
     base = plan.run_base
     home = claim(sweep_dir(base, job))
     written.append(home)
@@ -139,7 +143,8 @@ def commit(plan: ArrayPlan, stage: Path, job: str, spec_path: Path, written: lis
             code = RunLayout(Path("..") / home.name).code_dir
             shared = dict(snapshot, path=str(code), script=f"../{home.name}/{snapshot['script']}")
             layout.snapshot_file.write_text(json.dumps(shared, indent=1) + "\n")
-        link_batch_output(layout, point_spec, task)
+        if batch_link:
+            link_batch_output(layout, point_spec, task)
         records.append(
             JobRecord(
                 job_id=task,
@@ -180,6 +185,8 @@ def task_states(records: list[JobRecord]) -> list[str]:
     tasks; an ended task's from its run's recorded end, else its own state query."""
     if not records or records[0].sweep is None:
         return []
+    if records[0].backend == "local":  # no squeue: each task's own state (its queue's, before it starts)
+        return [current_state(record).state for record in records]
     try:
         rows = commands.array_tasks(records[0].sweep)
     except ControllerUnreachable:

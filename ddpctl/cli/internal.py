@@ -51,6 +51,12 @@ def add(sub: Any) -> None:
     local.add_argument("--job-number", type=int, required=True)
     local.add_argument("--lock-fd", type=int, default=None, help="the job's supervisor lock, inherited from submit")
     local.set_defaults(func=run_local)
+    queue = inner.add_parser("local-sweep", help="the local backend's queue for one sweep: starts its tasks")
+    queue.add_argument("sweep_dir", type=Path)
+    queue.add_argument("--job-number", type=int, required=True)
+    queue.add_argument("--max-parallel", type=int, default=None)
+    queue.add_argument("--lock-fd", type=int, default=None, help="the sweep's queue lock, inherited from submit")
+    queue.set_defaults(func=run_local_sweep)
     from ddpctl.cli import remote_internal
 
     remote_internal.add(inner)
@@ -170,3 +176,10 @@ def run_local(args: argparse.Namespace) -> int:
     from ddpctl.backends.local_supervisor import supervise
 
     return supervise(args.run_dir.resolve(), args.job_number, args.lock_fd)
+
+
+def run_local_sweep(args: argparse.Namespace) -> int:
+    from ddpctl.backends.local_sweep import serve
+
+    # The inherited lock (args.lock_fd) stays open for the queue's life: it is how status knows the queue lives.
+    return serve(args.sweep_dir.resolve(), args.job_number, args.max_parallel)

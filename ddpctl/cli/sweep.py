@@ -17,13 +17,15 @@ if TYPE_CHECKING:
 def add(sub: Any) -> None:
     parser = sub.add_parser(
         "sweep",
-        help="plan a sweep: the spec over a grid of values, as one job array",
+        help="run a sweep: the spec over a grid of values, as one job array (local: a queue on this machine)",
         description="Expand the spec over --grid/--zip values (and the spec file's sweep: block), check every "
         "point as a --set would be checked, and submit them as one Slurm job array (sbatch backend; returns at "
         "once, nothing of ddpctl stays running). Each task is a full multi-node run in "
         "<run_dir>/<name>/<array job>_<task>/ and requeues only itself. `ddpctl list` shows the sweep as one "
         "line, `ddpctl status NAME` its tasks; status/logs/cancel/preempt take a task id (123_4), `cancel NAME` "
-        "ends every task. The local and submitit backends do not run sweeps yet. "
+        "ends every task. On the local backend (--set backend=local) one detached queue process starts the tasks "
+        "on this machine, --max-parallel at a time (default 1; at most 100 points), as "
+        "<run_dir>/<name>/local-N_<task>/; the submitit backend does not run sweeps yet. "
         "`ddpctl sweep results DIR...` ranks tasks by their heartbeat values.",
     )
     add_spec_args(parser)
@@ -45,7 +47,7 @@ def add(sub: Any) -> None:
         "--max-parallel",
         type=int,
         metavar="N",
-        help="at most N tasks at once (sbatch `--array=0-(n-1)%%N`; default: no limit)",
+        help="at most N tasks at once (sbatch `--array=0-(n-1)%%N`; default: no limit; local backend: default 1)",
     )
     parser.add_argument("--name", help="the sweep's name: the spec's name for every point (default: the spec's)")
     parser.add_argument(
@@ -79,14 +81,31 @@ def submit(loaded: Sweep) -> int:
     from ddpctl.api.sweeps import submit_loaded
     from ddpctl.spec.sweep import array_range
 
+    if loaded.spec.backend == "local":
+        return submit_local(loaded)
     if loaded.spec.capabilities.submits != SCRIPT:
         raise SpecError(
-            f"{loaded.spec.source}: backend {loaded.spec.backend}: sweeps are submitted on the sbatch backend only "
-            "yet (--dry-run lists the points)"
+            f"{loaded.spec.source}: backend {loaded.spec.backend}: sweeps are submitted on the sbatch and local "
+            "backends only yet (--dry-run lists the points)"
         )
     done = submit_loaded(loaded)
     array = array_range(len(done.jobs), loaded.axes.max_parallel)
     print(f"submitted sweep {done.name}: job array {done.array_job}, {points(len(done.jobs))} (--array={array})")
+    print(f"run dirs: {done.run_base}/{done.array_job}_<point>/")
+    print(f"status:   ddpctl status {done.array_job}   (a task: ddpctl status {done.array_job}_0)")
+    print(f"cancel:   ddpctl cancel {done.array_job}")
+    return 0
+
+
+def submit_local(loaded: Sweep) -> int:
+    from ddpctl.api.sweeps import submit_loaded
+
+    done = submit_loaded(loaded)
+    at_once = loaded.axes.max_parallel or 1
+    print(
+        f"submitted sweep {done.name}: {done.array_job} on this machine, {points(len(done.jobs))}, "
+        f"{at_once} at a time (a detached queue starts them; nothing stays in this terminal)"
+    )
     print(f"run dirs: {done.run_base}/{done.array_job}_<point>/")
     print(f"status:   ddpctl status {done.array_job}   (a task: ddpctl status {done.array_job}_0)")
     print(f"cancel:   ddpctl cancel {done.array_job}")

@@ -53,6 +53,12 @@ class ArrayPlan:
         ]
         width = len(str(len(points) - 1))
         lines += [f"  {point.index:>{width}}  {' '.join(point.overrides)}" for point, _ in points]
+        if spec.backend == "local":
+            at_once = self.sweep.axes.max_parallel or 1
+            lines.append(
+                f"backend local: one detached queue on this machine runs {at_once} at a time, each a local job"
+            )
+            return "\n".join(lines) + "\n"
         if self.script is None:
             lines.append(f"backend {spec.backend}: a sweep is planned as a Slurm job array of the sbatch backend only")
             return "\n".join(lines) + "\n"

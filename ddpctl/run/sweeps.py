@@ -10,7 +10,7 @@ from collections.abc import Iterable, Sequence
 
 from ddpctl.run.registry import JobRecord
 
-_TASK_ID = re.compile(r"(\d+)_(\d+)")
+_TASK_ID = re.compile(r"(\d+|local-\d+)_(\d+)")  # a Slurm array job, or a local sweep (local-7)
 
 # The four counts `list` shows for a sweep; every state a task can be in falls into one or is left out (UNKNOWN).
 RUNNING = ("RUNNING", "COMPLETING", "UNREACHABLE", "STOPPING")
@@ -19,7 +19,8 @@ COMPLETED = ("COMPLETED",)
 
 
 def parse_task_id(text: str) -> tuple[str, int] | None:
-    """`123_4` → ("123", 4); None for anything else (a plain job id, a name, `123_[0-3]`)."""
+    """`123_4` → ("123", 4), `local-7_2` → ("local-7", 2); None for anything else (a plain job id, a name,
+    `123_[0-3]`)."""
     match = _TASK_ID.fullmatch(text.strip())
     return (match.group(1), int(match.group(2))) if match else None
 

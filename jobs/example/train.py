@@ -33,8 +33,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--samples", type=int, default=2048)
     p.add_argument("--batch-size", type=int, default=32, help="per rank, per micro-step")
     p.add_argument("--accum", type=int, default=2, help="micro-steps per optimizer step")
-    p.add_argument("--lr", type=float, default=0.05)
-    p.add_argument("--seed", type=int, default=0)
+    # LR and SEED from the environment: a sweep's `--grid env.LR=0.1,0.01` reaches the script without args.
+    p.add_argument("--lr", type=float, default=float(os.environ.get("LR", "0.05")), help="default: $LR or 0.05")
+    p.add_argument("--seed", type=int, default=int(os.environ.get("SEED", "0")), help="default: $SEED or 0")
     p.add_argument("--steps-per-epoch", type=int, default=0, help="cap optimizer steps per epoch (0: all)")
     p.add_argument("--ckpt-every", type=int, default=0, help="checkpoint every N optimizer steps (0: never)")
     p.add_argument("--async-ckpt", action="store_true", help="write periodic checkpoints in the background")

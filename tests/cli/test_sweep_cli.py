@@ -48,13 +48,12 @@ def test_dry_run_prints_points_and_the_array_script(cli: Cli, tmp_path: Path) ->
     assert not (tmp_path / "runs").exists() and not (tmp_path / "home").exists()
 
 
-@pytest.mark.parametrize("backend", ["local", "submitit"])
-def test_a_sweep_on_another_backend_than_sbatch_is_refused(cli: Cli, tmp_path: Path, backend: str) -> None:
-    # Refused before anything is asked of a cluster or written (the local backend's sweeps: not there yet).
-    done = cli.run("sweep", "job.yaml", "--set", f"backend={backend}", check=False)
+def test_a_sweep_on_the_submitit_backend_is_refused(cli: Cli, tmp_path: Path) -> None:
+    # Refused before anything is asked of a cluster or written.
+    done = cli.run("sweep", "job.yaml", "--set", "backend=submitit", check=False)
     assert (done.returncode, done.stdout) == (2, "")
     assert done.stderr == (
-        f"ddpctl: error: job.yaml: backend {backend}: sweeps are submitted on the sbatch backend only "
+        "ddpctl: error: job.yaml: backend submitit: sweeps are submitted on the sbatch and local backends only "
         "yet (--dry-run lists the points)\n"
     )
     assert not (tmp_path / "runs").exists() and not (tmp_path / "home").exists()

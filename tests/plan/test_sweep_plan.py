@@ -98,10 +98,18 @@ def test_chain_mode_is_refused(spec_file: Path) -> None:
 
 
 def test_backend_without_a_script_lists_the_points_only(spec_file: Path) -> None:
-    plan = plan_sweep(load_sweep(spec_file, ["backend=local"], grid=["env.LR=1,2"]))
+    plan = plan_sweep(load_sweep(spec_file, ["backend=submitit"], grid=["env.LR=1,2"]))
     assert plan.script is None
     assert plan.text().splitlines()[-1] == (
-        "backend local: a sweep is planned as a Slurm job array of the sbatch backend only"
+        "backend submitit: a sweep is planned as a Slurm job array of the sbatch backend only"
+    )
+
+
+def test_local_backend_plans_a_queue(spec_file: Path) -> None:
+    plan = plan_sweep(load_sweep(spec_file, ["backend=local"], grid=["env.LR=1,2"], max_parallel=2))
+    assert plan.script is None
+    assert plan.text().splitlines()[-1] == (
+        "backend local: one detached queue on this machine runs 2 at a time, each a local job"
     )
 
 

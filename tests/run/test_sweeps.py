@@ -14,6 +14,8 @@ from ddpctl.run.sweeps import count_line, counts, group, parse_task_id, sweep_ta
     [
         ("123_4", ("123", 4)),
         ("7_0", ("7", 0)),
+        ("local-7_2", ("local-7", 2)),  # a local sweep's task
+        ("local-7", None),
         (" 12_10 ", ("12", 10)),
         ("123", None),
         ("123_", None),

@@ -1,0 +1,135 @@
+"""A sweep on the local backend, end to end with real processes (no Slurm): one detached queue starts each task
+as a local job, --max-parallel at a time; `list`, `status`, `cancel` of the sweep and of a task, `sweep
+results`, the API's wait and results, and what status says once the queue is gone."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import time
+from pathlib import Path
+
+import pytest
+import yaml
+from clitools import EXAMPLE_SCRIPT, Cli, events, write_spec
+
+import ddpctl
+from ddpctl.backends import local_proc
+
+pytestmark = pytest.mark.torchrun
+
+QUICK = ["--epochs", "1", "--samples", "128", "--batch-size", "32", "--accum", "1"]  # 4 steps of one rank
+
+
+@pytest.fixture
+def cli(tmp_path: Path) -> Cli:
+    empty = tmp_path / "empty-bin"  # no sbatch/srun/scontrol to be found: the local backend needs none
+    empty.mkdir()
+    return Cli(tmp_path / "home", cwd=tmp_path, extra_env={"PATH": str(empty), "COLUMNS": "100"})
+
+
+def spec(tmp_path: Path, name: str, *extra: str) -> Path:
+    """The example trainer on one simulated node, one rank: a task takes seconds."""
+    return write_spec(
+        tmp_path / f"{name}.yaml",
+        name=name,
+        script=str(EXAMPLE_SCRIPT),
+        args=[*QUICK, *extra],
+        nodes=1,
+        nproc_per_node=1,
+        run_dir=str(tmp_path / "runs"),
+        env={"OMP_NUM_THREADS": "1"},
+        backend="local",
+    )
+
+
+def task_dirs(tmp_path: Path, name: str, sweep: str, count: int) -> list[Path]:
+    return [tmp_path / "runs" / name / f"{sweep}_{index}" for index in range(count)]
+
+
+def sweep_id(out: str) -> str:
+    return out.split("submitted sweep ", 1)[1].split()[1]
+
+
+def sweep_line(cli: Cli, sweep: str) -> str:
+    """`list`'s line for the sweep: its state cell (COLUMNS=100: the table's widest, one line per row)."""
+    row = next(line for line in cli.run("list").stdout.splitlines() if line.startswith(f"{sweep} (sweep)"))
+    return " ".join(row.split("  ")[2:]).split(" local ")[0].strip()
+
+
+def started(run_dir: Path) -> bool:
+    return (run_dir / "attempt-0").exists()
+
+
+def test_max_parallel_1_runs_one_task_at_a_time_and_ranks_results(cli: Cli, tmp_path: Path) -> None:
+    out = cli.run("sweep", str(spec(tmp_path, "lr")), "--grid", "env.LR=0.2,0.002", "--max-parallel", "1")
+    sweep = sweep_id(out.stdout)
+    dirs = task_dirs(tmp_path, "lr", sweep, 2)
+    most = 0
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline and not all(started(d) and not local_proc.lock_held(d) for d in dirs):
+        most = max(most, sum(local_proc.lock_held(d) for d in dirs))
+        time.sleep(0.2)
+    assert most == 1, "never more (and at least once exactly) one task running"
+    listed = [json.loads(line) for line in cli.run("list", "--json").stdout.splitlines()]
+    assert [(job["job_id"], job["state"]) for job in listed] == [(d.name, "COMPLETED") for d in dirs]
+    assert sweep_line(cli, sweep) == "2 tasks: 0 running / 0 pending / 2 completed / 0 failed"
+    # One after the other: each task's first attempt began after the previous one's decision.
+    decided = [next(e["t"] for e in events(d) if e["event"] == "decision") for d in dirs]
+    begun = [next(e["t"] for e in events(d) if e["event"] == "attempt-start") for d in dirs]
+    assert begun[1] >= decided[0]
+    for run_dir, lr in zip(dirs, ("0.2", "0.002"), strict=True):
+        assert yaml.safe_load((run_dir / "job.yaml").read_text())["env"]["LR"] == lr
+        assert json.loads((run_dir / "snapshot.json").read_text())["path"] == f"../sweep-{sweep}/code"
+    results = cli.run("sweep", "results", str(tmp_path / "runs" / "lr"), "--json").stdout
+    ranked = [json.loads(line) for line in results.splitlines()]
+    assert sorted(r["run"] for r in ranked) == [d.name for d in dirs]
+    losses = [r["final"]["loss"] for r in ranked]
+    assert losses == sorted(losses) and len(set(losses)) == 2, "each point trained with its own LR"
+
+
+def test_cancel_of_the_sweep_while_its_first_task_runs(
+    cli: Cli, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("DDPCTL_HOME", cli.env["DDPCTL_HOME"])  # the API here, the CLI there: one registry
+    sw = ddpctl.sweep(spec(tmp_path, "slow", "--sleep-per-step", "2"), grid={"env.LR": [0.1, 0.01, 0.001]})
+    dirs = [job.run_dir for job in sw.jobs]
+    rank0 = dirs[0] / "attempt-0" / "rank-0.log"
+    cli.wait_for(lambda: rank0.exists() and "step 1/" in rank0.read_text(), timeout=60, what="task 0 training")
+    assert [job.status().state for job in sw.jobs] == ["RUNNING", "PENDING", "PENDING"]
+
+    done = cli.run("cancel", "slow")
+    assert done.stdout.startswith(f"cancelled sweep slow: job array {sw.array_job}, 3 tasks"), done.stdout
+    states = sw.wait(timeout=60, poll_s=0.5)
+    assert [state.state for state in states] == ["CANCELLED"] * 3
+    assert [e["event"] for e in events(dirs[0])].count("cancelled") == 1
+    home = tmp_path / "runs" / "slow" / f"sweep-{sw.array_job}"
+    cli.wait_for(lambda: not local_proc.lock_held(home), timeout=10, what="the queue to end")
+    time.sleep(1.0)  # more than the queue's poll: had it survived, it would have started task 1 by now
+    assert not started(dirs[1]) and not started(dirs[2])
+    assert "never started" in states[1].reason
+    assert sweep_line(cli, sw.array_job) == "3 tasks: 0 running / 0 pending / 0 completed / 3 failed"
+    assert next(ranked.task.run_dir for ranked in sw.results()) == dirs[0]  # the only one that reported
+    refused = cli.run("cancel", "slow", check=False)
+    assert refused.returncode != 0 and "already ended" in refused.stderr, refused
+
+
+def test_status_does_not_lie_once_the_queue_is_gone(cli: Cli, tmp_path: Path) -> None:
+    out = cli.run("sweep", str(spec(tmp_path, "gone", "--sleep-per-step", "2")), "--grid", "env.LR=0.1,0.01,0.001")
+    sweep = sweep_id(out.stdout)
+    dirs = task_dirs(tmp_path, "gone", sweep, 3)
+    cli.wait_for(lambda: local_proc.lock_held(dirs[0]), timeout=30, what="task 0 to start")
+    cli.run("cancel", f"{sweep}_2")  # a task before its turn: it never starts
+    assert cli.status(f"{sweep}_2")["state"] == "CANCELLED"
+
+    home = tmp_path / "runs" / "gone" / f"sweep-{sweep}"
+    os.kill(int((home / "supervisor.pid").read_text().split()[0]), signal.SIGKILL)  # the queue dies
+    cli.wait_for(lambda: not local_proc.lock_held(home), timeout=10, what="the queue's lock to be let go")
+    waiting = cli.status(f"{sweep}_1")
+    assert waiting["state"] == "FAILED" and "never started: the sweep's queue process is gone" in waiting["reason"]
+    assert cli.status(f"{sweep}_0")["state"] == "RUNNING"  # its own supervisor, in its own session, goes on
+    cli.run("cancel", f"{sweep}_0")
+    assert cli.wait_terminal(f"{sweep}_0", timeout=60)["state"] == "CANCELLED"
+    assert sweep_line(cli, sweep) == "3 tasks: 0 running / 0 pending / 0 completed / 3 failed"
+    assert not started(dirs[1]) and not started(dirs[2])
