@@ -152,6 +152,10 @@ def submit_loaded(loaded: LoadedSweep) -> Sweep:
     spec = loaded.spec
     if spec.cluster is not None:  # not silently here: a sweep on a remote cluster is not supported yet
         raise ArgumentError(f"{spec.source}: cluster: {spec.cluster!r}: a sweep runs here only (no --cluster yet)")
+    if spec.backend == "local":  # before anything is written
+        from ddpctl.backends.local_sweep import check_size
+
+        check_size(spec.name, len(loaded.points))
     registry = Registry.from_env()
     registry.check_writable()  # before anything is submitted: unrecorded tasks could not be found
     from ddpctl.slurm.cluster import ClusterFacts, gather
@@ -159,13 +163,7 @@ def submit_loaded(loaded: LoadedSweep) -> Sweep:
     source = Path(spec.source)
     spec_path = source.resolve() if source.is_file() else source
     if spec.backend == "local":
-        from ddpctl.backends import local_sweep
-
-        local_sweep.check_size(spec.name, len(loaded.points))
-        loaded, why = with_requeue_mode(loaded, ClusterFacts())
-        records = local_sweep.submit(plan_sweep(loaded), spec_path, why)
-        registry.add_all(records)
-        return Sweep(records)
+        return submit_local(loaded, registry, spec_path)
 
     facts = gather() if proc.available("scontrol") else ClusterFacts(why_missing="scontrol is not on PATH")
     loaded, why = with_requeue_mode(loaded, facts)
@@ -176,6 +174,18 @@ def submit_loaded(loaded: LoadedSweep) -> Sweep:
 
     BACKEND.check_available()
     records = submit_array(BACKEND, plan, spec_path, why)
+    registry.add_all(records)
+    return Sweep(records)
+
+
+def submit_local(loaded: LoadedSweep, registry: Registry, spec_path: Path) -> Sweep:
+    """The local backend's sweep: its run dirs and its detached queue (ddpctl.backends.local_sweep)."""
+    from ddpctl.backends import local_sweep
+    from ddpctl.plan.sweep import plan_sweep, with_requeue_mode
+    from ddpctl.slurm.cluster import ClusterFacts
+
+    loaded, why = with_requeue_mode(loaded, ClusterFacts())  # no cluster: the local supervisor's own mode
+    records = local_sweep.submit(plan_sweep(loaded), spec_path, why)
     registry.add_all(records)
     return Sweep(records)
 

@@ -122,7 +122,8 @@ def run_cancel(args: argparse.Namespace) -> int:
     sweep = find_sweep(args.job) if args.job is not None else None
     if sweep is not None:
         sweep.cancel()
-        print(f"cancelled sweep {sweep.name}: job array {sweep.array_job}, {len(sweep.jobs)} tasks")
+        kind = "local queue" if sweep.jobs[0].record.backend == "local" else "job array"
+        print(f"cancelled sweep {sweep.name}: {kind} {sweep.array_job}, {len(sweep.jobs)} tasks")
         return 0
     job = api.job(args.job, warn=note)
     job.cancel()

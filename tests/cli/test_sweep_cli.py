@@ -59,6 +59,17 @@ def test_a_sweep_on_the_submitit_backend_is_refused(cli: Cli, tmp_path: Path) ->
     assert not (tmp_path / "runs").exists() and not (tmp_path / "home").exists()
 
 
+def test_a_local_sweep_over_the_bound_is_refused_in_one_line(cli: Cli, tmp_path: Path) -> None:
+    values = ",".join(str(v) for v in range(101))
+    done = cli.run("sweep", "job.yaml", "--set", "backend=local", "--grid", f"env.SEED={values}", check=False)
+    assert (done.returncode, done.stdout) == (2, "")
+    assert done.stderr == (
+        "ddpctl: error: sweep lr: 202 points, but the local backend runs at most 100 points per sweep (each a full "
+        "run on this machine): use fewer values, split it, or the sbatch backend\n"
+    )
+    assert not (tmp_path / "runs").exists() and not (tmp_path / "home").exists()
+
+
 @pytest.mark.parametrize(
     ("args", "message"),
     [

@@ -6,13 +6,15 @@ from __future__ import annotations
 
 import json
 import os
+import shlex
+import shutil
 import signal
 import time
 from pathlib import Path
 
 import pytest
 import yaml
-from clitools import EXAMPLE_SCRIPT, Cli, events, write_spec
+from clitools import EXAMPLE_SCRIPT, REPO, Cli, events, write_spec
 
 import ddpctl
 from ddpctl.backends import local_proc
@@ -53,40 +55,71 @@ def sweep_id(out: str) -> str:
 
 
 def sweep_line(cli: Cli, sweep: str) -> str:
-    """`list`'s line for the sweep: its state cell (COLUMNS=100: the table's widest, one line per row)."""
-    row = next(line for line in cli.run("list").stdout.splitlines() if line.startswith(f"{sweep} (sweep)"))
-    return " ".join(row.split("  ")[2:]).split(" local ")[0].strip()
+    """`list`'s state cell for the sweep, its wrapped lines joined (the table is at most 100 columns wide)."""
+    head, *rows = cli.run("list").stdout.splitlines()
+    start, end = head.index("state"), head.index("backend")
+    at = next(i for i, row in enumerate(rows) if row.startswith(f"{sweep} (sweep)"))
+    cell = [rows[at][start:end].strip()]
+    cell += [row[start:end].strip() for row in rows[at + 1 :] if not row[:start].strip()]
+    return " ".join(cell)
 
 
 def started(run_dir: Path) -> bool:
     return (run_dir / "attempt-0").exists()
 
 
-def test_max_parallel_1_runs_one_task_at_a_time_and_ranks_results(cli: Cli, tmp_path: Path) -> None:
-    out = cli.run("sweep", str(spec(tmp_path, "lr")), "--grid", "env.LR=0.2,0.002", "--max-parallel", "1")
-    sweep = sweep_id(out.stdout)
-    dirs = task_dirs(tmp_path, "lr", sweep, 2)
+def readme_commands() -> list[str]:
+    """The README's local sweep commands, as written (comments cut)."""
+    text = (REPO / "README.md").read_text().split("**On this machine (local backend, no Slurm).**", 1)[1]
+    block = text.split("```bash\n", 1)[1].split("```", 1)[0]
+    return [line.split("  #", 1)[0].strip() for line in block.splitlines() if line.strip()]
+
+
+def test_readme_local_sweep_runs_one_task_at_a_time_and_ranks_results(tmp_path: Path) -> None:
+    # The README's commands in a fresh checkout-like dir and registry; the sweep line gets what makes each task
+    # seconds long (one node, one rank, 4 steps) and says --max-parallel 1 (the local default) explicitly.
+    shutil.copytree(REPO / "jobs", tmp_path / "jobs")
+    cli = Cli(tmp_path / "home", cwd=tmp_path, extra_env={"PATH": os.environ["PATH"], "COLUMNS": "100"})
+    commands = readme_commands()
+    assert [c.split()[:3] for c in commands] == [
+        ["ddpctl", "sweep", "jobs/example.yaml"],
+        ["ddpctl", "list"],
+        ["ddpctl", "status", "example"],
+        ["ddpctl", "logs", "local-1_0"],
+        ["ddpctl", "sweep", "results"],
+    ]
+    quick = ["--set", "nodes=1", "--set", "nproc_per_node=1", "--set", f"args={json.dumps(QUICK)}"]
+    out = cli.run(*shlex.split(commands[0])[1:], *quick, "--max-parallel", "1").stdout
+    assert sweep_id(out) == "local-1"
+    dirs = task_dirs(tmp_path, "example", "local-1", 2)
+    assert "local-1 (sweep)" in cli.run("list").stdout
+    table = cli.run(*shlex.split(commands[2])[1:]).stdout
+    assert "local-1_0  env.LR=0.1" in table and "local-1_1  env.LR=0.01" in table, table
     most = 0
-    deadline = time.monotonic() + 120
+    deadline = time.monotonic() + 150
     while time.monotonic() < deadline and not all(started(d) and not local_proc.lock_held(d) for d in dirs):
         most = max(most, sum(local_proc.lock_held(d) for d in dirs))
         time.sleep(0.2)
     assert most == 1, "never more (and at least once exactly) one task running"
     listed = [json.loads(line) for line in cli.run("list", "--json").stdout.splitlines()]
-    assert [(job["job_id"], job["state"]) for job in listed] == [(d.name, "COMPLETED") for d in dirs]
-    assert sweep_line(cli, sweep) == "2 tasks: 0 running / 0 pending / 2 completed / 0 failed"
-    # One after the other: each task's first attempt began after the previous one's decision.
-    decided = [next(e["t"] for e in events(d) if e["event"] == "decision") for d in dirs]
-    begun = [next(e["t"] for e in events(d) if e["event"] == "attempt-start") for d in dirs]
-    assert begun[1] >= decided[0]
-    for run_dir, lr in zip(dirs, ("0.2", "0.002"), strict=True):
+    assert [(job["job_id"], job["state"], job["point"]) for job in listed] == [
+        ("local-1_0", "COMPLETED", "env.LR=0.1"),
+        ("local-1_1", "COMPLETED", "env.LR=0.01"),
+    ]
+    assert sweep_line(cli, "local-1") == "2 tasks: 0 running / 0 pending / 2 completed / 0 failed"
+    # One after the other: the second task's attempt began after the first one's decision.
+    decided = next(e["t"] for e in events(dirs[0]) if e["event"] == "decision")
+    assert next(e["t"] for e in events(dirs[1]) if e["event"] == "attempt-start") >= decided
+    for run_dir, lr in zip(dirs, ("0.1", "0.01"), strict=True):
         assert yaml.safe_load((run_dir / "job.yaml").read_text())["env"]["LR"] == lr
-        assert json.loads((run_dir / "snapshot.json").read_text())["path"] == f"../sweep-{sweep}/code"
-    results = cli.run("sweep", "results", str(tmp_path / "runs" / "lr"), "--json").stdout
-    ranked = [json.loads(line) for line in results.splitlines()]
-    assert sorted(r["run"] for r in ranked) == [d.name for d in dirs]
-    losses = [r["final"]["loss"] for r in ranked]
+        assert json.loads((run_dir / "snapshot.json").read_text())["path"] == "../sweep-local-1/code"
+    assert "[example] step" in cli.run(*shlex.split(commands[3])[1:], "--no-color").stdout
+    ranked = cli.run(*shlex.split(commands[4])[1:], "--json").stdout
+    runs = [json.loads(line) for line in ranked.splitlines()]
+    assert sorted(r["run"] for r in runs) == ["local-1_0", "local-1_1"] and runs[0]["best_point"]
+    losses = [r["final"]["loss"] for r in runs]
     assert losses == sorted(losses) and len(set(losses)) == 2, "each point trained with its own LR"
+    assert "*" in cli.run(*shlex.split(commands[4])[1:]).stdout
 
 
 def test_cancel_of_the_sweep_while_its_first_task_runs(
@@ -100,7 +133,7 @@ def test_cancel_of_the_sweep_while_its_first_task_runs(
     assert [job.status().state for job in sw.jobs] == ["RUNNING", "PENDING", "PENDING"]
 
     done = cli.run("cancel", "slow")
-    assert done.stdout.startswith(f"cancelled sweep slow: job array {sw.array_job}, 3 tasks"), done.stdout
+    assert done.stdout.startswith(f"cancelled sweep slow: local queue {sw.array_job}, 3 tasks"), done.stdout
     states = sw.wait(timeout=60, poll_s=0.5)
     assert [state.state for state in states] == ["CANCELLED"] * 3
     assert [e["event"] for e in events(dirs[0])].count("cancelled") == 1
