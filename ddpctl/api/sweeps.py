@@ -22,6 +22,8 @@ from ddpctl.errors import ArgumentError, JobNotFound, WaitTimeout
 from ddpctl.run.registry import JobRecord, Registry
 from ddpctl.run.state import JobState
 from ddpctl.run.sweeps import count_line, counts, sweep_tasks
+from ddpctl.spec import capabilities
+from ddpctl.spec.capabilities import QUEUE
 from ddpctl.spec.overrides import Overrides, as_overrides
 
 if TYPE_CHECKING:
@@ -38,6 +40,8 @@ class Sweep:
         self.array_job: str = records[0].sweep
         self.name = records[0].name
         self.jobs = [Job(record) for record in records]
+        self.queued = capabilities.of(records[0].backend).sweeps == QUEUE  # local: a queue, not a job array
+        self.kind = "local queue" if self.queued else "job array"
 
     def __repr__(self) -> str:
         return f"Sweep({self.array_job!r}, name={self.name!r}, tasks={len(self.jobs)})"
@@ -89,7 +93,7 @@ class Sweep:
             raise JobNotActive(
                 f"sweep {self.name} (job array {self.array_job}) already ended: {count_line(states)}; nothing to cancel"
             )
-        if records[0].backend == "local":
+        if self.queued:
             from ddpctl.backends.local_sweep import cancel_sweep
 
             cancel_sweep(records)
@@ -152,7 +156,7 @@ def submit_loaded(loaded: LoadedSweep) -> Sweep:
     spec = loaded.spec
     if spec.cluster is not None:  # not silently here: a sweep on a remote cluster is not supported yet
         raise ArgumentError(f"{spec.source}: cluster: {spec.cluster!r}: a sweep runs here only (no --cluster yet)")
-    if spec.backend == "local":  # before anything is written
+    if spec.capabilities.sweeps == QUEUE:  # before anything is written
         from ddpctl.backends.local_sweep import check_size
 
         check_size(spec.name, len(loaded.points))
@@ -162,7 +166,7 @@ def submit_loaded(loaded: LoadedSweep) -> Sweep:
 
     source = Path(spec.source)
     spec_path = source.resolve() if source.is_file() else source
-    if spec.backend == "local":
+    if spec.capabilities.sweeps == QUEUE:
         return submit_local(loaded, registry, spec_path)
 
     facts = gather() if proc.available("scontrol") else ClusterFacts(why_missing="scontrol is not on PATH")

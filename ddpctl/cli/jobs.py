@@ -122,8 +122,7 @@ def run_cancel(args: argparse.Namespace) -> int:
     sweep = find_sweep(args.job) if args.job is not None else None
     if sweep is not None:
         sweep.cancel()
-        kind = "local queue" if sweep.jobs[0].record.backend == "local" else "job array"
-        print(f"cancelled sweep {sweep.name}: {kind} {sweep.array_job}, {len(sweep.jobs)} tasks")
+        print(f"cancelled sweep {sweep.name}: {sweep.kind} {sweep.array_job}, {len(sweep.jobs)} tasks")
         return 0
     job = api.job(args.job, warn=note)
     job.cancel()

@@ -72,8 +72,7 @@ def sweep_status(sweep: Any, as_json: bool) -> str:
         shown = "-" if loss is None else f"{loss:.4g}"
         table.append((task, visible(point)[:60], state_name, "-" if step is None else str(step), shown, str(restarts)))
     widths = [max(len(row[i]) for row in table) for i in range(len(table[0]))]
-    kind = "local queue" if sweep.jobs[0].record.backend == "local" else "job array"
-    head = f"sweep {visible(sweep.name)}: {kind} {sweep.array_job}, {len(rows)} tasks"
+    head = f"sweep {visible(sweep.name)}: {sweep.kind} {sweep.array_job}, {len(rows)} tasks"
     body = ["  " + "  ".join(c.ljust(w) for c, w in zip(row, widths, strict=True)).rstrip() for row in table]
     return "\n".join([head, *body])
 

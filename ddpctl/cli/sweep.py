@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Any
 
 from ddpctl.cli.common import RESULTS, add_spec_args
 from ddpctl.errors import SpecError
-from ddpctl.spec.capabilities import SCRIPT
+from ddpctl.spec.capabilities import ARRAY, QUEUE
 
 if TYPE_CHECKING:
     from ddpctl.spec.sweepload import Sweep
@@ -81,9 +81,9 @@ def submit(loaded: Sweep) -> int:
     from ddpctl.api.sweeps import submit_loaded
     from ddpctl.spec.sweep import array_range
 
-    if loaded.spec.backend == "local":
+    if loaded.spec.capabilities.sweeps == QUEUE:
         return submit_local(loaded)
-    if loaded.spec.capabilities.submits != SCRIPT:
+    if loaded.spec.capabilities.sweeps != ARRAY:
         raise SpecError(
             f"{loaded.spec.source}: backend {loaded.spec.backend}: sweeps are submitted on the sbatch and local "
             "backends only yet (--dry-run lists the points)"

@@ -22,7 +22,7 @@ from ddpctl.plan.requeue_mode import resolve_mode
 from ddpctl.run.layout import slurm_filename
 from ddpctl.slurm.cluster import ClusterFacts
 from ddpctl.spec import JobSpec
-from ddpctl.spec.capabilities import SCRIPT
+from ddpctl.spec.capabilities import QUEUE, SCRIPT
 from ddpctl.spec.sweep import Point, array_range
 from ddpctl.spec.sweepload import Sweep
 
@@ -53,7 +53,7 @@ class ArrayPlan:
         ]
         width = len(str(len(points) - 1))
         lines += [f"  {point.index:>{width}}  {' '.join(point.overrides)}" for point, _ in points]
-        if spec.backend == "local":
+        if spec.capabilities.sweeps == QUEUE:
             at_once = self.sweep.axes.max_parallel or 1
             lines.append(
                 f"backend local: one detached queue on this machine runs {at_once} at a time, each a local job"

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from ddpctl.spec.record import Record
 
 SCRIPT, EXECUTOR, NOTHING = "script", "executor", "nothing"  # what a plan hands its backend besides the run dir
+ARRAY, QUEUE = "array", "queue"  # how it runs a sweep: one Slurm job array, or a detached queue on this machine
 
 
 @dataclass(frozen=True, eq=False, repr=False)  # eq, hash, repr: Record (start-up time)
@@ -27,13 +28,22 @@ class Capabilities(Record):
     loopback: bool  # its nodes are processes on this machine, on loopback: the planned node names are the real ones
     spare_nodes: bool  # a failed attempt restarts inside the job (spare_nodes; none needed where own_attempts)
     python_module: str | None = None  # a module it needs on the submitting host (doctor checks it imports)
+    sweeps: str = ""  # ARRAY, QUEUE, or "": it runs no sweeps (yet)
 
 
 BACKENDS: dict[str, Capabilities] = {
     caps.name: caps
     for caps in (
         Capabilities(
-            "sbatch", True, SCRIPT, chain=True, own_attempts=False, containers=True, loopback=False, spare_nodes=True
+            "sbatch",
+            True,
+            SCRIPT,
+            chain=True,
+            own_attempts=False,
+            containers=True,
+            loopback=False,
+            spare_nodes=True,
+            sweeps=ARRAY,
         ),
         Capabilities(
             "submitit",
@@ -47,7 +57,15 @@ BACKENDS: dict[str, Capabilities] = {
             python_module="submitit",
         ),
         Capabilities(
-            "local", False, NOTHING, chain=True, own_attempts=True, containers=False, loopback=True, spare_nodes=True
+            "local",
+            False,
+            NOTHING,
+            chain=True,
+            own_attempts=True,
+            containers=False,
+            loopback=True,
+            spare_nodes=True,
+            sweeps=QUEUE,
         ),
     )
 }
