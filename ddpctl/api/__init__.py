@@ -127,16 +127,30 @@ def plan(
     return dataclasses.replace(build(spec), requeue_why=why)
 
 
-def submit(spec_or_path: SpecLike, *, backend: str | None = None, overrides: Overrides = ()) -> Job:
+def submit(
+    spec_or_path: SpecLike, *, backend: str | None = None, overrides: Overrides = (), cluster: str | None = None
+) -> Job:
     """Submit a spec (a `JobSpec` or a spec file) and record it in the registry; returns at once.
 
     `backend` overrides the spec's (`sbatch`, `submitit` or `local`). Raises `SpecError` for a bad spec,
     `BackendUnavailable` when the backend cannot run here, `CommandError` when sbatch refuses the job.
+    `cluster` (or the spec's `cluster:`): submit on that remote cluster of clusters.yaml over SSH, as `ddpctl
+    submit --cluster` does (a spec file then, not a `JobSpec`); the handle is a `RemoteJob`.
     """
+    if cluster is not None and not isinstance(cluster, str):
+        raise ArgumentError(f"cluster: got {cluster!r}; expected a cluster name of clusters.yaml as a string")
     spec = _spec_of(spec_or_path, overrides, backend)
-    if spec.cluster is not None:
-        raise ArgumentError(f"{spec.source}: cluster: {spec.cluster!r}: submit on a cluster with `ddpctl submit`")
-    return submit_plan(plan(spec))
+    if cluster is None and spec.cluster is None:
+        return submit_plan(plan(spec))
+    if isinstance(spec_or_path, JobSpec):
+        where = cluster or spec.cluster
+        raise ArgumentError(f"cluster {where!r}: give the spec file's path (the cluster reads the file), not a JobSpec")
+    import uuid
+
+    from ddpctl.api.remote import chosen, submit_on
+
+    words = [*as_overrides(overrides), *([f"backend={backend}"] if backend else [])]
+    return submit_on(chosen(cluster, spec), spec, words, tag=uuid.uuid4().hex)[0]
 
 
 def submit_plan(submission: SubmissionPlan) -> Job:
@@ -170,12 +184,25 @@ def job(name_or_id: str | None = None, *, warn: Callable[[str], None] | None = N
             f"job: got {type(name_or_id).__name__} {name_or_id!r}; expected a job id or name as a string "
             f"(e.g. ddpctl.job({str(name_or_id)!r}))"
         )
+    from ddpctl.api.remote import RemoteJob
+    from ddpctl.remote.jobs import find_recorded, recorded
+
     registry = Registry.from_env()
     if name_or_id is not None:
         from ddpctl.backends.names import resolve
 
-        return Job(resolve(registry, name_or_id, warn=warn or _silent))
+        try:
+            return Job(resolve(registry, name_or_id, warn=warn or _silent))
+        except JobNotFound:  # not a job of here: one submitted to a remote cluster from here?
+            found = find_recorded(name_or_id, recorded())
+            if found is None:
+                raise
+            return RemoteJob(found.record, found.cluster)
     records = registry.records()
+    remote = recorded()
+    newest = max(remote, key=lambda row: row.record.submitted_at) if remote else None
+    if newest is not None and (not records or newest.record.submitted_at > records[-1].submitted_at):
+        return RemoteJob(newest.record, newest.cluster)
     if not records:
         raise JobNotFound(f"no jobs in the registry {registry.path} yet: submit one with `ddpctl submit`")
     return Job(records[-1])
@@ -186,5 +213,5 @@ def _silent(_text: str) -> None:
 
 
 def jobs() -> list[Job]:
-    """Every job in the registry, oldest submission first."""
+    """Every job in the registry, oldest submission first (the jobs submitted to remote clusters: `list`)."""
     return [Job(record) for record in Registry.from_env().records()]

@@ -43,6 +43,17 @@ def add_cluster_arg(parser: argparse.ArgumentParser) -> None:
     )
 
 
+def found_remote(args: argparse.Namespace, job: object) -> bool:
+    """Whether `job` (from `api.job`) is one submitted here to a remote cluster: then `args` name it there (its
+    cluster, its id) and the command takes its `--cluster` path: its run dir is read by that cluster's ddpctl."""
+    from ddpctl.api.remote import RemoteJob
+
+    if not isinstance(job, RemoteJob):
+        return False
+    args.cluster, args.job = job.cluster, job.job_id
+    return True
+
+
 def remote_text(cluster: str, words: list[str], timeout: float = 60.0) -> int:
     """The cluster's ddpctl runs `words`; what it printed is shown here made visible, with its exit status."""
     from ddpctl import __version__

@@ -8,15 +8,18 @@ import time
 from dataclasses import asdict
 from typing import Any
 
-from ddpctl.cli.common import add_cluster_arg, add_job_arg, note, remote_text
+from ddpctl.cli.common import add_cluster_arg, add_job_arg, found_remote, note, remote_text
 
 
 def add(sub: Any) -> None:
     lister = sub.add_parser(
         "list",
-        help="jobs in the local registry",
+        help="jobs in the local registry, and those submitted from here to remote clusters",
         description="The jobs of this registry ($DDPCTL_HOME, default ~/.local/state/ddpctl), oldest first, "
-        "with each job's current state (a squeue call per Slurm job; --no-state skips it).",
+        "with each job's current state (a squeue call per Slurm job; --no-state skips it). Jobs submitted from "
+        "here to remote clusters are listed with them, in a cluster column, their states asked of each "
+        "cluster's ddpctl (one `list --json` there per cluster); a cluster that cannot answer is one line on "
+        "stderr and its jobs are listed without a state. --prune prunes this registry only.",
     )
     lister.add_argument("--json", action="store_true", help="one JSON object per line")
     lister.add_argument("--no-state", action="store_true", help="do not query each job's current state")
@@ -65,24 +68,36 @@ def run_prune(older_than_days: float) -> int:
 
 def run_list(args: argparse.Namespace) -> int:
     from ddpctl import api
+    from ddpctl.proc import in_background
 
     if args.prune:
         return run_prune(args.older_than)
 
+    from ddpctl.cli.remote_list import remote_rows
+
     records = [job.record for job in api.jobs()]
-    rows = list_rows(records, not args.no_state, each_task=args.json)
+    remote = in_background(lambda: remote_rows(not args.no_state))  # the clusters are asked beside squeue here
+    rows: list[tuple[str | None, Any, str, str | None]]
+    rows = [(None, *row) for row in list_rows(records, not args.no_state, each_task=args.json)]
+    rows += [(cluster, record, record.job_id, state) for cluster, record, state in remote.result()]
+    rows.sort(key=lambda row: row[1].submitted_at)  # stable: a sweep's line stays where its tasks were
     if args.json:
-        for record, _, state in rows:
-            print(json.dumps({**asdict(record), "state": state}))
+        for cluster, record, _, state in rows:
+            print(json.dumps({**asdict(record), "state": state, "cluster": cluster}))
         return 0
     from rich.console import Console
     from rich.table import Table
 
     # Fits 80 columns: the run dir (long) is in `status` and `list --json`; long names are cut with an ellipsis.
-    table = Table("job", "name", "state", "backend", "submitted", box=None, pad_edge=False)
-    for record, shown_id, state in rows:
+    # The cluster column only when jobs were submitted to remote clusters (local jobs: "-").
+    clustered = any(row[0] is not None for row in rows)
+    table = Table(
+        "job", "name", "state", "backend", *(["cluster"] if clustered else []), "submitted", box=None, pad_edge=False
+    )
+    for cluster, record, shown_id, state in rows:
         submitted = time.strftime("%m-%d %H:%M", time.localtime(record.submitted_at))
-        table.add_row(shown_id, record.name, state or "-", record.backend, submitted)
+        where = [cluster or "-"] if clustered else []
+        table.add_row(shown_id, record.name, state or "-", record.backend, *where, submitted)
     table.columns[1].overflow = "ellipsis"
     table.columns[1].max_width = 28
     Console(width=min(Console().width, 100)).print(table)
@@ -125,6 +140,8 @@ def run_cancel(args: argparse.Namespace) -> int:
         print(f"cancelled sweep {sweep.name}: {sweep.kind} {sweep.array_job}, {len(sweep.jobs)} tasks")
         return 0
     job = api.job(args.job, warn=note)
+    if found_remote(args, job):
+        return remote_text(args.cluster, ["cancel", "--", args.job])
     job.cancel()
     print(f"cancelled {label(job.record)}")
     return 0

@@ -7,7 +7,7 @@ import os
 import sys
 from typing import TYPE_CHECKING, Any
 
-from ddpctl.cli.common import add_job_arg, note
+from ddpctl.cli.common import add_job_arg, found_remote, note
 from ddpctl.exitcodes import OK
 
 if TYPE_CHECKING:
@@ -106,8 +106,11 @@ def run(args: argparse.Namespace) -> int:
     request = request_from_args(args)
     if args.cluster:
         return remote(args)
+    job = api.job(args.job, warn=note)
+    if found_remote(args, job):
+        return remote(args)
     registry = Registry.from_env()
-    record = api.job(args.job, warn=note).record
+    record = job.record
 
     def state_fn(rec: JobRecord) -> JobState:
         # Re-read the registry: a final_state recorded while we follow ends the follow without a query.

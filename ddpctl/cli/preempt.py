@@ -7,7 +7,7 @@ import sys
 from collections.abc import Callable
 from typing import Any
 
-from ddpctl.cli.common import add_cluster_arg, add_job_arg, remote_text
+from ddpctl.cli.common import add_cluster_arg, add_job_arg, found_remote, remote_text
 
 
 def add(sub: Any) -> None:
@@ -45,10 +45,11 @@ def run(args: argparse.Namespace) -> int:
     from ddpctl import api
     from ddpctl.backends.control import wait_until_running
 
-    if args.cluster:
+    job = None if args.cluster else api.job(args.job, warn=say)
+    if args.cluster or found_remote(args, job):
         words = ["preempt", "--wait", str(args.wait), "--as", args.kind, *(["--", args.job] if args.job else [])]
         return remote_text(args.cluster, words, timeout=args.wait + LISTENER_WAIT_S + 60)
-    job = api.job(args.job, warn=say)
+    assert job is not None
     record = job.record
     state = wait_until_running(record, args.wait, say)
     if state.state == "RUNNING" and (may_announce(record) or script_signal_of(record)):

@@ -6,7 +6,7 @@ import argparse
 import json
 from typing import Any
 
-from ddpctl.cli.common import add_job_arg, note
+from ddpctl.cli.common import add_job_arg, found_remote, note
 
 
 def add(sub: Any) -> None:
@@ -38,6 +38,8 @@ def run(args: argparse.Namespace) -> int:
         print(sweep_status(sweep, args.json))
         return 0
     job = api.job(args.job, warn=note)
+    if found_remote(args, job):
+        return remote(args)
     record, state = job.record, job.status()
     code = code_info(record.run_dir)
     health = collect(Path(record.run_dir), running=state.state == "RUNNING")
