@@ -189,9 +189,7 @@ def submit_local(loaded: LoadedSweep, registry: Registry, spec_path: Path) -> Sw
     from ddpctl.slurm.cluster import ClusterFacts
 
     loaded, why = with_requeue_mode(loaded, ClusterFacts())  # no cluster: the local supervisor's own mode
-    records = local_sweep.submit(plan_sweep(loaded), spec_path, why)
-    registry.add_all(records)
-    return Sweep(records)
+    return Sweep(local_sweep.submit(plan_sweep(loaded), spec_path, why, registry.add_all))
 
 
 def find_sweep(ref: str) -> Sweep | None:

@@ -19,6 +19,7 @@ import os
 import shutil
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 from ddpctl import proc, safeio
@@ -44,9 +45,12 @@ def check_size(name: str, count: int) -> None:
         )
 
 
-def submit(plan: ArrayPlan, spec_path: Path, requeue_why: str) -> list[JobRecord]:
-    """Write the sweep's dirs, start its detached queue; the tasks' records. On a failure nothing written for it
-    is left."""
+def submit(
+    plan: ArrayPlan, spec_path: Path, requeue_why: str, add_records: Callable[[list[JobRecord]], None]
+) -> list[JobRecord]:
+    """Write the sweep's dirs, add the tasks' records (the registry's `add_all`), then start the detached
+    queue; the tasks' records. A failure before they are recorded leaves nothing written; a queue that then
+    fails to start leaves recorded tasks that say "never started" (ddpctl.run.sweepqueue.unstarted_state)."""
     spec = plan.sweep.spec
     check_size(spec.name, len(plan.sweep.points))
     trackers: list[dict[str, object]] = []
@@ -62,7 +66,7 @@ def submit(plan: ArrayPlan, spec_path: Path, requeue_why: str) -> list[JobRecord
             history.append(events, Submitted(job_id=record.job_id, backend=local.BACKEND.name, spec=str(spec_path)))
             history.append(events, RequeueModeChosen(mode=spec.requeue.mode, why=requeue_why))
             history.append(events, scanned)
-        start_queue(written[0], number, plan.sweep.axes.max_parallel)
+        add_records(records)  # before the queue starts: no task runs unrecorded
     except BaseException:
         sbatch_array.withdraw(trackers)
         for path in reversed(written):
@@ -70,6 +74,7 @@ def submit(plan: ArrayPlan, spec_path: Path, requeue_why: str) -> list[JobRecord
         raise
     finally:
         shutil.rmtree(stage, ignore_errors=True)  # renamed away on success
+    start_queue(written[0], number, plan.sweep.axes.max_parallel)
     return records
 
 
