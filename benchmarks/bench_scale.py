@@ -240,7 +240,7 @@ def watchdog_poll(nodes: int, ranks: int, rounds: int = 15) -> dict[str, float]:
     """One node's poll of NODES x RANKS progress records: the old reader (every record) vs the node view."""
     from ddpctl import safeio
     from ddpctl.health.records import progress_records
-    from ddpctl.health.summary import JobView
+    from ddpctl.health.summary import JobView, Seat
     from ddpctl.run.layout import RunLayout
 
     with tempfile.TemporaryDirectory(prefix="bench-watchdog-") as scratch:
@@ -259,10 +259,10 @@ def watchdog_poll(nodes: int, ranks: int, rounds: int = 15) -> dict[str, float]:
             return safeio.read_json(path)
 
         frozen = time.monotonic()  # every summary stays fresh while we measure (no node stops here)
-        views = [JobView(layout, 0, f"n{n}", n, nodes, clock=lambda: frozen) for n in range(nodes)]
+        views = [JobView(Seat(layout, 0, f"n{n}", n, nodes), clock=lambda: frozen) for n in range(nodes)]
         for view in views:
             view.records()  # each node publishes its summary
-        me = JobView(layout, 0, "n1", 1, nodes, read=counting, clock=lambda: frozen)
+        me = JobView(Seat(layout, 0, "n1", 1, nodes), read=counting, clock=lambda: frozen)
         me.records()
         old_t, new_t, old_n, new_n = [], [], 0, 0
         for _ in range(rounds):

@@ -25,28 +25,17 @@ from ddpctl.health.probe import Prober
 from ddpctl.health.summary import JobView
 from ddpctl.run import history
 from ddpctl.run.history import NodeLost
-from ddpctl.run.layout import RunLayout
 
 POLL_S = 1.0
 
 
 class PeerWatch:
-    def __init__(
-        self,
-        layout: RunLayout,
-        attempt: int,
-        node: str,
-        node_rank: int,
-        nodes: int,
-        *,
-        end_attempt: Callable[[], None],
-        address: str | None = None,
-        view: JobView | None = None,
-    ) -> None:
-        self.layout, self.attempt, self.node, self.node_rank, self.nodes = layout, attempt, node, node_rank, nodes
-        self.view = view or JobView(layout, attempt, node, node_rank, nodes)  # shared with the watchdog
+    def __init__(self, view: JobView, *, end_attempt: Callable[[], None], address: str | None = None) -> None:
+        """`view` is the node's one view of the job's progress (shared with its watchdog), and where it sits."""
+        self.view = view
+        self.layout, self.attempt, self.node, self.node_rank, self.nodes = view.seat
         self.end_attempt = end_attempt
-        self.prober = network_beat(address) if nodes > 1 else None
+        self.prober = network_beat(address) if self.nodes > 1 else None
         self.lost: LostVerdict | None = None
         self.ended = False  # this node ended its torchrun for a lost node
         self._seq = 0

@@ -22,7 +22,7 @@ import threading
 import time
 from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 from ddpctl import safeio
 from ddpctl.health.records import Record, record_problem
@@ -82,6 +82,17 @@ def _listdir(directory: Path) -> list[str]:
     return [entry.name for entry in directory.iterdir()]
 
 
+class Seat(NamedTuple):
+    """Where one node's launcher stands in the job: the run dir, the attempt, its host, its node rank and the
+    job's node count. The node's view, watchdog and peer watch all sit there; they get it from the one view."""
+
+    layout: RunLayout
+    attempt: int
+    node: str
+    node_rank: int
+    nodes: int
+
+
 class JobView:
     """One node's view of the job's progress records, through its own ranks and the other nodes' summaries.
 
@@ -90,17 +101,14 @@ class JobView:
 
     def __init__(
         self,
-        layout: RunLayout,
-        attempt: int,
-        node: str,
-        node_rank: int,
-        nodes: int,
+        seat: Seat,
         *,
         read: ReadJson = safeio.read_json,
         names: ListNames = _listdir,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
-        self.layout, self.attempt, self.node, self.node_rank, self.nodes = layout, attempt, node, node_rank, nodes
+        self.seat = seat
+        self.layout, self.attempt, self.node, self.node_rank, self.nodes = seat
         self._read, self._names, self._clock = read, names, clock
         self.own: set[int] = set()  # ranks whose records say they run on this node
         self._seq = 0

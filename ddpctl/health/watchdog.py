@@ -29,7 +29,6 @@ from ddpctl.health.straggler import find_stragglers
 from ddpctl.health.summary import JobView
 from ddpctl.run import history
 from ddpctl.run.history import Hung, StragglerFlagged
-from ddpctl.run.layout import RunLayout
 from ddpctl.spec import HealthSettings
 
 POLL_S = 1.0
@@ -43,20 +42,10 @@ SILENT_S = 20.0
 
 
 class Watchdog:
-    def __init__(
-        self,
-        layout: RunLayout,
-        attempt: int,
-        node: str,
-        node_rank: int,
-        policy: HealthSettings,
-        *,
-        end_attempt: Callable[[], None],
-        view: JobView | None = None,
-    ) -> None:
-        self.layout, self.attempt, self.node, self.node_rank = layout, attempt, node, node_rank
-        # Without a view of the job (one node): every record is read directly, no summary is relied on.
-        self.view = view or JobView(layout, attempt, node, node_rank, 1)
+    def __init__(self, view: JobView, policy: HealthSettings, *, end_attempt: Callable[[], None]) -> None:
+        """`view` is the node's one view of the job's progress (shared with its peer watch), and where it sits."""
+        self.view = view
+        self.layout, self.attempt, self.node, self.node_rank, _ = view.seat
         self.policy, self.end_attempt = policy, end_attempt
         self.started = time.time()
         self.hung = False

@@ -251,34 +251,17 @@ def launch(run_dir: Path, env: Mapping[str, str]) -> int:
     write_node_info(layout, dist, static=spec.rendezvous == "static")
     record_launch(layout, dist, plan, env)
     record_attempt_start(layout, dist, env)
-    from ddpctl.health.summary import JobView
+    from ddpctl.health.summary import JobView, Seat
     from ddpctl.health.watchdog import Watchdog
 
     # One view of the job's progress for both threads: this node's ranks' records and the other nodes' summaries.
-    view = JobView(layout, dist.restart_count, dist.node_name, dist.node_rank, dist.nnodes)
-    watchdog = Watchdog(
-        layout,
-        dist.restart_count,
-        dist.node_name,
-        dist.node_rank,
-        spec.health,
-        end_attempt=relay.end_attempt,
-        view=view,
-    )
+    view = JobView(Seat(layout, dist.restart_count, dist.node_name, dist.node_rank, dist.nnodes))
+    watchdog = Watchdog(view, spec.health, end_attempt=relay.end_attempt)
     watchdog.start()
     from ddpctl.health.peers import PeerWatch
 
     # The nodes watch each other (a heartbeat each, independent of the ranks): a lost node ends every node's ranks.
-    peers = PeerWatch(
-        layout,
-        dist.restart_count,
-        dist.node_name,
-        dist.node_rank,
-        dist.nnodes,
-        end_attempt=relay.end_attempt,
-        address=probe_address(spec, dist, env),
-        view=view,
-    )
+    peers = PeerWatch(view, end_attempt=relay.end_attempt, address=probe_address(spec, dist, env))
     peers.start()
     code = wait_torchrun(relay)
     peers.stop()

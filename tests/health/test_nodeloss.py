@@ -11,6 +11,7 @@ import pytest
 
 from ddpctl.health import nodeloss, peers
 from ddpctl.health.nodeloss import Freshness, LostVerdict, PeerBeat, lost_node
+from ddpctl.health.summary import JobView, Seat
 from ddpctl.run import history
 from ddpctl.run.history import NodeLost
 from ddpctl.run.layout import RunLayout
@@ -88,7 +89,9 @@ def test_a_stopped_heartbeat_ends_the_attempt_and_one_node_records_it(
     def ender(name: str) -> Callable[[], None]:
         return lambda: ended.append(name)
 
-    watches = [peers.PeerWatch(layout, 0, f"n{r + 1}", r, 3, end_attempt=ender(f"n{r + 1}")) for r in range(3)]
+    watches = [
+        peers.PeerWatch(JobView(Seat(layout, 0, f"n{r + 1}", r, 3)), end_attempt=ender(f"n{r + 1}")) for r in range(3)
+    ]
     for watch in watches:
         watch.start()
     time.sleep(1.0)
@@ -115,8 +118,8 @@ def test_a_node_that_left_is_not_lost_and_lingering_ends_when_all_left(
     layout = RunLayout(tmp_path)
     layout.attempt_dir(0).mkdir()
     ended: list[int] = []
-    one = peers.PeerWatch(layout, 0, "n1", 0, 2, end_attempt=lambda: ended.append(0))
-    two = peers.PeerWatch(layout, 0, "n2", 1, 2, end_attempt=lambda: ended.append(1))
+    one = peers.PeerWatch(JobView(Seat(layout, 0, "n1", 0, 2)), end_attempt=lambda: ended.append(0))
+    two = peers.PeerWatch(JobView(Seat(layout, 0, "n2", 1, 2)), end_attempt=lambda: ended.append(1))
     one.start()
     two.start()
     two.stop()  # n2's torchrun exited: its last beat says done
@@ -133,8 +136,8 @@ def test_lingering_after_a_crash_finds_the_dead_peer(tmp_path: Path, monkeypatch
     monkeypatch.setattr(peers, "POLL_S", 0.1)
     layout = RunLayout(tmp_path)
     layout.attempt_dir(0).mkdir()
-    one = peers.PeerWatch(layout, 0, "n1", 0, 2, end_attempt=lambda: None)
-    two = peers.PeerWatch(layout, 0, "n2", 1, 2, end_attempt=lambda: None)
+    one = peers.PeerWatch(JobView(Seat(layout, 0, "n1", 0, 2)), end_attempt=lambda: None)
+    two = peers.PeerWatch(JobView(Seat(layout, 0, "n2", 1, 2)), end_attempt=lambda: None)
     two.beat()  # n2 beat once, then died
     one.start()
     one.stop()
@@ -148,11 +151,11 @@ def test_silent_ranks_of_a_node_whose_launcher_beats(tmp_path: Path, monkeypatch
     monkeypatch.setattr(peers, "POLL_S", 0.1)
     layout = RunLayout(tmp_path)
     layout.attempt_dir(0).mkdir()
-    one = peers.PeerWatch(layout, 0, "n1", 0, 2, end_attempt=lambda: None)
+    one = peers.PeerWatch(JobView(Seat(layout, 0, "n1", 0, 2)), end_attempt=lambda: None)
     write_progress(layout, 2, "n2")
     write_progress(layout, 3, "n2")
     one.beat()
-    peers.PeerWatch(layout, 0, "n2", 1, 2, end_attempt=lambda: None).beat()
+    peers.PeerWatch(JobView(Seat(layout, 0, "n2", 1, 2)), end_attempt=lambda: None).beat()
     for _ in range(12):  # n1's ranks keep writing, n2's are silent (its launcher's beat is not judged stale yet)
         write_progress(layout, 0, "n1")
         if one.check():
@@ -168,8 +171,8 @@ def test_lingering_ends_as_soon_as_a_live_peer_beats(tmp_path: Path, monkeypatch
     monkeypatch.setattr(peers, "POLL_S", 0.1)
     layout = RunLayout(tmp_path)
     layout.attempt_dir(0).mkdir()
-    one = peers.PeerWatch(layout, 0, "n1", 0, 2, end_attempt=lambda: None)
-    two = peers.PeerWatch(layout, 0, "n2", 1, 2, end_attempt=lambda: None)
+    one = peers.PeerWatch(JobView(Seat(layout, 0, "n1", 0, 2)), end_attempt=lambda: None)
+    two = peers.PeerWatch(JobView(Seat(layout, 0, "n2", 1, 2)), end_attempt=lambda: None)
     two.start()
     one.start()
     one.stop()

@@ -12,7 +12,7 @@ import pytest
 from ddpctl import safeio
 from ddpctl.health.hang import check_hang
 from ddpctl.health.straggler import find_stragglers
-from ddpctl.health.summary import STALE_S, JobView, digest, merge, summary, summary_ranks
+from ddpctl.health.summary import STALE_S, JobView, Seat, digest, merge, summary, summary_ranks
 from ddpctl.run.layout import RunLayout
 from ddpctl.spec import HealthSettings
 
@@ -133,7 +133,7 @@ def test_a_node_reads_only_its_own_ranks_and_one_summary_per_node(tmp_path: Path
     layout = job(tmp_path, nodes=4, ranks=3, t=NOW)
     readers = [Counting() for _ in range(4)]
     clock = Clock()
-    views = [JobView(layout, 0, f"n{n}", n, 4, read=readers[n], clock=clock) for n in range(4)]
+    views = [JobView(Seat(layout, 0, f"n{n}", n, 4), read=readers[n], clock=clock) for n in range(4)]
     for view in views:  # start-up: no summaries yet, so each node reads what none covers
         view.records()
     readers[2].opened.clear()
@@ -148,11 +148,11 @@ def test_a_node_reads_only_its_own_ranks_and_one_summary_per_node(tmp_path: Path
 def test_a_stale_or_missing_summary_falls_back_to_that_nodes_records(tmp_path: Path) -> None:
     layout = job(tmp_path, nodes=3, ranks=2, t=NOW)
     clock = Clock()
-    views = [JobView(layout, 0, f"n{n}", n, 3, clock=clock) for n in range(3)]
+    views = [JobView(Seat(layout, 0, f"n{n}", n, 3), clock=clock) for n in range(3)]
     for view in views:
         view.records()
     reader = Counting()
-    one = JobView(layout, 0, "n1", 1, 3, read=reader, clock=clock)
+    one = JobView(Seat(layout, 0, "n1", 1, 3), read=reader, clock=clock)
     one.records()
     clock.now += STALE_S + 1
     views[0].records()  # node 0's watchdog still polls; node 2's stopped (its summary no longer changes)
