@@ -12,7 +12,8 @@
 Errors are the typed exceptions of `ddpctl.errors` (all `DdpctlError`): `str(err)` is the one line the CLI
 prints for it. Nothing here imports torch, rich or submitit unless the chosen backend needs it.
 
-`ddpctl.api.sweeps`: `sweep`, one Slurm job array over a grid of values, and its `Sweep` handle.
+`ddpctl.api.sweeps`: `sweep`, one Slurm job array over a grid of values (local backend: a detached queue on this
+machine), and its `Sweep` handle.
 
 Here: getting a job (read a spec, plan, submit, find one in the registry); `ddpctl.api.handle`: the `Job` handle
 those return (its state, wait, logs, cancel, preempt).
