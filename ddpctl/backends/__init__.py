@@ -4,6 +4,8 @@ registry, the launcher and the requeue decision.
     SubmissionPlan ──submit──▶ sbatch     (our batch script; Slurm runs it; slurm_jobs: state/cancel/preempt)
                             ─▶ submitit   (submitit's executor with the plan's parameters; the same launcher)
                             ─▶ local      (a detached supervisor, local_supervisor, plays the batch shell)
+    ArrayPlan ──submit──▶ sbatch_array (one held Slurm job array) or local_sweep (one detached queue process
+                          that starts each task as a local job; local_queue: a task's state before its turn)
     JobRecord ──state/cancel/preempt──▶ the same backend (`current_state` is the one state query)
 
 What each backend can do is its row of ddpctl.spec.capabilities (chain, containers, Slurm or not, what its
