@@ -166,3 +166,17 @@ def test_status_does_not_lie_once_the_queue_is_gone(cli: Cli, tmp_path: Path) ->
     assert cli.wait_terminal(f"{sweep}_0", timeout=60)["state"] == "CANCELLED"
     assert sweep_line(cli, sweep) == "3 tasks: 0 running / 0 pending / 0 completed / 3 failed"
     assert not started(dirs[1]) and not started(dirs[2])
+
+
+def test_cancel_of_a_running_task_frees_its_slot_for_the_next(cli: Cli, tmp_path: Path) -> None:
+    out = cli.run("sweep", str(spec(tmp_path, "next", "--sleep-per-step", "2")), "--grid", "env.LR=0.1,0.01")
+    sweep = sweep_id(out.stdout)
+    dirs = task_dirs(tmp_path, "next", sweep, 2)
+    cli.wait_for(lambda: local_proc.lock_held(dirs[0]), timeout=30, what="task 0 to start")
+    assert cli.status(f"{sweep}_1")["state"] == "PENDING"
+    cli.run("cancel", f"{sweep}_0")  # a running task: cancelled as a local job is
+    cli.wait_for(lambda: local_proc.lock_held(dirs[1]), timeout=30, what="the queue to start task 1")
+    assert cli.wait_terminal(f"{sweep}_0", timeout=30)["state"] == "CANCELLED"
+    cli.run("cancel", sweep)
+    assert cli.wait_terminal(f"{sweep}_1", timeout=60)["state"] == "CANCELLED"
+    assert [e["event"] for e in events(dirs[1])].count("cancelled") == 1
