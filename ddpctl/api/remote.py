@@ -173,18 +173,27 @@ def recorded(cluster: str, source: str, outcome: object) -> tuple[JobRecord, lis
     """The submission's outcome as a record here (under the cluster), or its one-line error."""
     import time
 
-    from ddpctl.errors import SpecError
     from ddpctl.remote.jobs import registry_of
     from ddpctl.sanitize import visible
 
+    outcome = succeeded(cluster, outcome)
+    job_id, name = visible(str(outcome["job_id"])), visible(str(outcome["name"]))
+    record = JobRecord(job_id, name, str(outcome["run_dir"]), str(outcome["backend"]), time.time(), str(source))
+    registry_of(cluster).add(record)
+    return record, [visible(str(line)) for line in outcome.get("lines", [])]
+
+
+def succeeded(cluster: str, outcome: object) -> dict[str, Any]:
+    """The cluster's outcome of a request (submit, dry-run, doctor) if it succeeded, else its one line, with
+    the cluster's exit status."""
+    from ddpctl.errors import SpecError
+    from ddpctl.sanitize import visible
+
     if not isinstance(outcome, dict):
-        raise RemoteError(f"cluster {cluster!r}: remote-submit answered no outcome: {visible(str(outcome))[:80]}")
+        raise RemoteError(f"cluster {cluster!r}: the cluster answered no outcome: {visible(str(outcome))[:80]}")
     if not outcome.get("ok"):
         err = SpecError(f"cluster {cluster!r}: {visible(str(outcome.get('error')))}")
         code = outcome.get("code")
         err.exit_code = code if isinstance(code, int) and 0 < code < 126 else 1
         raise err
-    job_id, name = visible(str(outcome["job_id"])), visible(str(outcome["name"]))
-    record = JobRecord(job_id, name, str(outcome["run_dir"]), str(outcome["backend"]), time.time(), str(source))
-    registry_of(cluster).add(record)
-    return record, [visible(str(line)) for line in outcome.get("lines", [])]
+    return outcome

@@ -25,21 +25,43 @@ def add(sub: Any) -> None:
     parser = sub.add_parser(
         "doctor",
         help="preflight checks: Slurm tools, partition limits, torch, network, requeue, files, cluster facts",
-        description="Checks a spec against this cluster before you submit; exit status 1 if any check fails.",
+        description="Checks a spec against this cluster before you submit; exit status 1 if any check fails. "
+        "With --cluster (or the spec's cluster:), the remote cluster's ddpctl checks it there.",
     )
     add_spec_args(parser)
     from ddpctl.cli.submit import BACKENDS
 
     parser.add_argument("--backend", choices=BACKENDS, help="override the spec's backend")
+    parser.add_argument(
+        "--cluster",
+        metavar="NAME",
+        help="check on this remote cluster (clusters.yaml) over SSH, by its ddpctl, with the spec's code sent "
+        "as submit --cluster sends it (wins over the spec's cluster:)",
+    )
     parser.set_defaults(func=run)
 
 
 def run(args: argparse.Namespace) -> int:
     from ddpctl import api
+
+    if args.cluster:  # wins over the spec's `cluster:`; an unknown name is said before the spec is read
+        from ddpctl.cli.remote_submit import run_preview
+
+        return run_preview(args, "doctor")
+    spec = api.spec_of(args.spec, backend=args.backend, overrides=args.overrides)
+    if spec.cluster:
+        from ddpctl.cli.remote_submit import run_preview
+
+        return run_preview(args, "doctor", spec)
+    return diagnose(spec)
+
+
+def diagnose(spec: JobSpec) -> int:
+    """Every check of the spec here, one line each; 1 if any failed."""
+    from ddpctl import api
     from ddpctl.plan.doctor import FAIL, OK, Check, evaluate
     from ddpctl.plan.requeue_mode import RequeueModeError
 
-    spec = api.spec_of(args.spec, backend=args.backend, overrides=args.overrides)
     # Asked once: the plan's requeue mode and every cluster check read the same facts.
     cluster = api.cluster_facts(spec, with_nodes=True)
     try:

@@ -1,5 +1,6 @@
-"""`ddpctl internal remote-submit | code-put`: the cluster's half of `submit --cluster`, run by the laptop's
-ddpctl over SSH (ddpctl.remote.send), each reading its request on standard input.
+"""`ddpctl internal remote-submit | remote-preview | code-put`: the cluster's half of `submit --cluster` (and of
+`submit --dry-run --cluster`, `doctor --cluster`: remote-preview), run by the laptop's ddpctl over SSH
+(ddpctl.remote.send), each reading its request on standard input.
 
 remote-submit first checks the request: another ddpctl version, or objects of the tree the store lacks, are
 answered (`{"ok": false, "version": ..., "missing": [...]}`) without submitting, so an unchanged resubmit is
@@ -29,6 +30,8 @@ def add(inner: Any) -> None:
     submit = inner.add_parser("remote-submit", help="submit the laptop's request on stdin (submit --cluster)")
     submit.add_argument("--tag", required=True, help="the submission's tag: asked again, the same outcome")
     submit.set_defaults(func=run_submit)
+    preview = inner.add_parser("remote-preview", help="the laptop's dry-run or doctor request on stdin (--cluster)")
+    preview.set_defaults(func=run_preview)
 
 
 def run_put(args: argparse.Namespace) -> int:
@@ -87,16 +90,57 @@ def submit_request(request: dict[str, Any]) -> dict[str, Any]:
         return {"ok": False, "error": str(err), "code": err.exit_code}
 
 
-def submit_job(request: dict[str, Any]) -> dict[str, Any]:
+def run_preview(args: argparse.Namespace) -> int:
+    """`submit --dry-run` or `doctor` of the laptop's spec here, on its code: nothing is submitted, nothing is
+    kept but the code's objects and tree (what a submission of it would reuse)."""
+    from ddpctl.remote.receive import MAX_REQUEST
+
+    request = json.loads(sys.stdin.buffer.read(MAX_REQUEST))
+    outcome = lacking(request) or previewed(request)
+    print(json.dumps(outcome), flush=True)
+    return 0
+
+
+def previewed(request: dict[str, Any]) -> dict[str, Any]:
+    """What the dry-run or doctor printed and its exit status, or its one-line error."""
+    from ddpctl.errors import ArgumentError, DdpctlError
+
+    shown = io.StringIO()
+    try:
+        with contextlib.redirect_stdout(shown):
+            if request.get("action") == "doctor":
+                from ddpctl.cli.doctor import diagnose
+
+                code = diagnose(spec_of(request))
+            elif request.get("action") == "dry-run":
+                from ddpctl.cli.submit import dry_run
+
+                code = dry_run(spec_of(request))
+            else:
+                raise ArgumentError(
+                    f"remote-preview: action {str(request.get('action'))[:40]!r}: expected dry-run or doctor"
+                )
+    except DdpctlError as err:
+        return {"ok": False, "error": str(err), "code": err.exit_code}
+    return {"ok": True, "lines": shown.getvalue().splitlines(), "code": code}
+
+
+def spec_of(request: dict[str, Any]) -> Any:
+    """The laptop's spec, read from its place in the code tree built here, the cluster's defaults under it."""
     from pathlib import Path
 
-    from ddpctl.cli.submit import submit, submitted
     from ddpctl.remote.receive import items_of, remote_spec, store_of, tree
-    from ddpctl.run.registry import Registry
 
     code = tree(store_of(), items_of(request["tree"]))
     overrides = [*request.get("overrides", []), *([f"backend={request['backend']}"] if request.get("backend") else [])]
-    spec = remote_spec(code, request["spec"], request["text"], request.get("defaults") or {}, overrides, cwd=Path.cwd())
+    return remote_spec(code, request["spec"], request["text"], request.get("defaults") or {}, overrides, cwd=Path.cwd())
+
+
+def submit_job(request: dict[str, Any]) -> dict[str, Any]:
+    from ddpctl.cli.submit import submit, submitted
+    from ddpctl.run.registry import Registry
+
+    spec = spec_of(request)
     registry = Registry.from_env()
     registry.check_writable()
     allow = bool(request.get("allow_duplicate"))

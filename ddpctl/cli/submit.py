@@ -33,7 +33,8 @@ def add(sub: Any) -> None:
     parser.add_argument(
         "--dry-run",
         action="store_true",
-        help="print the batch script and each node's torchrun command and environment; submit nothing",
+        help="print the batch script and each node's torchrun command and environment; submit nothing (with a "
+        "cluster: rendered there by its ddpctl)",
     )
     parser.add_argument(
         "--allow-duplicate",
@@ -47,7 +48,7 @@ def add(sub: Any) -> None:
         "--cluster",
         metavar="NAME",
         help="submit on this remote cluster (clusters.yaml) over SSH: the code snapshot is sent, only what it "
-        "lacks (wins over the spec's cluster:)",
+        "lacks (wins over the spec's cluster:); with --wait its state is followed from here",
     )
     parser.add_argument("--tag", help=argparse.SUPPRESS)  # --cluster: learn a dropped submission's outcome
     parser.set_defaults(func=run)

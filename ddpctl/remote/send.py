@@ -15,7 +15,7 @@ from __future__ import annotations
 import json
 import os
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -117,11 +117,30 @@ def send(transport: Transport, code: Code, lacking: Sequence[str], local: str) -
 def submit_code(transport: Transport, code: Code, request: Mapping[str, Any], local: str, tag: str) -> tuple[Sent, Any]:
     """(what was sent, the cluster's outcome): the submission asked for first; objects it lacks sent, then
     asked again with the same tag. An unchanged resubmit is one round trip and sends nothing."""
+    return with_code(transport, code, request, local, lambda asked: submit_remote(transport, asked, local, tag))
+
+
+def preview_code(transport: Transport, code: Code, request: Mapping[str, Any], local: str) -> tuple[Sent, Any]:
+    """As `submit_code`, for a request that submits nothing (`action`: dry-run, doctor): `remote-preview`,
+    no tag (asked again, it does the same again); a dropped connection is its one line."""
+    cluster = transport.cluster
+    words = remote_words(cluster, "remote-preview")
+
+    def ask(asked: Mapping[str, Any]) -> Any:
+        done = transport.run(words, in_workdir=True, data=json.dumps(dict(asked)).encode())
+        return checked(cluster, done, local, "remote-preview")
+
+    return with_code(transport, code, request, local, ask)
+
+
+def with_code(
+    transport: Transport, code: Code, request: Mapping[str, Any], local: str, ask: Callable[[Mapping[str, Any]], Any]
+) -> tuple[Sent, Any]:
     cluster = transport.cluster
     files = sum(1 for i in code.resolved.items if i.kind != LINK)
     sent = Sent(0, 0, files)
     for _ in range(2):
-        outcome = submit_remote(transport, {**request, "version": local}, local, tag)
+        outcome = ask({**request, "version": local})
         if not (isinstance(outcome, dict) and "missing" in outcome):
             return sent, outcome
         there = visible(str(outcome.get("version")))

@@ -83,3 +83,29 @@ def test_the_python_api_submits_and_follows_a_job_on_the_cluster(login: Login) -
     ended = login.cli(job, command="cancel")
     assert ended.returncode == 1 and ended.stderr.startswith("ddpctl: error: cluster 'login': "), ended
     assert not (login.home / "laptop-home" / "registry.jsonl").exists()  # nothing of it recorded as local
+
+
+def test_dry_run_doctor_and_wait_with_a_cluster_run_there(login: Login) -> None:
+    spec = project(login, lines=1, delay=0)
+    clusters = login.home / "clusters.yaml"
+    clusters.write_text(clusters.read_text() + "  defaults:\n    env: {FROM_PROFILE: 'yes'}\n")
+    dry = login.cli(str(spec), "--cluster", "login", "--dry-run", command="submit")
+    assert dry.returncode == 0, dry
+    assert "\nFROM_PROFILE=yes\n" in dry.stdout  # rendered there, with the cluster's defaults
+    assert f"DDPCTL_RUN_DIR={login.home}/work/runs/far/JOBID\n" in dry.stdout  # its work directory
+    assert "sent:     3 objects, " in dry.stdout, dry
+    remote_registry = login.home / "remote-home" / "registry.jsonl"
+    assert not remote_registry.exists() and not (login.home / "laptop-home" / "clusters").exists()
+    spec.write_text(spec.read_text() + "cluster: login\n")  # doctor goes where the spec says
+    doctor = login.cli(str(spec), command="doctor")
+    assert doctor.returncode == 0, doctor
+    assert "[ok  ] backend: local\n" in doctor.stdout and "/remote-home/remote/trees/" in doctor.stdout, doctor
+    assert doctor.stdout.endswith(" (2 already on login)\n"), doctor.stdout  # the changed spec file
+    misspelt = login.cli(str(spec), "--cluster", "logn", command="doctor")
+    assert (misspelt.returncode, misspelt.stdout) == (2, "")
+    assert misspelt.stderr == f"ddpctl: error: unknown cluster 'logn' in {clusters}, did you mean 'login'?\n"
+    assert not remote_registry.exists()
+    waited = login.cli(str(spec), "--wait", command="submit")
+    assert waited.returncode == 0, waited
+    job = job_of(waited)
+    assert waited.stdout.endswith(f"job {job} (far) on login: COMPLETED (training completed)\n"), waited.stdout
