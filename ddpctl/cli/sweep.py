@@ -7,7 +7,7 @@ import sys
 from typing import TYPE_CHECKING, Any
 
 from ddpctl.cli.common import RESULTS, add_spec_args
-from ddpctl.errors import SpecError
+from ddpctl.errors import ArgumentError, SpecError
 from ddpctl.spec.capabilities import ARRAY, QUEUE
 
 if TYPE_CHECKING:
@@ -70,6 +70,9 @@ def run(args: argparse.Namespace) -> int:
         max_parallel=args.max_parallel,
         name=args.name,
     )
+    if sweep.spec.cluster is not None:  # neither rendered nor run here as if it were for this machine
+        cluster = sweep.spec.cluster
+        raise ArgumentError(f"{sweep.spec.source}: cluster: {cluster!r}: a sweep runs here only (no --cluster yet)")
     if not args.dry_run:
         return submit(sweep)
     plan = plan_sweep(sweep)

@@ -132,3 +132,11 @@ def test_results_of_a_missing_dir_is_one_line(cli: Cli, tmp_path: Path) -> None:
     assert done.stderr == (
         f"ddpctl: error: {tmp_path}/nope: not a run dir or a directory of run dirs (No such file or directory)\n"
     )
+
+
+def test_a_sweep_with_a_cluster_is_refused_not_rendered_or_run_here(cli: Cli, tmp_path: Path) -> None:
+    for extra in ((), ("--dry-run",)):
+        done = cli.run("sweep", "job.yaml", "--set", "cluster=gpu", *extra, check=False)
+        assert (done.returncode, done.stdout) == (2, ""), done
+        assert done.stderr == "ddpctl: error: job.yaml: cluster: 'gpu': a sweep runs here only (no --cluster yet)\n"
+    assert not (tmp_path / "runs").exists() and not (tmp_path / "home").exists()
