@@ -11,10 +11,11 @@ from collections.abc import Callable
 
 from ddpctl.backends import SLURM_BACKENDS, current_state
 from ddpctl.backends.slurm_chain import run_jobs
-from ddpctl.errors import CommandError, DdpctlError
+from ddpctl.errors import CommandError, DdpctlError, JobNotFound
 from ddpctl.proc import Runner
 from ddpctl.run.registry import JobRecord, Registry
 from ddpctl.run.state import JobState, StateFn
+from ddpctl.run.sweeps import named_task, task_list
 from ddpctl.slurm import commands
 
 Warn = Callable[[str], None]
@@ -82,6 +83,10 @@ def resolve(
     """A job id, or a name: the running job of that name if there is one, else the newest; said when ambiguous."""
     records = registry.records()
     named = [r for r in records if r.name == ref]
+    if not named and not any(r.job_id == ref for r in records):
+        task = sweep_task(records, ref)
+        if task is not None:
+            return task
     if any(r.job_id == ref for r in records) or len(named) < 2:
         return registry.find(ref)  # an id, a unique name, or an unknown one (with "did you mean")
     found = live(named, state_fn, prefilter)
@@ -95,6 +100,15 @@ def resolve(
             f"give a job id for another: {others}"
         )
     return chosen
+
+
+def sweep_task(records: list[JobRecord], ref: str) -> JobRecord | None:
+    """`NAME_TASK` (the sweep's name or array job id, then the task): that task's record; None when `ref` names
+    no sweep; JobNotFound naming the sweep's tasks when it has no such task."""
+    tasks, task = named_task(records, ref)
+    if tasks and task is None:
+        raise JobNotFound(f"job {ref!r}: sweep {tasks[0].name} has no such task; its tasks: {task_list(tasks)}")
+    return task
 
 
 def ambiguous(newest: JobRecord, chosen: JobRecord, live_records: list[JobRecord]) -> bool:

@@ -63,3 +63,20 @@ def remote_text(cluster: str, words: list[str], timeout: float = 60.0) -> int:
     if shown.out:
         print(shown.out)
     return shown.code
+
+
+def refuse_sweep(command: str, ref: str | None) -> None:
+    """`top SWEEP`, `logs SWEEP`, `preempt SWEEP`: a sweep is many runs, so one line naming its tasks rather than
+    picking one of them by the name's rules (`status` and `cancel` take the whole sweep)."""
+    if ref is None:
+        return
+    from ddpctl.api.sweeps import find_sweep
+    from ddpctl.errors import ArgumentError
+    from ddpctl.run.sweeps import task_list
+
+    sweep = find_sweep(ref)
+    if sweep is not None:
+        raise ArgumentError(
+            f"{command} {ref}: sweep {sweep.name} (job array {sweep.array_job}) has {len(sweep.jobs)} tasks; name "
+            f"one: {task_list([job.record for job in sweep.jobs])} (or {sweep.name}_<task>)"
+        )

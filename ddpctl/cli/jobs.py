@@ -24,6 +24,9 @@ def add(sub: Any) -> None:
     lister.add_argument("--json", action="store_true", help="one JSON object per line")
     lister.add_argument("--no-state", action="store_true", help="do not query each job's current state")
     lister.add_argument(
+        "--tasks", action="store_true", help="each sweep's tasks as rows under its line (--json lists them always)"
+    )
+    lister.add_argument(
         "--prune",
         action="store_true",
         help="drop the records of jobs that ended and were submitted more than --older-than days ago",
@@ -78,7 +81,7 @@ def run_list(args: argparse.Namespace) -> int:
     records = [job.record for job in api.jobs()]
     remote = in_background(lambda: remote_rows(not args.no_state))  # the clusters are asked beside squeue here
     rows: list[tuple[str | None, Any, str, str | None]]
-    rows = [(None, *row) for row in list_rows(records, not args.no_state, each_task=args.json)]
+    rows = [(None, *row) for row in list_rows(records, not args.no_state, each_task=args.json, under=args.tasks)]
     rows += [(cluster, record, record.job_id, state) for cluster, record, state in remote.result()]
     rows.sort(key=lambda row: row[1].submitted_at)  # stable: a sweep's line stays where its tasks were
     if args.json:
@@ -104,10 +107,12 @@ def run_list(args: argparse.Namespace) -> int:
     return 0
 
 
-def list_rows(records: list[Any], with_state: bool, each_task: bool = False) -> list[tuple[Any, str, str | None]]:
+def list_rows(
+    records: list[Any], with_state: bool, each_task: bool = False, under: bool = False
+) -> list[tuple[Any, str, str | None]]:
     """(record, the id shown, its state) per line: a job as itself, a sweep once as its array job with its
-    tasks counted (`4 tasks: 1 running / 2 pending / 1 completed / 0 failed`), or (`each_task`, --json) each
-    task as a job."""
+    tasks counted (`4 tasks: 1 running / 2 pending / 1 completed / 0 failed`) and (`under`, --tasks) its tasks
+    indented under that line, or (`each_task`, --json) each task as a job."""
     from ddpctl import api
     from ddpctl.run.sweeps import count_line, group
 
@@ -124,6 +129,8 @@ def list_rows(records: list[Any], with_state: bool, each_task: bool = False) -> 
             continue
         line = count_line(states) if states is not None else f"{len(tasks)} tasks"
         rows.append((record, f"{record.sweep} (sweep)", line))
+        if under:
+            rows += [(task, f"  {task.job_id}", states[i] if states else None) for i, task in enumerate(tasks)]
     return rows
 
 

@@ -7,7 +7,7 @@ import os
 import sys
 from typing import TYPE_CHECKING, Any
 
-from ddpctl.cli.common import add_job_arg, found_remote, note
+from ddpctl.cli.common import add_job_arg, found_remote, note, refuse_sweep
 from ddpctl.exitcodes import OK
 
 if TYPE_CHECKING:
@@ -106,6 +106,7 @@ def run(args: argparse.Namespace) -> int:
     request = request_from_args(args)
     if args.cluster:
         return remote(args)
+    refuse_sweep("logs", args.job)
     job = api.job(args.job, warn=note)
     if found_remote(args, job):
         return remote(args)

@@ -7,7 +7,7 @@ import sys
 from collections.abc import Callable
 from typing import Any
 
-from ddpctl.cli.common import add_cluster_arg, add_job_arg, found_remote, remote_text
+from ddpctl.cli.common import add_cluster_arg, add_job_arg, found_remote, refuse_sweep, remote_text
 
 
 def add(sub: Any) -> None:
@@ -45,6 +45,8 @@ def run(args: argparse.Namespace) -> int:
     from ddpctl import api
     from ddpctl.backends.control import wait_until_running
 
+    if not args.cluster:
+        refuse_sweep("preempt", args.job)
     job = None if args.cluster else api.job(args.job, warn=say)
     if args.cluster or found_remote(args, job):
         words = ["preempt", "--wait", str(args.wait), "--as", args.kind, *(["--", args.job] if args.job else [])]

@@ -7,7 +7,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from ddpctl.cli.common import add_cluster_arg, found_remote, note, remote_text
+from ddpctl.cli.common import add_cluster_arg, found_remote, note, refuse_sweep, remote_text
 
 STATE_EVERY_S = 5.0  # the scheduler is asked about the job this often, the run dir is read every refresh
 
@@ -69,6 +69,8 @@ def run(args: argparse.Namespace) -> int:
     from ddpctl.backends import current_state
     from ddpctl.cli.top_render import frame
 
+    if not args.cluster:
+        refuse_sweep("top", args.job)
     job = None if args.cluster else api.job(args.job, warn=note)
     if args.cluster or found_remote(args, job):  # one frame, drawn by the cluster's ddpctl: not live yet
         return remote_text(args.cluster, ["top", "--once", *(["--", args.job] if args.job else [])])

@@ -11,6 +11,7 @@ from collections.abc import Iterable, Sequence
 from ddpctl.run.registry import JobRecord
 
 _TASK_ID = re.compile(r"(\d+|local-\d+)_(\d+)")  # a Slurm array job, or a local sweep (local-7)
+_NAMED_TASK = re.compile(r"(.+)_(\d+)")
 
 # The four counts `list` shows for a sweep; every state a task can be in falls into one or is left out (UNKNOWN).
 RUNNING = ("RUNNING", "COMPLETING", "UNREACHABLE", "STOPPING")
@@ -39,6 +40,26 @@ def sweep_tasks(records: Sequence[JobRecord], ref: str) -> list[JobRecord]:
             return []
         by_array = [r for r in records if r.sweep == named[-1].sweep]
     return sorted(by_array, key=_index)
+
+
+def named_task(records: Sequence[JobRecord], ref: str) -> tuple[list[JobRecord], JobRecord | None]:
+    """`sw_3`: the sweep `sw` names (as `sweep_tasks`) and its task 3 (None: it has no task 3). ([], None): `ref`
+    is not `<sweep name or array job>_<task>` of a known sweep. Callers ask this only after `ref` matched no job
+    id and no job name, so a job named `lr_2` is that job."""
+    match = _NAMED_TASK.fullmatch(ref)
+    if match is None:
+        return [], None
+    tasks = sweep_tasks(records, match.group(1))
+    index = int(match.group(2))
+    return tasks, next((task for task in tasks if _index(task) == index), None)
+
+
+def task_list(tasks: Sequence[JobRecord], most: int = 8) -> str:
+    """`5_0, 5_1, 5_2 ... 5_9 (10 tasks)`: a sweep's task ids for a line, at most `most` of them (pure)."""
+    ids = [task.job_id for task in tasks]
+    if len(ids) <= most:
+        return ", ".join(ids)
+    return f"{', '.join(ids[: most - 1])} ... {ids[-1]} ({len(ids)} tasks)"
 
 
 def _index(record: JobRecord) -> int:

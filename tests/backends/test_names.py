@@ -160,3 +160,30 @@ def test_cli_refuses_a_second_live_job_of_a_name(tmp_path: Path) -> None:
     finally:
         for job in ("local-1", "local-2"):
             ddpctl("cancel", job)
+
+
+def sweep_registry(tmp_path: Path) -> Registry:
+    reg = registry(tmp_path, ("1", "lr_2"), ("2", "solo"))
+    for n, task in enumerate(("7_0", "7_1", "7_2")):
+        reg.add(JobRecord(job_id=task, name="lr", run_dir="/x", backend="sbatch", submitted_at=3.0 + n, sweep="7"))
+    return reg
+
+
+@pytest.mark.parametrize(
+    ("ref", "chosen"),
+    [
+        ("lr_1", "7_1"),  # the sweep's name and a task
+        ("7_2", "7_2"),  # a task id is a job id
+        ("lr_2", "1"),  # a job of that very name wins over the sweep's task 2
+    ],
+)
+def test_a_sweep_task_by_the_sweeps_name(tmp_path: Path, ref: str, chosen: str) -> None:
+    said: list[str] = []
+    assert resolve(sweep_registry(tmp_path), ref, states({}), said.append, KEEP).job_id == chosen
+    assert said == []
+
+
+def test_a_sweep_task_that_does_not_exist_names_the_tasks(tmp_path: Path) -> None:
+    with pytest.raises(JobNotFound) as err:
+        resolve(sweep_registry(tmp_path), "lr_5", states({}), print, KEEP)
+    assert str(err.value) == "job 'lr_5': sweep lr has no such task; its tasks: 7_0, 7_1, 7_2"

@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from ddpctl.run.registry import JobRecord, parse_record
-from ddpctl.run.sweeps import count_line, counts, group, parse_task_id, sweep_tasks
+from ddpctl.run.sweeps import count_line, counts, group, named_task, parse_task_id, sweep_tasks, task_list
 
 
 @pytest.mark.parametrize(
@@ -89,6 +89,38 @@ def test_sweep_tasks(ref: str, tasks: list[str]) -> None:
 
 def test_sweep_tasks_of_a_name_whose_newest_job_is_plain() -> None:
     assert sweep_tasks([*RECORDS, record("11", "sw")], "sw") == []
+
+
+@pytest.mark.parametrize(
+    ("ref", "sweep", "task"),
+    [
+        ("sw_0", ["8_0"], "8_0"),  # the sweep's name and a task index: the newest sweep of that name
+        ("6_1", ["6_0", "6_1"], "6_1"),  # its array job id and a task (resolve asks this only after job ids)
+        ("sw_3", ["8_0"], None),  # a sweep without that task: the caller names its tasks
+        ("plain_0", ["10_0"], "10_0"),
+        ("one_0", [], None),  # `one` is a plain job, not a sweep
+        ("sw", [], None),  # no task index
+        ("sw_", [], None),
+        ("_0", [], None),
+        ("nosuch_1", [], None),
+    ],
+)
+def test_named_task(ref: str, sweep: list[str], task: str | None) -> None:
+    tasks, found = named_task(RECORDS, ref)
+    assert ([r.job_id for r in tasks], found.job_id if found else None) == (sweep, task)
+
+
+@pytest.mark.parametrize(
+    ("count", "most", "line"),
+    [
+        (1, 8, "5_0"),
+        (3, 8, "5_0, 5_1, 5_2"),
+        (8, 8, "5_0, 5_1, 5_2, 5_3, 5_4, 5_5, 5_6, 5_7"),
+        (10, 4, "5_0, 5_1, 5_2 ... 5_9 (10 tasks)"),
+    ],
+)
+def test_task_list(count: int, most: int, line: str) -> None:
+    assert task_list([record(f"5_{i}", "sw", "5") for i in range(count)], most) == line
 
 
 def test_group_shows_each_sweep_once_where_it_starts() -> None:
