@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import math
+import os
 import time
 from collections.abc import Mapping, Sequence
 from pathlib import Path
@@ -203,3 +204,61 @@ def sweep_of(ref: str) -> Sweep:
     if found is None:
         raise JobNotFound(f"sweep {ref!r}: no sweep of that array job id or name in the registry")
     return found
+
+
+def result_dirs(refs: Sequence[str], records: Sequence[JobRecord]) -> list[Path]:
+    """`ddpctl sweep results REF...`: each REF a directory (a run dir or a directory of them), else a sweep the
+    registry knows by name or array job id (its tasks' run dirs, by index); at most MAX_TASKS run dirs."""
+    from ddpctl.health.results import MAX_TASKS, find_tasks
+
+    found: list[Path] = []
+    for ref in refs:
+        path = Path(ref)
+        tasks = [] if path.is_dir() else sweep_tasks(records, ref)
+        if tasks:
+            found += [Path(task.run_dir) for task in tasks]
+        elif os.path.lexists(path):
+            found += find_tasks([path])  # a directory, or one line saying what else it is
+        else:
+            raise JobNotFound(
+                f"sweep results: {ref!r}: no such directory, and no sweep of that name or array job id in the registry"
+            )
+        if len(found) > MAX_TASKS:
+            raise ArgumentError(f"more than {MAX_TASKS} run dirs named; name fewer (a sweep has at most 1001 tasks)")
+    return found
+
+
+def records_for(records: Sequence[JobRecord], run_dirs: Sequence[Path]) -> dict[str, JobRecord]:
+    """The registry's record of each run dir it knows (by absolute path, the path as recorded or with links
+    resolved), keyed by the record's run dir (pure but for resolving the named dirs' links)."""
+    wanted = {key for run_dir in run_dirs for key in _dir_keys(run_dir)}
+    return {record.run_dir: record for record in records if record.run_dir in wanted}
+
+
+def result_states(records: Sequence[JobRecord], run_dirs: Sequence[Path]) -> dict[Path, str]:
+    """Each run dir's job state where the registry knows its job (one squeue call per sweep, as `list`), for
+    the results table's state column; a run dir of no known job is left out."""
+    from ddpctl.backends.sbatch_array import task_states
+
+    known = records_for(records, run_dirs)
+    by_sweep: dict[str, list[JobRecord]] = {}
+    state_of: dict[str, str] = {}
+    for record in known.values():
+        if record.sweep is not None:
+            by_sweep.setdefault(record.sweep, []).append(record)
+        else:
+            state_of[record.run_dir] = Job(record).status().state
+    for tasks in by_sweep.values():
+        state_of.update(zip((t.run_dir for t in tasks), task_states(tasks), strict=True))
+    out = {}
+    for run_dir in run_dirs:
+        for key in _dir_keys(run_dir):
+            if key in state_of:
+                out[run_dir] = state_of[key]
+                break
+    return out
+
+
+def _dir_keys(run_dir: Path) -> tuple[str, str]:
+    """How a registry record may name this run dir: absolute as given, or with links resolved."""
+    return str(run_dir.absolute()), str(run_dir.resolve())

@@ -22,11 +22,11 @@ def add(sub: Any) -> None:
         "point as a --set would be checked, and submit them as one Slurm job array (sbatch backend; returns at "
         "once, nothing of ddpctl stays running). Each task is a full multi-node run in "
         "<run_dir>/<name>/<array job>_<task>/ and requeues only itself. `ddpctl list` shows the sweep as one "
-        "line, `ddpctl status NAME` its tasks; status/logs/cancel/preempt take a task id (123_4), `cancel NAME` "
-        "ends every task. On the local backend (--set backend=local) one detached queue process starts the tasks "
-        "on this machine, --max-parallel at a time (default 1; at most 100 points), as "
+        "line (--tasks: and its tasks), `ddpctl status NAME` its tasks; status/logs/top/cancel/preempt take a "
+        "task id (123_4) or NAME_TASK (NAME_4), `cancel NAME` ends every task. On the local backend "
+        "(--set backend=local) one detached queue process starts the tasks on this machine, --max-parallel at a time (default 1; at most 100 points), as "
         "<run_dir>/<name>/local-N_<task>/; the submitit backend does not run sweeps yet. "
-        "`ddpctl sweep results DIR...` ranks tasks by their heartbeat values.",
+        "`ddpctl sweep results NAME` ranks tasks by their heartbeat values.",
     )
     add_spec_args(parser)
     parser.add_argument(
@@ -124,11 +124,16 @@ def add_results(sub: Any) -> None:
     parser = sub.add_parser(
         RESULTS,
         prog="ddpctl sweep results",
-        description="Each task's final and best heartbeat values (beat.step(..., loss=...)) from its run dir, "
-        "the best first and marked *. Best: of the values the heartbeat wrote (at most one a second).",
+        description="Each task's job state and its final and best heartbeat values (beat.step(..., loss=...)) "
+        "from its run dir, the best first and marked *; partial while tasks run. Best: of the values the heartbeat "
+        "wrote (at most one a second). A directory named wins over a sweep of the same name.",
     )
     parser.add_argument(
-        "runs", nargs="+", metavar="DIR", help="a task's run dir, or a directory of them (<run_dir>/<name>/)"
+        "runs",
+        nargs="+",
+        metavar="SWEEP|DIR",
+        help="a sweep's name or array job id (from the registry), a task's run dir, or a directory of them "
+        "(<run_dir>/<name>/)",
     )
     parser.add_argument("--metric", default="loss", help="the named value to rank by (default: loss)")
     parser.add_argument(
@@ -141,12 +146,15 @@ def add_results(sub: Any) -> None:
 
 
 def results(args: argparse.Namespace) -> int:
-    from pathlib import Path
-
+    from ddpctl.api.sweeps import result_dirs, result_states
     from ddpctl.cli.sweep_output import print_results
-    from ddpctl.health.results import find_tasks, rank, read_task
+    from ddpctl.health.results import rank, read_task
+    from ddpctl.run.registry import Registry
 
-    tasks = [read_task(run_dir) for run_dir in find_tasks([Path(p) for p in args.runs])]
-    ranked = rank(tasks, args.metric, args.mode)
-    print_results(ranked, args.metric, args.mode, "json" if args.json else "csv" if args.csv else "table")
+    records = Registry.from_env().records()
+    run_dirs = result_dirs(args.runs, records)
+    states = result_states(records, run_dirs)
+    ranked = rank([read_task(run_dir) for run_dir in run_dirs], args.metric, args.mode)
+    shape = "json" if args.json else "csv" if args.csv else "table"
+    print_results(ranked, args.metric, args.mode, shape, states)
     return 0

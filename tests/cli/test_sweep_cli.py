@@ -106,31 +106,38 @@ def sweep_dir(tmp_path: Path) -> Path:
 
 def test_results_table_json_csv(cli: Cli, sweep_dir: Path) -> None:
     table = cli.run("sweep", "results", str(sweep_dir)).stdout.splitlines()
-    assert table == [
-        "   run         step  loss final  loss min",
-        "*  7_1           12         0.3       0.3",
-        "   7_0           10         0.5       0.4",
-        "   7_^[]0;x^G     9         0.9       0.8",
+    assert table == [  # no job of the registry has these run dirs: no state
+        "   run         state  step  loss final  loss min",
+        "*  7_1         -        12         0.3       0.3",
+        "   7_0         -        10         0.5       0.4",
+        "   7_^[]0;x^G  -         9         0.9       0.8",
     ]
     rows = [json.loads(line) for line in cli.run("sweep", "results", str(sweep_dir), "--json").stdout.splitlines()]
-    assert [(r["run"], r["step"], r["final"], r["best"], r["best_point"]) for r in rows] == [
-        ("7_1", 12, {"loss": 0.3}, 0.3, True),
-        ("7_0", 10, {"loss": 0.5}, 0.4, False),
-        ("7_\x1b]0;x\x07", 9, {"loss": 0.9}, 0.8, False),
+    assert [(r["run"], r["state"], r["step"], r["final"], r["best"], r["best_point"]) for r in rows] == [
+        ("7_1", None, 12, {"loss": 0.3}, 0.3, True),
+        ("7_0", None, 10, {"loss": 0.5}, 0.4, False),
+        ("7_\x1b]0;x\x07", None, 9, {"loss": 0.9}, 0.8, False),
     ]
     csv = cli.run("sweep", "results", str(sweep_dir / "7_1"), str(sweep_dir / "7_0"), "--csv", "--mode", "max")
     assert csv.stdout.splitlines() == [
-        "run,run_dir,step,loss_final,loss_max,best_point",
-        f"7_0,{sweep_dir}/7_0,10,0.5,2.0,1",
-        f"7_1,{sweep_dir}/7_1,12,0.3,1.0,0",
+        "run,run_dir,state,step,loss_final,loss_max,best_point",
+        f"7_0,{sweep_dir}/7_0,,10,0.5,2.0,1",
+        f"7_1,{sweep_dir}/7_1,,12,0.3,1.0,0",
     ]
 
 
-def test_results_of_a_missing_dir_is_one_line(cli: Cli, tmp_path: Path) -> None:
+def test_results_of_a_missing_dir_or_sweep_is_one_line(cli: Cli, tmp_path: Path) -> None:
     done = cli.run("sweep", "results", str(tmp_path / "nope"), check=False)
     assert (done.returncode, done.stdout) == (2, "")
     assert done.stderr == (
-        f"ddpctl: error: {tmp_path}/nope: not a run dir or a directory of run dirs (No such file or directory)\n"
+        f"ddpctl: error: sweep results: '{tmp_path}/nope': no such directory, and no sweep of that name or array "
+        "job id in the registry\n"
+    )
+    (tmp_path / "file").write_text("")
+    done = cli.run("sweep", "results", str(tmp_path / "file"), check=False)
+    assert (done.returncode, done.stderr) == (
+        2,
+        f"ddpctl: error: {tmp_path}/file: not a run dir or a directory of run dirs (Not a directory)\n",
     )
 
 

@@ -1,5 +1,7 @@
 """`ddpctl sweep` on the real cluster: one job array of 2-node runs, throttled, its tasks' run dirs and results,
-the sweep's `list` line and `status` table, a task by its id, and `cancel` of a whole sweep."""
+the sweep's `list` line and `status` table, a task by its id, `cancel` of a whole sweep, and one task preempted
+and resumed bit-exactly (test_preemption's example trainer and the session's uninterrupted reference run) while
+another runs untouched."""
 
 from __future__ import annotations
 
@@ -10,14 +12,29 @@ from pathlib import Path
 
 import pytest
 from clitools import Cli, write_spec
+from slurmtools import job_info
+from test_preemption import (
+    SPEC,
+    TOTAL,
+    TRAIN,
+    Job,
+    Reference,
+    assert_same_training,
+    assert_stop_agreed,
+    decisions,
+    squeue_row,
+)
 
 pytestmark = pytest.mark.slurm
 
-# Reports a loss that depends on the point (LR, SEED) through the heartbeat, then prints it; SLEEP keeps it running.
+# Reports a loss that depends on the point (LR, SEED) through the heartbeat, then prints it; SLEEP keeps it running;
+# SEED=0 fails at once.
 SCRIPT = """
 import os, time
 from ddpctl import runtime
 lr, seed = float(os.environ["LR"]), int(os.environ["SEED"])
+if seed == 0:
+    raise SystemExit("SEED=0: not a seed")  # a bad point: the script fails at start
 beat = runtime.Heartbeat(total_steps=3)
 for step in range(1, 4):
     time.sleep(1.1)
@@ -109,3 +126,67 @@ def test_cancel_of_a_sweep_ends_every_task(cli: Cli, tmp_path: Path, cleanup_job
     assert "3 tasks: 0 running / 0 pending / 0 completed / 3 failed" in cli.run("list").stdout
     again = cli.run("cancel", job, check=False)
     assert again.returncode == 1 and f"sweep sw (job array {job}) already ended: 3 tasks" in again.stderr
+
+
+def test_a_task_failing_on_its_point_fails_alone(cli: Cli, tmp_path: Path, cleanup_jobs) -> None:  # type: ignore[no-untyped-def]
+    job = cleanup_jobs(submit(cli, str(sweep_spec(tmp_path)), "--grid", "env.SEED=1,0,3"))
+    cli.wait_for(lambda: not queue(job), timeout=120, what="every task to end")
+    table = cli.run("status", "sw").stdout
+    states = {words[0]: words[-4] for words in (line.split() for line in table.splitlines()[2:])}
+    assert states == {f"{job}_0": "COMPLETED", f"{job}_1": "FAILED", f"{job}_2": "COMPLETED"}, table
+    listed = cli.run("list", "--tasks").stdout.splitlines()
+    assert any("3 tasks: 0 running / 0 pending / 2 completed / 1 failed" in line for line in listed), listed
+    assert [line.split()[:3:2] for line in listed if line.startswith(f"  {job}_")] == [
+        [f"{job}_0", "COMPLETED"],
+        [f"{job}_1", "FAILED"],
+        [f"{job}_2", "COMPLETED"],
+    ], listed
+    # Ranked by the sweep's name: the two that reported a loss (SEED 1 best), then the failed one with its state.
+    ranked = [line.split()[:3] for line in cli.run("sweep", "results", "sw").stdout.splitlines()[1:]]
+    assert ranked == [["*", f"{job}_0", "COMPLETED"], [f"{job}_2", "COMPLETED", "3"], [f"{job}_1", "FAILED", "-"]]
+    assert "SEED=0: not a seed" in cli.run("logs", "sw_1").stdout  # the sweep's name and the task
+    assert f"{job}_2" in cli.run("top", "--once", "sw_2").stdout
+
+
+def test_one_task_preempted_resumes_exactly_while_the_other_runs_untouched(  # type: ignore[no-untyped-def]
+    cli: Cli, tmp_path: Path, cleanup_jobs, reference: Reference
+) -> None:
+    # The example trainer (test_preemption's 12 steps, a checkpoint every 4) at two paces: the pace changes no
+    # weight, so both tasks must end with the session's uninterrupted reference weights. Task 1 is slow so that
+    # it runs throughout task 0's preemption, requeue hold and resume. Partition `scale`: `debug` has 2 nodes.
+    paces = [json.dumps([*TRAIN, "--ckpt-every", "4", "--sleep-per-step", s]) for s in ("0.5", "1.5")]
+    array = cleanup_jobs(
+        submit(
+            cli,
+            str(SPEC),
+            "--set",
+            f"run_dir={tmp_path / 'runs'}",
+            "--set",
+            "partition=scale",
+            "--grid",
+            "args=" + ",".join(paces),
+        )
+    )
+    hit, other = (Job(cli, f"{array}_{i}", tmp_path / "runs" / "example" / f"{array}_{i}") for i in (0, 1))
+    hit.wait_step(0, 3)
+    other.wait_step(0, 1)
+    cli.run("preempt", hit.job_id)
+    hit.wait_requeued(0)
+    # Task 0 is back in the queue (or already restarted) while task 1 keeps running in its first allocation.
+    assert squeue_row(other.job_id) == ("RUNNING", "None"), other.dump()
+    assert other.attempts() == 1 and other.last_step(0) < TOTAL, other.dump()
+    hit_status, other_status = hit.wait_terminal(), other.wait_terminal()
+
+    step = assert_stop_agreed(hit, 0)
+    assert decisions(hit) == [("requeue", "preemption"), ("finish", None)], hit.dump()
+    # Both attempts in the task's one Slurm job (its raw id in SLURM_JOB_ID), the other task's is another.
+    hit_ids = [e["job_id"] for e in hit.events("attempt-start")]
+    assert len(hit_ids) == 2 and hit_ids[0] == hit_ids[1], hit.dump()
+    assert hit_status["restarts"] == 1 and hit.resumed_from(1) == step, f"{hit_status}\n{hit.dump()}"
+    assert_same_training(hit, reference, hit_status)
+    # The other task: one attempt under its own id, never signalled, never requeued (Slurm's count too).
+    other_ids = [e["job_id"] for e in other.events("attempt-start")]
+    assert len(other_ids) == 1 and other_ids[0] != hit_ids[0], other.dump()
+    assert other_status["restarts"] == 0 and not other.events("signal"), f"{other_status}\n{other.dump()}"
+    assert job_info(other.job_id).get("Restarts") == "0", job_info(other.job_id)
+    assert_same_training(other, reference, other_status)
