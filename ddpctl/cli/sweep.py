@@ -24,7 +24,8 @@ def add(sub: Any) -> None:
         "<run_dir>/<name>/<array job>_<task>/ and requeues only itself. `ddpctl list` shows the sweep as one "
         "line (--tasks: and its tasks), `ddpctl status NAME` its tasks; status/logs/top/cancel/preempt take a "
         "task id (123_4) or NAME_TASK (NAME_4), `cancel NAME` ends every task. On the local backend "
-        "(--set backend=local) one detached queue process starts the tasks on this machine, --max-parallel at a time (default 1; at most 100 points), as "
+        "(--set backend=local) one detached queue process starts the tasks on this machine, --max-parallel at a "
+        "time (default 1; at most 100 points), as "
         "<run_dir>/<name>/local-N_<task>/; the submitit backend does not run sweeps yet. "
         "`ddpctl sweep results NAME` ranks tasks by their heartbeat values.",
     )
