@@ -8,9 +8,12 @@ registry of its own. Then, alternately:
   multiplexing (a fresh login each time, as a user types it) and over the same warm shared connection;
 - an unchanged `ddpctl submit jobs/job.yaml --cluster login` (the code already there: nothing sent) against
   `ssh login <remote ddpctl> submit <the same spec in a copy of the code there>` (the code copied beforehand,
-  as with rsync), both on the local backend (a script that exits at once).
+  as with rsync), both on the local backend (a script that exits at once);
+- `ddpctl list` (the remote jobs of the cluster and a local one, their states asked with one remote
+  `list --json`) against `ssh login <remote ddpctl> list --json` with a fresh login; and `ddpctl status JOB`
+  (a remote job found in the registry here, no --cluster) against `status --cluster login JOB`.
 
-    python benchmarks/bench_remote.py [--rounds 7]
+    python benchmarks/bench_remote.py [--rounds 7] [--only status|submit|list]
 
 Targets (issue 30): ratio ≤ 1.0 against plain ssh, and `status` ≤ 0.3 s on loopback.
 """
@@ -22,6 +25,7 @@ import os
 import shutil
 import sys
 import tempfile
+import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -31,10 +35,13 @@ sys.path.insert(0, str(ROOT / "tests" / "remote"))
 from _timing import alternate, report  # noqa: E402
 from test_remote_sshd import SSHD, Login  # noqa: E402  (the test's sshd: one way to start it)
 
+from ddpctl.run.registry import JobRecord, Registry  # noqa: E402
+
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--rounds", type=int, default=7)
+    parser.add_argument("--only", choices=("status", "submit", "list"), help="measure this pair only")
     args = parser.parse_args()
     if os.geteuid() != 0 or not SSHD.exists():
         raise SystemExit("bench_remote needs root and /usr/sbin/sshd (tests/cluster/start.sh --packages)")
@@ -42,14 +49,14 @@ def main() -> None:
     login = Login(home, sockets)
     try:
         login.start()
-        measure(login, args.rounds)
+        measure(login, args.rounds, args.only)
     finally:
         login.stop()
         shutil.rmtree(home, ignore_errors=True)
         shutil.rmtree(sockets, ignore_errors=True)
 
 
-def measure(login: Login, rounds: int) -> None:
+def measure(login: Login, rounds: int, only: str | None) -> None:
     home = login.home
     code = home / "project"
     (code / "jobs").mkdir(parents=True)
@@ -70,11 +77,23 @@ def measure(login: Login, rounds: int) -> None:
     remote = " ".join(login.remote)
 
     ours = [*ddpctl, "status", "--cluster", "login", job]
-    ours_t, plain_t = alternate(ours, [*ssh, f"{remote} status {job}"], rounds, env=env)
-    report("ddpctl status --cluster (warm)", ours_t, "ssh login ddpctl status", plain_t, "<= 1.0, and <= 0.3 s")
-    ours_t, mux_t = alternate(ours, [*mux, f"{remote} status {job}"], rounds, env=env)
-    report("ddpctl status --cluster (warm)", ours_t, "ssh (same warm connection) ddpctl status", mux_t, "~1.0")
-
+    if only in (None, "status"):
+        ours_t, plain_t = alternate(ours, [*ssh, f"{remote} status {job}"], rounds, env=env)
+        report("ddpctl status --cluster (warm)", ours_t, "ssh login ddpctl status", plain_t, "<= 1.0, and <= 0.3 s")
+        ours_t, mux_t = alternate(ours, [*mux, f"{remote} status {job}"], rounds, env=env)
+        report("ddpctl status --cluster (warm)", ours_t, "ssh (same warm connection) ddpctl status", mux_t, "~1.0")
+    if only in (None, "list"):
+        Registry(home / "laptop-home").add(JobRecord("local-9", "near", str(home / "near"), "local", time.time()))
+        listed = [*ddpctl, "list"]
+        ours_t, plain_t = alternate(listed, [*ssh, f"{remote} list --json"], rounds, env=env)
+        report(
+            "ddpctl list, a remote and a local job (warm)", ours_t, "ssh login ddpctl list --json", plain_t, "<= 1.0"
+        )
+        found = [*ddpctl, "status", job]
+        ours_t, named_t = alternate(found, ours, rounds, env=env)
+        report("ddpctl status JOB (found here, warm)", ours_t, "ddpctl status --cluster login JOB", named_t, "~1.0")
+    if only not in (None, "submit"):
+        return
     submit = [*ddpctl, "submit", str(code / "jobs" / "job.yaml"), "--cluster", "login", "--allow-duplicate"]
     baseline = f"cd {home}/work && {remote} submit {copy}/jobs/job.yaml --allow-duplicate"
     label = "ddpctl submit --cluster, unchanged (warm)"

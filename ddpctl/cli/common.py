@@ -43,6 +43,25 @@ def add_cluster_arg(parser: argparse.ArgumentParser) -> None:
     )
 
 
+def remote_ref(args: argparse.Namespace) -> bool:
+    """Whether `args.job` names no job of the local registry (id, name or sweep) but one submitted from here to
+    a remote cluster: then `args` name it there. Asked before the local machinery is imported (`api.job` would
+    find it too, `found_remote`), so a remote job's command costs what its `--cluster` form costs."""
+    if args.cluster or args.job is None:
+        return False
+    from ddpctl.remote.jobs import find_recorded, recorded
+    from ddpctl.run.registry import Registry
+
+    ref = args.job
+    if any(ref in (r.job_id, r.name, r.sweep) for r in Registry.from_env().records()):
+        return False
+    found = find_recorded(ref, recorded())
+    if found is None:
+        return False
+    args.cluster, args.job = found.cluster, found.record.job_id
+    return True
+
+
 def found_remote(args: argparse.Namespace, job: object) -> bool:
     """Whether `job` (from `api.job`) is one submitted here to a remote cluster: then `args` name it there (its
     cluster, its id) and the command takes its `--cluster` path: its run dir is read by that cluster's ddpctl."""

@@ -7,7 +7,7 @@ import os
 import sys
 from typing import TYPE_CHECKING, Any
 
-from ddpctl.cli.common import add_job_arg, found_remote, note, refuse_sweep
+from ddpctl.cli.common import add_job_arg, found_remote, note, refuse_sweep, remote_ref
 from ddpctl.exitcodes import OK
 
 if TYPE_CHECKING:
@@ -104,7 +104,7 @@ def run(args: argparse.Namespace) -> int:
     from ddpctl.run.state import JobState
 
     request = request_from_args(args)
-    if args.cluster:
+    if args.cluster or remote_ref(args):
         return remote(args)
     refuse_sweep("logs", args.job)
     job = api.job(args.job, warn=note)

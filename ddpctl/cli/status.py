@@ -6,7 +6,7 @@ import argparse
 import json
 from typing import Any
 
-from ddpctl.cli.common import add_job_arg, found_remote, note
+from ddpctl.cli.common import add_job_arg, found_remote, note, remote_ref
 
 
 def add(sub: Any) -> None:
@@ -24,14 +24,12 @@ def add(sub: Any) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    if args.cluster:
+    if args.cluster or remote_ref(args):
         return remote(args)
     from pathlib import Path
 
     from ddpctl import api
     from ddpctl.api.sweeps import find_sweep
-    from ddpctl.cli.jobreport import lines, payload
-    from ddpctl.health.report import collect, text_lines
 
     sweep = find_sweep(args.job) if args.job is not None else None
     if sweep is not None:
@@ -39,7 +37,10 @@ def run(args: argparse.Namespace) -> int:
         return 0
     job = api.job(args.job, warn=note)
     if found_remote(args, job):
-        return remote(args)
+        return remote(args)  # before the run dir's readers are imported: none of them is needed for it
+    from ddpctl.cli.jobreport import lines, payload
+    from ddpctl.health.report import collect, text_lines
+
     record, state = job.record, job.status()
     code = code_info(record.run_dir)
     health = collect(Path(record.run_dir), running=state.state == "RUNNING")

@@ -80,6 +80,10 @@ def test_the_python_api_submits_and_follows_a_job_on_the_cluster(login: Login) -
     assert status.returncode == 0 and status.stdout.startswith(f"{job}  api  COMPLETED"), status
     as_json = login.cli("--json", job, command="status")
     assert json.loads(as_json.stdout)["job_id"] == job, as_json
+    newest = login.cli(command="status")  # no job given: the newest of all, here the cluster's
+    assert newest.returncode == 0 and newest.stdout.startswith(f"{job}  api  COMPLETED"), newest
+    logs = login.cli("--no-color", "--rank", "0", "api", command="logs")
+    assert [line.split("] ", 1)[1] for line in logs.stdout.splitlines()][1:] == [*got["lines"][1:-1], "^[[31mred"]
     ended = login.cli(job, command="cancel")
     assert ended.returncode == 1 and ended.stderr.startswith("ddpctl: error: cluster 'login': "), ended
     assert not (login.home / "laptop-home" / "registry.jsonl").exists()  # nothing of it recorded as local
