@@ -101,7 +101,7 @@ class Sweep:
             return
         from ddpctl.backends.sbatch import BACKEND
 
-        BACKEND.cancel_array(self.array_job)
+        BACKEND.cancel_array(self.array_job, records)
 
 
 def sweep(

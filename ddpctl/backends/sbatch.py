@@ -3,11 +3,14 @@
 from __future__ import annotations
 
 import contextlib
+from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from ddpctl.backends import sbatch_submit, submitted_record
+from ddpctl.backends.slurm_chain import cancel_run, chain_mode
 from ddpctl.backends.slurm_jobs import SlurmJobs
+from ddpctl.errors import CommandError
 from ddpctl.run import history
 from ddpctl.run.history import Submitted
 from ddpctl.run.layout import batch_output
@@ -51,10 +54,19 @@ class SbatchBackend(SlurmJobs):
         history.append(layout.events, Submitted(job_id=job_id, backend=self.name, spec=str(spec_path)))
         return record
 
-    def cancel_array(self, array_job: str) -> None:
-        """End every task of a sweep's job array, pending or running (one scancel of the array job)."""
+    def cancel_array(self, array_job: str, tasks: Sequence[JobRecord] = ()) -> None:
+        """End every task of a sweep's job array, pending or running (one scancel of the array job), and every
+        job a chained task (requeue.mode chain) continues in outside the array, as a run's cancel does."""
         self.require_commands("scancel")
-        commands.scancel(array_job, runner=self.runner)
+        chained = [task for task in tasks if chain_mode(task)]
+        for task in chained:
+            with contextlib.suppress(CommandError):  # a task whose jobs all ended: the array's scancel says
+                cancel_run(task, self.runner)
+        try:
+            commands.scancel(array_job, runner=self.runner)
+        except CommandError:
+            if not chained:
+                raise  # else the array's tasks may all have ended, and their successors are cancelled above
 
 
 BACKEND = SbatchBackend()

@@ -113,6 +113,8 @@ def staged(plan: ArrayPlan, trackers: list[dict[str, object]]) -> Path:
             task = RunLayout(stage / "tasks" / str(point.index))
             task.root.mkdir(parents=True)
             task.spec_file.write_text(yaml.safe_dump(spec_to_mapping(point_spec), sort_keys=False))
+            if plan.successor is not None:  # requeue.mode chain: what the task's successor job runs
+                task.script_file.write_text(plan.successor)
             # Each task is its own tracker run; the sweep's name groups them (W&B's run group).
             trackers.append(tracking.prepare(point_spec, task, os.environ, Path.cwd(), group=spec.name))
     except BaseException:

@@ -16,7 +16,7 @@ from ddpctl.backends.slurm_state import state_from_slurm
 from ddpctl.errors import CommandError
 from ddpctl.proc import Runner
 from ddpctl.run import history
-from ddpctl.run.history import RunHistory
+from ddpctl.run.history import RequeueModeChosen, RunHistory
 from ddpctl.run.layout import RunLayout
 from ddpctl.run.registry import JobRecord
 from ddpctl.run.state import JobState
@@ -59,6 +59,12 @@ def chain_state(record: JobRecord, runner: Runner) -> JobState:
         state = state_from_slurm(dataclasses.replace(record, job_id=current), runner, past)
     where = f"job {current}, {jobs.index(current) + 1} of {len(jobs)} in the chain"
     return dataclasses.replace(state, reason=f"{where}; {state.reason}" if state.reason else where)
+
+
+def chain_mode(record: JobRecord) -> bool:
+    """The run was submitted to continue in chained jobs (its recorded requeue mode)."""
+    chosen = run_history(record).all(RequeueModeChosen)
+    return bool(chosen) and chosen[-1].mode == "chain"
 
 
 def cancel_run(record: JobRecord, runner: Runner) -> list[str]:

@@ -7,6 +7,11 @@ task, so a point may differ from the others only in what the nodes read from job
 script holds (nodes, time, partition, sbatch options, setup lines, requeue settings, the template, ...) cannot
 vary within one sweep. `env` may: the batch shell exports the spec's own env (setup lines see that), and each
 node's launcher gives its ranks the task's point's env over it.
+
+With `requeue.mode: chain` (chosen by `auto` on a cluster where a job may not requeue itself) a task continues in
+a successor job as a single run does (ddpctl.node.chain): a plain job, not an array task, on the task's run dir
+(its argument). It runs the array's script without `--array`, written into each task's run dir as its
+`job.sbatch` at submit, so the successor is that one task's and never a new array.
 """
 
 from __future__ import annotations
@@ -37,6 +42,7 @@ class ArrayPlan:
     sweep: Sweep
     array: str  # sbatch's --array value
     script: str | None  # the batch script every task runs; None for a backend that submits no script of ours
+    successor: str | None = None  # requeue.mode chain: what a task's chained successor runs (no --array)
 
     @property
     def run_base(self) -> Path:
@@ -97,11 +103,6 @@ def plan_sweep(sweep: Sweep) -> ArrayPlan:
     array = array_range(len(sweep.points), sweep.axes.max_parallel)
     if spec.capabilities.submits != SCRIPT:
         return ArrayPlan(sweep, array, None)
-    if spec.requeue.enabled and spec.requeue.mode == "chain":
-        raise SpecError(
-            f"{spec.source}: requeue.mode: chain: a sweep's tasks cannot be chained yet; "
-            "use requeue.mode: requeue or auto on a cluster that requeues"
-        )
     first_point, first = sweep.points[0]
     inputs = RenderInputs(run_base=first.run_base.resolve(), python=node_python(first))
     # The batch shell exports the spec's own env; the points' env values reach the ranks through job.yaml.
@@ -114,7 +115,8 @@ def plan_sweep(sweep: Sweep) -> ArrayPlan:
         text = array_script(mine, inputs, array)
         if text != script:
             raise SpecError(_differs(point, first_point, script, text))
-    return ArrayPlan(sweep, array, script)
+    chained = spec.requeue.enabled and spec.requeue.mode == "chain"
+    return ArrayPlan(sweep, array, script, successor_script(reference, inputs) if chained else None)
 
 
 def array_script(spec: JobSpec, inputs: RenderInputs, array: str) -> str:
@@ -124,6 +126,13 @@ def array_script(spec: JobSpec, inputs: RenderInputs, array: str) -> str:
     ]
     options.append(("array", array))
     return render_script(spec, inputs, {"sbatch_options": options, "run_id": TASK_RUN_ID})
+
+
+def successor_script(spec: JobSpec, inputs: RenderInputs) -> str:
+    """The array's script as one job (no --array): a single run's script. A chained task's successor gets its
+    run dir as its argument, which replaces the job's own run id, and its output file on the command line
+    (ddpctl.node.chain); a plain job has no SLURM_ARRAY_* variables for the array's run id (set -u)."""
+    return render_script(spec, inputs)
 
 
 def _differs(point: Point, first: Point, script: str, mine: str) -> str:

@@ -71,6 +71,7 @@ def test_held_then_released_once_every_run_dir_is_written(plan: ArrayPlan) -> No
         ("77_1", "77", "env.LR=0.01"),
     ]
     assert "LR: '0.01'" in (plan.run_base / "77_1" / "job.yaml").read_text()
+    assert not (plan.run_base / "77_1" / "job.sbatch").exists()  # its one job is the array's task
     # One snapshot for the sweep: each task's record points into sweep-77/code.
     shared = json.loads((plan.run_base / "77_0" / "snapshot.json").read_text())
     assert shared["script"] == "../sweep-77/code/train.py"
@@ -149,3 +150,33 @@ def test_a_refused_sbatch_deletes_the_tasks_tracker_runs(
         submit_array(SbatchBackend(runner=slurm), tracked(plan, tmp_path), Path("job.yaml"), "")
     assert mlflow_runs(tmp_path, monkeypatch) == [("sw", "deleted"), ("sw", "deleted")]
     assert list(plan.run_base.iterdir()) == []
+
+
+def test_a_chained_sweep_gives_each_task_its_successors_script(tmp_path: Path, plan: ArrayPlan) -> None:
+    # (`plan` only prepares the directory; without chain mode no task gets a script: the held test checks.)
+    chained = plan_sweep(load_sweep(tmp_path / "job.yaml", ["requeue.mode=chain"], grid=["env.LR=0.1,0.01"]))
+    assert chained.successor is not None
+    submit_array(SbatchBackend(runner=FakeSlurm(chained.run_base)), chained, Path("job.yaml"), "chain asked")
+    for task in ("77_0", "77_1"):
+        assert (chained.run_base / task / "job.sbatch").read_text() == chained.successor
+
+
+def test_cancel_of_a_chained_sweep_ends_the_successors_outside_the_array(tmp_path: Path) -> None:
+    (tmp_path / "train.py").write_text("print('hi')\n")
+    (tmp_path / "job.yaml").write_text(SPEC)
+    chained = plan_sweep(load_sweep(tmp_path / "job.yaml", ["requeue.mode=chain"], grid=["env.LR=0.1,0.01"]))
+    records = submit_array(SbatchBackend(runner=FakeSlurm(chained.run_base)), chained, Path("job.yaml"), "")
+    # Task 1 went on in job 90 (a chained successor, not in array 77).
+    events = Path(records[1].run_dir) / "events.jsonl"
+    with events.open("a") as out:
+        out.write(json.dumps({"event": "chain-submit", "t": 1.0, "attempt": 0, "job_id": "90"}) + "\n")
+    slurm = FakeSlurm(chained.run_base)
+    SbatchBackend(runner=slurm).cancel_array("77", records)
+    cancelled = [call[1] for call in slurm.called("scancel")]
+    assert "90" in cancelled and cancelled[-1] == "77", slurm.calls
+    # Its run is marked cancelled first, so a successor submitted meanwhile never trains.
+    assert all((Path(record.run_dir) / "cancel-request.json").exists() for record in records)
+    # A sweep of tasks that requeue themselves: one scancel of the array, nothing else.
+    plain = FakeSlurm(chained.run_base)
+    SbatchBackend(runner=plain).cancel_array("77", [replace(r, run_dir=str(tmp_path / "none")) for r in records])
+    assert plain.called("scancel") == [("scancel", "77")]

@@ -190,3 +190,47 @@ def test_one_task_preempted_resumes_exactly_while_the_other_runs_untouched(  # t
     assert other_status["restarts"] == 0 and not other.events("signal"), f"{other_status}\n{other.dump()}"
     assert job_info(other.job_id).get("Restarts") == "0", job_info(other.job_id)
     assert_same_training(other, reference, other_status)
+
+
+# The successor is a plain sbatch job with a dependency, as a single chained run's: its Slurm side is
+# test_chain_slurm's on both versions; what is the sweep's own (a task's script, its run dir) runs here once.
+@pytest.mark.one_slurm_version
+def test_a_chained_task_continues_in_its_own_successor_job(  # type: ignore[no-untyped-def]
+    cli: Cli, tmp_path: Path, cleanup_jobs, reference: Reference
+) -> None:
+    # As above, with requeue.mode chain (what auto picks where a job may not requeue itself): the preempted
+    # task goes on in a new plain job on its run dir, never a new array, and ends with the reference weights.
+    paces = [json.dumps([*TRAIN, "--ckpt-every", "4", "--sleep-per-step", s]) for s in ("0.5", "1.5")]
+    array = cleanup_jobs(
+        submit(
+            cli,
+            str(SPEC),
+            "--set",
+            f"run_dir={tmp_path / 'runs'}",
+            "--set",
+            "partition=scale",
+            "--set",
+            "requeue.mode=chain",
+            "--grid",
+            "args=" + ",".join(paces),
+        )
+    )
+    hit, other = (Job(cli, f"{array}_{i}", tmp_path / "runs" / "example" / f"{array}_{i}") for i in (0, 1))
+    hit.wait_step(0, 3)
+    cli.run("preempt", hit.job_id)
+    hit_status, other_status = hit.wait_terminal(), other.wait_terminal()
+
+    step = assert_stop_agreed(hit, 0)
+    assert decisions(hit) == [("requeue", "preemption"), ("finish", None)], hit.dump()
+    (chained,) = hit.events("chain-submit")
+    cleanup_jobs(chained["job_id"])
+    # Attempt 1 ran in the successor: a job of its own, outside the array (its queue record is no array task).
+    hit_ids = [e["job_id"] for e in hit.events("attempt-start")]
+    assert hit_ids[1] == chained["job_id"] != hit_ids[0], hit.dump()
+    assert job_info(chained["job_id"]).get("ArrayJobId") is None, job_info(chained["job_id"])
+    assert hit_status["state"] == "COMPLETED" and hit.resumed_from(1) == step, f"{hit_status}\n{hit.dump()}"
+    assert_same_training(hit, reference, hit_status)
+    # The other task: one attempt in its array task, no successor.
+    assert len(other.events("attempt-start")) == 1 and not other.events("chain-submit"), other.dump()
+    assert other_status["restarts"] == 0, f"{other_status}\n{other.dump()}"
+    assert_same_training(other, reference, other_status)

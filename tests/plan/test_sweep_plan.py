@@ -92,9 +92,16 @@ def test_one_value_of_a_script_key_is_fine(spec_file: Path) -> None:
     assert plan.script is not None and "#SBATCH --nodes=4" in plan.script.splitlines()
 
 
-def test_chain_mode_is_refused(spec_file: Path) -> None:
-    with pytest.raises(SpecError, match=r"requeue\.mode: chain: a sweep's tasks cannot be chained yet"):
-        plan_sweep(load_sweep(spec_file, ["requeue.mode=chain"], grid=["env.LR=1,2"]))
+def test_a_chained_tasks_successor_runs_the_single_jobs_script(spec_file: Path) -> None:
+    # requeue.mode chain: each task continues in a plain job (never a new array) on its run dir, its argument.
+    plan = plan_sweep(load_sweep(spec_file, ["requeue.mode=chain"], grid=["env.LR=1,2"]))
+    assert plan.script is not None and plan.successor is not None
+    assert "#SBATCH --array=0-1" in plan.script.splitlines()
+    assert plan.successor == render_for(load_spec(spec_file, ["requeue.mode=chain"]))
+    assert not [line for line in plan.successor.splitlines() if "--array" in line or "SLURM_ARRAY" in line]
+    assert 'internal chain-next "$RUN_DIR"' in plan.successor and 'internal chain-next "$RUN_DIR"' in plan.script
+    # Without chain mode no task has a successor script.
+    assert plan_sweep(load_sweep(spec_file, ["requeue.mode=requeue"], grid=["env.LR=1,2"])).successor is None
 
 
 def test_backend_without_a_script_lists_the_points_only(spec_file: Path) -> None:
