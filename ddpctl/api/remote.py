@@ -178,7 +178,8 @@ def recorded(cluster: str, source: str, outcome: object) -> tuple[JobRecord, lis
 
     outcome = succeeded(cluster, outcome)
     job_id, name = visible(str(outcome["job_id"])), visible(str(outcome["name"]))
-    record = JobRecord(job_id, name, str(outcome["run_dir"]), str(outcome["backend"]), time.time(), str(source))
+    run_dir, backend = visible(str(outcome["run_dir"])), visible(str(outcome["backend"]))  # shown by list, status
+    record = JobRecord(job_id, name, run_dir, backend, time.time(), str(source))
     registry_of(cluster).add(record)
     return record, [visible(str(line)) for line in outcome.get("lines", [])]
 

@@ -12,7 +12,7 @@ from ddpctl.api.remote import state_of
 from ddpctl.errors import RemoteError
 from ddpctl.remote.jobs import RemoteRecord, ask_all, find_recorded, parse_states, recorded, registry_of
 from ddpctl.remote.profiles import Cluster
-from ddpctl.run.registry import JobRecord
+from ddpctl.run.registry import JobRecord, Registry
 from ddpctl.run.state import JobState
 
 
@@ -93,3 +93,53 @@ def test_recorded_reads_each_clusters_registry(tmp_path: Path) -> None:
 )
 def test_a_remote_status_json_is_a_job_state(data: dict[str, object], state: JobState) -> None:
     assert state_of(json.loads(json.dumps(data))) == state
+
+
+@pytest.mark.parametrize(
+    ("ref", "where"),
+    [
+        ("both", None),  # a name of both: the local job wins, as before there were clusters
+        ("far", ("gpu", "9")),  # by name: the cluster's newest of that name
+        ("9", ("gpu", "9")),
+        ("8", ("gpu", "8")),
+        ("local-1", None),
+        ("777", None),  # a local sweep's array job id: local
+        ("nosuch", None),
+    ],
+)
+def test_a_job_ref_goes_to_its_cluster_only_when_no_local_job_has_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, ref: str, where: tuple[str, str] | None
+) -> None:
+    import argparse
+
+    from ddpctl import api
+    from ddpctl.api.remote import RemoteJob
+    from ddpctl.cli.common import remote_ref
+
+    monkeypatch.setenv("DDPCTL_HOME", str(tmp_path))
+    local = Registry(tmp_path)
+    local.add(JobRecord("local-1", "both", "/r", "local", 5.0))
+    local.add(JobRecord("777_0", "sw", "/r", "sbatch", 5.0, sweep="777"))
+    registry_of("gpu").add(JobRecord("8", "far", "/far", "sbatch", 1.0))
+    registry_of("gpu").add(JobRecord("9", "far", "/far", "sbatch", 2.0))
+    registry_of("gpu").add(JobRecord("10", "both", "/far", "sbatch", 3.0))
+    args = argparse.Namespace(cluster=None, job=ref)
+    assert remote_ref(args) == (where is not None)
+    assert (args.cluster, args.job) == (where or (None, ref))
+    if ref in ("nosuch", "777"):  # no job / a sweep: api.job has none (status and cancel take the sweep)
+        return
+    job = api.job(ref)  # the API finds the same job
+    assert ((job.cluster, job.job_id) if isinstance(job, RemoteJob) else None) == where
+
+
+def test_with_no_job_given_the_newest_of_all_is_chosen(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from ddpctl import api
+    from ddpctl.api.remote import RemoteJob
+
+    monkeypatch.setenv("DDPCTL_HOME", str(tmp_path))
+    Registry(tmp_path).add(JobRecord("local-1", "near", "/r", "local", 5.0))
+    registry_of("gpu").add(JobRecord("8", "far", "/far", "sbatch", 4.0))
+    assert api.job().job_id == "local-1"
+    registry_of("gpu").add(JobRecord("9", "far", "/far", "sbatch", 6.0))
+    newest = api.job()
+    assert isinstance(newest, RemoteJob) and (newest.cluster, newest.job_id) == ("gpu", "9")
