@@ -1,7 +1,7 @@
 """`ddpctl sweep` on the real cluster: one job array of 2-node runs, throttled, its tasks' run dirs and results,
-the sweep's `list` line and `status` table, a task by its id, `cancel` of a whole sweep, and one task preempted
-and resumed bit-exactly (test_preemption's example trainer and the session's uninterrupted reference run) while
-another runs untouched."""
+the sweep's `list` line and `status` table, a task by its id, `cancel` of one task and of a whole sweep, a task
+failing on its point alone, one task preempted and resumed bit-exactly (test_preemption's example trainer and the
+session's uninterrupted reference run) while another runs untouched, and a chained task going on in its own job."""
 
 from __future__ import annotations
 
@@ -114,10 +114,15 @@ def test_a_throttled_grid_runs_each_point_in_its_own_run_dir(cli: Cli, tmp_path:
     assert best.split()[:2] == ["*", f"{job}_0"], best  # 0.5 * 1 / 3: the lowest final loss
 
 
-def test_cancel_of_a_sweep_ends_every_task(cli: Cli, tmp_path: Path, cleanup_jobs) -> None:  # type: ignore[no-untyped-def]
+def test_cancel_of_one_task_then_of_the_sweep_ends_every_task(cli: Cli, tmp_path: Path, cleanup_jobs) -> None:  # type: ignore[no-untyped-def]
     spec = sweep_spec(tmp_path)
     job = cleanup_jobs(submit(cli, str(spec), "--grid", "env.SEED=1,2,3", "--set", "env.SLEEP=120"))
     cli.wait_for(lambda: list(queue(job).values()).count("RUNNING") >= 2, timeout=60, what="two tasks running")
+    # One task by its id: it alone leaves the queue, the others run on.
+    cli.run("cancel", f"{job}_0")
+    cli.wait_for(lambda: f"{job}_0" not in queue(job), timeout=60, what="task 0 to leave the queue")
+    assert sorted(queue(job)) == [f"{job}_1", f"{job}_2"] and "RUNNING" in queue(job).values(), queue(job)
+    assert cli.status(f"{job}_0")["state"] == "CANCELLED"
     assert "cancelled sweep sw" in cli.run("cancel", "sw").stdout
     cli.wait_for(lambda: not queue(job), timeout=60, what="the array to leave the queue")
     table = cli.run("status", job).stdout
