@@ -83,7 +83,9 @@ class RemoteJob(Job):
         grep: str | None = None,
     ) -> Iterator[LogLine]:
         """The job's rank output from the cluster's `logs --json -t` (followed, reconnected as `logs -f
-        --cluster` is), filtered there; the arguments mean what they mean for a local job."""
+        --cluster` is), filtered there; the arguments mean what they mean for a local job. Lines are read by a
+        thread of their own, at most 10,000 ahead of the caller; a caller that stops a follow early leaves it
+        (and its ssh) until the job ends or this process exits. Reconnection notes go to stderr."""
         words = ["logs", "--json", "-t", *(["-f"] if follow else [])]
         ranks = (
             ",".join(str(r) for r in ([rank] if isinstance(rank, (int, str)) else rank)) if rank is not None else None

@@ -61,6 +61,7 @@ again = ddpctl.job("api")
 print(json.dumps({
     "repr": repr(job), "id": job.job_id, "state": final.state, "exit": final.exit_code,
     "found": repr(again), "lines": [line.text for line in again.logs(rank=0)],
+    "followed": [line.text for line in again.logs(rank="0", follow=True)],  # the job ended: so does the follow
 }))
 """
 
@@ -76,6 +77,7 @@ def test_the_python_api_submits_and_follows_a_job_on_the_cluster(login: Login) -
     assert (got["state"], got["exit"]) == ("COMPLETED", 0)
     assert got["found"] == got["repr"]  # ddpctl.job finds it by name in the registry of the cluster's jobs
     assert got["lines"][1:] == ["line 0 hello", "line 1 hello", "\x1b[31mred"], got["lines"]
+    assert got["followed"] == got["lines"]
     status = login.cli("api", command="status")  # no --cluster: the registry here says where it is
     assert status.returncode == 0 and status.stdout.startswith(f"{job}  api  COMPLETED"), status
     as_json = login.cli("--json", job, command="status")
