@@ -16,7 +16,10 @@ Targets: ddpctl recomputes 0 steps; turnaround <= the cluster's requeue hold (cr
 A timeline per side says where the time goes (signal, stop, checkpoint, requeue, hold, start, torch import,
 rendezvous, first step). Sides alternate; each round waits for a cluster without other users' jobs.
 
-    python benchmarks/bench_preempt_turnaround.py [--rounds 3] [--sleep-per-step 0.2] [--res-options ...]
+    python benchmarks/bench_preempt_turnaround.py [--rounds 3] [--sleep-per-step 0.2] [--res-options ...] [--chain]
+
+`--chain` adds ddpctl with `requeue.mode: chain` (a successor job, which the requeue hold does not delay): compare
+the two at a real site's hold with the cluster started as `DDPCTL_TEST_CRED_EXPIRE=120 bash tests/cluster/start.sh`.
 
 Needs the local test cluster (`bash tests/cluster/start.sh`: partitions debug and urgent, preemption by
 partition priority with preempt_send_user_signal).
@@ -117,6 +120,7 @@ class Side:
 
 class DdpctlSide(Side):
     name = "ddpctl"
+    mode = "auto"  # requeue.mode
 
     def submit(self) -> str:
         home, runs = self.workdir / f"home-{self.index}", self.workdir / f"runs-{self.index}"
@@ -131,6 +135,8 @@ class DdpctlSide(Side):
             f"run_dir={runs}",
             "--set",
             f"args={json.dumps(args)}",
+            "--set",
+            f"requeue.mode={self.mode}",
         ]
         done = subprocess.run(
             argv,
@@ -179,6 +185,14 @@ class DdpctlSide(Side):
         resumed = EXAMPLE_RESUMED.search(self.rank0(1))
         rnd.recomputed = max(0, stopped - (int(resumed.group(1)) if resumed else 0))
         rnd.dns_stalls = count_dns_stalls([*self.run_dir.rglob("*.log"), self.run_dir / "slurm.out"])
+
+
+class DdpctlChainSide(DdpctlSide):
+    """requeue.mode chain: the run goes on in a successor job submitted at the signal, a new job that Slurm's
+    requeue hold (cred_expire + 1 s) does not apply to."""
+
+    name = "ddpctl-chain"
+    mode = "chain"
 
 
 class SubmititSide(Side):
@@ -336,6 +350,11 @@ def summarise(rounds: dict[str, list[Round]], hold: int | None) -> None:
             print(f"      {t:7.2f}  {label}  (median)")
     ratio = med["ddpctl"] / med["submitit"]
     print(f"ratio ddpctl/submitit = {ratio:.3f}")
+    if "ddpctl-chain" in med:
+        print(
+            f"ratio ddpctl-chain/submitit = {med['ddpctl-chain'] / med['submitit']:.3f} "
+            "(target <= 0.75 at cred_expire 120)"
+        )
     if target is not None:
         verdict = "met" if med["ddpctl"] <= target else "MISSED"
         print(
@@ -358,6 +377,9 @@ def main() -> None:
         "victim may start again, so another user's pending job cannot slip in during the hold",
     )
     parser.add_argument(
+        "--chain", action="store_true", help="a third side: ddpctl with requeue.mode chain (a successor job)"
+    )
+    parser.add_argument(
         "--retries", type=int, default=4, help="extra rounds allowed for rounds disturbed by other users' jobs"
     )
     args = parser.parse_args()
@@ -377,8 +399,8 @@ def main() -> None:
     )
     workdir = Path(tempfile.mkdtemp(prefix="ddpctl-bench-preempt-"))
     jobs = Jobs()
-    rounds: dict[str, list[Round]] = {"ddpctl": [], "submitit": []}
-    kinds: list[type[Side]] = [DdpctlSide, SubmititSide]
+    kinds: list[type[Side]] = [DdpctlSide, *([DdpctlChainSide] if args.chain else []), SubmititSide]
+    rounds: dict[str, list[Round]] = {kind.name: [] for kind in kinds}
     try:
         with jobs.guard():
             index, retries = 0, args.retries

@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 import subprocess
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -153,26 +154,21 @@ def test_a_task_failing_on_its_point_fails_alone(cli: Cli, tmp_path: Path, clean
     assert f"{job}_2" in cli.run("top", "--once", "sw_2").stdout
 
 
+def paced_pair(cli: Cli, tmp_path: Path, cleanup_jobs: Callable[[str], str], *extra: str) -> tuple[Job, Job]:
+    """A 2-task sweep of test_preemption's example trainer (12 steps, a checkpoint every 4) at two paces, on
+    partition `scale` (`debug` has 2 nodes): the pace changes no weight, so both tasks must end with the session's
+    uninterrupted reference weights; task 1 is slow, so it runs throughout task 0's stop and resume."""
+    paces = [json.dumps([*TRAIN, "--ckpt-every", "4", "--sleep-per-step", s]) for s in ("0.5", "1.5")]
+    run_dir, grid = f"run_dir={tmp_path / 'runs'}", "args=" + ",".join(paces)
+    array = cleanup_jobs(submit(cli, str(SPEC), "--set", run_dir, "--set", "partition=scale", *extra, "--grid", grid))
+    first, second = (Job(cli, f"{array}_{i}", tmp_path / "runs" / "example" / f"{array}_{i}") for i in (0, 1))
+    return first, second
+
+
 def test_one_task_preempted_resumes_exactly_while_the_other_runs_untouched(  # type: ignore[no-untyped-def]
     cli: Cli, tmp_path: Path, cleanup_jobs, reference: Reference
 ) -> None:
-    # The example trainer (test_preemption's 12 steps, a checkpoint every 4) at two paces: the pace changes no
-    # weight, so both tasks must end with the session's uninterrupted reference weights. Task 1 is slow so that
-    # it runs throughout task 0's preemption, requeue hold and resume. Partition `scale`: `debug` has 2 nodes.
-    paces = [json.dumps([*TRAIN, "--ckpt-every", "4", "--sleep-per-step", s]) for s in ("0.5", "1.5")]
-    array = cleanup_jobs(
-        submit(
-            cli,
-            str(SPEC),
-            "--set",
-            f"run_dir={tmp_path / 'runs'}",
-            "--set",
-            "partition=scale",
-            "--grid",
-            "args=" + ",".join(paces),
-        )
-    )
-    hit, other = (Job(cli, f"{array}_{i}", tmp_path / "runs" / "example" / f"{array}_{i}") for i in (0, 1))
+    hit, other = paced_pair(cli, tmp_path, cleanup_jobs)
     hit.wait_step(0, 3)
     other.wait_step(0, 1)
     cli.run("preempt", hit.job_id)
@@ -203,24 +199,9 @@ def test_one_task_preempted_resumes_exactly_while_the_other_runs_untouched(  # t
 def test_a_chained_task_continues_in_its_own_successor_job(  # type: ignore[no-untyped-def]
     cli: Cli, tmp_path: Path, cleanup_jobs, reference: Reference
 ) -> None:
-    # As above, with requeue.mode chain (what auto picks where a job may not requeue itself): the preempted
-    # task goes on in a new plain job on its run dir, never a new array, and ends with the reference weights.
-    paces = [json.dumps([*TRAIN, "--ckpt-every", "4", "--sleep-per-step", s]) for s in ("0.5", "1.5")]
-    array = cleanup_jobs(
-        submit(
-            cli,
-            str(SPEC),
-            "--set",
-            f"run_dir={tmp_path / 'runs'}",
-            "--set",
-            "partition=scale",
-            "--set",
-            "requeue.mode=chain",
-            "--grid",
-            "args=" + ",".join(paces),
-        )
-    )
-    hit, other = (Job(cli, f"{array}_{i}", tmp_path / "runs" / "example" / f"{array}_{i}") for i in (0, 1))
+    # With requeue.mode chain (what auto picks where a job may not requeue itself) the preempted task goes on in
+    # a new plain job on its run dir, never a new array, and ends with the reference weights.
+    hit, other = paced_pair(cli, tmp_path, cleanup_jobs, "--set", "requeue.mode=chain")
     hit.wait_step(0, 3)
     cli.run("preempt", hit.job_id)
     hit_status, other_status = hit.wait_terminal(), other.wait_terminal()
