@@ -117,6 +117,10 @@ class Side:
     def analyse(self, rnd: Round) -> None:
         raise NotImplementedError
 
+    def successors(self) -> list[str]:
+        """Jobs the victim's run goes on in (requeue.mode chain): its own, not another user's."""
+        return []
+
 
 class DdpctlSide(Side):
     name = "ddpctl"
@@ -193,6 +197,17 @@ class DdpctlChainSide(DdpctlSide):
 
     name = "ddpctl-chain"
     mode = "chain"
+
+    def successors(self) -> list[str]:
+        found = []
+        for line in read(self.run_dir / "events.jsonl").splitlines():
+            try:
+                event = json.loads(line)
+            except ValueError:
+                continue  # a line still being written
+            if isinstance(event, dict) and event.get("event") == "chain-submit" and event.get("job_id"):
+                found.append(str(event["job_id"]))
+        return found
 
 
 class SubmititSide(Side):
@@ -307,7 +322,7 @@ def one_round(side: Side, jobs: Jobs, workdir: Path, urgent_sleep: float) -> Rou
                 states[label] = key
                 mark = f"{label} {state or 'gone'}" + (f" ({reason})" if state == "PENDING" and reason else "")
                 rnd.marks.setdefault(mark, now - t0)
-        mine = (rnd.job_id, rnd.urgent_id)
+        mine = (rnd.job_id, rnd.urgent_id, *side.successors())
         others = sorted(j for j, (state, _) in queue.items() if state == "RUNNING" and j not in mine)
         if others and not rnd.disturbed_by:
             rnd.disturbed_by = others
@@ -316,6 +331,8 @@ def one_round(side: Side, jobs: Jobs, workdir: Path, urgent_sleep: float) -> Rou
         raise SystemExit(f"{side.name} job {side.job_id}: no resumed training step within 240 s of the preemption")
     side.analyse(rnd)
     cancel_and_wait(side.job_id)
+    for successor in side.successors():
+        cancel_and_wait(successor)
     cancel_and_wait(rnd.urgent_id)
     return rnd
 
