@@ -230,6 +230,8 @@ def record_node_exit(layout: RunLayout, dist: DistEnv, code: int, hung: bool) ->
         f"{' (stopped for requeue)' if stopped else ''}",
         flush=True,
     )
+    with contextlib.suppress(OSError):  # after a lost node the batch shell waits for this (a bounded wait)
+        safeio.touch(layout.node_left_marker(dist.restart_count, dist.node_rank))
     return final
 
 

@@ -19,7 +19,7 @@ import jinja2
 from ddpctl.errors import SpecError
 from ddpctl.plan.sandbox import make_sandbox, render_bounded
 from ddpctl.plan.tplcache import template_cache
-from ddpctl.run.layout import ENDED_MARKERS, EXCLUDED_NODES, NODE_LOST, SPARE_RESTARTS, sbatch_output
+from ddpctl.run.layout import ENDED_MARKERS, EXCLUDED_NODES, NODE_LEFT, NODE_LOST, SPARE_RESTARTS, sbatch_output
 from ddpctl.spec import JobSpec
 from ddpctl.spec.templates import template_path
 
@@ -110,14 +110,17 @@ def template_context(spec: JobSpec, inputs: RenderInputs) -> dict[str, Any]:
         "excluded_marker": EXCLUDED_NODES,
         "node_lost_file": NODE_LOST,
         "lost_wait_s": LOST_WAIT_S,
+        "node_left_prefix": NODE_LEFT,
         "spares": spec.alloc_nodes - spec.nodes,  # spare_nodes on a backend whose jobs hold them
         "spare_restarts_prefix": SPARE_RESTARTS,
     }
 
 
-# How long the batch shell gives the surviving launchers to leave once a node is lost, before it ends a step that
-# srun cannot end itself (a frozen or cut-off node's tasks): they end their torchrun within a second or two.
-LOST_WAIT_S = 3
+# How long the batch shell gives the surviving launchers at most to leave once a node is lost, before it ends a
+# step that srun cannot end itself (a frozen or cut-off node's tasks). It goes on as soon as every node but one
+# has left (their markers): they end their torchrun within a few seconds, more on a loaded node (a fixed 3 s
+# wait killed a surviving launcher on a busy 2-core test cluster before it had recorded its exit).
+LOST_WAIT_S = 10
 
 
 def make_environment(search_dir: Path) -> jinja2.Environment:

@@ -62,6 +62,7 @@ ENDED_MARKERS = (FINISHED, CANCEL_REQUEST)
 EXCLUDED_NODES = "excluded-nodes"
 SPARE_RESTARTS = "spare-restarts-"  # + the job id; the batch shell reads it (the template gets it from here)
 NODE_LOST = "node-lost.json"  # per attempt; the batch shell knows the name (the template gets it from here)
+NODE_LEFT = "left-node-"  # + node rank, per attempt: that launcher recorded its exit (the batch shell counts them)
 
 
 @dataclass(frozen=True)
@@ -185,6 +186,11 @@ class RunLayout:
     def node_beat(self, restart: int, node_rank: int) -> Path:
         """A node's launcher heartbeat, written independently of its ranks (ddpctl.health.peers)."""
         return self.attempt_dir(restart) / f"beat-node-{node_rank}.json"
+
+    def node_left_marker(self, restart: int, node_rank: int) -> Path:
+        """Left by a launcher once its node-exit is recorded: after a lost node, the batch shell waits for the
+        others' (templates/ddp.sbatch.j2) before it ends the step srun cannot end."""
+        return self.attempt_dir(restart) / f"{NODE_LEFT}{node_rank}"
 
     def node_lost_marker(self, restart: int) -> Path:
         """Created (exclusively) by the first launcher that found a peer node lost in that attempt."""

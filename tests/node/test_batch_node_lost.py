@@ -19,20 +19,26 @@ from ddpctl.plan.render import LOST_WAIT_S, RenderInputs, render_script
 from ddpctl.spec import load_spec, resolve_paths, spec_to_mapping
 
 # srun: its last argument is the run dir; a node is lost (the launchers leave the file) and the step never ends.
+# With LEFT, the surviving launchers (those node ranks) leave LEFT_AFTER_S later, and the stub notes it lived to see it.
 SRUN = """for last; do :; done
 sleep "${LOSE_AFTER_S:-0}"
 [ -n "${LOSE:-}" ] && echo {} >"$last/attempt-0/node-lost.json"
+if [ -n "${LEFT:-}" ]; then
+    sleep "$LEFT_AFTER_S"
+    for rank in $LEFT; do : >"$last/attempt-0/left-node-$rank"; done
+    : >"$last/srun-saw-them-leave"
+fi
 exec sleep 60
 """
 ANSWERS = {"srun": SRUN, "sbatch": "echo 99\n", "scontrol": "exit 0\n", "squeue": "echo 4242.0; echo 4242.batch\n"}
 
 
-def prepare(tmp_path: Path) -> Path:
+def prepare(tmp_path: Path, nodes: int = 1) -> Path:
     for name in ("srun", "scontrol", "scancel", "squeue", "sbatch"):
         write_command(tmp_path / "bin", name, RECORDING_STUB + ANSWERS.get(name, ""))
     (tmp_path / "train.py").write_text("")
     spec_file = tmp_path / "spec.yaml"
-    spec_file.write_text(yaml.safe_dump({"name": "c", "script": "train.py", "run_dir": "runs"}))
+    spec_file.write_text(yaml.safe_dump({"name": "c", "script": "train.py", "run_dir": "runs", "nodes": nodes}))
     spec = resolve_paths(load_spec(spec_file, check_paths=False), tmp_path)
     run_dir = tmp_path / "runs" / "c" / "4242"
     (run_dir / "attempt-0").mkdir(parents=True)
@@ -86,3 +92,16 @@ def test_without_a_lost_node_the_shell_waits_for_srun(tmp_path: Path) -> None:
     except subprocess.TimeoutExpired:
         pass
     assert not (run_dir / "events.jsonl").exists()
+
+
+def test_the_shell_waits_for_the_surviving_launchers_to_leave_then_ends_the_step(tmp_path: Path) -> None:
+    # 3 nodes, node 1 lost: the other two take 5 s to record their exits (a loaded node). The shell ends the step
+    # once both have left, not after a fixed wait that killed them first (their node-exit events then missing).
+    run_dir = prepare(tmp_path, nodes=3)
+    started = time.monotonic()
+    done = run(tmp_path, run_dir, timeout=60, LOSE="1", LOSE_AFTER_S="1", LEFT="0 2", LEFT_AFTER_S="5")
+    took = time.monotonic() - started
+    assert done.returncode == 0, done.stderr
+    assert "srun still waits for it: ending the step" in done.stderr
+    assert (run_dir / "srun-saw-them-leave").exists(), done.stderr  # srun lived until they had left
+    assert took < 1 + 5 + 2 + 15, took  # not the whole LOST_WAIT_S once they left; decide's start
