@@ -11,11 +11,10 @@ import fcntl
 import os
 import re
 import signal
-import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from ddpctl import proc, safeio
+from ddpctl import proc
 from ddpctl.backends import local_proc, local_queue, submitted_record
 from ddpctl.errors import CommandError
 from ddpctl.node import batch
@@ -145,22 +144,7 @@ def start_supervisor(root: Path, batch_log: Path, number: int) -> int:
     """Start the detached `internal local-run` supervisor of run `root`; its pid (also written to the run dir).
 
     The run's lock is taken before and handed over to it, so `status` never sees a gap before its start-up."""
-    lock = local_proc.take_lock(root)
-    try:
-        with safeio.open_append_file(batch_log) as out:
-            argv = [sys.executable, "-m", "ddpctl", "internal", "local-run", str(root)]
-            supervisor = proc.spawn(
-                [*argv, "--job-number", str(number), "--lock-fd", str(lock)],
-                stdout=out,
-                stderr=proc.STDOUT,
-                stdin=proc.DEVNULL,
-                new_session=True,
-                pass_fds=(lock,),
-            )
-        local_proc.write_pid(root, supervisor.pid)
-    finally:
-        os.close(lock)
-    return supervisor.pid
+    return local_proc.spawn_holding_lock(root, batch_log, ["local-run", str(root), "--job-number", str(number)])
 
 
 BACKEND = LocalBackend()

@@ -18,10 +18,11 @@ import fcntl
 import os
 import signal
 import socket
+import sys
 from collections.abc import Callable
 from pathlib import Path
 
-from ddpctl import safeio
+from ddpctl import proc, safeio
 from ddpctl.run.layout import RunLayout
 
 _PR_SET_PDEATHSIG = 1
@@ -65,6 +66,27 @@ def lock_held(run_dir: Path) -> bool:
 def write_pid(run_dir: Path, pid: int) -> None:
     started = process_start_ticks(pid)
     safeio.write_text_atomic(RunLayout(run_dir).supervisor_pid, f"{pid} {started}\n")
+
+
+def spawn_holding_lock(run_dir: Path, log: Path, words: list[str]) -> int:
+    """Start `python -m ddpctl internal WORDS...` detached (its own session, output appended to `log`) with
+    `run_dir`'s lock taken here and handed over (`--lock-fd`), so nothing ever sees a gap before its start-up;
+    its pid, also written to `run_dir`. The local backend's supervisor and a local sweep's queue start so."""
+    lock = take_lock(run_dir)
+    try:
+        with safeio.open_append_file(log) as out:
+            child = proc.spawn(
+                [sys.executable, "-m", "ddpctl", "internal", *words, "--lock-fd", str(lock)],
+                stdout=out,
+                stderr=proc.STDOUT,
+                stdin=proc.DEVNULL,
+                new_session=True,
+                pass_fds=(lock,),
+            )
+        write_pid(run_dir, child.pid)
+    finally:
+        os.close(lock)
+    return child.pid
 
 
 def supervisor(run_dir: Path) -> int | None:

@@ -15,14 +15,12 @@ turn (or a sweep cancelled, the `cancelled` marker) is never started after.
 from __future__ import annotations
 
 import contextlib
-import os
 import shutil
-import sys
 import time
 from collections.abc import Callable
 from pathlib import Path
 
-from ddpctl import proc, safeio
+from ddpctl import safeio
 from ddpctl.backends import local, local_proc, sbatch_array
 from ddpctl.backends.local_queue import CANCELLED, deciding, sweep_home, view
 from ddpctl.errors import DdpctlError, SpecError
@@ -80,23 +78,9 @@ def submit(
 
 def start_queue(home: Path, number: int, max_parallel: int | None) -> int:
     """Start the detached queue of sweep dir `home`, its lock taken here and handed over (as a supervisor's)."""
-    lock = local_proc.take_lock(home)
-    try:
-        with safeio.open_append_file(home / QUEUE_LOG) as out:
-            argv = [sys.executable, "-m", "ddpctl", "internal", "local-sweep", str(home), "--job-number", str(number)]
-            parallel = ["--max-parallel", str(max_parallel)] if max_parallel is not None else []
-            queue = proc.spawn(
-                [*argv, *parallel, "--lock-fd", str(lock)],
-                stdout=out,
-                stderr=proc.STDOUT,
-                stdin=proc.DEVNULL,
-                new_session=True,
-                pass_fds=(lock,),
-            )
-        local_proc.write_pid(home, queue.pid)
-    finally:
-        os.close(lock)
-    return queue.pid
+    parallel = ["--max-parallel", str(max_parallel)] if max_parallel is not None else []
+    words = ["local-sweep", str(home), "--job-number", str(number), *parallel]
+    return local_proc.spawn_holding_lock(home, home / QUEUE_LOG, words)
 
 
 def task_dirs(home: Path) -> list[Path]:

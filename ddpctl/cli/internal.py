@@ -46,6 +46,14 @@ def add(sub: Any) -> None:
         chain.add_argument("run_dir", type=Path)
         chain.add_argument("--why", default="")
         chain.set_defaults(func=run_chain)
+    add_local(inner)
+    from ddpctl.cli import remote_internal
+
+    remote_internal.add(inner)
+
+
+def add_local(inner: Any) -> None:
+    """The local backend's detached processes: a job's supervisor and a sweep's queue."""
     local = inner.add_parser("local-run", help="the local backend's supervisor for one job")
     local.add_argument("run_dir", type=Path)
     local.add_argument("--job-number", type=int, required=True)
@@ -57,9 +65,6 @@ def add(sub: Any) -> None:
     queue.add_argument("--max-parallel", type=int, default=None)
     queue.add_argument("--lock-fd", type=int, default=None, help="the sweep's queue lock, inherited from submit")
     queue.set_defaults(func=run_local_sweep)
-    from ddpctl.cli import remote_internal
-
-    remote_internal.add(inner)
 
 
 def run_batch_start(args: argparse.Namespace) -> int:
