@@ -32,14 +32,7 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from ddpctl.spec.model import (
-    CheckpointSettings,
-    ContainerSettings,
-    HealthSettings,
-    JobSpec,
-    NcclSettings,
-    RequeuePolicy,
-)
+from ddpctl.spec.model import SECTIONS, JobSpec
 from ddpctl.spec.overrides import apply_override
 from ddpctl.spec.paths import resolve
 from ddpctl.spec.schema import check_files, check_spec, validate
@@ -98,14 +91,7 @@ def _directory(cwd: str | Path | None) -> Callable[[], Path]:
 def _build(doc: Doc, *, check_paths: bool, base: Callable[[Key], Path], keep_written: bool) -> JobSpec:
     """The validated spec; its paths made absolute against `base(key)`, or (`keep_written`) only checked there."""
     kwargs = validate(doc)
-    sections = {
-        "nccl": NcclSettings,
-        "requeue": RequeuePolicy,
-        "checkpoint": CheckpointSettings,
-        "health": HealthSettings,
-        "container": ContainerSettings,
-    }
-    for name, cls in sections.items():
+    for name, cls in SECTIONS.items():
         kwargs[name] = cls(**kwargs.get(name, {}))
     spec = JobSpec(**kwargs, source=doc.source)
     check_spec(spec, doc)

@@ -79,6 +79,16 @@ class ContainerSettings(Record):
         return self.runtime is not None
 
 
+# The spec's nested sections: key -> the record its mapping becomes (ddpctl.spec.load builds them).
+SECTIONS: dict[str, type[Record]] = {
+    "nccl": NcclSettings,
+    "requeue": RequeuePolicy,
+    "checkpoint": CheckpointSettings,
+    "health": HealthSettings,
+    "container": ContainerSettings,
+}
+
+
 @dataclass(frozen=True, eq=False, repr=False)  # eq, hash, repr: Record (start-up time)
 class JobSpec(Record):
     name: str

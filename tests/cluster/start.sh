@@ -344,6 +344,13 @@ wait_ready() {
 main() {
     require_root
     check_args
+    # --build-root: only build the Slurm 24.11 root (once; complete or absent), without the cluster's lock, so CI
+    # builds it in the background while the 22.05 tests run (needs debootstrap, which a first start installs).
+    if [[ ${1:-} == --build-root ]]; then
+        [[ $SLURM_VERSION == 24.11 ]] || die "--build-root builds the Slurm 24.11 root: set DDPCTL_TEST_SLURM=24.11"
+        ensure_root_2411
+        return 0
+    fi
     take_lock
     install_packages
     # --packages: only the packages (the sshd tests need openssh-server, not a running cluster).
