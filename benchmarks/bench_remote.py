@@ -30,10 +30,10 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "benchmarks"))
-sys.path.insert(0, str(ROOT / "tests" / "remote"))
+sys.path.insert(0, str(ROOT / "tests"))
 
 from _timing import alternate, report  # noqa: E402
-from test_remote_sshd import SSHD, Login  # noqa: E402  (the test's sshd: one way to start it)
+from sshdtools import SSHD, Login  # noqa: E402  (the tests' sshd: one way to start it)
 
 from ddpctl.run.registry import JobRecord, Registry  # noqa: E402
 

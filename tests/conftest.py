@@ -12,7 +12,9 @@ from __future__ import annotations
 import os
 import shutil
 import subprocess
+import sys
 from collections.abc import Callable, Iterator
+from pathlib import Path
 from typing import Any, NoReturn
 
 import pytest
@@ -112,7 +114,11 @@ def reference(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
     per session rather than one per module, since each costs ~30 s of CPU on CI's 2 cores (tests/cluster/README.md).
     """
     from clitools import TERMINAL, Cli
-    from test_preemption import Reference, submit  # tests/integration: on sys.path once a test there is collected
+
+    integration = str(Path(__file__).parent / "integration")
+    if integration not in sys.path:  # where pytest puts it once it collects a test there (tests/remote's need it too)
+        sys.path.insert(0, integration)
+    from test_preemption import Reference, submit
 
     tmp = tmp_path_factory.mktemp("reference")
     cli = Cli(tmp / "home")

@@ -1,18 +1,14 @@
-"""`ddpctl clusters` against a real sshd (Debian's openssh-server) on loopback: a host key and a user key made
-by the test, an ssh_config file of its own (DDPCTL_SSH_CONFIG, ssh -F), the real ssh client and its multiplexed
-connection. sshd runs in a PID namespace of its own (unshare), so stopping it ends every session process too.
-
-Needs root (sshd, /run/sshd) and sshd, which tests/cluster/start.sh --packages installs from Debian's packages
-when missing; without root or apt-get the tests are skipped, and fail under DDPCTL_REQUIRE_SLURM=1 (CI)."""
+"""`ddpctl clusters` against a real sshd (Debian's openssh-server) on loopback (tests/sshdtools.py's `Login`):
+a host key and a user key made by the test, an ssh_config file of its own (DDPCTL_SSH_CONFIG, ssh -F), the real
+ssh client and its multiplexed connection. sshd runs in a PID namespace of its own (unshare), so stopping it ends
+every session process too."""
 
 from __future__ import annotations
 
 import contextlib
-import getpass
 import json
 import os
 import shutil
-import socket
 import stat
 import subprocess
 import sys
@@ -20,111 +16,14 @@ import tempfile
 import time
 from collections.abc import Iterator
 from pathlib import Path
-from typing import NoReturn
 
 import pytest
+from sshdtools import Login, ensure_sshd, keygen
 
 from ddpctl import __version__
 from ddpctl.run.registry import JobRecord, Registry
 
 ROOT = Path(__file__).resolve().parents[2]
-SSHD = Path("/usr/sbin/sshd")
-
-
-def unavailable(reason: str) -> NoReturn:
-    if os.environ.get("DDPCTL_REQUIRE_SLURM") == "1":
-        pytest.fail(f"DDPCTL_REQUIRE_SLURM=1 but the sshd tests cannot run: {reason}", pytrace=False)
-    pytest.skip(f"sshd tests cannot run: {reason}")
-
-
-def ensure_sshd() -> None:
-    if os.geteuid() != 0:
-        unavailable("sshd needs root (its privilege separation); run the tests as root")
-    if SSHD.exists():
-        return
-    if shutil.which("apt-get") is None:
-        unavailable("no /usr/sbin/sshd and no apt-get to install Debian's openssh-server")
-    done = subprocess.run(
-        ["bash", str(ROOT / "tests/cluster/start.sh"), "--packages"], capture_output=True, text=True, check=False
-    )
-    if done.returncode != 0 or not SSHD.exists():
-        pytest.fail(f"tests/cluster/start.sh --packages did not install sshd: {done.stderr[-2000:]}", pytrace=False)
-
-
-def free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        port: int = probe.getsockname()[1]
-        return port
-
-
-def keygen(path: Path) -> str:
-    subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", str(path)], check=True, timeout=30)
-    return path.with_suffix(".pub").read_text().strip()
-
-
-class Login:
-    """A login node: sshd on 127.0.0.1:<port> with its own keys; `cli` runs ddpctl as the laptop would."""
-
-    def __init__(self, home: Path, sockets: Path) -> None:
-        self.home, self.sockets, self.port = home, sockets, free_port()
-        self.host_key = keygen(home / "host_key")
-        (home / "authorized_keys").write_text(keygen(home / "id_user") + "\n")
-        (home / "sshd_config").write_text(
-            f"ListenAddress 127.0.0.1\nPort {self.port}\nHostKey {home}/host_key\n"
-            f"AuthorizedKeysFile {home}/authorized_keys\nPidFile none\nStrictModes no\nUsePAM no\n"
-            "PasswordAuthentication no\nKbdInteractiveAuthentication no\nPermitRootLogin prohibit-password\n"
-        )
-        self.trust(self.host_key)
-        (home / "ssh_config").write_text(
-            f"Host login\n  HostName 127.0.0.1\n  Port {self.port}\n  User {getpass.getuser()}\n"
-            f"  IdentityFile {home}/id_user\n  IdentitiesOnly yes\n  IdentityAgent none\n"
-            f"  UserKnownHostsFile {home}/known_hosts\n  GlobalKnownHostsFile /dev/null\n"
-            "  StrictHostKeyChecking yes\n"
-        )
-        # The remote ddpctl is this checkout's, whatever the login shell's environment, with a registry of its own.
-        remote = ["env", f"PYTHONPATH={ROOT}", f"DDPCTL_HOME={home}/remote-home", sys.executable, "-m", "ddpctl"]
-        self.remote = remote
-        (home / "clusters.yaml").write_text(f"login:\n  ssh: login\n  ddpctl: {remote}\n")
-        self.proc: subprocess.Popen[bytes] | None = None
-
-    def trust(self, key: str) -> None:
-        (self.home / "known_hosts").write_text(f"[127.0.0.1]:{self.port} {key}\n")
-
-    def start(self) -> None:
-        Path("/run/sshd").mkdir(mode=0o755, exist_ok=True)  # sshd's privilege separation directory
-        log = (self.home / "sshd.log").open("ab")
-        argv = ["unshare", "--pid", "--fork", "--kill-child", str(SSHD), "-D", "-e", "-f", f"{self.home}/sshd_config"]
-        self.proc = subprocess.Popen(argv, stdout=log, stderr=log)
-        deadline = time.monotonic() + 10
-        while "Server listening" not in self.log():
-            if self.proc.poll() is not None or time.monotonic() > deadline:
-                raise AssertionError(f"sshd did not start: {self.log()}")
-            time.sleep(0.02)
-
-    def stop(self) -> None:
-        """The whole sshd: listener and sessions. unshare ignores SIGTERM while it waits; killed, it takes its
-        child (--kill-child), the namespace's init, and with it every process of the namespace."""
-        if self.proc is not None and self.proc.poll() is None:
-            self.proc.kill()
-            self.proc.wait(timeout=10)
-
-    def log(self) -> str:
-        return (self.home / "sshd.log").read_text(errors="replace")
-
-    def env(self) -> dict[str, str]:
-        return {
-            **os.environ,
-            "PYTHONPATH": str(ROOT),
-            "DDPCTL_HOME": str(self.home / "laptop-home"),  # empty: what status shows comes from the remote
-            "DDPCTL_CLUSTERS": str(self.home / "clusters.yaml"),
-            "DDPCTL_SSH_CONFIG": str(self.home / "ssh_config"),
-            "DDPCTL_SSH_CONTROL_DIR": str(self.sockets / "ctl"),
-        }
-
-    def cli(self, *args: str, command: str = "clusters") -> subprocess.CompletedProcess[str]:
-        argv = [sys.executable, "-m", "ddpctl", command, *args]
-        return subprocess.run(argv, capture_output=True, text=True, env=self.env(), timeout=60, check=False)
 
 
 @pytest.fixture

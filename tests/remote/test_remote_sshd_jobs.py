@@ -11,7 +11,8 @@ import sys
 import time
 
 import test_remote_sshd
-from test_remote_sshd import Login, job_of, project, wait_ended
+from sshdtools import Login
+from test_remote_sshd import job_of, project, wait_ended
 
 from ddpctl.run.registry import JobRecord, Registry
 
