@@ -110,8 +110,9 @@ def cleanup_jobs() -> Iterator[Callable[[str], str]]:
 @pytest.fixture(scope="session")
 def reference(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
     """The example job's uninterrupted run (tests/integration/test_preemption.py's TRAIN) on the local backend,
-    for every module that compares a preempted run's weights with it (preemption, chains, containers): one run
-    per session rather than one per module, since each costs ~30 s of CPU on CI's 2 cores (tests/cluster/README.md).
+    for every module that compares a preempted run's weights with it (preemption, chains, containers, the login
+    node): one run per session rather than one per module, since each costs ~30 s of CPU on CI's 2 cores
+    (tests/cluster/README.md).
     """
     from clitools import TERMINAL, Cli
 
