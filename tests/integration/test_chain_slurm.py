@@ -7,6 +7,7 @@ reference run, and the checks that every step's loss and the final weights equal
 
 from __future__ import annotations
 
+import subprocess
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -175,3 +176,29 @@ def test_spent_budget_ends_the_chain(cli: Cli, tmp_path: Path, cleanup_jobs: Cal
     time.sleep(2)
     assert live(job) == [] and job.attempts() == 2 and final_hash(job.run_dir) is None, job.dump()
     assert TOTAL == 12
+
+
+# --- a refused successor: the job requeues itself instead ------------------------------------------------------------
+def test_a_refused_successor_leaves_the_requeue_and_the_run_resumes_exactly(
+    cli: Cli, tmp_path: Path, cleanup_jobs: Callable[[str], str], reference: Reference
+) -> None:
+    # A partition in State=DRAIN refuses new jobs (the successor's sbatch) but runs a requeued one again, as a
+    # QOS's MaxSubmitJobs refuses a successor where the job itself may requeue (tests/cluster/README.md).
+    job = paced(cli, tmp_path, cleanup_jobs, 4, "1", "requeue.mode=chain")
+    job.wait_step(0, 1)
+    subprocess.run(["scontrol", "update", "PartitionName=debug", "State=DRAIN"], check=True, timeout=30)
+    try:
+        cli.run("preempt", job.job_id)
+        job.wait(attempt_started(job, 1), "attempt 1 in the same job, requeued", 120)
+    finally:
+        subprocess.run(["scontrol", "update", "PartitionName=debug", "State=UP"], check=True, timeout=30)
+    status = job.wait_terminal(timeout=180)
+
+    assert job.events("chain-submit") == [], job.dump()  # refused at the signal and at the decision
+    assert [e["job_id"] for e in job.events("attempt-start")] == [job.job_id] * 2, job.dump()
+    assert decisions(job) == [("requeue", "preemption"), ("finish", None)], job.dump()
+    assert job.resumed_from(1) == assert_stop_agreed(job, 0), job.dump()
+    assert status["restarts"] == 1, f"{status}\n{job.dump()}"
+    assert_same_training(job, reference, status)
+    said = (job.run_dir / "slurm.out").read_text()
+    assert f"no successor job: {job.job_id} requeues itself instead" in said, said[-3000:]

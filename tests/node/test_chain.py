@@ -127,10 +127,14 @@ def test_parse_cluster_facts() -> None:
     assert chosen("gone") is None
 
 
-def facts(job_requeue: int | None = None, partition: str = "", preempt_mode: str | None = None) -> ClusterFacts:
-    """Cluster facts with JobRequeue and one default partition (none when it has no name)."""
+def facts(
+    job_requeue: int | None = None, partition: str = "", preempt_mode: str | None = None, cred: int | None = 5
+) -> ClusterFacts:
+    """Cluster facts with JobRequeue, cred_expire (None: not set, Slurm's 120) and one default partition (none
+    when it has no name)."""
     part = Partition(partition, True, "UP", 2, "UNLIMITED", preempt_mode, 10)
-    return ClusterFacts(job_requeue is not None, job_requeue=job_requeue, partitions=(part,) if partition else ())
+    parts = (part,) if partition else ()
+    return ClusterFacts(job_requeue is not None, job_requeue=job_requeue, cred_expire_s=cred, partitions=parts)
 
 
 def spec(mode: str = "auto", backend: str = "sbatch") -> JobSpec:
@@ -148,6 +152,13 @@ def spec(mode: str = "auto", backend: str = "sbatch") -> JobSpec:
     ("auto", "local", facts(), "requeue", "local backend"),
     ("chain", "local", facts(), "chain", "local backend"),
     ("auto", "submitit", facts(1, "debug", "REQUEUE"), "requeue", "JobRequeue=1"),
+    # The requeue hold (cred_expire + 1 s): from 30 s on, a chained successor (not held) is the faster path.
+    ("auto", "sbatch", facts(1, "debug", "REQUEUE", None), "chain", "a requeued job is held 121 s here"),
+    ("auto", "sbatch", facts(1, "debug", "REQUEUE", 29), "chain", "held 30 s here (cred_expire + 1)"),
+    ("auto", "sbatch", facts(1, "debug", "REQUEUE", 28), "requeue", "JobRequeue=1, partition debug"),
+    ("auto", "submitit", facts(1, "debug", "REQUEUE", None), "requeue", "JobRequeue=1"),
+    ("requeue", "sbatch", facts(1, "debug", "REQUEUE", None), "requeue", "requeue.mode: requeue in the spec"),
+    ("auto", "local", facts(1, "debug", "REQUEUE", None), "requeue", "local backend"),
 ])  # fmt: skip
 def test_pick(mode: str, backend: str, known: ClusterFacts, chosen: str, why: str) -> None:
     got, reason = pick(spec(mode, backend), known)
@@ -173,8 +184,8 @@ def test_submitit_cannot_chain(mode: str, known: ClusterFacts) -> None:
     ],
 )
 def test_pick_reads_the_specs_partition_of_the_22_05_facts(partition: str | None, chosen: str, why: str) -> None:
-    from scontrol_output import CONFIG_22_05, PARTITION_22_05
+    from scontrol_output import CONFIG_22_05, CONFIG_22_05_MORE, PARTITION_22_05
 
-    known = cluster.parse(CONFIG_22_05, PARTITION_22_05)
+    known = cluster.parse(CONFIG_22_05 + CONFIG_22_05_MORE, PARTITION_22_05)  # the test cluster's cred_expire=5
     got, reason = pick(JobSpec(name="x", script="t.py", partition=partition), known)
     assert got == chosen and why in reason, reason
