@@ -155,8 +155,11 @@ def submit_loaded(loaded: LoadedSweep) -> Sweep:
     from ddpctl.plan.sweep import check_array_size, plan_sweep, with_requeue_mode
 
     spec = loaded.spec
-    if spec.cluster is not None:  # not silently here: a sweep on a remote cluster is not supported yet
-        raise ArgumentError(f"{spec.source}: cluster: {spec.cluster!r}: a sweep runs here only (no --cluster yet)")
+    if spec.cluster is not None:  # not silently here: `ddpctl sweep` sends it to the cluster, the API does not yet
+        raise ArgumentError(
+            f"{spec.source}: cluster: {spec.cluster!r}: ddpctl.sweep runs a sweep here only; "
+            "`ddpctl sweep` runs it on a cluster"
+        )
     if spec.capabilities.sweeps == QUEUE:  # before anything is written
         from ddpctl.backends.local_sweep import check_size
 

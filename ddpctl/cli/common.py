@@ -51,14 +51,15 @@ def remote_ref(args: argparse.Namespace) -> bool:
         return False
     from ddpctl.remote.jobs import find_recorded, recorded
     from ddpctl.run.registry import Registry
+    from ddpctl.run.sweeps import named_task
 
-    ref = args.job
-    if any(ref in (r.job_id, r.name, r.sweep) for r in Registry.from_env().records()):
+    ref, records = args.job, Registry.from_env().records()
+    if any(ref in (r.job_id, r.name, r.sweep) for r in records) or named_task(records, ref)[0]:
         return False
     found = find_recorded(ref, recorded())
     if found is None:
         return False
-    args.cluster, args.job = found.cluster, found.record.job_id
+    args.cluster, args.job = found.cluster, found.job_ref  # a sweep: its array job id there
     return True
 
 

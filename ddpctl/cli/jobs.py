@@ -8,7 +8,7 @@ import time
 from dataclasses import asdict
 from typing import Any
 
-from ddpctl.cli.common import add_cluster_arg, add_job_arg, found_remote, note, remote_text
+from ddpctl.cli.common import add_cluster_arg, add_job_arg, found_remote, note, remote_ref, remote_text
 
 
 def add(sub: Any) -> None:
@@ -76,13 +76,13 @@ def run_list(args: argparse.Namespace) -> int:
     if args.prune:
         return run_prune(args.older_than)
 
-    from ddpctl.cli.remote_list import remote_rows
+    from ddpctl.cli.remote_list import remote_lines, remote_rows
 
     records = [job.record for job in api.jobs()]
     remote = in_background(lambda: remote_rows(not args.no_state))  # the clusters are asked beside squeue here
     rows: list[tuple[str | None, Any, str, str | None]]
     rows = [(None, *row) for row in list_rows(records, not args.no_state, each_task=args.json, under=args.tasks)]
-    rows += [(cluster, record, record.job_id, state) for cluster, record, state in remote.result()]
+    rows += remote_lines(remote.result(), each_task=args.json, under=args.tasks)
     rows.sort(key=lambda row: row[1].submitted_at)  # stable: a sweep's line stays where its tasks were
     if args.json:
         for cluster, record, _, state in rows:
@@ -139,7 +139,7 @@ def run_cancel(args: argparse.Namespace) -> int:
     from ddpctl.api.sweeps import find_sweep
     from ddpctl.backends.control import label
 
-    if args.cluster:
+    if args.cluster or remote_ref(args):  # a remote sweep's name: the whole sweep, there
         return remote_text(args.cluster, ["cancel", "--", args.job] if args.job else ["cancel"])
     sweep = find_sweep(args.job) if args.job is not None else None
     if sweep is not None:

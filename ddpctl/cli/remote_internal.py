@@ -1,5 +1,6 @@
-"""`ddpctl internal remote-submit | remote-preview | code-put`: the cluster's half of `submit --cluster` (and of
-`submit --dry-run --cluster`, `doctor --cluster`: remote-preview), run by the laptop's ddpctl over SSH
+"""`ddpctl internal remote-submit | remote-preview | code-put`: the cluster's half of `submit --cluster` and
+`sweep --cluster` (and of `submit --dry-run --cluster`, `sweep --dry-run --cluster`, `doctor --cluster`:
+remote-preview), run by the laptop's ddpctl over SSH
 (ddpctl.remote.send), each reading its request on standard input.
 
 remote-submit first checks the request: another ddpctl version, or objects of the tree the store lacks, are
@@ -85,6 +86,10 @@ def submit_request(request: dict[str, Any]) -> dict[str, Any]:
     from ddpctl.errors import DdpctlError
 
     try:
+        if request.get("sweep") is not None:  # `sweep --cluster`: the same tag, the same outcome kept
+            from ddpctl.cli.remote_sweep_there import sweep_job
+
+            return {"ok": True, **sweep_job(request)}
         return {"ok": True, **submit_job(request)}
     except DdpctlError as err:
         return {"ok": False, "error": str(err), "code": err.exit_code}
@@ -116,9 +121,14 @@ def previewed(request: dict[str, Any]) -> dict[str, Any]:
                 from ddpctl.cli.submit import dry_run
 
                 code = dry_run(spec_of(request))
+            elif request.get("action") == "sweep-dry-run":
+                from ddpctl.cli.remote_sweep_there import sweep_preview
+
+                code = sweep_preview(request)
             else:
                 raise ArgumentError(
-                    f"remote-preview: action {str(request.get('action'))[:40]!r}: expected dry-run or doctor"
+                    f"remote-preview: action {str(request.get('action'))[:40]!r}: expected dry-run, doctor or "
+                    "sweep-dry-run"
                 )
     except DdpctlError as err:
         return {"ok": False, "error": str(err), "code": err.exit_code}

@@ -43,3 +43,28 @@ def asked(names: set[str]) -> dict[str, dict[str, str]]:
     for line in listing.failures:
         note(f"ddpctl: warning: {line}")
     return listing.states
+
+
+def remote_lines(
+    rows: list[tuple[str, Any, str | None]], *, each_task: bool, under: bool
+) -> list[tuple[str | None, Any, str, str | None]]:
+    """(cluster, record, the id shown, its state) per line, as `list_rows` shows local jobs: a remote sweep
+    once, as its array job with its tasks counted (states as the cluster said them; none asked: only the
+    count), its tasks under it (`under`) or each task as a job (`each_task`, --json) (pure)."""
+    from ddpctl.run.sweeps import count_line, group
+
+    out: list[tuple[str | None, Any, str, str | None]] = []
+    for cluster in dict.fromkeys(row[0] for row in rows):
+        mine = [row for row in rows if row[0] == cluster]
+        state_of = {id(record): state for _, record, state in mine}
+        for record, tasks in group([record for _, record, _ in mine]):
+            if not tasks or each_task:
+                out += [(cluster, job, job.job_id, state_of[id(job)]) for job in tasks or [record]]
+                continue
+            states = [state_of[id(task)] for task in tasks]
+            known = [state for state in states if state is not None]
+            line = count_line(known) if len(known) == len(states) else f"{len(tasks)} tasks"
+            out.append((cluster, record, f"{record.sweep} (sweep)", line))
+            if under:
+                out += [(cluster, task, f"  {task.job_id}", state_of[id(task)]) for task in tasks]
+    return out

@@ -11,6 +11,7 @@ from ddpctl.errors import ArgumentError, SpecError
 from ddpctl.spec.capabilities import ARRAY, QUEUE
 
 if TYPE_CHECKING:
+    from ddpctl.api.sweeps import Sweep as ApiSweep
     from ddpctl.spec.sweepload import Sweep
 
 
@@ -27,7 +28,9 @@ def add(sub: Any) -> None:
         "(--set backend=local) one detached queue process starts the tasks on this machine, --max-parallel at a "
         "time (default 1; at most 100 points), as "
         "<run_dir>/<name>/local-N_<task>/; the submitit backend does not run sweeps yet. "
-        "`ddpctl sweep results NAME` ranks tasks by their heartbeat values.",
+        "`ddpctl sweep results NAME` ranks tasks by their heartbeat values. --cluster NAME (or the spec's "
+        "cluster:) sends the code and runs the sweep on that remote cluster; its tasks are recorded here, so the "
+        "commands above find them there.",
     )
     add_spec_args(parser)
     parser.add_argument(
@@ -54,6 +57,12 @@ def add(sub: Any) -> None:
     parser.add_argument(
         "--dry-run", action="store_true", help="print the points and the array's batch script; submit nothing"
     )
+    parser.add_argument(
+        "--cluster",
+        metavar="NAME",
+        help="run the sweep on this remote cluster (clusters.yaml): the code sent, its ddpctl submits it there",
+    )
+    parser.add_argument("--tag", help=argparse.SUPPRESS)  # --cluster: learn a dropped submission's outcome
     parser.set_defaults(func=run)
     add_results(sub)
 
@@ -71,9 +80,12 @@ def run(args: argparse.Namespace) -> int:
         max_parallel=args.max_parallel,
         name=args.name,
     )
-    if sweep.spec.cluster is not None:  # neither rendered nor run here as if it were for this machine
-        cluster = sweep.spec.cluster
-        raise ArgumentError(f"{sweep.spec.source}: cluster: {cluster!r}: a sweep runs here only (no --cluster yet)")
+    if args.cluster or sweep.spec.cluster is not None:  # rendered and run by the cluster's ddpctl, not here
+        from ddpctl.cli.remote_sweep import run_remote
+
+        return run_remote(args, sweep)
+    if args.tag is not None:
+        raise ArgumentError(f"--tag {args.tag!r}: only with --cluster (it names a dropped remote sweep's outcome)")
     if not args.dry_run:
         return submit(sweep)
     plan = plan_sweep(sweep)
@@ -82,29 +94,36 @@ def run(args: argparse.Namespace) -> int:
 
 
 def submit(loaded: Sweep) -> int:
-    from ddpctl.api.sweeps import submit_loaded
-    from ddpctl.spec.sweep import array_range
+    announce(loaded, submitted(loaded))
+    return 0
 
-    if loaded.spec.capabilities.sweeps == QUEUE:
-        return submit_local(loaded)
-    if loaded.spec.capabilities.sweeps != ARRAY:
+
+def submitted(loaded: Sweep) -> ApiSweep:
+    """The sweep submitted (here, or by a cluster's ddpctl for `sweep --cluster`), or the backend's one line."""
+    from ddpctl.api.sweeps import submit_loaded
+
+    if loaded.spec.capabilities.sweeps not in (ARRAY, QUEUE):
         raise SpecError(
             f"{loaded.spec.source}: backend {loaded.spec.backend}: sweeps are submitted on the sbatch and local "
             "backends only yet (--dry-run lists the points)"
         )
-    done = submit_loaded(loaded)
+    return submit_loaded(loaded)
+
+
+def announce(loaded: Sweep, done: ApiSweep) -> None:
+    from ddpctl.spec.sweep import array_range
+
+    if loaded.spec.capabilities.sweeps == QUEUE:
+        announce_local(loaded, done)
+        return
     array = array_range(len(done.jobs), loaded.axes.max_parallel)
     print(f"submitted sweep {done.name}: job array {done.array_job}, {points(len(done.jobs))} (--array={array})")
     print(f"run dirs: {done.run_base}/{done.array_job}_<point>/")
     print(f"status:   ddpctl status {done.array_job}   (a task: ddpctl status {done.array_job}_0)")
     print(f"cancel:   ddpctl cancel {done.array_job}")
-    return 0
 
 
-def submit_local(loaded: Sweep) -> int:
-    from ddpctl.api.sweeps import submit_loaded
-
-    done = submit_loaded(loaded)
+def announce_local(loaded: Sweep, done: ApiSweep) -> None:
     at_once = loaded.axes.max_parallel or 1
     print(
         f"submitted sweep {done.name}: {done.array_job} on this machine, {points(len(done.jobs))}, "
@@ -113,7 +132,6 @@ def submit_local(loaded: Sweep) -> int:
     print(f"run dirs: {done.run_base}/{done.array_job}_<point>/")
     print(f"status:   ddpctl status {done.array_job}   (a task: ddpctl status {done.array_job}_0)")
     print(f"cancel:   ddpctl cancel {done.array_job}")
-    return 0
 
 
 def points(count: int) -> str:
@@ -143,10 +161,45 @@ def add_results(sub: Any) -> None:
     shape = parser.add_mutually_exclusive_group()
     shape.add_argument("--json", action="store_true", help="one JSON object per task")
     shape.add_argument("--csv", action="store_true", help="CSV with a header line")
+    parser.add_argument(
+        "--cluster", metavar="NAME", help="the sweep of this remote cluster (clusters.yaml): its ddpctl ranks it"
+    )
     parser.set_defaults(func=results)
 
 
 def results(args: argparse.Namespace) -> int:
+    from ddpctl.cli.common import remote_text
+
+    if args.cluster or remote_sweeps(args):  # read by the cluster's ddpctl: the run dirs are there
+        shape = ["--json"] if args.json else ["--csv"] if args.csv else []
+        words = ["sweep", "results", "--metric", args.metric, "--mode", args.mode, *shape, "--", *args.runs]
+        return remote_text(args.cluster, words)
+    return results_here(args)
+
+
+def remote_sweeps(args: argparse.Namespace) -> bool:
+    """Whether every SWEEP named is no directory here and no sweep of the local registry but a sweep submitted
+    from here to one remote cluster: then `args` name them there (that cluster, their array job ids)."""
+    import os
+
+    from ddpctl.remote.jobs import find_recorded, recorded
+    from ddpctl.run.registry import Registry
+    from ddpctl.run.sweeps import sweep_tasks
+
+    local = Registry.from_env().records()
+    if any(os.path.lexists(ref) or sweep_tasks(local, ref) for ref in args.runs):
+        return False
+    remote = recorded()
+    found = [row for ref in args.runs if (row := find_recorded(ref, remote)) is not None and row.record.sweep]
+    if len(found) != len(args.runs):
+        return False
+    if len({row.cluster for row in found}) != 1:
+        raise ArgumentError("sweep results: the sweeps named are on different clusters; name one cluster's at a time")
+    args.cluster, args.runs = found[0].cluster, [row.job_ref for row in found]
+    return True
+
+
+def results_here(args: argparse.Namespace) -> int:
     from ddpctl.api.sweeps import result_dirs, result_states
     from ddpctl.cli.sweep_output import print_results
     from ddpctl.health.results import rank, read_task

@@ -33,6 +33,11 @@ MAX_CLUSTERS = 256  # as many as clusters.yaml may name
 class RemoteRecord:
     cluster: str
     record: JobRecord
+    ref: str = ""  # how the cluster's ddpctl is asked about it: a sweep's array job id, else the job id
+
+    @property
+    def job_ref(self) -> str:
+        return self.ref or self.record.job_id
 
 
 def clusters_home(env: Mapping[str, str] | None = None) -> Path:
@@ -57,12 +62,30 @@ def recorded(env: Mapping[str, str] | None = None) -> list[RemoteRecord]:
 
 
 def find_recorded(ref: str, records: Iterable[RemoteRecord]) -> RemoteRecord | None:
-    """The remote job `ref` names: its job id (on any cluster), else the newest submission of that name."""
+    """The remote job `ref` names: its job id (on any cluster), else a sweep's array job id, else the newest
+    submission of that name, else `<sweep>_<task>` of a remote sweep (pure). A sweep (by array job id, or a
+    name whose newest submission is a sweep) is its newest task with `ref` its array job id: the cluster's
+    ddpctl answers for the whole sweep, as it does here."""
     rows = list(records)
     by_id = [row for row in rows if row.record.job_id == ref]
+    if by_id:
+        return newest(by_id)
+    by_sweep = [row for row in rows if row.record.sweep == ref]
     by_name = [row for row in rows if row.record.name == ref]
-    chosen = by_id or by_name
-    return max(chosen, key=lambda row: row.record.submitted_at) if chosen else None
+    found = newest(by_sweep or by_name)
+    if found is not None:
+        sweep = found.record.sweep
+        return RemoteRecord(found.cluster, found.record, sweep) if sweep is not None else found
+    base, _, index = ref.rpartition("_")
+    parent = find_recorded(base, rows) if base and index.isdigit() else None
+    if parent is None or parent.record.sweep is None:
+        return None
+    task = f"{parent.record.sweep}_{int(index)}"
+    return newest([row for row in rows if row.cluster == parent.cluster and row.record.job_id == task])
+
+
+def newest(rows: list[RemoteRecord]) -> RemoteRecord | None:
+    return max(rows, key=lambda row: row.record.submitted_at) if rows else None
 
 
 def parse_states(text: str) -> dict[str, str]:

@@ -16,7 +16,7 @@ import json
 import os
 import re
 import uuid
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 from typing import TYPE_CHECKING, Any
@@ -30,6 +30,8 @@ from ddpctl.snapshot.store import have, open_store, publish_tree, receive
 
 if TYPE_CHECKING:
     from ddpctl.spec.model import JobSpec
+    from ddpctl.spec.sweepload import Sweep
+    from ddpctl.spec.yamldoc import Doc
 
 OID_RE = re.compile(r"[0-9a-f]{40}")
 TAG_RE = re.compile(r"[0-9a-f]{32}")
@@ -168,30 +170,72 @@ def remote_spec(
     """The spec as the laptop wrote it, read as if from its place in the code tree (so `script: train.py`
     means the same file), with the cluster's defaults under it. Data paths stay on the cluster: a relative
     run_dir or checkpoint.dir starts at the remote work directory (the profile's workdir), not in the tree."""
-    from ddpctl.remote.profiles import with_defaults
     from ddpctl.spec.load import build_from_doc
     from ddpctl.spec.overrides import apply_override
-    from ddpctl.spec.paths import with_values
+
+    doc = remote_doc(code, spec_rel, text, defaults)
+    for override in overrides:
+        apply_override(doc, override)
+    spec = build_from_doc(doc, doc.source, cwd=cwd)
+    return on_cluster(spec, code, Path(doc.source).parent, cwd, doc.overridden)
+
+
+def remote_sweep(code: Path, request: Mapping[str, Any], overrides: Sequence[str], *, cwd: Path) -> Sweep:
+    """`remote_spec` of a sweep (`sweep --cluster`): the laptop's spec file and axes (request["sweep"]: grid,
+    zip, max_parallel, name), every point's data paths kept on the cluster as a job's are."""
+    from ddpctl.spec.sweepload import sweep_of_doc
+
+    axes = request.get("sweep") or {}
+    doc = remote_doc(code, request["spec"], request["text"], request.get("defaults") or {})
+    parallel = axes.get("max_parallel")
+    loaded = sweep_of_doc(
+        doc,
+        doc.source,
+        overrides,
+        grid=[str(word) for word in axes.get("grid") or []],
+        zipped=[str(word) for word in axes.get("zip") or []],
+        max_parallel=parallel if isinstance(parallel, int) and not isinstance(parallel, bool) else None,
+        name=str(axes["name"]) if axes.get("name") is not None else None,
+        cwd=cwd,
+    )
+    set_keys = {tuple(part.strip() for part in word.partition("=")[0].split(".")) for word in overrides}
+    folder = Path(doc.source).parent
+
+    def here(spec: JobSpec) -> JobSpec:
+        return on_cluster(spec, code, folder, cwd, lambda key: any(key[:n] in set_keys for n in range(1, 3)))
+
+    points = tuple((point, here(spec)) for point, spec in loaded.points)
+    return dataclasses.replace(loaded, spec=here(loaded.spec), points=points)
+
+
+def remote_doc(code: Path, spec_rel: str, text: str, defaults: Mapping[str, Any]) -> Doc:
+    """The laptop's spec text as a document read from its place in the code tree, the cluster's defaults under it."""
+    from ddpctl.remote.profiles import with_defaults
     from ddpctl.spec.yamldoc import At, Doc, parse_yaml
 
     parts = PurePosixPath(spec_rel).parts
     if not parts or spec_rel.startswith("/") or ".." in parts:
         raise SpecError(f"remote submit: refused spec path {spec_rel!r}")
-    source = code / spec_rel
-    doc = Doc(str(source), {})
+    doc = Doc(str(code / spec_rel), {})
     root = parse_yaml(text, doc, ())
     if not isinstance(root, dict):
         raise At(doc).fail(root, "a mapping of spec keys (name: ..., script: ...)", typed=True)
     doc.data = with_defaults(root, defaults)
-    for override in overrides:
-        apply_override(doc, override)
-    spec = build_from_doc(doc, source, cwd=cwd)
-    folder = source.parent
+    return doc
+
+
+def on_cluster(
+    spec: JobSpec, code: Path, folder: Path, cwd: Path, overridden: Callable[[tuple[str, ...]], bool]
+) -> JobSpec:
+    """The spec with its relative data paths moved out of the code tree to the remote work directory (the
+    code tree is content-addressed and shared: runs must not write into it), and no cluster of its own."""
+    from ddpctl.spec.paths import with_values
+
     moved: dict[tuple[str, ...], str] = {}
     keys: list[tuple[tuple[str, ...], str | None]] = [(("run_dir",), spec.run_dir)]
     keys.append((("checkpoint", "dir"), spec.checkpoint.dir))
     for key, value in keys:
-        if value is not None and Path(value).is_relative_to(code) and not doc.overridden(key):
+        if value is not None and Path(value).is_relative_to(code) and not overridden(key):
             moved[key] = os.path.normpath(cwd / os.path.relpath(value, folder))
     spec = with_values(spec, moved) if moved else spec
     return dataclasses.replace(spec, cluster=None)  # chosen on the laptop: here it is submitted here

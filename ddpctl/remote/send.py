@@ -160,8 +160,8 @@ def submit_remote(transport: Transport, request: Mapping[str, Any], local: str, 
             break
         except RemoteError as err:
             if err.kind not in ("dropped", "") or attempt == RETRIES:
-                raise RemoteError(f"{err}; the submission's outcome is kept there: submit again with --tag {tag} "
-                                  "to learn it (never a second job)") from err  # fmt: skip
+                raise RemoteError(f"{err}; the submission's outcome is kept there: run the same command "
+                                  f"again with --tag {tag} to learn it (never a second job)") from err  # fmt: skip
             time.sleep(RETRY_PAUSE_S)
     return checked(transport.cluster, done, local, "remote-submit")
 

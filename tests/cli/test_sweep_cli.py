@@ -141,9 +141,15 @@ def test_results_of_a_missing_dir_or_sweep_is_one_line(cli: Cli, tmp_path: Path)
     )
 
 
-def test_a_sweep_with_a_cluster_is_refused_not_rendered_or_run_here(cli: Cli, tmp_path: Path) -> None:
-    for extra in ((), ("--dry-run",)):
-        done = cli.run("sweep", "job.yaml", "--set", "cluster=gpu", *extra, check=False)
+def test_a_sweep_with_an_unknown_cluster_is_one_line_and_not_rendered_or_run_here(cli: Cli, tmp_path: Path) -> None:
+    profiles = tmp_path / "clusters.yaml"  # absent: no cluster defined
+    cli = Cli(tmp_path / "home", cwd=tmp_path, extra_env={"DDPCTL_CLUSTERS": str(profiles)})
+    for extra in (("--set", "cluster=gpu"), ("--set", "cluster=gpu", "--dry-run"), ("--cluster", "gpu")):
+        done = cli.run("sweep", "job.yaml", *extra, check=False)
         assert (done.returncode, done.stdout) == (2, ""), done
-        assert done.stderr == "ddpctl: error: job.yaml: cluster: 'gpu': a sweep runs here only (no --cluster yet)\n"
+        where = "job.yaml: cluster: " if extra[0] == "--set" else ""
+        assert done.stderr == (
+            f"ddpctl: error: {where}unknown cluster 'gpu': no clusters defined in {profiles} "
+            "(README: From your laptop)\n"
+        )
     assert not (tmp_path / "runs").exists() and not (tmp_path / "home").exists()
