@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import json
 import time
 from pathlib import Path
 from typing import Any
@@ -23,6 +24,7 @@ def add(sub: Any) -> None:
     parser.add_argument("job", nargs="?", help="job id or name (default: the most recently submitted job)")
     parser.add_argument("--interval", type=float, default=1.0, metavar="S", help="refresh period (default 1 s)")
     parser.add_argument("--once", action="store_true", help="print one frame and exit (no live screen)")
+    parser.add_argument("--json", action="store_true", help="one frame's facts as one JSON object (implies --once)")
     add_cluster_arg(parser)
     parser.set_defaults(func=run)
 
@@ -42,7 +44,7 @@ def frame_facts(run_dir: Path, now: float) -> dict[str, Any]:
     layout = RunLayout(run_dir)
     attempt = latest_attempt(layout)
     if attempt is None:
-        return {"attempt": None, "rows": [], "summary": None, "events": [], "causes": []}
+        return {"attempt": None, "rows": [], "summary": None, "notes": [], "causes": []}
     try:
         policy = load_spec(layout.spec_file, check_paths=False).health
     except Exception:
@@ -56,29 +58,55 @@ def frame_facts(run_dir: Path, now: float) -> dict[str, Any]:
         "attempt": attempt,
         "rows": rank_rows(records, logs, nodes=nodes, flagged=flagged, policy=policy, now=now),
         "summary": summarize(records, now) if records else None,
-        "events": events,
+        "notes": event_notes(events[-2:]),
         "causes": cause_lines(layout),  # what ended the earlier attempts, as status says it
     }
 
 
-def run(args: argparse.Namespace) -> int:
-    from rich.console import Console
-    from rich.live import Live
+def event_notes(events: list[Any]) -> list[tuple[str, bool]]:
+    """(line, severe) per health event shown under the table: a hang or an OOM kill is severe (red)."""
+    from ddpctl.health.report import describe_event
+    from ddpctl.run.history import Hung, OomKilled
 
+    return [(describe_event(e), isinstance(e, (Hung, OomKilled))) for e in events]
+
+
+def run(args: argparse.Namespace) -> int:
     from ddpctl import api
     from ddpctl.backends import current_state
-    from ddpctl.cli.top_render import frame
 
     if not args.cluster:
         refuse_sweep("top", args.job)
     job = None if args.cluster else api.job(args.job, warn=note)
-    if args.cluster or found_remote(args, job):  # one frame, drawn by the cluster's ddpctl: not live yet
-        return remote_text(args.cluster, ["top", "--once", *(["--", args.job] if args.job else [])])
+    if args.cluster or found_remote(args, job):  # the cluster's ddpctl reads the run dir
+        ref = ["--", args.job] if args.job else []
+        if args.once or args.json:
+            return remote_text(args.cluster, ["top", "--once", *(["--json"] if args.json else []), *ref])
+        from ddpctl.cli.top_remote import live
+
+        return live(args.cluster, ["top", "--once", "--json", *ref], args.interval)
     assert job is not None
     record = job.record
-    console = Console()
-    state, asked = current_state(record), time.monotonic()
-    if args.once or state.terminal:
+    state = current_state(record)
+    if args.json:
+        from ddpctl.health.topjson import as_json
+
+        facts = frame_facts(Path(record.run_dir), time.time())
+        print(json.dumps(as_json(record.job_id, record.name, state, facts)))
+        return 0
+    return draw(record, state, once=args.once, interval=args.interval)
+
+
+def draw(record: Any, state: Any, *, once: bool, interval: float) -> int:
+    """The local live screen: the run dir read every refresh, the scheduler asked every STATE_EVERY_S."""
+    from rich.console import Console
+    from rich.live import Live
+
+    from ddpctl.backends import current_state
+    from ddpctl.cli.top_render import frame
+
+    console, asked = Console(), time.monotonic()
+    if once or state.terminal:
         console.print(frame(record, state, frame_facts(Path(record.run_dir), time.time()), console.size))
         return 0
     try:
@@ -91,8 +119,12 @@ def run(args: argparse.Namespace) -> int:
                 )
                 if state.terminal:
                     break
-                time.sleep(max(0.1, args.interval))
+                time.sleep(max(0.1, interval))
     except KeyboardInterrupt:
         return 130
-    console.print(f"job {record.job_id} ended: {state.state}" + (f" ({state.reason})" if state.reason else ""))
+    console.print(ended_line(record.job_id, state))
     return 0
+
+
+def ended_line(job_id: str, state: Any) -> str:
+    return f"job {job_id} ended: {state.state}" + (f" ({state.reason})" if state.reason else "")

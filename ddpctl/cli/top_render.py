@@ -13,9 +13,7 @@ from rich.table import Table
 from rich.text import Text
 
 from ddpctl.health.rates import duration
-from ddpctl.health.report import describe_event
 from ddpctl.health.view import NodeRow, RankRow, fits, node_rows, visible_cut
-from ddpctl.run.history import Hung, OomKilled
 from ddpctl.run.registry import JobRecord
 from ddpctl.run.state import JobState
 
@@ -103,15 +101,9 @@ def node_table(nodes: list[NodeRow]) -> Table:
 def frame(record: JobRecord, state: JobState, snap: dict[str, Any], size: Any) -> RenderableType:
     height = max(10, int(getattr(size, "height", 24)))
     rows: list[RankRow] = snap.get("rows", [])
-    events = snap.get("events", [])
     notes = [
-        Text(
-            visible_cut(describe_event(e), 300),
-            style="red" if isinstance(e, (Hung, OomKilled)) else "yellow",
-            overflow="ellipsis",
-            no_wrap=True,
-        )
-        for e in events[-2:]
+        Text(visible_cut(text, 300), style="red" if severe else "yellow", overflow="ellipsis", no_wrap=True)
+        for text, severe in snap.get("notes", [])[-2:]
     ]
     # The newest cause (already made visible by cause_lines): why the attempt on screen is not the first.
     notes += [Text(line, style="yellow", overflow="ellipsis", no_wrap=True) for line in snap.get("causes", [])[-1:]]

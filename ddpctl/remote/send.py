@@ -159,7 +159,7 @@ def submit_remote(transport: Transport, request: Mapping[str, Any], local: str, 
             done = transport.run(words, in_workdir=True, data=data)
             break
         except RemoteError as err:
-            if err.kind not in ("dropped", "") or attempt == RETRIES:
+            if err.kind not in ("dropped", "timeout", "") or attempt == RETRIES:
                 raise RemoteError(f"{err}; the submission's outcome is kept there: run the same command "
                                   f"again with --tag {tag} to learn it (never a second job)") from err  # fmt: skip
             time.sleep(RETRY_PAUSE_S)

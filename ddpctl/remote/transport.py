@@ -100,7 +100,9 @@ class Transport:
         try:
             done = self.runner(argv) if data is None else run_input(argv, data, timeout=self.timeout)
         except CommandTimeout as err:
-            raise RemoteError(f"cluster {self.cluster.name!r}: {self.cluster.ssh} did not answer: {err}") from err
+            failed = RemoteError(f"cluster {self.cluster.name!r}: {self.cluster.ssh} did not answer: {err}")
+            failed.kind = "timeout"
+            raise failed from err
         if done.returncode == SSH_FAILED:
             raise self.failure(done.stderr)
         return done

@@ -32,7 +32,7 @@ def snap(ranks: int, per_node: int, **extra: object) -> dict[str, object]:
     logs = {r: (f"step 50 loss 1.0 rank {r}", NOW - 1) for r in range(ranks)}
     logs[5] = ("\x1b[2J\x1b]0;pwned\x07evil\rline", NOW - 1)
     rows = rank_rows(records, logs, nodes={}, flagged=[], policy=HealthSettings(), now=NOW)
-    return {"attempt": 1, "rows": rows, "summary": None, "events": [], **extra}
+    return {"attempt": 1, "rows": rows, "summary": None, "notes": [], **extra}
 
 
 def render(snapshot: dict[str, object], width: int = 80, height: int = 24) -> str:
