@@ -7,7 +7,7 @@ import sys
 from collections.abc import Callable
 from typing import Any
 
-from ddpctl.cli.common import add_cluster_arg, add_job_arg, found_remote, refuse_sweep, remote_text
+from ddpctl.cli.common import add_cluster_arg, add_job_arg, found_remote, refuse_sweep, remote_ref, remote_text
 
 
 def add(sub: Any) -> None:
@@ -45,10 +45,11 @@ def run(args: argparse.Namespace) -> int:
     from ddpctl import api
     from ddpctl.backends.control import wait_until_running
 
-    if not args.cluster:
+    remote = bool(args.cluster) or remote_ref(args)  # a remote sweep's name: its array job id there
+    if not remote:
         refuse_sweep("preempt", args.job)
-    job = None if args.cluster else api.job(args.job, warn=say)
-    if args.cluster or found_remote(args, job):
+    job = None if remote else api.job(args.job, warn=say)
+    if remote or found_remote(args, job):
         words = ["preempt", "--wait", str(args.wait), "--as", args.kind, *(["--", args.job] if args.job else [])]
         return remote_text(args.cluster, words, timeout=args.wait + LISTENER_WAIT_S + 60)
     assert job is not None

@@ -8,7 +8,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from ddpctl.cli.common import add_cluster_arg, found_remote, note, refuse_sweep, remote_text
+from ddpctl.cli.common import add_cluster_arg, found_remote, note, refuse_sweep, remote_ref, remote_text
 
 STATE_EVERY_S = 5.0  # the scheduler is asked about the job this often, the run dir is read every refresh
 
@@ -75,10 +75,11 @@ def run(args: argparse.Namespace) -> int:
     from ddpctl import api
     from ddpctl.backends import current_state
 
-    if not args.cluster:
+    remote = bool(args.cluster) or remote_ref(args)  # a remote sweep's name: its array job id there
+    if not remote:
         refuse_sweep("top", args.job)
-    job = None if args.cluster else api.job(args.job, warn=note)
-    if args.cluster or found_remote(args, job):  # the cluster's ddpctl reads the run dir
+    job = None if remote else api.job(args.job, warn=note)
+    if remote or found_remote(args, job):  # the cluster's ddpctl reads the run dir
         ref = ["--", args.job] if args.job else []
         if args.once or args.json:
             return remote_text(args.cluster, ["top", "--once", *(["--json"] if args.json else []), *ref])

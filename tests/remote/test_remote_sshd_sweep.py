@@ -52,6 +52,12 @@ def test_sweep_on_a_cluster_is_recorded_here_and_its_tasks_answer_through_it(log
     assert [t["state"] for t in status["tasks"]] == ["COMPLETED", "COMPLETED"], status
     assert (login.home / "work" / "runs" / "far-sw" / f"{sweep}_1").is_dir()  # relative run_dir: the workdir
 
+    whole = login.cli("--once", "far-sw", command="top")  # one run's view: the cluster names the tasks
+    assert (whole.returncode, whole.stdout) == (2, ""), whole
+    assert whole.stderr == (
+        f"ddpctl: error: cluster 'login': top {sweep}: sweep far-sw (job array {sweep}) has 2 tasks; name one: "
+        f"{sweep}_0, {sweep}_1 (or far-sw_<task>)\n"
+    )
     task = login.cli("--json", "far-sw_1", command="status")
     assert json.loads(task.stdout)["job_id"] == f"{sweep}_1", task
     logs = login.cli("--no-color", "far-sw_1", command="logs")
