@@ -234,6 +234,9 @@ def test_a_sweep_point_is_checked_like_a_set_before_anything_is_submitted(
 
 def test_a_sweep_with_a_cluster_is_refused_not_run_here(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("DDPCTL_HOME", str(tmp_path / "home"))
-    with pytest.raises(ArgumentError, match=r"example.yaml: cluster: 'gpu': a sweep runs here only \(no --cluster"):
+    with pytest.raises(
+        ArgumentError,
+        match=r"example.yaml: cluster: 'gpu': ddpctl.sweep runs a sweep here only; `ddpctl sweep` runs it",
+    ):
         ddpctl.sweep(ROOT / "jobs" / "example.yaml", grid={"nodes": [1, 2]}, overrides=["cluster=gpu"])
     assert not (tmp_path / "home").exists()

@@ -104,7 +104,7 @@ def draw(record: Any, state: Any, *, once: bool, interval: float) -> int:
     from rich.live import Live
 
     from ddpctl.backends import current_state
-    from ddpctl.cli.top_render import frame
+    from ddpctl.cli.top_render import ended_line, frame
 
     console, asked = Console(), time.monotonic()
     if once or state.terminal:
@@ -125,7 +125,3 @@ def draw(record: Any, state: Any, *, once: bool, interval: float) -> int:
         return 130
     console.print(ended_line(record.job_id, state))
     return 0
-
-
-def ended_line(job_id: str, state: Any) -> str:
-    return f"job {job_id} ended: {state.state}" + (f" ({state.reason})" if state.reason else "")

@@ -38,8 +38,7 @@ def live(cluster: str, words: list[str], interval: float) -> int:
     from rich.live import Live
     from rich.text import Text
 
-    from ddpctl.cli.top import ended_line
-    from ddpctl.cli.top_render import frame
+    from ddpctl.cli.top_render import ended_line, frame
 
     console, pause = Console(), max(MIN_INTERVAL_S, interval)
     shown: tuple[Any, Any, dict[str, Any]] | None = None  # the newest frame the cluster gave

@@ -132,3 +132,7 @@ def frame(record: JobRecord, state: JobState, snap: dict[str, Any], size: Any) -
                 parts.append(Text(f"... and {len(flagged) - len(shown)} more flagged ranks", style="dim"))
     parts += notes
     return Group(*parts)
+
+
+def ended_line(job_id: str, state: JobState) -> str:
+    return f"job {job_id} ended: {state.state}" + (f" ({state.reason})" if state.reason else "")
