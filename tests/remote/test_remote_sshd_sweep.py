@@ -11,7 +11,8 @@ from pathlib import Path
 from typing import Any
 
 import test_remote_sshd
-from test_remote_sshd import Login, project
+from sshdtools import Login
+from test_remote_sshd import project
 
 login = test_remote_sshd.login  # the sshd fixture, found by pytest under its name here
 

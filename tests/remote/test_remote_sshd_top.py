@@ -12,7 +12,8 @@ import sys
 
 import pytest
 import test_remote_sshd
-from test_remote_sshd import Login, free_port, job_of, master_pid, project
+from sshdtools import Login, free_port
+from test_remote_sshd import job_of, master_pid, project
 
 pexpect = pytest.importorskip("pexpect")
 
