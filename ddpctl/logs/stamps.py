@@ -8,14 +8,15 @@ held back until their record arrives (the stamper writes it right after the byte
 
 from __future__ import annotations
 
+import itertools
 import os
-from collections import deque
 
 from ddpctl import safeio
 from ddpctl.logs.core import LineSplitter
 from ddpctl.run import logtimes
 
 Group = tuple[float | None, list[str]]  # lines written at one time (None: not known, the log has no sidecar)
+Timed = tuple[list[float | None], list[str]]  # lines and, for each, the time it was written (None: not known)
 READ_LIMIT = 1 << 20
 
 
@@ -26,12 +27,15 @@ class Stamps:
         self.indexed = 0  # log bytes the records cover
         self.last: float | None = None  # the newest time handed out
         self._offset = 0  # sidecar bytes consumed
-        self._records: deque[tuple[int, float]] = deque()
+        # Records not used up yet, as two columns from index _head on (no tuple per record: see split_timed).
+        self._ends: list[int] = []
+        self._times: list[float] = []
+        self._head = 0
 
     def reset(self) -> None:
         """The log restarted (truncated or replaced): so did its sidecar."""
         self.present, self.indexed, self._offset = None, 0, 0
-        self._records.clear()
+        self._ends, self._times, self._head = [], [], 0
 
     def refresh(self, log_size: int) -> int | None:
         """Read new records; return how far into the log times are known, or None for a log without times.
@@ -49,11 +53,11 @@ class Stamps:
             return None if self.present is False else self.indexed
         try:
             while data := os.pread(fd, READ_LIMIT, self._offset):
-                records, used = logtimes.parse_times(data)
+                ends, times, used = logtimes.parse_columns(data)
                 self._offset += used
-                self._records.extend(records)
-                if records:
-                    self.indexed = max(self.indexed, records[-1][0])
+                self._add(ends, times)
+                if ends:
+                    self.indexed = max(self.indexed, ends[-1])
                 if used < len(data) or used == 0:
                     break
         finally:
@@ -61,28 +65,69 @@ class Stamps:
         self.present = True
         return self.indexed
 
+    def _add(self, ends: list[int], times: list[float]) -> None:
+        if self._head:  # drop the used records first, so the columns stay as long as what is still to come
+            del self._ends[: self._head], self._times[: self._head]
+            self._head = 0
+        self._ends += ends
+        self._times += times
+
     def split(self, start: int, data: bytes, splitter: LineSplitter) -> list[Group]:
         """Lines of `data` (the log's bytes from offset `start`) grouped by the write that completed them."""
-        groups: list[Group] = []
-        pos = 0
-        records = self._records
-        while records and pos < len(data):
-            end, when = records[0]
+        times, lines = self.split_timed(start, data, splitter)
+        return [(when, [line for _, line in run]) for when, run in itertools.groupby(zip(times, lines), _first)]
+
+    def split_timed(self, start: int, data: bytes, splitter: LineSplitter) -> Timed:
+        """Lines of `data` (the log's bytes from offset `start`), each with the time of the write completing it."""
+        aligned = self._split_aligned(start, data, splitter)
+        if aligned is not None:
+            return aligned
+        times: list[float | None] = []
+        lines: list[str] = []
+        pos, ends, head = 0, self._ends, self._head
+        while head < len(ends) and pos < len(data):
+            end, when = ends[head], self._times[head]
             cut = end - start
             if cut <= pos:
-                records.popleft()
+                head += 1
                 continue
             take = min(cut, len(data))
-            lines = splitter.feed(data[pos:take])
-            if lines:
-                groups.append((when, lines))
+            new = splitter.feed(data[pos:take])
+            times += [when] * len(new)
+            lines += new
             pos = take
             if cut > len(data):
                 break
-            records.popleft()
+            head += 1
             self.last = when
+        self._head = head
         if pos < len(data):
-            lines = splitter.feed(data[pos:])
-            if lines:
-                groups.append((self.last, lines))
-        return groups
+            new = splitter.feed(data[pos:])
+            times += [self.last] * len(new)
+            lines += new
+        return times, lines
+
+    def _split_aligned(self, start: int, data: bytes, splitter: LineSplitter) -> Timed | None:
+        """The common case, without a step per record: each of the next records ends one line of `data`, which
+        ends with its last line (the writer prints a line per write). None for anything else."""
+        count = data.count(b"\n")
+        if not count or data[-1] != 0x0A or splitter.has_partial:
+            return None
+        ends, head = self._ends, self._head
+        while head < len(ends) and ends[head] <= start:  # used up before this read (see split_timed)
+            head += 1
+        stop = head + count
+        if stop > len(ends) or (stop < len(ends) and ends[stop] <= start + len(data)):
+            return None
+        line_ends = itertools.accumulate(map((1).__add__, map(len, data.split(b"\n")[:-1])), initial=start)
+        next(line_ends)
+        if ends[head:stop] != list(line_ends):
+            return None
+        times: list[float | None] = list(self._times[head:stop])
+        self._head = stop
+        self.last = times[-1]
+        return times, splitter.feed(data)
+
+
+def _first(pair: tuple[float | None, str]) -> float | None:
+    return pair[0]

@@ -160,7 +160,11 @@ def test_stamper_saves_the_last_words_of_a_killed_process_group(tmp_path: Path) 
         # read in two pieces, across a record
         (b"3 10.0\n6 12.0\n", [b"a\nb", b"\nc\n"], [(10.0, ["a"]), (12.0, ["b", "c"])]),
         # a torn last record and a damaged one are ignored; bytes past the last record: the last time
-        (b"2 10.0\nxx\n4 11", [b"a\nb\n"], [(10.0, ["a"]), (10.0, ["b"])]),
+        (b"2 10.0\nxx\n4 11", [b"a\nb\n"], [(10.0, ["a", "b"])]),
+        # one record per line, read whole or in pieces (the follower's fast path) and not at a line's end
+        (b"2 10.0\n4 11.0\n6 12.0\n", [b"a\nb\n", b"c\n"], [(10.0, ["a"]), (11.0, ["b"]), (12.0, ["c"])]),
+        (b"2 10.0\n3 11.0\n5 12.0\n", [b"a\nb\nc\n"], [(10.0, ["a"]), (12.0, ["b", "c"])]),
+        (b"2 10.0\n4 11.0\n", [b"a\nb\nc\n"], [(10.0, ["a"]), (11.0, ["b", "c"])]),
     ],
 )
 def test_stamps_split_lines_by_write(
@@ -218,3 +222,27 @@ def test_the_stamper_leaves_out_exactly_the_ddp_reducer_advice(
         for fd in (read_fd, log_fd, times_fd):
             os.close(fd)
     assert log.read_bytes() == logged
+
+
+@pytest.mark.parametrize(
+    ("sidecar", "records"),
+    [
+        (b"2 10.0\n4 11.25\n", [(2, 10.0), (4, 11.25)]),
+        (b"2 10.0\n4 11", [(2, 10.0)]),  # a torn last record waits
+        # damaged records are skipped, one at a time, wherever they are (the whole-buffer parse gives up)
+        (b"2 10.0\nxx\n4 11.0\n", [(2, 10.0), (4, 11.0)]),
+        (b"2 10.\n4 .5\n6 7\n8 1.0\n", [(8, 1.0)]),
+        (b"2 1.0 3\n.5\n4 2.0\n", [(4, 2.0)]),
+        (b"2 1.2.3\n4 5\n6 7.0\n", [(6, 7.0)]),
+        (b" 2 1.0\n4  2.0\n1_0 3.0\n6 4.0\n", [(6, 4.0)]),
+        (b"\n2 1.0\n", [(2, 1.0)]),
+        # records must not run backwards
+        (b"4 1.0\n2 2.0\n6 3.0\n", [(4, 1.0), (6, 3.0)]),
+        (b"4 1.0\n4 2.0\n", [(4, 1.0), (4, 2.0)]),
+    ],
+)
+def test_times_sidecar_parses_the_same_whole_or_record_by_record(
+    sidecar: bytes, records: list[tuple[int, float]]
+) -> None:
+    assert logtimes.parse_times(sidecar) == (records, sidecar.rfind(b"\n") + 1)
+    assert logtimes.parse_columns(sidecar)[:2] == ([end for end, _ in records], [when for _, when in records])
