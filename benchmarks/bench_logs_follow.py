@@ -51,7 +51,7 @@ paths, rate, seconds, start, wid = sys.argv[1].split(","), float(sys.argv[2]), f
 timed = sys.argv[6] == "1"
 fds = [os.open(p, os.O_WRONLY | os.O_APPEND) for p in paths]
 tfds = [os.open(p[: -len(".log")] + ".times", os.O_WRONLY | os.O_APPEND) for p in paths] if timed else []
-ends = [0] * len(paths)
+ends = [os.fstat(fd).st_size for fd in fds]  # the log's own offsets (one file already holds the marker line)
 pad = "x" * 60
 while time.time() < start:
     time.sleep(0.001)

@@ -18,7 +18,7 @@ from pathlib import Path
 
 from ddpctl import safeio
 from ddpctl.logs.core import LineFilter, LineSplitter, Source
-from ddpctl.logs.stamps import Group, Stamps
+from ddpctl.logs.stamps import Group, Stamps, Timed, group
 from ddpctl.run.layout import NODE_INFO_GLOB, RANK_INFO_GLOB, RunLayout, attempts_in, rank_of_log
 
 _UNSEEN = -1  # inode before the first stat
@@ -134,6 +134,11 @@ class FileTail:
     def poll_groups(self) -> list[Group] | None:
         """New complete lines grouped by their write time (None for a log without times), or None if the file
         did not grow (or only by bytes whose write time is not recorded yet)."""
+        timed = self.poll_timed()
+        return None if timed is None else group(*timed)
+
+    def poll_timed(self) -> Timed | None:
+        """New complete lines, each with its write time (None for a log without times), or None as `poll_groups`."""
         try:
             st = os.lstat(self.path)  # a str path: no Path object per file per poll
         except FileNotFoundError:
@@ -143,9 +148,10 @@ class FileTail:
             return None
         if stat.S_ISLNK(st.st_mode):
             return self._refuse_link()
-        restarted: list[Group] = []
+        restarted: list[str] = []
+        last = self.stamps.last
         if st.st_size < self.offset or self._inode not in (st.st_ino, _UNSEEN):
-            restarted = [(self.stamps.last, lines)] if (lines := self._splitter.flush()) else []
+            restarted = self._splitter.flush()
             self.offset = 0
             self.stamps.reset()
             self.close()
@@ -155,7 +161,7 @@ class FileTail:
         if limit is None or self.final:
             limit = st.st_size
         if limit <= self.offset:
-            return restarted or None
+            return ([last] * len(restarted), restarted) if restarted else None
         try:
             data = self._read(st.st_ino, min(self.chunk, limit - self.offset))
         except OSError as err:
@@ -163,19 +169,22 @@ class FileTail:
                 return self._refuse_link()
             raise
         start, self.offset = self.offset, self.offset + len(data)
-        return restarted + self.stamps.split(start, data, self._splitter)
+        times, lines = self.stamps.split_timed(start, data, self._splitter)
+        if restarted:
+            return [last] * len(restarted) + times, restarted + lines
+        return times, lines
 
     def flush(self) -> list[str]:
         return self._splitter.flush()
 
-    def _refuse_link(self) -> list[Group] | None:
+    def _refuse_link(self) -> Timed | None:
         """A symlinked rank log is not followed (it could point at any file the reader may read): say so once."""
         if self._inode == _LINK:
             return None
         self._inode = _LINK
         self.close()
         name = Path(self.path).name
-        return [(None, [f"[ddpctl] not shown: {name} is a symbolic link (run-dir files are never followed)"])]
+        return [None], [f"[ddpctl] not shown: {name} is a symbolic link (run-dir files are never followed)"]
 
     def close(self) -> None:
         if self._fd is not None:

@@ -109,12 +109,12 @@ def drain(
         tail.final = tail.final or final
     started = wall()
     while poll_files(files, flt, merger, started) and time.monotonic() < deadline:
-        merger.release(sink.lines, watermark(files, started))
+        merger.release(sink, watermark(files, started))
         sink.flush()
         started = wall()
     if final:
         flush_partials(files, flt, merger)
-    merger.release(sink.lines)
+    merger.release(sink)
     sink.flush()
 
 
@@ -131,14 +131,17 @@ def poll_files(files: AttemptFiles, flt: LineFilter, merger: Merger, started: fl
     active = False
     now = started - HOLD_S  # lines of a log without times count as written when the pass began: they pass at once
     for tail in files.tails.values():
-        groups = tail.poll_groups()
-        if groups is None:
+        timed = tail.poll_timed()
+        if timed is None:
             continue
         active = True
-        for when, new in groups:
-            lines = flt.select(new) if new and flt.grep is not None else new
-            if lines:
-                merger.add(when or now, tail.source, lines)
+        times, lines = timed
+        if lines and flt.grep is not None:
+            search = flt.grep.search
+            kept = [i for i, line in enumerate(lines) if search(line)]
+            times, lines = [times[i] for i in kept], [lines[i] for i in kept]
+        if lines:
+            merger.add_timed(times, tail.source, lines, now)
     return active
 
 
@@ -193,7 +196,7 @@ class Follower:
                 if changed or self.clock() >= next_sweep:
                     next_sweep = self.clock() + self.config.notified_sweep
                     active = self._step()
-                self.merger.release(self.sink.lines, watermark(self.files, self._pass_started))
+                self.merger.release(self.sink, watermark(self.files, self._pass_started))
                 self.sink.flush()
                 answer = None
                 if self.clock() >= next_state:

@@ -10,17 +10,19 @@ times are taken as written when read.
 
 from __future__ import annotations
 
+import bisect
 import heapq
-import itertools
 from collections.abc import Callable, Iterable, Iterator
+from typing import TYPE_CHECKING
 
 from ddpctl.logs.core import LineFilter, Source
 from ddpctl.logs.files import FileTail
 
+if TYPE_CHECKING:
+    from ddpctl.logs.output import Sink
+
 HOLD_S = 0.1  # how long a line may be held back for an older one still on its way; adds to -f's latency
 DUMP_CHUNK = 256 << 10  # per file: a dump of 1 024 rank logs holds 256 MiB at most
-HeapEntry = tuple[float, int, int, Source, list[str]]  # time, rank, sequence (ties: file order), source, lines
-Emit = Callable[[Source, list[str], float | None], None]
 
 
 def file_groups(
@@ -50,19 +52,66 @@ def merged(
 
 
 class Merger:
+    """Lines held back for ordering, as columns (time, rank, source, text) sorted once per release: a follower
+    of 512 busy ranks holds ~100k lines a second, each written at its own time, and a heap entry and a sink
+    call per line were most of its time (benchmarks/README.md)."""
+
     def __init__(self) -> None:
-        self._heap: list[HeapEntry] = []
-        self._seq = itertools.count()
+        self._times: list[float] = []
+        self._ranks: list[int] = []
+        self._sources: list[Source] = []
+        self._lines: list[str] = []
 
     def __bool__(self) -> bool:
-        return bool(self._heap)
+        return bool(self._lines)
 
     def add(self, when: float, source: Source, lines: list[str]) -> None:
-        heapq.heappush(self._heap, (when, source.rank, next(self._seq), source, lines))
+        self.add_timed([when] * len(lines), source, lines, when)
 
-    def release(self, emit: Emit, upto: float | None = None) -> None:
-        """Emit every held group written at `upto` or before (all of them for None), oldest first."""
-        heap = self._heap
-        while heap and (upto is None or heap[0][0] <= upto):
-            when, _, _, source, lines = heapq.heappop(heap)
-            emit(source, lines, when)
+    def add_timed(self, times: list[float | None], source: Source, lines: list[str], unknown: float) -> None:
+        """`lines` of `source`, each written at its time in `times`; `unknown` stands for a time not known."""
+        if None in times or 0.0 in times:
+            times = [when or unknown for when in times]
+        self._times += times  # type: ignore[arg-type]  # no None left
+        self._ranks += [source.rank] * len(lines)
+        self._sources += [source] * len(lines)
+        self._lines += lines
+
+    def release(self, sink: Sink, upto: float | None = None) -> None:
+        """Emit every held line written at `upto` or before (all of them for None): oldest first, ties by rank,
+        then in the order they were read."""
+        times = self._times
+        order = sorted(range(len(times)), key=self._ranks.__getitem__)  # stable: ties keep the order read
+        order.sort(key=times.__getitem__)
+        cut = len(order) if upto is None else bisect.bisect_right(order, upto, key=times.__getitem__)
+        if not cut:
+            return
+        sources, lines = self._sources, self._lines
+        if cut < len(order):  # keep the rest, in order: the next sort finds it sorted
+            self._times = [times[i] for i in order[cut:]]
+            self._ranks = [self._ranks[i] for i in order[cut:]]
+            self._sources = [sources[i] for i in order[cut:]]
+            self._lines = [lines[i] for i in order[cut:]]
+        else:
+            self._times, self._ranks, self._sources, self._lines = [], [], [], []
+        order = order[:cut]
+        emit_ordered(
+            sink,
+            list(map(sources.__getitem__, order)),
+            list(map(lines.__getitem__, order)),
+            list(map(times.__getitem__, order)),
+        )
+
+
+def emit_ordered(sink: Sink, sources: list[Source], lines: list[str], times: list[float]) -> None:
+    """Lines in their final order into `sink`: all at once where it can take them so (`ordered`), else a
+    `lines` call per run of one source's lines written at one time."""
+    ordered = getattr(sink, "ordered", None)
+    if ordered is not None:
+        ordered(sources, lines, times)
+        return
+    start = 0
+    for end in range(1, len(lines) + 1):
+        if end == len(lines) or sources[end] is not sources[start] or times[end] != times[start]:
+            sink.lines(sources[start], lines[start:end], times[start])
+            start = end

@@ -74,8 +74,7 @@ class Stamps:
 
     def split(self, start: int, data: bytes, splitter: LineSplitter) -> list[Group]:
         """Lines of `data` (the log's bytes from offset `start`) grouped by the write that completed them."""
-        times, lines = self.split_timed(start, data, splitter)
-        return [(when, [line for _, line in run]) for when, run in itertools.groupby(zip(times, lines), _first)]
+        return group(*self.split_timed(start, data, splitter))
 
     def split_timed(self, start: int, data: bytes, splitter: LineSplitter) -> Timed:
         """Lines of `data` (the log's bytes from offset `start`), each with the time of the write completing it."""
@@ -127,6 +126,11 @@ class Stamps:
         self._head = stop
         self.last = times[-1]
         return times, splitter.feed(data)
+
+
+def group(times: list[float | None], lines: list[str]) -> list[Group]:
+    """Timed lines as groups: consecutive lines with the same time together."""
+    return [(when, [line for _, line in run]) for when, run in itertools.groupby(zip(times, lines), _first)]
 
 
 def _first(pair: tuple[float | None, str]) -> float | None:

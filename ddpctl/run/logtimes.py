@@ -46,7 +46,7 @@ def parse_columns(data: bytes) -> tuple[list[int], list[float], int]:
     return [end for end, _ in records], [when for _, when in records], used
 
 
-_RECORD_BYTES = b"0123456789 .\n"
+_DIGITS_DOT = b"0123456789."
 
 
 def _parse_clean(body: bytes) -> tuple[list[int], list[float]] | None:
@@ -57,9 +57,7 @@ def _parse_clean(body: bytes) -> tuple[list[int], list[float]] | None:
     # Only digits and dots between the separators, which alternate " ", "\n"; one dot per record, none next to
     # a separator: each record is then `<end> <time>` with the dot inside <time>, unless int()/float() below
     # refuse a token.
-    if not count or body.translate(None, _RECORD_BYTES) or body.count(b".") != count:
-        return None
-    if body.translate(None, b"0123456789.") != b" \n" * count:
+    if not count or body.count(b".") != count or body.translate(None, _DIGITS_DOT) != b" \n" * count:
         return None
     if b" ." in body or b".\n" in body:
         return None
