@@ -77,11 +77,11 @@ class PlainSink(Buffered):
         """Lines already in order, each of its source: one pass for the batch, not a `lines` call per line (at
         512 busy ranks in time order, consecutive lines mostly come from different ranks)."""
         if self.timestamps:
-            for source, line, when in zip(sources, lines, times):
+            for source, line, when in zip(sources, lines, times, strict=True):
                 self.lines(source, [line], when)
             return
         # By identity: one Source object per file, and hashing a dataclass per line would cost a Python call.
-        unique = dict(zip(map(id, sources), sources))
+        unique = dict(zip(map(id, sources), sources, strict=True))
         prefixes = {key: self.prefix(source) for key, source in unique.items()}
         shown = lines if self.raw else visible_lines(lines)
         parts: list[str] = ["\n"] * (3 * len(shown))  # prefix, line, newline: one join, no string per line

@@ -130,7 +130,9 @@ class Stamps:
 
 def group(times: list[float | None], lines: list[str]) -> list[Group]:
     """Timed lines as groups: consecutive lines with the same time together."""
-    return [(when, [line for _, line in run]) for when, run in itertools.groupby(zip(times, lines), _first)]
+    return [
+        (when, [line for _, line in run]) for when, run in itertools.groupby(zip(times, lines, strict=True), _first)
+    ]
 
 
 def _first(pair: tuple[float | None, str]) -> float | None:

@@ -3,6 +3,7 @@ stamper records each write's time beside the log), a real registry, the real CLI
 
 from __future__ import annotations
 
+import io
 import json
 import os
 import signal
@@ -16,7 +17,9 @@ from pathlib import Path
 import pytest
 from test_logs_support import MODES, Recorder, make_attempt
 
-from ddpctl.logs.core import LineSplitter, format_time
+from ddpctl.logs.core import LineSplitter, Source, format_time
+from ddpctl.logs.merge import Merger
+from ddpctl.logs.output import PlainSink
 from ddpctl.logs.show import LogsRequest, show_logs
 from ddpctl.logs.stamps import Stamps
 from ddpctl.node import stamper
@@ -228,6 +231,7 @@ def test_the_stamper_leaves_out_exactly_the_ddp_reducer_advice(
     ("sidecar", "records"),
     [
         (b"2 10.0\n4 11.25\n", [(2, 10.0), (4, 11.25)]),
+        (b"2 10.0\n4 11.25\n6 12.0\n8 12.5\n10 13.0\n", [(2, 10.0), (4, 11.25), (6, 12.0), (8, 12.5), (10, 13.0)]),
         (b"2 10.0\n4 11", [(2, 10.0)]),  # a torn last record waits
         # damaged records are skipped, one at a time, wherever they are (the whole-buffer parse gives up)
         (b"2 10.0\nxx\n4 11.0\n", [(2, 10.0), (4, 11.0)]),
@@ -246,3 +250,48 @@ def test_times_sidecar_parses_the_same_whole_or_record_by_record(
 ) -> None:
     assert logtimes.parse_times(sidecar) == (records, sidecar.rfind(b"\n") + 1)
     assert logtimes.parse_columns(sidecar)[:2] == ([end for end, _ in records], [when for _, when in records])
+    # The same after four good records (past the few parsed one by one), and before them.
+    good = [(100, 20.0), (101, 21.0), (102, 22.5), (103, 23.0)]
+    good_bytes = b"".join(b"%d %.1f\n" % record for record in good)
+    whole = sidecar[: sidecar.rfind(b"\n") + 1]
+    assert logtimes.parse_times(good_bytes + whole)[0] == good + [r for r in records if r[0] >= 103]
+    assert logtimes.parse_times(whole + good_bytes)[0] == records + good
+
+
+@pytest.mark.parametrize(
+    ("added", "upto", "shown", "held"),
+    [
+        # by time across ranks; within one rank, in the order read
+        ([(1, [3.0, 5.0], ["a", "b"]), (0, [4.0], ["c"])], None, ["r1 a", "r0 c", "r1 b"], 0),
+        # only what was written up to the watermark; the rest waits, in order, for the next release
+        ([(1, [3.0, 5.0], ["a", "b"]), (0, [4.0, 6.0], ["c", "d"])], 4.0, ["r1 a", "r0 c"], 2),
+        # equal times (logs without times, read in one pass): by rank, then in the order read
+        (
+            [(2, [1.0, 1.0], ["x", "y"]), (0, [1.0], ["z"]), (2, [1.0], ["w"])],
+            None,
+            ["r0 z", "r2 x", "r2 y", "r2 w"],
+            0,
+        ),
+        # a time not known counts as the pass's time (`unknown`, here 2.0)
+        ([(0, [None, 3.0], ["p", "q"]), (1, [2.5], ["s"])], None, ["r0 p", "r1 s", "r0 q"], 0),
+        ([(0, [7.0], ["late"])], 6.0, [], 1),
+    ],
+)
+def test_merger_releases_by_write_time_then_rank_then_read_order(
+    added: list[tuple[int, list[float | None], list[str]]], upto: float | None, shown: list[str], held: int
+) -> None:
+    sources = {rank: Source(0, "n", rank) for rank, _, _ in added}
+    recorded, merger = Recorder(), Merger()
+    out = io.StringIO()
+    plain, plain_merger = PlainSink(out), Merger()  # the sink that takes a release's lines at once (`ordered`)
+    for rank, times, lines in added:
+        merger.add_timed(times, sources[rank], lines, 2.0)
+        plain_merger.add_timed(times, sources[rank], lines, 2.0)
+    merger.release(recorded, upto)
+    plain_merger.release(plain, upto)
+    plain.flush()
+    assert [f"r{src.rank} {text}" for _, src, text in recorded.rows if src is not None] == shown
+    assert out.getvalue() == "".join(f"[a0 n {line.split()[0]}] {line.split()[1]}\n" for line in shown)
+    assert bool(merger) == bool(held)
+    merger.release(recorded)
+    assert len(recorded.rows) == len(shown) + held == sum(len(lines) for _, _, lines in added)
