@@ -1,9 +1,9 @@
 """File side of `ddpctl logs`: find attempts, rank logs and node names; read each log from where it left off.
 
-An idle file costs one `os.stat` per poll. A file is opened when it first grows and then kept open (pread on
-an open descriptor is ~15x cheaper than open/read/close, which matters at 100 polls/s), but only within a
-budget of half the descriptor limit: past it, files are opened and closed per read, so 1 024 ranks never run
-into a soft limit of 1 024.
+An idle file costs one `os.stat` per poll. A file (and its `.times` sidecar) is opened when it first grows and
+then kept open (pread on an open descriptor is ~15x cheaper than open/read/close, which matters at 100 polls/s),
+but only within a budget of half the descriptor limit (stamps.FDS): past it, files are opened and closed per
+read, so 1 024 ranks never run into a soft limit of 1 024.
 """
 
 from __future__ import annotations
@@ -11,14 +11,13 @@ from __future__ import annotations
 import errno
 import json
 import os
-import resource
 import stat
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from ddpctl import safeio
 from ddpctl.logs.core import LineFilter, LineSplitter, Source
-from ddpctl.logs.stamps import Group, Stamps, Timed, group
+from ddpctl.logs.stamps import FDS, Group, Stamps, Timed, group
 from ddpctl.run.layout import NODE_INFO_GLOB, RANK_INFO_GLOB, RunLayout, attempts_in, rank_of_log
 
 _UNSEEN = -1  # inode before the first stat
@@ -26,24 +25,6 @@ _VANISHED = 0  # no file has inode 0: set when the file disappears, so its retur
 _REPLACED = -1
 _LINK = -2  # the path is a symlink: reported once, never read
 CHUNK = 4 << 20  # most bytes read from one file per poll, so one chatty rank cannot starve the others
-
-
-class _FdBudget:
-    def __init__(self) -> None:
-        soft = resource.getrlimit(resource.RLIMIT_NOFILE)[0]
-        self.left = 4096 if soft == resource.RLIM_INFINITY else max(0, soft // 2 - 32)
-
-    def take(self) -> bool:
-        if self.left <= 0:
-            return False
-        self.left -= 1
-        return True
-
-    def give(self) -> None:
-        self.left += 1
-
-
-FDS = _FdBudget()
 
 
 def list_attempts(root: Path) -> list[int]:
@@ -187,6 +168,7 @@ class FileTail:
         return [None], [f"[ddpctl] not shown: {name} is a symbolic link (run-dir files are never followed)"]
 
     def close(self) -> None:
+        self.stamps.close()
         if self._fd is not None:
             os.close(self._fd)
             self._fd = None

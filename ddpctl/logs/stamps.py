@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import itertools
 import os
+import resource
 
 from ddpctl import safeio
 from ddpctl.logs.core import LineSplitter
@@ -18,6 +19,27 @@ from ddpctl.run import logtimes
 Group = tuple[float | None, list[str]]  # lines written at one time (None: not known, the log has no sidecar)
 Timed = tuple[list[float | None], list[str]]  # lines and, for each, the time it was written (None: not known)
 READ_LIMIT = 1 << 20
+
+
+class _FdBudget:
+    """Descriptors `logs` may keep open (logs and their sidecars): half the soft limit, so 1 024 ranks never
+    run into a soft limit of 1 024; past it, files are opened and closed per read."""
+
+    def __init__(self) -> None:
+        soft = resource.getrlimit(resource.RLIMIT_NOFILE)[0]
+        self.left = 4096 if soft == resource.RLIM_INFINITY else max(0, soft // 2 - 32)
+
+    def take(self) -> bool:
+        if self.left <= 0:
+            return False
+        self.left -= 1
+        return True
+
+    def give(self) -> None:
+        self.left += 1
+
+
+FDS = _FdBudget()
 
 
 class Stamps:
@@ -31,11 +53,19 @@ class Stamps:
         self._ends: list[int] = []
         self._times: list[float] = []
         self._head = 0
+        self._fd: int | None = None  # kept open within the budget: an open and a close less per file and poll
 
     def reset(self) -> None:
         """The log restarted (truncated or replaced): so did its sidecar."""
+        self.close()
         self.present, self.indexed, self._offset = None, 0, 0
         self._ends, self._times, self._head = [], [], 0
+
+    def close(self) -> None:
+        if self._fd is not None:
+            os.close(self._fd)
+            self._fd = None
+            FDS.give()
 
     def refresh(self, log_size: int) -> int | None:
         """Read new records; return how far into the log times are known, or None for a log without times.
@@ -45,12 +75,16 @@ class Stamps:
         """
         if self.present is False or log_size == 0:
             return None if self.present is False else self.indexed
-        try:
-            fd = safeio.open_read(self.path)
-        except OSError:  # missing, or a symlink (never followed): no times
-            if self.present is None:
-                self.present = False
-            return None if self.present is False else self.indexed
+        fd = self._fd
+        if fd is None:
+            try:
+                fd = safeio.open_read(self.path)
+            except OSError:  # missing, or a symlink (never followed): no times
+                if self.present is None:
+                    self.present = False
+                return None if self.present is False else self.indexed
+            if FDS.take():
+                self._fd = fd
         try:
             while data := os.pread(fd, READ_LIMIT, self._offset):
                 ends, times, used = logtimes.parse_columns(data)
@@ -61,7 +95,8 @@ class Stamps:
                 if used < len(data) or used == 0:
                     break
         finally:
-            os.close(fd)
+            if self._fd is None:
+                os.close(fd)
         self.present = True
         return self.indexed
 

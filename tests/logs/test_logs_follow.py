@@ -23,11 +23,11 @@ from test_logs_support import (
 
 from ddpctl.errors import LogsError
 from ddpctl.logs.core import LineFilter, parse_rank_spec
-from ddpctl.logs.files import FDS
 from ddpctl.logs.follow import FollowConfig
 from ddpctl.logs.notify import Notifier, mount_fs_type
 from ddpctl.logs.output import PlainSink
 from ddpctl.logs.show import LogsRequest, show_logs
+from ddpctl.logs.stamps import FDS
 from ddpctl.run import logtimes
 from ddpctl.run.registry import JobRecord
 
@@ -263,20 +263,33 @@ def test_notifier_wakes_on_a_write(tmp_path: Path) -> None:
         notifier.close()
 
 
-def test_reads_without_keeping_descriptors_past_the_budget(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(FDS, "left", 1)  # room for one kept descriptor: the other files are opened per read
+@pytest.mark.parametrize("budget", [1, 4])
+@pytest.mark.parametrize("timed", [False, True], ids=["untimed", "timed"])
+def test_reads_without_keeping_descriptors_past_the_budget(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, timed: bool, budget: int
+) -> None:
+    # Room for `budget` kept descriptors (logs and, when timed, their sidecars): the other files are opened per
+    # read; every kept one is given back at the end.
+    monkeypatch.setattr(FDS, "left", budget)
     a0 = make_attempt(tmp_path, 0, {"n1": [0, 1, 2]})
+
+    def write(log: Path, data: bytes) -> None:
+        if timed:
+            append_timed(log, data, time.time())
+        else:
+            append(log, data)
+
     for r in range(3):
-        append(a0 / f"rank-{r}.log", f"r{r} one\n".encode())
+        write(a0 / f"rank-{r}.log", f"r{r} one\n".encode())
     sink = Recorder()
     follower = FollowThread(tmp_path, sink, JobStateSwitch())
     follower.start()
     sink.wait_for(lambda s: len(s.texts()) == 3)
     for r in range(3):
-        append(a0 / f"rank-{r}.log", f"r{r} two\n".encode())
+        write(a0 / f"rank-{r}.log", f"r{r} two\n".encode())
     sink.wait_for(lambda s: len(s.texts()) == 6)
     follower.finish()
-    assert FDS.left == 1  # every kept descriptor was closed again
+    assert FDS.left == budget  # every kept descriptor was closed again
     assert sorted(sink.texts()) == sorted(f"r{r} {n}" for r in range(3) for n in ("one", "two"))
 
 
