@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import bisect
 import heapq
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import TYPE_CHECKING
 
 from ddpctl.logs.core import LineFilter, Source
@@ -52,30 +52,39 @@ def merged(
 
 
 class Merger:
-    """Lines held back for ordering, as columns (time, rank, source, text) sorted once per release: a follower
-    of 512 busy ranks holds ~100k lines a second, each written at its own time, and a heap entry and a sink
-    call per line were most of its time (benchmarks/README.md)."""
+    """Lines held back for ordering, as columns of runs (time, rank, source, lines written at that time) sorted
+    once per release: a follower of 512 busy ranks holds ~100k lines a second, each written at its own time,
+    and a heap entry and a sink call per line were most of its time (benchmarks/README.md). A read whose lines
+    share one time (a log without times, one write) is one run; otherwise each line is its own."""
 
     def __init__(self) -> None:
         self._times: list[float] = []
         self._ranks: list[int] = []
         self._sources: list[Source] = []
-        self._lines: list[str] = []
+        self._runs: list[Sequence[str]] = []
 
     def __bool__(self) -> bool:
-        return bool(self._lines)
+        return bool(self._runs)
 
     def add(self, when: float, source: Source, lines: list[str]) -> None:
         self.add_timed([when] * len(lines), source, lines, when)
 
     def add_timed(self, times: list[float | None], source: Source, lines: list[str], unknown: float) -> None:
         """`lines` of `source`, each written at its time in `times`; `unknown` stands for a time not known."""
+        if not lines:
+            return
+        if times.count(times[0]) == len(times):
+            self._times.append(times[0] or unknown)
+            self._ranks.append(source.rank)
+            self._sources.append(source)
+            self._runs.append(lines)
+            return
         if None in times or 0.0 in times:
             times = [when or unknown for when in times]
         self._times += times  # type: ignore[arg-type]  # no None left
         self._ranks += [source.rank] * len(lines)
         self._sources += [source] * len(lines)
-        self._lines += lines
+        self._runs += zip(lines)  # one-line runs, without a Python step per line
 
     def release(self, sink: Sink, upto: float | None = None) -> None:
         """Emit every held line written at `upto` or before (all of them for None): oldest first, ties by rank,
@@ -86,32 +95,29 @@ class Merger:
         cut = len(order) if upto is None else bisect.bisect_right(order, upto, key=times.__getitem__)
         if not cut:
             return
-        sources, lines = self._sources, self._lines
+        sources, runs = self._sources, self._runs
         if cut < len(order):  # keep the rest, in order: the next sort finds it sorted
             self._times = [times[i] for i in order[cut:]]
             self._ranks = [self._ranks[i] for i in order[cut:]]
             self._sources = [sources[i] for i in order[cut:]]
-            self._lines = [lines[i] for i in order[cut:]]
+            self._runs = [runs[i] for i in order[cut:]]
         else:
-            self._times, self._ranks, self._sources, self._lines = [], [], [], []
+            self._times, self._ranks, self._sources, self._runs = [], [], [], []
         order = order[:cut]
         emit_ordered(
             sink,
             list(map(sources.__getitem__, order)),
-            list(map(lines.__getitem__, order)),
+            list(map(runs.__getitem__, order)),
             list(map(times.__getitem__, order)),
         )
 
 
-def emit_ordered(sink: Sink, sources: list[Source], lines: list[str], times: list[float]) -> None:
-    """Lines in their final order into `sink`: all at once where it can take them so (`ordered`), else a
-    `lines` call per run of one source's lines written at one time."""
+def emit_ordered(sink: Sink, sources: list[Source], runs: list[Sequence[str]], times: list[float]) -> None:
+    """Runs of lines in their final order into `sink`: all at once where it can take them so (`ordered`), else
+    a `lines` call per run."""
     ordered = getattr(sink, "ordered", None)
     if ordered is not None:
-        ordered(sources, lines, times)
+        ordered(sources, runs, times)
         return
-    start = 0
-    for end in range(1, len(lines) + 1):
-        if end == len(lines) or sources[end] is not sources[start] or times[end] != times[start]:
-            sink.lines(sources[start], lines[start:end], times[start])
-            start = end
+    for source, run, when in zip(sources, runs, times, strict=True):
+        sink.lines(source, list(run), when)

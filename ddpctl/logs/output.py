@@ -6,8 +6,9 @@ plain output fast, and since each batch holds only whole lines, concurrent ranks
 
 from __future__ import annotations
 
+import itertools
 import json
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Protocol, TextIO
 
 from ddpctl.logs.core import Source, format_time, render_json, render_plain
@@ -73,19 +74,21 @@ class PlainSink(Buffered):
             prefix = f"{format_time(when)} {prefix}"
         self._buf.append(render_plain(prefix, lines if self.raw else visible_lines(lines)))
 
-    def ordered(self, sources: list[Source], lines: list[str], times: list[float]) -> None:
-        """Lines already in order, each of its source: one pass for the batch, not a `lines` call per line (at
-        512 busy ranks in time order, consecutive lines mostly come from different ranks)."""
+    def ordered(self, sources: list[Source], runs: list[Sequence[str]], times: list[float]) -> None:
+        """Runs of lines already in order, each of its source: one join for the batch, not a `lines` call per
+        run (at 512 busy ranks in time order, consecutive lines mostly come from different ranks)."""
         if self.timestamps:
-            for source, line, when in zip(sources, lines, times, strict=True):
-                self.lines(source, [line], when)
+            for source, run, when in zip(sources, runs, times, strict=True):
+                self.lines(source, list(run), when)
             return
         # By identity: one Source object per file, and hashing a dataclass per line would cost a Python call.
         unique = dict(zip(map(id, sources), sources, strict=True))
         prefixes = {key: self.prefix(source) for key, source in unique.items()}
+        lines = list(itertools.chain.from_iterable(runs))
         shown = lines if self.raw else visible_lines(lines)
         parts: list[str] = ["\n"] * (3 * len(shown))  # prefix, line, newline: one join, no string per line
-        parts[0::3] = map(prefixes.__getitem__, map(id, sources))
+        run_prefixes = map(prefixes.__getitem__, map(id, sources))
+        parts[0::3] = itertools.chain.from_iterable(map(itertools.repeat, run_prefixes, map(len, runs)))
         parts[1::3] = shown
         self._buf.append("".join(parts))
 
