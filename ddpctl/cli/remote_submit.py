@@ -8,13 +8,14 @@ from __future__ import annotations
 import argparse
 import re
 import uuid
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from ddpctl.errors import ArgumentError
 
 if TYPE_CHECKING:
     from ddpctl.api.remote import RemoteJob
-    from ddpctl.remote.send import Sent
+    from ddpctl.remote.profiles import Cluster
+    from ddpctl.remote.send import Code, Sent
     from ddpctl.spec.model import JobSpec
 
 
@@ -66,16 +67,25 @@ WAIT_POLL_S = 2.0  # each poll is a remote `status --json` (a round trip, and sq
 def run_preview(args: argparse.Namespace, action: str, spec: JobSpec | None = None) -> int:
     """`submit --dry-run` or `doctor` (action) on the cluster: what its ddpctl printed, its exit status."""
     from ddpctl import api
-    from ddpctl.api.remote import chosen, succeeded, version
+    from ddpctl.api.remote import chosen
     from ddpctl.remote import send
-    from ddpctl.remote.transport import Transport
-    from ddpctl.sanitize import visible
 
     cluster = chosen(args.cluster, spec)
     if spec is None:
         spec = api.spec_of(args.spec, backend=args.backend, overrides=args.overrides)
     code = send.local_code(spec)
     request = send.request_of(spec, code, cluster, args.overrides, backend=args.backend, action=action)
+    return show_preview(cluster, code, request)
+
+
+def show_preview(cluster: Cluster, code: Code, request: dict[str, Any]) -> int:
+    """Send the code and have the cluster's ddpctl render or check the request there (nothing submitted): what
+    it printed, made visible, then the `sent:` line; its exit status (1 where it gave none that fits)."""
+    from ddpctl.api.remote import succeeded, version
+    from ddpctl.remote import send
+    from ddpctl.remote.transport import Transport
+    from ddpctl.sanitize import visible
+
     sent, outcome = send.preview_code(Transport(cluster), code, request, version())
     outcome = succeeded(cluster.name, outcome)
     for line in outcome.get("lines", []):

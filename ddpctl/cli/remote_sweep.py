@@ -58,19 +58,9 @@ def run_remote(args: argparse.Namespace, loaded: Sweep) -> int:
 
 def previewed(cluster: Cluster, code: Any, request: dict[str, Any]) -> int:
     """The points and batch script the cluster's `sweep --dry-run` printed, made visible; its exit status."""
-    from ddpctl.api.remote import succeeded, version
-    from ddpctl.cli.remote_submit import sent_line
-    from ddpctl.remote import send
-    from ddpctl.remote.transport import Transport
-    from ddpctl.sanitize import visible
+    from ddpctl.cli.remote_submit import show_preview
 
-    sent, outcome = send.preview_code(Transport(cluster), code, request, version())
-    outcome = succeeded(cluster.name, outcome)
-    for line in outcome.get("lines", []):
-        print(visible(str(line)))
-    print(sent_line(sent, cluster.name))
-    code_there = outcome.get("code")
-    return code_there if isinstance(code_there, int) and 0 <= code_there < 126 else 1
+    return show_preview(cluster, code, request)
 
 
 def recorded(cluster: str, source: str, outcome: object) -> tuple[str, list[str]]:
