@@ -139,6 +139,7 @@ class Login:
 
 
 BRIDGE, LOGIN_ADDR, LOGIN_VETH = "ddpctl-br0", "10.99.0.2", "ddpctl-vlogin"  # tests/cluster/common.sh's bridge
+LOGIN_MAC = "02:99:00:00:00:02"  # locally administered, the same for every login node of every run
 # Every client command: a private mount namespace with an empty tmpfs over each hidden directory (the arguments
 # before `--`), then the command itself.
 HIDE = (
@@ -185,8 +186,13 @@ class NetnsLogin(Login):
             assert time.monotonic() < deadline, "unshare did not make its network namespace"
             time.sleep(0.01)
         inside = ["nsenter", f"--target={pid}", "--net", "ip"]
+        # A fixed MAC, and this host's neighbour entry for the address dropped: an entry left by an earlier login
+        # node (another random MAC, kept as STALE or FAILED while the table is small) made the first connection
+        # wait out ARP's probes past ssh's 10 s ConnectTimeout.
+        subprocess.run(["ip", "neigh", "flush", "to", LOGIN_ADDR], check=False, capture_output=True, timeout=30)
+        peer = ["peer", "name", "eth0", "address", LOGIN_MAC, "netns", str(pid)]
         for argv in (
-            ["ip", "link", "add", LOGIN_VETH, "type", "veth", "peer", "name", "eth0", "netns", str(pid)],
+            ["ip", "link", "add", LOGIN_VETH, "type", "veth", *peer],
             ["ip", "link", "set", LOGIN_VETH, "master", BRIDGE, "up"],
             [*inside, "link", "set", "lo", "up"],
             [*inside, "addr", "add", f"{LOGIN_ADDR}/24", "dev", "eth0"],

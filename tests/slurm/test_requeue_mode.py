@@ -44,8 +44,14 @@ def test_auto_picks_chain_on_a_cluster_without_job_requeue(no_requeue_cluster: N
     assert "[ok  ] requeue mode: chain (JobRequeue=0 in the cluster's config)" in doctor, doctor
     script = dry_run(cli)
     call = 'scontrol requeue "$requeue_id"'  # the command, not the comments that mention it
-    assert "#SBATCH --no-requeue" in script and "internal chain-next" in script and call not in script
-    assert call in dry_run(cli, "requeue.mode=requeue")  # the spec's explicit choice wins
+    # Chained: submitted --no-requeue; the job requeues itself only when its successor is refused, made
+    # requeueable first (on this cluster that fails too, and the run ends there).
+    fallback = 'if "${DDPCTL[@]}" internal chain-next "$RUN_DIR"; then exit "$status"; fi'
+    made_requeueable = 'scontrol update JobId="$requeue_id" Requeue=1 || exit 1'
+    assert "#SBATCH --no-requeue" in script and fallback in script, script
+    assert script.index(fallback) < script.index(made_requeueable) < script.index(call), script
+    plain = dry_run(cli, "requeue.mode=requeue")  # the spec's explicit choice wins
+    assert call in plain and made_requeueable not in plain and "#SBATCH --requeue" in plain, plain
     submitit = cli.run("doctor", str(REPO / "jobs" / "example.yaml"), "--backend", "submitit", check=False).stdout
     assert "[FAIL] requeue mode:" in submitit and "submitit backend can only requeue" in submitit, submitit
 
