@@ -109,8 +109,10 @@ def test_the_agent_is_torchrun_after_the_wait(tmp_path) -> None:  # type: ignore
     """The real thing: waits for the port, then torch's own torchrun runs the command on one process."""
     marker = tmp_path / "ran"
     torchrun = ["--standalone", "--nproc-per-node=1", "--no-python", "touch", str(marker)]
+    # Before the listener's thread starts its 0.5 s: taken inside, it could come a few hundred µs after that
+    # thread's start and the bound below would miss by as much (seen once on a loaded 2-core run).
+    started = time.monotonic()
     with late_listener(0.5) as (port, accepted):
-        started = time.monotonic()
         done = subprocess.run(
             [sys.executable, "-m", "ddpctl.node.agent", f"127.0.0.1:{port}", *torchrun],
             capture_output=True,
