@@ -19,6 +19,7 @@ import jinja2
 from ddpctl.errors import SpecError
 from ddpctl.plan.sandbox import make_sandbox, render_bounded
 from ddpctl.plan.tplcache import template_cache
+from ddpctl.record import Record
 from ddpctl.run.layout import ENDED_MARKERS, EXCLUDED_NODES, NODE_LEFT, NODE_LOST, SPARE_RESTARTS, sbatch_output
 from ddpctl.spec import JobSpec
 from ddpctl.spec.templates import template_path
@@ -41,8 +42,8 @@ def sbatch_value(value: object) -> str:
     return f'"{text}"'
 
 
-@dataclass(frozen=True)
-class RenderInputs:
+@dataclass(frozen=True, eq=False, repr=False)  # eq, hash, repr: Record (start-up time)
+class RenderInputs(Record):
     """What the template needs besides the spec: where runs go and how nodes call ddpctl."""
 
     run_base: Path  # absolute: <run_dir>/<name>; the job's run dir is <run_base>/<job id>

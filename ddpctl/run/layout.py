@@ -42,6 +42,8 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
+from ddpctl.record import Record
+
 ATTEMPT_RE = re.compile(r"^attempt-(\d+)$")
 ATTEMPT_GLOB = "attempt-*"
 RANK_LOG_RE = re.compile(r"^rank-(\d+)\.log$")
@@ -65,8 +67,10 @@ NODE_LOST = "node-lost.json"  # per attempt; the batch shell knows the name (the
 NODE_LEFT = "left-node-"  # + node rank, per attempt: that launcher recorded its exit (the batch shell counts them)
 
 
-@dataclass(frozen=True)
-class RunLayout:
+@dataclass(frozen=True, eq=False, repr=False)  # eq, hash, repr: Record (start-up time)
+class RunLayout(Record):
+    """The paths of one run directory, `root`."""
+
     root: Path
 
     @property

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ddpctl.spec.record import Record
+from ddpctl.record import Record
 
 SCRIPT, EXECUTOR, NOTHING = "script", "executor", "nothing"  # what a plan hands its backend besides the run dir
 ARRAY, QUEUE = "array", "queue"  # how it runs a sweep: one Slurm job array, or a detached queue on this machine
@@ -19,6 +19,8 @@ ARRAY, QUEUE = "array", "queue"  # how it runs a sweep: one Slurm job array, or 
 
 @dataclass(frozen=True, eq=False, repr=False)  # eq, hash, repr: Record (start-up time)
 class Capabilities(Record):
+    """One backend's row of the table below."""
+
     name: str
     slurm: bool  # its jobs are Slurm jobs: Slurm's tools, partitions and cluster facts apply; squeue knows them
     submits: str  # SCRIPT (the rendered batch script), EXECUTOR (submitit's parameters) or NOTHING

@@ -6,13 +6,15 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from ddpctl.record import Record
 from ddpctl.spec import capabilities
 from ddpctl.spec.capabilities import Capabilities
-from ddpctl.spec.record import Record
 
 
 @dataclass(frozen=True, eq=False, repr=False)  # eq, hash, repr: Record (start-up time)
 class NcclSettings(Record):
+    """The spec's `nccl:` section: the NCCL/Gloo settings every rank gets."""
+
     socket_ifname: str | None = None  # NCCL_SOCKET_IFNAME and GLOO_SOCKET_IFNAME; None = detect non-loopback
     ib_disable: bool = False
     debug: str | None = None  # NCCL_DEBUG: VERSION, WARN, INFO, TRACE
@@ -22,6 +24,8 @@ class NcclSettings(Record):
 
 @dataclass(frozen=True, eq=False, repr=False)  # eq, hash, repr: Record (start-up time)
 class RequeuePolicy(Record):
+    """The spec's `requeue:` section: the warning signal and the budgets that decide whether a run goes on."""
+
     enabled: bool = True
     signal: str = "USR2"  # USR1 is grabbed by some NCCL builds; USR2 is safe
     lead_s: int = 120  # seconds before the time limit the warning signal is sent
@@ -42,12 +46,16 @@ class RequeuePolicy(Record):
 
 @dataclass(frozen=True, eq=False, repr=False)  # eq, hash, repr: Record (start-up time)
 class CheckpointSettings(Record):
+    """The spec's `checkpoint:` section: where checkpoints go and how many are kept."""
+
     dir: str | None = None  # None = <run dir>/checkpoints
     keep: int = 3
 
 
 @dataclass(frozen=True, eq=False, repr=False)  # eq, hash, repr: Record (start-up time)
 class HealthSettings(Record):
+    """The spec's `health:` section: the hang watchdog's allowances, straggler flagging, the node preflight."""
+
     hang_timeout_s: int | None = None  # None: derived from observed step times (>= hang_floor_s); 0: off
     # Defaults and their reasoning: README, "Hang watchdog". Above PyTorch's 2 min NCCL heartbeat, below its
     # 10 min collective timeout (which would end the ranks without a stack dump).
@@ -91,6 +99,8 @@ SECTIONS: dict[str, type[Record]] = {
 
 @dataclass(frozen=True, eq=False, repr=False)  # eq, hash, repr: Record (start-up time)
 class JobSpec(Record):
+    """A whole job spec, checked: what `ddpctl.spec.load` builds and every other part of ddpctl reads."""
+
     name: str
     script: str
     args: tuple[str, ...] = ()

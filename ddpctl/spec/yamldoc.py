@@ -20,6 +20,7 @@ import yaml
 
 from ddpctl import safeio
 from ddpctl.errors import SpecError
+from ddpctl.record import Record
 
 Key = tuple[str, ...]
 _MERGE_TAG = "tag:yaml.org,2002:merge"
@@ -62,8 +63,8 @@ class Doc:
                 del table[key]
 
 
-@dataclass(frozen=True)
-class At:
+@dataclass(frozen=True, eq=False, repr=False)  # eq, hash, repr: Record (start-up time)
+class At(Record):
     """One key path in a Doc: the place an error message points at."""
 
     doc: Doc

@@ -1,13 +1,18 @@
-"""Record gives the spec's frozen dataclasses the same __eq__, __hash__ and __repr__ as `dataclass(frozen=True)`
-would generate, without compiling them per class at import (start-up time: benchmarks/README.md)."""
+"""Record gives the frozen dataclasses built at start-up the same __eq__, __hash__ and __repr__ as
+`dataclass(frozen=True)` would generate, without compiling them per class at import (start-up time:
+benchmarks/README.md)."""
 
 from __future__ import annotations
 
 import dataclasses
+from pathlib import Path
 from typing import Any
 
 import pytest
 
+from ddpctl.plan.render import RenderInputs
+from ddpctl.record import Record
+from ddpctl.run.layout import RunLayout
 from ddpctl.spec.capabilities import BACKENDS, Capabilities
 from ddpctl.spec.model import (
     CheckpointSettings,
@@ -17,9 +22,20 @@ from ddpctl.spec.model import (
     NcclSettings,
     RequeuePolicy,
 )
-from ddpctl.spec.record import Record
+from ddpctl.spec.yamldoc import At, Doc
 
-CLASSES = (NcclSettings, RequeuePolicy, CheckpointSettings, HealthSettings, ContainerSettings, JobSpec, Capabilities)
+CLASSES = (
+    NcclSettings,
+    RequeuePolicy,
+    CheckpointSettings,
+    HealthSettings,
+    ContainerSettings,
+    JobSpec,
+    Capabilities,
+    RunLayout,
+    RenderInputs,
+    At,
+)
 
 
 TWINS: dict[type, Any] = {}  # one twin class per class: instances of two different classes are never equal
@@ -38,6 +54,8 @@ def twin(value: Any) -> Any:
     return generated(type(value))(**{f.name: getattr(value, f.name) for f in dataclasses.fields(value)})
 
 
+DOC = Doc("job.yaml", {"nodes": 2}, lines={("nodes",): 3})
+
 SAMPLES = [
     NcclSettings(),
     NcclSettings(socket_ifname="ib0", debug="INFO"),
@@ -48,6 +66,8 @@ SAMPLES = [
     JobSpec("train", "train.py"),
     JobSpec("train", "train.py", args=("--lr", "0.1"), nodes=4, env=(("A", "1"),), sbatch=(("exclusive", True),)),
     *BACKENDS.values(),
+    RunLayout(Path("/runs/train/17")),
+    RenderInputs(Path("/runs/train"), "/usr/bin/python3"),
 ]
 
 
@@ -56,6 +76,12 @@ def test_the_classes_take_eq_hash_and_repr_from_record(cls: type) -> None:
     # A class declared @dataclass(frozen=True) again would compile its own (and still pass the tests below).
     assert issubclass(cls, Record)
     assert (cls.__eq__, cls.__hash__, cls.__repr__) == (Record.__eq__, Record.__hash__, Record.__repr__)
+
+
+@pytest.mark.parametrize("cls", CLASSES, ids=lambda cls: cls.__name__)
+def test_each_class_has_its_own_docstring(cls: type) -> None:
+    # Without one, `dataclass` writes "Name(field: type, ...)" from inspect.signature at import (start-up time).
+    assert "__doc__" in vars(cls) and not cls.__doc__.startswith(f"{cls.__name__}(")  # type: ignore[union-attr]
 
 
 @pytest.mark.parametrize("value", SAMPLES, ids=repr)
@@ -73,6 +99,11 @@ def test_repr_and_hash_are_the_generated_ones(value: Any) -> None:
         (NcclSettings(), NcclSettings(), True),
         (CheckpointSettings(), CheckpointSettings(keep=4), False),
         (BACKENDS["sbatch"], BACKENDS["local"], False),
+        (RunLayout(Path("/r/1")), RunLayout(Path("/r/1")), True),
+        (RunLayout(Path("/r/1")), RunLayout(Path("/r/2")), False),
+        (RenderInputs(Path("/r"), "python"), RenderInputs(Path("/r"), "python3"), False),
+        (At(DOC, ("nodes",)), At(DOC, ("nodes",)), True),
+        (At(DOC, ("nodes",)), At(DOC, ("name",)), False),
     ],
 )
 def test_equality_is_the_generated_one(left: Any, right: Any, equal: bool) -> None:
@@ -84,6 +115,23 @@ def test_another_class_with_the_same_values_is_not_equal() -> None:
     # dataclass's __eq__ compares instances of the same class only (NotImplemented otherwise).
     assert CheckpointSettings() != twin(CheckpointSettings())
     assert CheckpointSettings().__eq__(twin(CheckpointSettings())) is NotImplemented
+
+
+def test_a_record_holding_a_mutable_doc_is_unhashable_as_the_generated_one_is() -> None:
+    at = At(DOC, ("nodes",))
+    assert repr(at) == repr(twin(at))
+    for value in (at, twin(at)):
+        with pytest.raises(TypeError, match="unhashable type: 'Doc'"):
+            hash(value)
+
+
+@pytest.mark.parametrize("value", [*SAMPLES, At(DOC, ("nodes",))], ids=repr)
+def test_every_class_is_still_frozen(value: Any) -> None:
+    name = dataclasses.fields(value)[0].name
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        setattr(value, name, None)
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        delattr(value, name)
 
 
 def test_still_frozen_and_replaceable() -> None:
