@@ -220,7 +220,7 @@ def test_run_dir_names_are_spelled_in_layout_only(name: str) -> None:
         "ddpctl.backends",
         "ddpctl.spec.capabilities",
         "ddpctl.backends.submitit_backend",
-        "ddpctl.cli.submit",
+        "ddpctl.cli.common",
         "ddpctl.cli.doctor",
     }
     allowed = {

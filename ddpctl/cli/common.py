@@ -11,6 +11,10 @@ from ddpctl.cli.completion import complete_set, complete_with, job_refs
 # `sweep` needs that module).
 RESULTS = "sweep-results"
 
+# Every command's --backend lists them in this order (here, not in cli.submit: `render`, `doctor` and `scale` take
+# --backend too, and need not load the submit command's module to build their parser).
+BACKENDS = ("sbatch", "submitit", "local")
+
 
 def add_spec_args(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("spec", help="job spec YAML file (e.g. jobs/example.yaml)")

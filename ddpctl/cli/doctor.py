@@ -9,7 +9,7 @@ from __future__ import annotations
 import argparse
 from typing import TYPE_CHECKING, Any
 
-from ddpctl.cli.common import add_spec_args
+from ddpctl.cli.common import BACKENDS, add_spec_args
 
 if TYPE_CHECKING:
     from pathlib import Path
@@ -29,8 +29,6 @@ def add(sub: Any) -> None:
         "With --cluster (or the spec's cluster:), the remote cluster's ddpctl checks it there.",
     )
     add_spec_args(parser)
-    from ddpctl.cli.submit import BACKENDS
-
     parser.add_argument("--backend", choices=BACKENDS, help="override the spec's backend")
     parser.add_argument(
         "--cluster",

@@ -7,7 +7,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from ddpctl.cli.common import add_spec_args
+from ddpctl.cli.common import BACKENDS, add_spec_args
 
 
 def add(sub: Any) -> None:
@@ -17,8 +17,6 @@ def add(sub: Any) -> None:
         description="Render the spec's sbatch template (no submission).",
     )
     add_spec_args(parser)
-    from ddpctl.cli.submit import BACKENDS
-
     parser.add_argument(
         "--backend",
         choices=BACKENDS,

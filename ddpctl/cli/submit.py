@@ -6,7 +6,7 @@ import argparse
 import sys
 from typing import TYPE_CHECKING, Any
 
-from ddpctl.cli.common import add_spec_args
+from ddpctl.cli.common import BACKENDS, add_spec_args
 
 if TYPE_CHECKING:
     from ddpctl.api import Job
@@ -14,9 +14,6 @@ if TYPE_CHECKING:
     from ddpctl.spec import JobSpec
 
     Submitted = tuple[Job, SubmissionPlan]
-
-
-BACKENDS = ("sbatch", "submitit", "local")  # every command's --backend lists them in this order
 
 
 def add(sub: Any) -> None:

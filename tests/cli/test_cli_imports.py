@@ -73,5 +73,7 @@ def test_render_imports_only_what_a_valid_spec_needs() -> None:
 
 def test_render_imports_no_socket_and_no_other_command() -> None:
     # Start-up time (benchmarks/README.md, bench_render.py): safeio names the host with os.uname, not socket (~3 ms
-    # of imports), and the `sweep results` command name lives in cli.common, so `render` loads no cli.sweep.
-    assert heavy_imports("render", "jobs/example.yaml", watch=("socket", "ddpctl.cli.sweep")) == []
+    # of imports), and the `sweep results` command name and the --backend choices live in cli.common, so `render`
+    # loads neither cli.sweep nor cli.submit.
+    watch = ("socket", "ddpctl.cli.sweep", "ddpctl.cli.submit")
+    assert heavy_imports("render", "jobs/example.yaml", watch=watch) == []
