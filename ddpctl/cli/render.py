@@ -7,7 +7,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from ddpctl.cli.common import BACKENDS, add_spec_args
+from ddpctl.cli.common import BACKENDS, add_spec_args, imports_uncollected
 
 
 def add(sub: Any) -> None:
@@ -29,9 +29,10 @@ def add(sub: Any) -> None:
 def run(args: argparse.Namespace) -> int:
     # The spec layer, not ddpctl.api: rendering needs no backend, registry or logs machinery, and `render` is
     # run as a fresh process (api.load_spec does exactly this: read, override, validate, resolve against cwd).
-    from ddpctl.plan.render import render_for
-    from ddpctl.spec import load_spec, resolve_paths
-    from ddpctl.spec.capabilities import SCRIPT
+    with imports_uncollected("ddpctl.plan.render"):
+        from ddpctl.plan.render import render_for
+        from ddpctl.spec import load_spec, resolve_paths
+        from ddpctl.spec.capabilities import SCRIPT
 
     overrides = [*args.overrides, *([f"backend={args.backend}"] if args.backend else [])]
     spec = resolve_paths(load_spec(args.spec, overrides), Path.cwd())

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import gc
 import json
 import os
 import subprocess
@@ -9,6 +10,8 @@ import sys
 from pathlib import Path
 
 import pytest
+
+from ddpctl.cli.common import imports_uncollected
 
 ROOT = Path(__file__).resolve().parents[2]
 HEAVY = ("torch", "rich", "submitit", "numpy", "argcomplete")  # argcomplete: only when a shell asks
@@ -77,3 +80,45 @@ def test_render_imports_no_socket_and_no_other_command() -> None:
     # loads neither cli.sweep nor cli.submit.
     watch = ("socket", "ddpctl.cli.sweep", "ddpctl.cli.submit")
     assert heavy_imports("render", "jobs/example.yaml", watch=watch) == []
+
+
+GC_PROBE = """
+import gc, sys
+from ddpctl.cli import main
+before = gc.get_freeze_count()
+code = main(sys.argv[1:])
+print(code, gc.isenabled(), before, gc.get_freeze_count(), file=sys.stderr)
+"""
+
+
+def test_a_fresh_render_freezes_what_its_imports_made_and_collects_again() -> None:
+    done = subprocess.run(
+        [sys.executable, "-c", GC_PROBE, "render", "jobs/example.yaml"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    code, enabled, before, after = done.stderr.split()[-4:]
+    assert (code, enabled, before) == ("0", "True", "0")
+    assert int(after) > 10_000  # Jinja2's, PyYAML's and the spec's modules: ~28,000 objects
+
+
+def test_imports_run_with_the_collector_paused_then_frozen() -> None:
+    before = gc.get_freeze_count()
+    try:
+        with imports_uncollected("a.module.nobody.imported"):
+            assert not gc.isenabled()
+            made = [[index] for index in range(1000)]
+        assert gc.isenabled()
+        assert gc.get_freeze_count() >= before + len(made)
+    finally:
+        gc.unfreeze()  # this test process's objects go back to the collector
+
+
+def test_a_process_that_has_the_module_already_is_left_as_it_is() -> None:
+    before = gc.get_freeze_count()
+    with imports_uncollected("ddpctl.cli"):
+        assert gc.isenabled()
+    assert gc.get_freeze_count() == before
