@@ -9,10 +9,14 @@ else the one start.sh last started (tests/cluster/README.md).
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
+import json
 import os
 import shutil
 import subprocess
 import sys
+import tempfile
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any, NoReturn
@@ -23,6 +27,10 @@ from slurmtools import START_SCRIPT, STATE_DIR, ClusterInfo, scancel_and_wait, u
 # The Slurm version this session tests (DDPCTL_TEST_SLURM, else the running one): set before any test runs a
 # Slurm command, so sbatch/squeue/... on PATH are that version's clients (24.11's are wrappers, slurm2411.sh).
 SLURM_VERSION = use_slurm_version(os.environ)
+
+# Between the lanes of cluster tests (`_cluster_lane`): on the machine, not in a test's tmp dir, so every worker
+# sees the same file.
+LANES_LOCK = STATE_DIR / "test-lanes.lock"
 
 START_TIMEOUT_S = 600  # covers apt-get on a fresh machine; an installed machine takes well under a second
 
@@ -70,15 +78,24 @@ def _node_names() -> list[str]:
 # the marks must be on before it runs (without this the cluster tests ran in both workers at once).
 @pytest.hookimpl(tryfirst=True)
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """Under pytest-xdist (`-n 2 --dist loadgroup`, the README's test command): the tests that use the cluster run in
-    one worker, one after another as without xdist (they share its 2-node partitions, its controller and the
-    faults some of them inject), while the others run beside them on the other worker: most cluster tests wait
-    on the scheduler, not the CPU. tests/cluster/README.md says which tests must run alone."""
+    """Under pytest-xdist (`-n 2 --dist loadgroup`, the README's test command) the tests that use the cluster run in
+    two lanes: those marked ``second_pair`` one after another in one worker, on the last two nodes' partitions, and
+    all others one after another in another worker (they share the first two nodes' partitions, the controller
+    and the faults some of them inject), while the tests that do not use the cluster fill the workers' gaps. Most
+    cluster tests wait on the scheduler or on a paced step, not the CPU. ``cluster_alone`` tests go last, so the
+    second pair's lane is done before them (`_cluster_lane` keeps them apart when it is not); tests/cluster/README.md
+    says which tests must run alone."""
+    items[:] = [i for i in items if not _alone(i)] + [i for i in items if _alone(i)]
     if not config.pluginmanager.hasplugin("xdist"):
         return
     for item in items:
         if item.get_closest_marker("slurm") is not None:
-            item.add_marker(pytest.mark.xdist_group("slurm-cluster"))
+            lane = "slurm-pair2" if item.get_closest_marker("second_pair") else "slurm-cluster"
+            item.add_marker(pytest.mark.xdist_group(lane))
+
+
+def _alone(item: pytest.Item) -> bool:
+    return item.get_closest_marker("cluster_alone") is not None
 
 
 @pytest.fixture(scope="session")
@@ -88,9 +105,31 @@ def slurm_cluster() -> ClusterInfo:
 
 
 @pytest.fixture(autouse=True)
-def _slurm_marker(request: pytest.FixtureRequest) -> None:
-    if request.node.get_closest_marker("slurm") is not None:
+def _slurm_marker(request: pytest.FixtureRequest) -> Iterator[None]:
+    if request.node.get_closest_marker("slurm") is None:
+        yield
+        return
+    with _cluster_lane(request.node):
         request.getfixturevalue("slurm_cluster")
+        yield
+
+
+@contextlib.contextmanager
+def _cluster_lane(item: pytest.Item) -> Iterator[None]:
+    """A second-pair test holds the lanes' lock shared for its whole run (fixtures included), a ``cluster_alone``
+    test holds it exclusively: so one never overlaps the other, whichever worker runs them. Tests of the first
+    lane take nothing: their own worker runs them one at a time, and they leave the second pair's nodes alone."""
+    if item.get_closest_marker("second_pair"):
+        mode = fcntl.LOCK_SH
+    elif _alone(item):
+        mode = fcntl.LOCK_EX
+    else:
+        yield
+        return
+    LANES_LOCK.parent.mkdir(parents=True, exist_ok=True)
+    with LANES_LOCK.open("a") as lock:
+        fcntl.flock(lock, mode)  # released when the file closes
+        yield
 
 
 @pytest.fixture
@@ -111,21 +150,52 @@ def cleanup_jobs() -> Iterator[Callable[[str], str]]:
 def reference(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
     """The example job's uninterrupted run (tests/integration/test_preemption.py's TRAIN) on the local backend,
     for every module that compares a preempted run's weights with it (preemption, chains, containers, the login
-    node): one run per session rather than one per module, since each costs ~30 s of CPU on CI's 2 cores
-    (tests/cluster/README.md).
+    node): one run per test command rather than one per module, since each costs ~30 s of CPU on CI's 2 cores
+    (tests/cluster/README.md). Under xdist the first worker that needs it starts it and the others read it.
     """
-    from clitools import TERMINAL, Cli
+    from clitools import Cli
 
     integration = str(Path(__file__).parent / "integration")
     if integration not in sys.path:  # where pytest puts it once it collects a test there (tests/remote's need it too)
         sys.path.insert(0, integration)
-    from test_preemption import Reference, submit
+    from test_preemption import Job, Reference, submit
 
-    tmp = tmp_path_factory.mktemp("reference")
-    cli = Cli(tmp / "home")
-    job = submit(cli, tmp / "runs", lambda job_id: job_id, backend="local")
+    # Every worker's basetemp is a directory of the run's own one (pytest-xdist), which they all see.
+    shared = tmp_path_factory.getbasetemp().parent if os.environ.get("PYTEST_XDIST_WORKER") else None
+    with _reference_record(shared) as record:
+        started = not record.exists()
+        if started:
+            tmp = tmp_path_factory.mktemp("reference")
+            job = submit(Cli(tmp / "home"), tmp / "runs", lambda job_id: job_id, backend="local")
+            safe_write = record.with_name(record.name + ".partial")
+            safe_write.write_text(json.dumps([str(tmp / "home"), job.job_id, str(job.run_dir)]))
+            safe_write.replace(record)
+        home, job_id, run_dir = json.loads(record.read_text())
+    job = Job(Cli(Path(home)), job_id, Path(run_dir))
     try:
         yield Reference(job)
     finally:
-        if cli.status(job.job_id)["state"] not in TERMINAL:
-            cli.run("cancel", job.job_id, check=False)
+        if started:  # another worker may still want it: let it finish, and leave nothing running
+            _finish_or_cancel(job.cli, job_id)
+
+
+@contextlib.contextmanager
+def _reference_record(shared: Path | None) -> Iterator[Path]:
+    if shared is None:  # one process: its own record, in a directory nothing else uses
+        with tempfile.TemporaryDirectory() as private:
+            yield Path(private) / "reference.json"
+        return
+    with (shared / "reference.lock").open("a") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        yield shared / "reference.json"
+
+
+def _finish_or_cancel(cli: Any, job_id: str) -> None:
+    from clitools import TERMINAL
+
+    if cli.status(job_id)["state"] in TERMINAL:
+        return
+    try:
+        cli.wait_terminal(job_id, timeout=300)
+    except AssertionError:
+        cli.run("cancel", job_id, check=False)

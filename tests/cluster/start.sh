@@ -4,7 +4,8 @@
 # ddpctl-ctl at 10.99.0.1). Installs Debian's packages when missing. Idempotent: a healthy running cluster is
 # left alone; a changed configuration restarts the Slurm daemons.
 #   DDPCTL_TEST_NODES (default 16; partition `scale` spans them all)
-#   DDPCTL_TEST_BASE_NODES (default 2: the nodes of partitions debug and urgent)
+#   DDPCTL_TEST_BASE_NODES (default 2: the nodes of partitions debug, lowprio and urgent; debug2, lowprio2 and
+#     urgent2 get as many of the last nodes)
 #   DDPCTL_TEST_CPUS (default 2, CPUs per node; at most the machine's CPUs, which ConstrainCores hands out)
 #   DDPCTL_TEST_GPUS (default 2, fake GPUs per node: GRES gpu backed by character devices under /dev/ddpctl-gpu)
 #   DDPCTL_TEST_MEM (default 4096, MiB per node; DefMemPerCPU is this / CPUs)
@@ -124,19 +125,25 @@ ensure_munge() {
 }
 
 render_config() {
-    local i nodes="" base=""
+    local i nodes="" base="" pair=""
     for ((i = 1; i <= BASE_NODES; i++)); do
         base+="${base:+,}$(node_name "$i")"
+    done
+    # The second pair: the last BASE_NODES nodes, where the tests marked second_pair run beside the others.
+    for ((i = NODES - BASE_NODES + 1; i <= NODES; i++)); do
+        pair+="${pair:+,}$(node_name "$i")"
     done
     for ((i = 1; i <= NODES; i++)); do
         nodes+="NodeName=$(node_name "$i") NodeAddr=$(node_addr "$i") NodeHostname=$(node_name "$i") CPUs=$CPUS"
         nodes+=" Sockets=1 CoresPerSocket=$CPUS ThreadsPerCore=1 RealMemory=$MEM"
         ((GPUS > 0)) && nodes+=" Gres=gpu:$GPUS"
+        # Slurm fills the lowest Weight first: a `scale` job takes the second pair only when it needs it.
+        ((i > NODES - BASE_NODES && i > BASE_NODES)) && nodes+=" Weight=2"
         nodes+=" State=UNKNOWN"$'\n'
     done
     echo "$CONF_MARKER; regenerated on every start, local edits are lost."
     sed -e "s|@CTL_HOST@|$CTL_HOST|g" -e "s|@CTL_ADDR@|$CTL_ADDR|g" -e "s|@CRED_EXPIRE@|$CRED_EXPIRE|g" \
-        -e "s|@JOB_REQUEUE@|$JOB_REQUEUE|g" -e "s|@STATE_DIR@|$STATE_DIR|g" -e "s|@BASE_NODES@|$base|g" \
+        -e "s|@JOB_REQUEUE@|$JOB_REQUEUE|g" -e "s|@STATE_DIR@|$STATE_DIR|g" -e "s|@BASE_NODES@|$base|g" -e "s|@PAIR_NODES@|$pair|g" \
         -e "s|@DEF_MEM_PER_CPU@|$((MEM / CPUS))|g" \
         "$CLUSTER_DIR/slurm.conf.in" |
         awk -v nodes="${nodes%$'\n'}" '$0 == "@NODES@" {print nodes; next} {print}'
@@ -364,7 +371,7 @@ main() {
     start_daemons
     wait_ready
     log "ready: Slurm $SLURM_VERSION, $NODES nodes ($(sinfo -h -N -o '%N' | sort -u | paste -sd' ')), partitions debug (default)," \
-        "lowprio and urgent on the first $BASE_NODES, scale on all;" \
+        "lowprio and urgent on the first $BASE_NODES, debug2, lowprio2 and urgent2 on the last $BASE_NODES, scale on all;" \
         "took $(elapsed) s"
 }
 

@@ -1,5 +1,5 @@
 """requeue.mode chain on the real local Slurm cluster: the run continues in new jobs where self-requeue is not
-the cluster's way (partition `lowprio`: PreemptMode=CANCEL, so `auto` picks chain).
+the cluster's way (partition `lowprio2`: PreemptMode=CANCEL, so `auto` picks chain).
 
 Reuses test_preemption's helpers: the example job (2 nodes x 2 ranks, 12 steps), its uninterrupted local
 reference run, and the checks that every step's loss and the final weights equal the reference's.
@@ -30,10 +30,13 @@ from test_preemption import (
     squeue_row,
 )
 
-pytestmark = pytest.mark.slurm
+# The chains run on the second pair's partitions (debug2, lowprio2, urgent2), beside the other cluster tests: they
+# mostly wait on paced steps and a time limit (tests/cluster/README.md, "Which tests run alone").
+pytestmark = [pytest.mark.slurm, pytest.mark.second_pair]
 cli = test_preemption.cli  # the same fixture; `reference` is the session's (tests/conftest.py)
 
-LOWPRIO = ("partition=lowprio",)
+DEBUG2 = ("partition=debug2",)
+LOWPRIO2 = ("partition=lowprio2",)
 
 
 def chain_ids(job: Job) -> list[str]:
@@ -50,9 +53,9 @@ def attempt_started(job: Job, attempt: int) -> Callable[[], bool]:
 
 
 def preempt_by_urgent(job: Job, cleanup: Callable[[str], str], attempt: int, after_step: int, hold_s: int = 1) -> int:
-    """Wait for `attempt` to train past `after_step`, preempt it with an urgent job; return its stop step."""
+    """Wait for `attempt` to train past `after_step`, preempt it with an urgent2 job; return its stop step."""
     job.wait_step(attempt, after_step + 1)
-    cleanup(sbatch_text(f"sleep {hold_s}", "-p", "urgent", "-N2", "-J", "ddpctl-test-urgent"))
+    cleanup(sbatch_text(f"sleep {hold_s}", "-p", "urgent2", "-N2", "-J", "ddpctl-test-urgent"))
     job.wait(lambda: job.decision(attempt) is not None, f"the decision of attempt {attempt}", 90)
     decision = job.decision(attempt)
     assert decision is not None and (decision["action"], decision["kind"]) == ("requeue", "preemption"), job.dump()
@@ -82,19 +85,19 @@ def assert_one_job_at_a_time(job: Job) -> None:
     assert len({e["job_id"] for e in starts.values()}) == len(starts), job.dump()
 
 
-# --- twice preempted (cancelled) on lowprio, once run into its time limit -------------------------------------------
+# --- twice preempted (cancelled) on lowprio2, once run into its time limit -------------------------------------------
 # A 3-minute limit: a preemption must come with more than lead_s + 45 s left, or it counts as the time limit.
 def test_chain_survives_two_cancelling_preemptions_and_a_time_limit(
     cli: Cli, tmp_path: Path, cleanup_jobs: Callable[[str], str], reference: Reference
 ) -> None:
-    job = paced(cli, tmp_path, cleanup_jobs, 4, "2", *LOWPRIO, "time=00:03:00", "requeue.lead_s=60")
+    job = paced(cli, tmp_path, cleanup_jobs, 4, "2", *LOWPRIO2, "time=00:03:00", "requeue.lead_s=60")
 
     def register() -> None:
         for job_id in chain_ids(job):
             cleanup_jobs(job_id)
 
     mode = job.events("requeue-mode")
-    assert [e["mode"] for e in mode] == ["chain"] and "lowprio has PreemptMode=CANCEL" in mode[0]["why"], mode
+    assert [e["mode"] for e in mode] == ["chain"] and "lowprio2 has PreemptMode=CANCEL" in mode[0]["why"], mode
     follower = LogFollower(cli, job.job_id)
     try:
         stops = [preempt_by_urgent(job, cleanup_jobs, 0, 0)]
@@ -135,9 +138,9 @@ def test_chain_survives_two_cancelling_preemptions_and_a_time_limit(
 def test_cancel_of_a_chained_run_leaves_no_job_behind(
     cli: Cli, tmp_path: Path, cleanup_jobs: Callable[[str], str]
 ) -> None:
-    doctor = cli.run("doctor", "jobs/example.yaml", "--set", "partition=lowprio", check=False).stdout
-    assert "requeue mode: chain (partition lowprio has PreemptMode=CANCEL" in doctor, doctor
-    job = paced(cli, tmp_path, cleanup_jobs, 4, "2", "requeue.mode=chain")
+    doctor = cli.run("doctor", "jobs/example.yaml", "--set", "partition=lowprio2", check=False).stdout
+    assert "requeue mode: chain (partition lowprio2 has PreemptMode=CANCEL" in doctor, doctor
+    job = paced(cli, tmp_path, cleanup_jobs, 4, "2", *DEBUG2, "requeue.mode=chain")
     job.wait_step(0, 1)
     cli.run("preempt", job.job_id)  # the signal submits the successor at once; it waits on this job
     job.wait(lambda: job.events("chain-submit"), "the successor's submission", 60)
@@ -155,7 +158,7 @@ def test_cancel_of_a_chained_run_leaves_no_job_behind(
 
 # --- a spent budget ends the chain ---------------------------------------------------------------------------------
 def test_spent_budget_ends_the_chain(cli: Cli, tmp_path: Path, cleanup_jobs: Callable[[str], str]) -> None:
-    job = paced(cli, tmp_path, cleanup_jobs, 4, "0.5", "requeue.mode=chain", "requeue.max_preemptions=1")
+    job = paced(cli, tmp_path, cleanup_jobs, 4, "0.5", *DEBUG2, "requeue.mode=chain", "requeue.max_preemptions=1")
     job.wait_step(0, 1)
     cli.run("preempt", job.job_id)
     job.wait(attempt_started(job, 1), "attempt 1 in the successor job", 120)
@@ -184,14 +187,14 @@ def test_a_refused_successor_leaves_the_requeue_and_the_run_resumes_exactly(
 ) -> None:
     # A partition in State=DRAIN refuses new jobs (the successor's sbatch) but runs a requeued one again, as a
     # QOS's MaxSubmitJobs refuses a successor where the job itself may requeue (tests/cluster/README.md).
-    job = paced(cli, tmp_path, cleanup_jobs, 4, "1", "requeue.mode=chain")
+    job = paced(cli, tmp_path, cleanup_jobs, 4, "1", *DEBUG2, "requeue.mode=chain")
     job.wait_step(0, 1)
-    subprocess.run(["scontrol", "update", "PartitionName=debug", "State=DRAIN"], check=True, timeout=30)
+    subprocess.run(["scontrol", "update", "PartitionName=debug2", "State=DRAIN"], check=True, timeout=30)
     try:
         cli.run("preempt", job.job_id)
         job.wait(attempt_started(job, 1), "attempt 1 in the same job, requeued", 120)
     finally:
-        subprocess.run(["scontrol", "update", "PartitionName=debug", "State=UP"], check=True, timeout=30)
+        subprocess.run(["scontrol", "update", "PartitionName=debug2", "State=UP"], check=True, timeout=30)
     status = job.wait_terminal(timeout=180)
 
     assert job.events("chain-submit") == [], job.dump()  # refused at the signal and at the decision

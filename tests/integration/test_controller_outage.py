@@ -25,7 +25,7 @@ import pytest
 from clitools import REPO, Cli, events
 from slurmtools import STATE_DIR, wait_for_state
 
-pytestmark = pytest.mark.slurm
+pytestmark = [pytest.mark.slurm, pytest.mark.cluster_alone]  # the controller stops for every test
 
 SPEC = REPO / "jobs" / "example.yaml"
 TRAIN = ["--epochs", "2", "--steps-per-epoch", "15", "--ckpt-every", "5", "--sleep-per-step", "1"]

@@ -24,7 +24,7 @@ from clitools import REPO, Cli, events, final_hash, reached_step
 from nodefault import cut_data_ports
 
 # The network beat is the launchers' own (no Slurm call): CI runs this on 22.05 only; it passed on 24.11.5 too.
-pytestmark = [pytest.mark.slurm, pytest.mark.one_slurm_version]
+pytestmark = [pytest.mark.slurm, pytest.mark.one_slurm_version, pytest.mark.cluster_alone]  # a node is cut off
 
 SPEC = REPO / "jobs" / "example.yaml"
 TRAIN = ["--epochs", "2", "--steps-per-epoch", "6", "--ckpt-every", "2", "--sleep-per-step", "0.5"]

@@ -21,7 +21,7 @@ import pytest
 from clitools import REPO, Cli, events, final_hash, reached_step
 from nodefault import freeze_node, kill_node, restore_nodes, signal_all, wait_nodes_run_step
 
-pytestmark = pytest.mark.slurm
+pytestmark = [pytest.mark.slurm, pytest.mark.cluster_alone]  # a node dies; start.sh brings it back
 
 SPEC = REPO / "jobs" / "example.yaml"
 TRAIN = ["--epochs", "2", "--steps-per-epoch", "6", "--ckpt-every", "2", "--sleep-per-step", "0.5"]

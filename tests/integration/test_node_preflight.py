@@ -67,6 +67,7 @@ def checks(run_dir: Path, attempt: int) -> dict[str, tuple[bool, str]]:
 
 @pytest.mark.slurm
 @pytest.mark.one_slurm_version  # the check is the launchers' own; CI runs it on 22.05 only (it passed on 24.11.5)
+@pytest.mark.cluster_alone  # a node is cut off
 def test_a_node_cut_off_from_the_others_fails_its_check_and_is_excluded_before_training(
     tmp_path: Path, cleanup_jobs: Callable[[str], str]
 ) -> None:

@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 from clitools import REPO, Cli, events, write_spec
 
-pytestmark = pytest.mark.slurm
+pytestmark = [pytest.mark.slurm, pytest.mark.cluster_alone]  # every node of the cluster
 
 NODES, RANKS = 16, 4
 STEPS, STEP_S = 150, 0.1

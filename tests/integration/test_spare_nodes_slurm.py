@@ -20,7 +20,7 @@ import pytest
 from clitools import REPO, Cli, events, final_hash, reached_step
 from nodefault import kill_node, restore_nodes, wait_nodes_run_step
 
-pytestmark = pytest.mark.slurm
+pytestmark = [pytest.mark.slurm, pytest.mark.cluster_alone]  # a node dies
 
 SPEC = REPO / "jobs" / "example.yaml"
 TRAIN = ["--epochs", "2", "--steps-per-epoch", "6", "--ckpt-every", "2", "--sleep-per-step", "0.5"]

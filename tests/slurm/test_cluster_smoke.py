@@ -26,7 +26,7 @@ def _srun(*args: str) -> list[str]:
 
 def test_cluster_has_expected_nodes_and_partitions(slurm_cluster: ClusterInfo) -> None:
     assert slurm_cluster.nodes[:2] == ("node1", "node2")
-    assert set(slurm_cluster.partitions) == {"debug", "lowprio", "urgent", "scale"}
+    assert set(slurm_cluster.partitions) == {"debug", "lowprio", "urgent", "debug2", "lowprio2", "urgent2", "scale"}
     assert slurm_cluster.default_partition == "debug"
 
 
@@ -37,7 +37,7 @@ def test_base_partitions_keep_two_nodes_while_scale_spans_sixteen() -> None:
     for line in res.stdout.splitlines():
         name, count = line.split()
         sizes[name.rstrip("*")] = sizes.get(name.rstrip("*"), 0) + int(count)
-    assert sizes == {"debug": 2, "lowprio": 2, "urgent": 2, "scale": 16}
+    assert sizes == {"debug": 2, "lowprio": 2, "urgent": 2, "debug2": 2, "lowprio2": 2, "urgent2": 2, "scale": 16}
 
 
 def test_srun_runs_one_task_per_node_with_its_hostname() -> None:

@@ -36,6 +36,7 @@ def dry_run(cli: Cli, *sets: str) -> str:
     return cli.run("submit", str(REPO / "jobs" / "example.yaml"), "--dry-run", *options).stdout
 
 
+@pytest.mark.cluster_alone  # the daemons restart with another config
 def test_auto_picks_chain_on_a_cluster_without_job_requeue(no_requeue_cluster: None, tmp_path: Path) -> None:
     config = subprocess.run(["scontrol", "show", "config"], capture_output=True, text=True, check=True).stdout
     assert any(line.split() == ["JobRequeue", "=", "0"] for line in config.splitlines()), config
