@@ -44,10 +44,12 @@ def note(text: str) -> None:
     print(text, file=sys.stderr, flush=True)
 
 
-def add_cluster_arg(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument(
-        "--cluster", metavar="NAME", help="the job of this remote cluster (clusters.yaml): its ddpctl does it over SSH"
-    )
+def add_cluster_arg(
+    parser: argparse.ArgumentParser,
+    help_text: str = "the job of this remote cluster (clusters.yaml): its ddpctl does it over SSH",
+) -> None:
+    """The --cluster NAME option of every command that a remote cluster's ddpctl can do; `help_text` says what."""
+    parser.add_argument("--cluster", metavar="NAME", help=help_text)
 
 
 def remote_ref(args: argparse.Namespace) -> bool:

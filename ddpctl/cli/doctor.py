@@ -9,7 +9,7 @@ from __future__ import annotations
 import argparse
 from typing import TYPE_CHECKING, Any
 
-from ddpctl.cli.common import BACKENDS, add_spec_args
+from ddpctl.cli.common import BACKENDS, add_cluster_arg, add_spec_args
 
 if TYPE_CHECKING:
     from pathlib import Path
@@ -30,10 +30,9 @@ def add(sub: Any) -> None:
     )
     add_spec_args(parser)
     parser.add_argument("--backend", choices=BACKENDS, help="override the spec's backend")
-    parser.add_argument(
-        "--cluster",
-        metavar="NAME",
-        help="check on this remote cluster (clusters.yaml) over SSH, by its ddpctl, with the spec's code sent "
+    add_cluster_arg(
+        parser,
+        "check on this remote cluster (clusters.yaml) over SSH, by its ddpctl, with the spec's code sent "
         "as submit --cluster sends it (wins over the spec's cluster:)",
     )
     parser.set_defaults(func=run)

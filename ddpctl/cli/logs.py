@@ -7,7 +7,7 @@ import os
 import sys
 from typing import TYPE_CHECKING, Any
 
-from ddpctl.cli.common import add_job_arg, found_remote, note, refuse_sweep, remote_ref
+from ddpctl.cli.common import add_cluster_arg, add_job_arg, found_remote, note, refuse_sweep, remote_ref
 from ddpctl.exitcodes import OK
 
 if TYPE_CHECKING:
@@ -68,7 +68,7 @@ def add(sub: Any) -> None:
         action="store_true",
         help="with -f: poll only, no inotify wake-ups (network filesystems are always polled)",
     )
-    arg("--cluster", metavar="NAME", help="the job of this remote cluster (clusters.yaml), read by its ddpctl over SSH")
+    add_cluster_arg(parser, "the job of this remote cluster (clusters.yaml), read by its ddpctl over SSH")
     parser.set_defaults(func=run)
 
 

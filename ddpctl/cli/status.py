@@ -6,7 +6,7 @@ import argparse
 import json
 from typing import Any
 
-from ddpctl.cli.common import add_job_arg, found_remote, note, remote_ref
+from ddpctl.cli.common import add_cluster_arg, add_job_arg, found_remote, note, remote_ref
 
 
 def add(sub: Any) -> None:
@@ -17,9 +17,7 @@ def add(sub: Any) -> None:
     )
     add_job_arg(parser, "job id or name (default: the most recently submitted job)", nargs="?")
     parser.add_argument("--json", action="store_true", help="one JSON object")
-    parser.add_argument(
-        "--cluster", metavar="NAME", help="ask the ddpctl of this remote cluster (clusters.yaml) over SSH"
-    )
+    add_cluster_arg(parser, "ask the ddpctl of this remote cluster (clusters.yaml) over SSH")
     parser.set_defaults(func=run)
 
 

@@ -6,7 +6,7 @@ import argparse
 import sys
 from typing import TYPE_CHECKING, Any
 
-from ddpctl.cli.common import BACKENDS, add_spec_args
+from ddpctl.cli.common import BACKENDS, add_cluster_arg, add_spec_args
 
 if TYPE_CHECKING:
     from ddpctl.api import Job
@@ -41,10 +41,9 @@ def add(sub: Any) -> None:
     parser.add_argument(
         "--wait", action="store_true", help="follow the job's state until it ends; exit with the job's exit status"
     )
-    parser.add_argument(
-        "--cluster",
-        metavar="NAME",
-        help="submit on this remote cluster (clusters.yaml) over SSH: the code snapshot is sent, only what it "
+    add_cluster_arg(
+        parser,
+        "submit on this remote cluster (clusters.yaml) over SSH: the code snapshot is sent, only what it "
         "lacks (wins over the spec's cluster:); with --wait its state is followed from here",
     )
     parser.add_argument("--tag", help=argparse.SUPPRESS)  # --cluster: learn a dropped submission's outcome

@@ -6,7 +6,7 @@ import argparse
 import sys
 from typing import TYPE_CHECKING, Any
 
-from ddpctl.cli.common import RESULTS, add_spec_args
+from ddpctl.cli.common import RESULTS, add_cluster_arg, add_spec_args
 from ddpctl.errors import ArgumentError, SpecError
 from ddpctl.spec.capabilities import ARRAY, QUEUE
 
@@ -57,10 +57,8 @@ def add(sub: Any) -> None:
     parser.add_argument(
         "--dry-run", action="store_true", help="print the points and the array's batch script; submit nothing"
     )
-    parser.add_argument(
-        "--cluster",
-        metavar="NAME",
-        help="run the sweep on this remote cluster (clusters.yaml): the code sent, its ddpctl submits it there",
+    add_cluster_arg(
+        parser, "run the sweep on this remote cluster (clusters.yaml): the code sent, its ddpctl submits it there"
     )
     parser.add_argument("--tag", help=argparse.SUPPRESS)  # --cluster: learn a dropped submission's outcome
     parser.set_defaults(func=run)
@@ -161,9 +159,7 @@ def add_results(sub: Any) -> None:
     shape = parser.add_mutually_exclusive_group()
     shape.add_argument("--json", action="store_true", help="one JSON object per task")
     shape.add_argument("--csv", action="store_true", help="CSV with a header line")
-    parser.add_argument(
-        "--cluster", metavar="NAME", help="the sweep of this remote cluster (clusters.yaml): its ddpctl ranks it"
-    )
+    add_cluster_arg(parser, "the sweep of this remote cluster (clusters.yaml): its ddpctl ranks it")
     parser.set_defaults(func=results)
 
 
