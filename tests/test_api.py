@@ -96,11 +96,14 @@ def test_unknown_job_and_empty_registry(tmp_path: Path, monkeypatch: pytest.Monk
         ddpctl.job("nope")
 
 
-def test_preempt_kind_is_checked(tmp_path: Path) -> None:
+@pytest.mark.parametrize("remote", [False, True])
+def test_preempt_kind_is_checked_before_anything_is_asked(tmp_path: Path, remote: bool) -> None:
+    from ddpctl.api.remote import RemoteJob
     from ddpctl.run.registry import JobRecord
 
-    job = api.Job(JobRecord("local-1", "x", str(tmp_path), "local", 0.0))
-    with pytest.raises(DdpctlError, match="expected preemption or timeout"):
+    record = JobRecord("local-1", "x", str(tmp_path), "local", 0.0)
+    job = RemoteJob(record, "nowhere") if remote else api.Job(record)  # no cluster `nowhere`: no ssh is tried
+    with pytest.raises(DdpctlError, match="preempt kind: got 'later', expected preemption or timeout"):
         job.preempt("later")
 
 

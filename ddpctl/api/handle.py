@@ -9,7 +9,7 @@ from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 
 from ddpctl.backends import current_state, get_backend
-from ddpctl.errors import ArgumentError, WaitTimeout
+from ddpctl.errors import ArgumentError, DdpctlError, WaitTimeout
 from ddpctl.logs.stream import LogLine
 from ddpctl.run.registry import JobRecord
 from ddpctl.run.state import JobState, StateFn
@@ -26,6 +26,12 @@ def seconds_arg(name: str, value: object, *, allow_none: bool = False) -> float 
     if math.isnan(value) or value < 0:
         raise ArgumentError(f"{name}: got {value!r}; expected a number of seconds >= 0")
     return float(value)
+
+
+def check_preempt_kind(kind: str) -> None:
+    """`Job.preempt`'s `kind` (a local or a remote job's): the budget a rehearsed requeue is charged to."""
+    if kind not in ("preemption", "timeout"):
+        raise DdpctlError(f"preempt kind: got {kind!r}, expected preemption or timeout")
 
 
 class Job:
@@ -95,10 +101,7 @@ class Job:
     def preempt(self, kind: str = "preemption") -> None:
         """Rehearse: deliver the warning signal as Slurm would; the requeue is charged to `kind`
         (`preemption` or `timeout`)."""
-        if kind not in ("preemption", "timeout"):
-            from ddpctl.errors import DdpctlError
-
-            raise DdpctlError(f"preempt kind: got {kind!r}, expected preemption or timeout")
+        check_preempt_kind(kind)
         from ddpctl.backends.control import control
 
         control(self.record, "preempt", lambda: get_backend(self.backend).preempt(self.record, kind), self._state_fn)

@@ -12,7 +12,7 @@ import threading
 from collections.abc import Iterator, Sequence
 from typing import TYPE_CHECKING, Any
 
-from ddpctl.api.handle import Job
+from ddpctl.api.handle import Job, check_preempt_kind
 from ddpctl.errors import DdpctlError, RemoteError
 from ddpctl.logs.core import Source
 from ddpctl.logs.failures import ErrorHit
@@ -69,8 +69,7 @@ class RemoteJob(Job):
         self._ask(["cancel"], as_json=False)
 
     def preempt(self, kind: str = "preemption") -> None:
-        if kind not in ("preemption", "timeout"):
-            raise DdpctlError(f"preempt kind: got {kind!r}, expected preemption or timeout")
+        check_preempt_kind(kind)
         self._ask(["preempt", "--wait", "0", "--as", kind], as_json=False, timeout=180.0)
 
     def logs(
