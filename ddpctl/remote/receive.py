@@ -183,15 +183,15 @@ def remote_spec(
 def remote_sweep(code: Path, request: Mapping[str, Any], overrides: Sequence[str], *, cwd: Path) -> Sweep:
     """`remote_spec` of a sweep (`sweep --cluster`): the laptop's spec file and axes (request["sweep"]: grid,
     zip, max_parallel, name), every point's data paths kept on the cluster as a job's are."""
-    from ddpctl.spec.sweepload import sweep_of_doc
+    from ddpctl.spec.sweepload import load_sweep
 
     axes = request.get("sweep") or {}
     doc = remote_doc(code, request["spec"], request["text"], request.get("defaults") or {})
     parallel = axes.get("max_parallel")
-    loaded = sweep_of_doc(
-        doc,
+    loaded = load_sweep(
         doc.source,
         overrides,
+        doc=doc,
         grid=[str(word) for word in axes.get("grid") or []],
         zipped=[str(word) for word in axes.get("zip") or []],
         max_parallel=parallel if isinstance(parallel, int) and not isinstance(parallel, bool) else None,

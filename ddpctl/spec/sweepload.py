@@ -56,25 +56,12 @@ def load_sweep(
     max_parallel: int | None = None,
     name: str | None = None,
     cwd: str | Path | None = None,
+    doc: Doc | None = None,
 ) -> Sweep:
     """Read the spec file and its `sweep:` block, add the command line's axes, check the sweep's bounds and
-    keys, then build and validate every point's spec (nothing is expanded before its size is known)."""
-    doc = read_doc(path)
-    return sweep_of_doc(doc, path, overrides, grid=grid, zipped=zipped, max_parallel=max_parallel, name=name, cwd=cwd)
-
-
-def sweep_of_doc(
-    doc: Doc,
-    path: str | Path,
-    overrides: Sequence[str] = (),
-    *,
-    grid: Sequence[str] = (),
-    zipped: Sequence[str] = (),
-    max_parallel: int | None = None,
-    name: str | None = None,
-    cwd: str | Path | None = None,
-) -> Sweep:
-    """`load_sweep` of a document already read (a remote cluster's: the laptop's text, its defaults under it)."""
+    keys, then build and validate every point's spec (nothing is expanded before its size is known). `doc`: the
+    file's document already read (a remote cluster's: the laptop's text, its defaults under it); `path` names it."""
+    doc = read_doc(path) if doc is None else doc
     block = take_block(doc)
     axes = SweepAxes(
         grid=(*block.grid, *(parse_axis("--grid", word) for word in grid)),
