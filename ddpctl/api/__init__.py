@@ -90,14 +90,9 @@ def _spec_of(spec_or_path: SpecLike, overrides: Overrides, backend: str | None) 
 def cluster_facts(spec: JobSpec, *, with_nodes: bool = False) -> ClusterFacts:
     """The cluster's facts for this spec's backend, asked once (`ddpctl.slurm.cluster`); the local backend has
     none. `with_nodes`: also each node's GRES (one more controller question, for `doctor`)."""
-    from ddpctl import proc
-    from ddpctl.slurm.cluster import ClusterFacts, gather
+    from ddpctl.slurm.cluster import ClusterFacts, gather_here
 
-    if not spec.capabilities.slurm:
-        return ClusterFacts()
-    if not proc.available("scontrol"):
-        return ClusterFacts(why_missing="scontrol is not on PATH")
-    return gather(with_nodes=with_nodes)
+    return gather_here(with_nodes=with_nodes) if spec.capabilities.slurm else ClusterFacts()
 
 
 def plan(

@@ -151,7 +151,6 @@ def axis_words(what: str, axes: Mapping[str, Sequence[Any]] | None) -> list[str]
 def submit_loaded(loaded: LoadedSweep) -> Sweep:
     """Plan the checked sweep for this cluster (requeue mode, MaxArraySize), submit it, record its tasks. On the
     local backend: its tasks' run dirs and one detached queue that starts them (ddpctl.backends.local_sweep)."""
-    from ddpctl import proc
     from ddpctl.plan.sweep import check_array_size, plan_sweep, with_requeue_mode
 
     spec = loaded.spec
@@ -166,14 +165,14 @@ def submit_loaded(loaded: LoadedSweep) -> Sweep:
         check_size(spec.name, len(loaded.points))
     registry = Registry.from_env()
     registry.check_writable()  # before anything is submitted: unrecorded tasks could not be found
-    from ddpctl.slurm.cluster import ClusterFacts, gather
+    from ddpctl.slurm.cluster import gather_here
 
     source = Path(spec.source)
     spec_path = source.resolve() if source.is_file() else source
     if spec.capabilities.sweeps == QUEUE:
         return submit_local(loaded, registry, spec_path)
 
-    facts = gather() if proc.available("scontrol") else ClusterFacts(why_missing="scontrol is not on PATH")
+    facts = gather_here()
     loaded, why = with_requeue_mode(loaded, facts)
     plan = plan_sweep(loaded)
     check_array_size(spec.name, len(loaded.points), facts.max_array_size)

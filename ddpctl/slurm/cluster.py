@@ -17,7 +17,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from ddpctl.errors import CommandError
-from ddpctl.proc import Completed, Runner, concurrently, run
+from ddpctl.proc import Completed, Runner, available, concurrently, run
 from ddpctl.slurm import commands, scontrol
 
 _CRED_EXPIRE = re.compile(r"\bcred_expire=(\d+)")
@@ -139,6 +139,13 @@ def gather(runner: Runner = run, *, with_nodes: bool = False) -> ClusterFacts:
     failed = next((d for d in done if d.returncode != 0), None)
     why = f"{' '.join(failed.argv)} failed: {failed.stderr.strip()[:200]}" if failed else ""
     return parse(texts[0], texts[1], texts[2] if with_nodes else None, why)
+
+
+def gather_here(*, with_nodes: bool = False) -> ClusterFacts:
+    """`gather` from this host's scontrol; none on PATH: facts saying so, no command tried (submit, sweep, doctor)."""
+    if not available("scontrol"):
+        return ClusterFacts(why_missing="scontrol is not on PATH")
+    return gather(with_nodes=with_nodes)
 
 
 def gather_partitions(runner: Runner = run) -> ClusterFacts:

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Sequence
+from pathlib import Path
 
 import pytest
 from scontrol_output import (
@@ -161,3 +162,10 @@ def test_no_scontrol_leaves_every_fact_unknown() -> None:
 
     facts = cluster.gather(missing)
     assert facts == ClusterFacts(why_missing="command not found: 'scontrol'")
+
+
+def test_gather_here_without_scontrol_on_path_tries_nothing_and_says_why(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("PATH", str(tmp_path))  # an empty directory: no scontrol
+    assert cluster.gather_here(with_nodes=True) == ClusterFacts(why_missing="scontrol is not on PATH")
