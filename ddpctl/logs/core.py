@@ -10,7 +10,7 @@ import difflib
 import json
 import re
 import time
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
 from ddpctl.errors import LogsError
@@ -133,7 +133,9 @@ class LineFilter:
 
 
 class LineSplitter:
-    """Bytes in, complete decoded lines out; the partial last line waits for its newline (or `flush`)."""
+    """Bytes in, complete lines out; the partial last line waits for its newline (or `flush`). `feed` decodes
+    them; `feed_raw` leaves them as bytes, for a follower that writes bytes (decoding each line as `feed` would
+    gives the same text: a newline byte never occurs inside a UTF-8 sequence)."""
 
     def __init__(self) -> None:
         self._pending = b""
@@ -143,21 +145,46 @@ class LineSplitter:
         return bool(self._pending)
 
     def feed(self, data: bytes) -> list[str]:
-        buf = self._pending + data if self._pending else data
-        cut = buf.rfind(b"\n")
-        if cut < 0:
-            self._pending = buf
-            return self.flush() if len(buf) > MAX_PENDING else []
-        self._pending = buf[cut + 1 :]
-        lines = buf[:cut].decode("utf-8", "replace").split("\n")
+        whole = self._whole(data)
+        if whole is None:
+            return self.flush() if len(self._pending) > MAX_PENDING else []
+        lines = whole.decode("utf-8", "replace").split("\n")
         if len(self._pending) > MAX_PENDING:
             lines.extend(self.flush())
         return lines
 
+    def feed_raw(self, data: bytes) -> list[bytes]:
+        whole = self._whole(data)
+        if whole is None:
+            return self.flush_raw() if len(self._pending) > MAX_PENDING else []
+        lines = whole.split(b"\n")
+        if len(self._pending) > MAX_PENDING:
+            lines.extend(self.flush_raw())
+        return lines
+
+    def _whole(self, data: bytes) -> bytes | None:
+        """The complete lines of what is pending plus `data`, without their last newline; None if there are none."""
+        buf = self._pending + data if self._pending else data
+        cut = buf.rfind(b"\n")
+        if cut < 0:
+            self._pending = buf
+            return None
+        self._pending = buf[cut + 1 :]
+        return buf[:cut]
+
     def flush(self) -> list[str]:
         """The partial last line, if any (the writer is gone: the job ended or the file was truncated)."""
+        return [line.decode("utf-8", "replace") for line in self.flush_raw()]
+
+    def flush_raw(self) -> list[bytes]:
         pending, self._pending = self._pending, b""
-        return [pending.decode("utf-8", "replace")] if pending else []
+        return [pending] if pending else []
+
+
+def decoded(lines: Sequence[bytes]) -> list[str]:
+    """Lines kept as bytes (`LineSplitter.feed_raw`), as `feed` would have decoded them: one decode for them all,
+    which gives the same text as one per line (a newline never occurs inside a UTF-8 sequence)."""
+    return b"\n".join(lines).decode("utf-8", "replace").split("\n") if lines else []
 
 
 def render_plain(prefix: str, lines: list[str]) -> str:

@@ -16,8 +16,8 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from ddpctl import safeio
-from ddpctl.logs.core import LineFilter, LineSplitter, Source
-from ddpctl.logs.stamps import FDS, Group, Stamps, Timed, group
+from ddpctl.logs.core import LineFilter, LineSplitter, Source, decoded
+from ddpctl.logs.stamps import FDS, Group, Stamps, Timed, TimedRaw, as_read, group
 from ddpctl.run.layout import NODE_INFO_GLOB, RANK_INFO_GLOB, RunLayout, attempts_in, rank_of_log
 
 _UNSEEN = -1  # inode before the first stat
@@ -25,6 +25,15 @@ _VANISHED = 0  # no file has inode 0: set when the file disappears, so its retur
 _REPLACED = -1
 _LINK = -2  # the path is a symlink: reported once, never read
 CHUNK = 4 << 20  # most bytes read from one file per poll, so one chatty rank cannot starve the others
+MIN_CHUNK = 16 << 10  # per file and pass, at least: below it, the per-file cost of a pass outweighs its lines
+
+
+def pass_chunk(pass_bytes: int, files: int, most: int) -> int:
+    """Bytes to read from each of `files` in one pass of `pass_bytes` (but MIN_CHUNK to `most`). A follower that
+    fell behind (512 busy ranks on a loaded machine) would otherwise read up to `most` from every file before
+    printing anything: passes of hundreds of MB, whose lines wait seconds for the pass to end and no longer fit
+    in any cache (benchmarks/README.md)."""
+    return min(most, max(MIN_CHUNK, pass_bytes // max(1, files)))
 
 
 def list_attempts(root: Path) -> list[int]:
@@ -97,6 +106,7 @@ class FileTail:
         self._inode = _UNSEEN
         self._splitter = LineSplitter()
         self._fd: int | None = None
+        self.behind = False  # the last poll left bytes it could have read (past its chunk)
 
     @property
     def has_partial(self) -> bool:
@@ -120,6 +130,14 @@ class FileTail:
 
     def poll_timed(self) -> Timed | None:
         """New complete lines, each with its write time (None for a log without times), or None as `poll_groups`."""
+        timed = self.poll_raw()
+        if timed is None:
+            return None
+        return timed[0], decoded(timed[1])
+
+    def poll_raw(self, chunk: int | None = None) -> TimedRaw | None:
+        """`poll_timed` with the lines as read (bytes): a follower writes them without decoding them; `chunk`:
+        the most bytes to read this time, if not `self.chunk`."""
         try:
             st = os.lstat(self.path)  # a str path: no Path object per file per poll
         except FileNotFoundError:
@@ -129,10 +147,10 @@ class FileTail:
             return None
         if stat.S_ISLNK(st.st_mode):
             return self._refuse_link()
-        restarted: list[str] = []
+        restarted: list[bytes] = []
         last = self.stamps.last
         if st.st_size < self.offset or self._inode not in (st.st_ino, _UNSEEN):
-            restarted = self._splitter.flush()
+            restarted = self._splitter.flush_raw()
             self.offset = 0
             self.stamps.reset()
             self.close()
@@ -144,13 +162,15 @@ class FileTail:
         if limit <= self.offset:
             return ([last] * len(restarted), restarted) if restarted else None
         try:
-            data = self._read(st.st_ino, min(self.chunk, limit - self.offset))
+            data = self._read(st.st_ino, min(chunk or self.chunk, limit - self.offset))
         except OSError as err:
             if err.errno == errno.ELOOP:  # swapped for a symlink since the lstat
                 return self._refuse_link()
             raise
         start, self.offset = self.offset, self.offset + len(data)
-        times, lines = self.stamps.split_timed(start, data, self._splitter)
+        self.behind = limit > self.offset
+        splitter = self._splitter
+        times, lines = self.stamps.split_timed(start, data, splitter.has_partial, splitter.feed_raw, as_read)
         if restarted:
             return [last] * len(restarted) + times, restarted + lines
         return times, lines
@@ -158,14 +178,18 @@ class FileTail:
     def flush(self) -> list[str]:
         return self._splitter.flush()
 
-    def _refuse_link(self) -> Timed | None:
+    def flush_raw(self) -> list[bytes]:
+        return self._splitter.flush_raw()
+
+    def _refuse_link(self) -> TimedRaw | None:
         """A symlinked rank log is not followed (it could point at any file the reader may read): say so once."""
         if self._inode == _LINK:
             return None
         self._inode = _LINK
         self.close()
         name = Path(self.path).name
-        return [None], [f"[ddpctl] not shown: {name} is a symbolic link (run-dir files are never followed)"]
+        note = f"[ddpctl] not shown: {name} is a symbolic link (run-dir files are never followed)"
+        return [None], [note.encode("utf-8", "replace")]
 
     def close(self) -> None:
         self.stamps.close()
@@ -212,6 +236,7 @@ class AttemptFiles:
     flt: LineFilter
     chunk: int = CHUNK
     tails: dict[int, FileTail] = field(default_factory=dict)
+    behind: bool = False  # the last pass left bytes it could have read (ddpctl.logs.follow.poll_files)
     nodes: dict[int, str] = field(default_factory=dict)
     _node_files: set[str] = field(default_factory=set)
 

@@ -27,7 +27,7 @@ from pathlib import Path
 from ddpctl.errors import CommandError
 from ddpctl.logs.asker import Answer, Asker
 from ddpctl.logs.core import LineFilter, attempt_banner, end_banner
-from ddpctl.logs.files import AttemptFiles, list_attempts
+from ddpctl.logs.files import AttemptFiles, list_attempts, pass_chunk
 from ddpctl.logs.merge import HOLD_S, Merger
 from ddpctl.logs.notify import Notifier
 from ddpctl.logs.output import Sink
@@ -49,6 +49,7 @@ class FollowConfig:
     notified_gap: float = 0.025  # with inotify: pause after a poll that read something (batches a burst)
     notified_sweep: float = 10.0  # with inotify: a full pass this often even without events
     wall: Callable[[], float] = time.time  # the clock write times are compared with (a test sets its own)
+    pass_bytes: int = 8 << 20  # read per pass over all files, at most (see pass_chunk)
 
 
 class Backoff:
@@ -120,28 +121,35 @@ def drain(
 
 def flush_partials(files: AttemptFiles, flt: LineFilter, merger: Merger) -> None:
     for tail in files.tails.values():
-        lines = flt.select(tail.flush())
+        lines = tail.flush_raw()
+        if lines and flt.grep is not None:
+            lines = [line for line in lines if flt.grep.search(line.decode("utf-8", "replace"))]
         if lines:
             merger.add(tail.stamps.last or time.time(), tail.source, lines)
 
 
-def poll_files(files: AttemptFiles, flt: LineFilter, merger: Merger, started: float) -> bool:
-    """One pass over the files, started at wall time `started`: their new lines into `merger`; True if any of
-    them grew."""
-    active = False
+def poll_files(
+    files: AttemptFiles, flt: LineFilter, merger: Merger, started: float, pass_bytes: int = FollowConfig.pass_bytes
+) -> bool:
+    """One pass over the files, started at wall time `started`: their new lines (as read: bytes, decoded by the
+    sink) into `merger`; True if any of them grew. `files.behind`: some file has more to read already."""
+    active = behind = False
     now = started - HOLD_S  # lines of a log without times count as written when the pass began: they pass at once
+    chunk = pass_chunk(pass_bytes, len(files.tails), files.chunk)
     for tail in files.tails.values():
-        timed = tail.poll_timed()
+        timed = tail.poll_raw(chunk)
         if timed is None:
             continue
         active = True
+        behind = behind or tail.behind
         times, lines = timed
         if lines and flt.grep is not None:
             search = flt.grep.search
-            kept = [i for i, line in enumerate(lines) if search(line)]
+            kept = [i for i, line in enumerate(lines) if search(line.decode("utf-8", "replace"))]
             times, lines = [times[i] for i in kept], [lines[i] for i in kept]
         if lines:
             merger.add_timed(times, tail.source, lines, now)
+    files.behind = behind
     return active
 
 
@@ -208,8 +216,10 @@ class Follower:
                     if state is not None and state.terminal:
                         return self._finish(state)
                     self._note_waiting(state)
-                # Lines held for ordering are due within HOLD_S: poll again soon rather than wait for an event.
-                changed = self.pacer.pause(active or bool(self.merger), next_state - self.clock())
+                # Lines held for ordering are due within HOLD_S: poll again soon rather than wait for an event; a
+                # follower behind its files reads on at once.
+                behind = self.files is not None and self.files.behind
+                changed = behind or self.pacer.pause(active or bool(self.merger), next_state - self.clock())
         finally:
             self.pacer.close()
             if self.files is not None:
@@ -227,7 +237,7 @@ class Follower:
         if self._changed("attempt", str(self.files.path), forced):
             self.files.rescan()
         self._pass_started = self.config.wall()
-        return poll_files(self.files, self.flt, self.merger, self._pass_started)
+        return poll_files(self.files, self.flt, self.merger, self._pass_started, self.config.pass_bytes)
 
     def _changed(self, key: str, path: str, forced: bool) -> bool:
         mtime = _mtime_ns(path)

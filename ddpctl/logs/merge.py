@@ -15,7 +15,7 @@ import heapq
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import TYPE_CHECKING
 
-from ddpctl.logs.core import LineFilter, Source
+from ddpctl.logs.core import LineFilter, Source, decoded
 from ddpctl.logs.files import FileTail
 
 if TYPE_CHECKING:
@@ -55,21 +55,22 @@ class Merger:
     """Lines held back for ordering, as columns of runs (time, rank, source, lines written at that time) sorted
     once per release: a follower of 512 busy ranks holds ~100k lines a second, each written at its own time,
     and a heap entry and a sink call per line were most of its time (benchmarks/README.md). A read whose lines
-    share one time (a log without times, one write) is one run; otherwise each line is its own."""
+    share one time (a log without times, one write) is one run; otherwise each line is its own. Lines are held
+    as read (bytes): a sink that writes bytes never decodes them (`emit_ordered`)."""
 
     def __init__(self) -> None:
         self._times: list[float] = []
         self._ranks: list[int] = []
         self._sources: list[Source] = []
-        self._runs: list[Sequence[str]] = []
+        self._runs: list[Sequence[bytes]] = []
 
     def __bool__(self) -> bool:
         return bool(self._runs)
 
-    def add(self, when: float, source: Source, lines: list[str]) -> None:
+    def add(self, when: float, source: Source, lines: list[bytes]) -> None:
         self.add_timed([when] * len(lines), source, lines, when)
 
-    def add_timed(self, times: list[float | None], source: Source, lines: list[str], unknown: float) -> None:
+    def add_timed(self, times: list[float | None], source: Source, lines: list[bytes], unknown: float) -> None:
         """`lines` of `source`, each written at its time in `times`; `unknown` stands for a time not known."""
         if not lines:
             return
@@ -112,12 +113,12 @@ class Merger:
         )
 
 
-def emit_ordered(sink: Sink, sources: list[Source], runs: list[Sequence[str]], times: list[float]) -> None:
-    """Runs of lines in their final order into `sink`: all at once where it can take them so (`ordered`), else
-    a `lines` call per run."""
+def emit_ordered(sink: Sink, sources: list[Source], runs: list[Sequence[bytes]], times: list[float]) -> None:
+    """Runs of lines (bytes, as read) in their final order into `sink`: all at once where it can take them so
+    (`ordered`), else a `lines` call per run, decoded."""
     ordered = getattr(sink, "ordered", None)
     if ordered is not None:
         ordered(sources, runs, times)
         return
     for source, run, when in zip(sources, runs, times, strict=True):
-        sink.lines(source, list(run), when)
+        sink.lines(source, decoded(run), when)

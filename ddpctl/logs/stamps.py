@@ -11,13 +11,17 @@ from __future__ import annotations
 import itertools
 import os
 import resource
+from collections.abc import Callable
+from typing import TypeVar
 
 from ddpctl import safeio
-from ddpctl.logs.core import LineSplitter
+from ddpctl.logs.core import LineSplitter, decoded
 from ddpctl.run import logtimes
 
 Group = tuple[float | None, list[str]]  # lines written at one time (None: not known, the log has no sidecar)
 Timed = tuple[list[float | None], list[str]]  # lines and, for each, the time it was written (None: not known)
+TimedRaw = tuple[list[float | None], list[bytes]]  # the same with the lines as read (a follower's: see LineSplitter)
+L = TypeVar("L", str, bytes)
 READ_LIMIT = 1 << 20
 
 
@@ -92,7 +96,8 @@ class Stamps:
                 self._add(ends, times)
                 if ends:
                     self.indexed = max(self.indexed, ends[-1])
-                if used < len(data) or used == 0:
+                # A short read reached the end: asking again would only return nothing (a syscall per file and poll).
+                if used < len(data) or used == 0 or len(data) < READ_LIMIT:
                     break
         finally:
             if self._fd is None:
@@ -109,15 +114,25 @@ class Stamps:
 
     def split(self, start: int, data: bytes, splitter: LineSplitter) -> list[Group]:
         """Lines of `data` (the log's bytes from offset `start`) grouped by the write that completed them."""
-        return group(*self.split_timed(start, data, splitter))
+        return group(*self.split_timed(start, data, splitter.has_partial, splitter.feed, decoded))
 
-    def split_timed(self, start: int, data: bytes, splitter: LineSplitter) -> Timed:
-        """Lines of `data` (the log's bytes from offset `start`), each with the time of the write completing it."""
-        aligned = self._split_aligned(start, data, splitter)
+    def split_timed(
+        self,
+        start: int,
+        data: bytes,
+        partial: bool,
+        feed: Callable[[bytes], list[L]],
+        whole: Callable[[list[bytes]], list[L]],
+    ) -> tuple[list[float | None], list[L]]:
+        """Lines of `data` (the log's bytes from offset `start`), each with the time of the write completing it.
+        `feed` is the log's splitter's (`partial`: it holds the start of a line); where `data` is whole lines and
+        the splitter holds nothing, they are split here once and handed to `whole` instead (bytes as they are, or
+        decoded), as `feed` would have returned them."""
+        aligned = None if partial else self._split_aligned(start, data)
         if aligned is not None:
-            return aligned
+            return aligned[0], whole(aligned[1])
         times: list[float | None] = []
-        lines: list[str] = []
+        lines: list[L] = []
         pos, ends, head = 0, self._ends, self._head
         while head < len(ends) and pos < len(data):
             end, when = ends[head], self._times[head]
@@ -126,7 +141,7 @@ class Stamps:
                 head += 1
                 continue
             take = min(cut, len(data))
-            new = splitter.feed(data[pos:take])
+            new = feed(data[pos:take])
             times += [when] * len(new)
             lines += new
             pos = take
@@ -136,16 +151,17 @@ class Stamps:
             self.last = when
         self._head = head
         if pos < len(data):
-            new = splitter.feed(data[pos:])
+            new = feed(data[pos:])
             times += [self.last] * len(new)
             lines += new
         return times, lines
 
-    def _split_aligned(self, start: int, data: bytes, splitter: LineSplitter) -> Timed | None:
+    def _split_aligned(self, start: int, data: bytes) -> tuple[list[float | None], list[bytes]] | None:
         """The common case, without a step per record: each of the next records ends one line of `data`, which
-        ends with its last line (the writer prints a line per write). None for anything else."""
+        ends with its last line (the writer prints a line per write): their times and the lines. None for
+        anything else."""
         count = data.count(b"\n")
-        if not count or data[-1] != 0x0A or splitter.has_partial:
+        if not count or data[-1] != 0x0A:
             return None
         ends, head = self._ends, self._head
         while head < len(ends) and ends[head] <= start:  # used up before this read (see split_timed)
@@ -153,14 +169,20 @@ class Stamps:
         stop = head + count
         if stop > len(ends) or (stop < len(ends) and ends[stop] <= start + len(data)):
             return None
-        line_ends = itertools.accumulate(map((1).__add__, map(len, data.split(b"\n")[:-1])), initial=start)
+        lines = data[:-1].split(b"\n")
+        line_ends = itertools.accumulate(map((1).__add__, map(len, lines)), initial=start)
         next(line_ends)
         if ends[head:stop] != list(line_ends):
             return None
         times: list[float | None] = list(self._times[head:stop])
         self._head = stop
         self.last = times[-1]
-        return times, splitter.feed(data)
+        return times, lines
+
+
+def as_read(lines: list[bytes]) -> list[bytes]:
+    """`Stamps.split_timed`'s `whole` for lines kept as bytes."""
+    return lines
 
 
 def group(times: list[float | None], lines: list[str]) -> list[Group]:

@@ -285,8 +285,8 @@ def test_merger_releases_by_write_time_then_rank_then_read_order(
     out = io.StringIO()
     plain, plain_merger = PlainSink(out), Merger()  # the sink that takes a release's lines at once (`ordered`)
     for rank, times, lines in added:
-        merger.add_timed(times, sources[rank], lines, 2.0)
-        plain_merger.add_timed(times, sources[rank], lines, 2.0)
+        merger.add_timed(times, sources[rank], [line.encode() for line in lines], 2.0)
+        plain_merger.add_timed(times, sources[rank], [line.encode() for line in lines], 2.0)
     merger.release(recorded, upto)
     plain_merger.release(plain, upto)
     plain.flush()

@@ -1,0 +1,121 @@
+"""`ddpctl logs -f` keeps rank lines as the bytes it read up to the write, and reads a bounded pass when behind.
+
+Bytes written as read must show exactly what the decoded, sanitized text showed before: the same prefixes,
+control characters made visible the same way, undecodable bytes replaced the same way.
+"""
+
+from __future__ import annotations
+
+import io
+import time
+from dataclasses import replace
+from pathlib import Path
+
+import pytest
+from test_logs_support import FAST, FollowThread, JobStateSwitch, Recorder, append, make_attempt
+
+from ddpctl.logs.core import LineSplitter, Source, decoded
+from ddpctl.logs.files import MIN_CHUNK, pass_chunk
+from ddpctl.logs.merge import Merger
+from ddpctl.logs.output import PlainSink
+from ddpctl.run import logtimes
+
+LINES = [
+    [b"plain ascii", b"tabs\tstay"],
+    [b"osc52 \x1b]52;c;cm0gLXJmIH4=\x07", b"fine"],
+    [b"progress\r50%", b"nul\x00 del\x7f"],
+    [b"c1 csi \xc2\x9b2J", b"bidi \xe2\x80\xaeevil\xe2\x80\xac"],
+    [b"\xc3\xbcn\xc3\xafc\xc3\xb6d\xc3\xa9 \xe2\x9c\x93"],
+    [b"undecodable \xff\xfe", b"cut \xe2\x82", b""],
+]
+
+
+def shown(raw: bool, node: str, lines: list[bytes], binary: bool) -> tuple[str, str]:
+    """What the bytes path (a release through `ordered`) and the text path (`lines`) write, as text."""
+    outs = []
+    for through_bytes in (True, False):
+        buffer = io.BytesIO()
+        out: io.TextIOBase = io.TextIOWrapper(buffer, encoding="utf-8", newline="") if binary else io.StringIO()
+        sink = PlainSink(out, raw=raw)  # type: ignore[arg-type]
+        sources = [Source(0, node, 3), Source(0, node, 1)]
+        if through_bytes:
+            merger = Merger()
+            merger.add_timed([1.0, 3.0], sources[0], [lines[0], lines[-1]], 0.0)
+            merger.add(2.0, sources[1], lines)
+            merger.release(sink)
+        else:
+            sink.lines(sources[0], decoded(lines[:1]), 1.0)
+            sink.lines(sources[1], decoded(lines), 2.0)
+            sink.lines(sources[0], decoded(lines[-1:]), 3.0)
+        sink.note("-- end --")
+        sink.flush()
+        outs.append(buffer.getvalue().decode() if binary else out.getvalue())  # type: ignore[attr-defined]
+    return outs[0], outs[1]
+
+
+@pytest.mark.parametrize("lines", LINES)
+@pytest.mark.parametrize("raw", [False, True])
+@pytest.mark.parametrize("node", ["node1", "node2\x1b[31m", "nöde"])
+@pytest.mark.parametrize("binary", [True, False])
+def test_lines_written_as_read_show_what_the_decoded_text_showed(
+    lines: list[bytes], raw: bool, node: str, binary: bool
+) -> None:
+    as_bytes, as_text = shown(raw, node, lines, binary)
+    assert as_bytes == as_text
+    assert as_bytes.count("\n") == len(lines) + 3  # whole lines, and nothing split one
+
+
+@pytest.mark.parametrize(
+    ("chunks", "raw_lines"),
+    [
+        ([b"a\nb", b"c\n"], [[b"a"], [b"bc"]]),
+        ([b"\xe2\x82", b"\xac\n"], [[], [b"\xe2\x82\xac"]]),
+        ([b"x\n\ny\n"], [[b"x", b"", b"y"]]),
+    ],
+)
+def test_splitter_keeps_bytes_and_decodes_them_the_same(chunks: list[bytes], raw_lines: list[list[bytes]]) -> None:
+    as_bytes, as_text = LineSplitter(), LineSplitter()
+    for chunk, expected in zip(chunks, raw_lines, strict=True):
+        got = as_bytes.feed_raw(chunk)
+        assert got == expected
+        assert decoded(got) == as_text.feed(chunk)
+
+
+@pytest.mark.parametrize(
+    ("pass_bytes", "files", "most", "chunk"),
+    [
+        (8 << 20, 1, 4 << 20, 4 << 20),  # one rank: its usual chunk
+        (8 << 20, 64, 4 << 20, 128 << 10),
+        (8 << 20, 512, 4 << 20, MIN_CHUNK),
+        (8 << 20, 4096, 4 << 20, MIN_CHUNK),  # never below the floor
+        (8 << 20, 0, 4 << 20, 4 << 20),
+        (1 << 20, 2, 256 << 10, 256 << 10),  # never above `most` (a dump's chunk)
+    ],
+)
+def test_pass_chunk_splits_the_pass_over_the_files(pass_bytes: int, files: int, most: int, chunk: int) -> None:
+    assert pass_chunk(pass_bytes, files, most) == chunk
+
+
+def test_follower_behind_its_files_shows_every_line_once_in_write_order(tmp_path: Path) -> None:
+    # Each log holds several passes' worth before the follower starts: it reads MIN_CHUNK of each per pass, so
+    # every pass leaves all three behind, and what it prints must still be every line once, by write time.
+    attempt = make_attempt(tmp_path, 0, {"n1": [0, 1, 2]})
+    base, count = time.time() - 100.0, 1500
+    for rank in range(3):
+        log = attempt / f"rank-{rank}.log"
+        data, records, end = [], [], 0
+        for i in range(count):
+            line = f"r{rank} {i:05d} {'x' * (i % 40)}\n".encode()
+            end += len(line)
+            data.append(line)
+            records.append(logtimes.record(end, base + i * 0.01 + rank * 0.001))
+        append(log, b"".join(data))
+        append(Path(logtimes.times_of(log)), b"".join(records))
+    assert (attempt / "rank-0.log").stat().st_size > 2 * MIN_CHUNK
+    sink = Recorder()
+    follower = FollowThread(tmp_path, sink, JobStateSwitch(), config=replace(FAST, pass_bytes=1))
+    follower.start()
+    sink.wait_for(lambda s: len(s.texts()) == 3 * count)
+    follower.finish()
+    texts = sink.texts()
+    assert texts == [f"r{rank} {i:05d} {'x' * (i % 40)}" for i in range(count) for rank in range(3)]
