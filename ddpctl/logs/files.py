@@ -162,7 +162,7 @@ class FileTail:
         if limit <= self.offset:
             return ([last] * len(restarted), restarted) if restarted else None
         try:
-            data = self._read(st.st_ino, min(chunk or self.chunk, limit - self.offset))
+            data = self._read_lines(st.st_ino, chunk or self.chunk, limit)
         except OSError as err:
             if err.errno == errno.ELOOP:  # swapped for a symlink since the lstat
                 return self._refuse_link()
@@ -197,6 +197,15 @@ class FileTail:
             os.close(self._fd)
             self._fd = None
             FDS.give()
+
+    def _read_lines(self, inode: int, chunk: int, limit: int) -> bytes:
+        """Up to `chunk` bytes from the offset towards `limit`; a read cut by `chunk` ends at its last whole line,
+        the rest comes next time (a partial line would send every later read of the file down Stamps' record by
+        record path)."""
+        data = self._read(inode, min(chunk, limit - self.offset))
+        if len(data) < limit - self.offset and (cut := data.rfind(b"\n") + 1):
+            return data[:cut]
+        return data
 
     def _read(self, inode: int, size: int) -> bytes:
         try:

@@ -15,7 +15,7 @@ import pytest
 from test_logs_support import FAST, FollowThread, JobStateSwitch, Recorder, append, make_attempt
 
 from ddpctl.logs.core import LineSplitter, Source, decoded
-from ddpctl.logs.files import MIN_CHUNK, pass_chunk
+from ddpctl.logs.files import MIN_CHUNK, FileTail, pass_chunk
 from ddpctl.logs.merge import Merger
 from ddpctl.logs.output import PlainSink
 from ddpctl.run import logtimes
@@ -119,3 +119,27 @@ def test_follower_behind_its_files_shows_every_line_once_in_write_order(tmp_path
     follower.finish()
     texts = sink.texts()
     assert texts == [f"r{rank} {i:05d} {'x' * (i % 40)}" for i in range(count) for rank in range(3)]
+
+
+@pytest.mark.parametrize(
+    ("data", "chunk", "polls"),
+    [
+        # A read cut by its chunk ends at the last whole line; the rest comes next time.
+        (b"line one\nline two\nline 3\n", 12, [([b"line one"], 9), ([b"line two"], 18), ([b"line 3"], 25)]),
+        (b"a\nb\nc\n", 64, [([b"a", b"b", b"c"], 6)]),
+        # A line longer than the chunk is read in pieces, as before.
+        (b"x" * 30 + b"\n", 20, [([], 20), ([b"x" * 30], 31)]),
+    ],
+)
+def test_a_read_cut_by_its_chunk_ends_with_a_whole_line(
+    tmp_path: Path, data: bytes, chunk: int, polls: list[tuple[list[bytes], int]]
+) -> None:
+    log = tmp_path / "rank-0.log"
+    log.write_bytes(data)
+    tail = FileTail(log, Source(0, "n", 0))
+    for lines, offset in polls:
+        timed = tail.poll_raw(chunk)
+        assert timed is not None and (timed[1], tail.offset) == (lines, offset)
+        assert tail.behind == (offset < len(data))
+    assert tail.poll_raw(chunk) is None
+    tail.close()
