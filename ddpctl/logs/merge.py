@@ -80,7 +80,7 @@ class Merger:
             self._sources.append(source)
             self._runs.append(lines)
             return
-        if None in times or 0.0 in times:
+        if not all(times):  # a None or 0.0 among them (falsy: no comparison per time)
             times = [when or unknown for when in times]
         self._times += times  # type: ignore[arg-type]  # no None left
         self._ranks += [source.rank] * len(lines)
@@ -98,10 +98,11 @@ class Merger:
             return
         sources, runs = self._sources, self._runs
         if cut < len(order):  # keep the rest, in order: the next sort finds it sorted
-            self._times = [times[i] for i in order[cut:]]
-            self._ranks = [self._ranks[i] for i in order[cut:]]
-            self._sources = [sources[i] for i in order[cut:]]
-            self._runs = [runs[i] for i in order[cut:]]
+            rest = order[cut:]
+            self._times = list(map(times.__getitem__, rest))
+            self._ranks = list(map(self._ranks.__getitem__, rest))
+            self._sources = list(map(sources.__getitem__, rest))
+            self._runs = list(map(runs.__getitem__, rest))
         else:
             self._times, self._ranks, self._sources, self._runs = [], [], [], []
         order = order[:cut]

@@ -101,7 +101,8 @@ class PlainSink(Buffered):
                 self.lines(source, decoded(run), when)
             return
         # By identity: one Source object per file, and hashing a dataclass per line would cost a Python call.
-        unique = dict(zip(map(id, sources), sources, strict=True))
+        ids = list(map(id, sources))
+        unique = dict(zip(ids, sources, strict=True))
         prefixes = {key: self.text(self.prefix(source)) for key, source in unique.items()}
         lines = list(itertools.chain.from_iterable(runs))
         # With prefixes of safe ASCII (no colour, plain node names) the batch is checked once it is joined, else
@@ -109,9 +110,9 @@ class PlainSink(Buffered):
         apart = self.raw or not self.ascii_as_is or bool(b"".join(prefixes.values()).translate(None, SAFE_ASCII))
         if apart and not self._as_read(lines):
             lines = self._shown(lines)
-        out = _joined(prefixes, sources, runs, lines)
+        out = _joined(prefixes, ids, runs, lines)
         if not apart and out.translate(None, SAFE_ASCII_LINES):
-            out = _joined(prefixes, sources, runs, self._shown(lines))
+            out = _joined(prefixes, ids, runs, self._shown(lines))
         self._buf.append(out)
 
     def _as_read(self, lines: list[bytes]) -> bool:
@@ -138,12 +139,11 @@ class PlainSink(Buffered):
 SAFE_ASCII_LINES = SAFE_ASCII + b"\n"
 
 
-def _joined(
-    prefixes: dict[int, bytes], sources: list[Source], runs: list[Sequence[bytes]], lines: list[bytes]
-) -> bytes:
-    """Each line after its run's prefix, each followed by a newline: one join, no bytes object per line."""
+def _joined(prefixes: dict[int, bytes], ids: list[int], runs: list[Sequence[bytes]], lines: list[bytes]) -> bytes:
+    """Each line after its run's prefix (by the id of the run's source), each followed by a newline: one join, no
+    bytes object per line."""
     parts: list[bytes] = [b"\n"] * (3 * len(lines))
-    run_prefixes = map(prefixes.__getitem__, map(id, sources))
+    run_prefixes = map(prefixes.__getitem__, ids)
     if len(runs) == len(lines):  # a line per run (lines written at times of their own): no repeat per run
         parts[0::3] = run_prefixes
     else:
