@@ -7,7 +7,9 @@ Polling design (works on NFS/Lustre, where inotify never hears about writes made
     under 1 % of one core);
   * directories are listed again only when their mtime changes (a file or attempt was created), and every 5 s
     as a safety net for filesystems that cache directory attributes;
-  * the job's state is asked for at most every 2 s (squeue is not free), never per line or per poll.
+  * the job's state is asked for at most every 2 s (squeue is not free), never per line or per poll;
+  * a pass reads about `pass_bytes` over all files (whole lines, at least MIN_CHUNK each) and prints what it
+    read before the next: a follower that fell behind catches up in passes that stay small, without pausing.
 On a local filesystem (logs_notify decides) inotify events wake the follower instead: 0.025 s after a poll that
 read something, at once on an event when idle; the state query still runs every 2 s, and a full pass over the
 files every 10 s anyway, in case an event was lost.
