@@ -25,15 +25,6 @@ _VANISHED = 0  # no file has inode 0: set when the file disappears, so its retur
 _REPLACED = -1
 _LINK = -2  # the path is a symlink: reported once, never read
 CHUNK = 4 << 20  # most bytes read from one file per poll, so one chatty rank cannot starve the others
-MIN_CHUNK = 16 << 10  # per file and pass, at least: below it, the per-file cost of a pass outweighs its lines
-
-
-def pass_chunk(pass_bytes: int, files: int, most: int) -> int:
-    """Bytes to read from each of `files` in one pass of `pass_bytes` (but MIN_CHUNK to `most`). A follower that
-    fell behind (512 busy ranks on a loaded machine) would otherwise read up to `most` from every file before
-    printing anything: passes of hundreds of MB, whose lines wait seconds for the pass to end and no longer fit
-    in any cache (benchmarks/README.md)."""
-    return min(most, max(MIN_CHUNK, pass_bytes // max(1, files)))
 
 
 def list_attempts(root: Path) -> list[int]:

@@ -8,8 +8,7 @@ Polling design (works on NFS/Lustre, where inotify never hears about writes made
   * directories are listed again only when their mtime changes (a file or attempt was created), and every 5 s
     as a safety net for filesystems that cache directory attributes;
   * the job's state is asked for at most every 2 s (squeue is not free), never per line or per poll;
-  * a pass reads about `pass_bytes` over all files (whole lines, at least MIN_CHUNK each) and prints what it
-    read before the next: a follower that fell behind catches up in passes that stay small, without pausing.
+  * a follower that left bytes unread in a pass (past a file's chunk) starts the next one without pausing.
 On a local filesystem (logs_notify decides) inotify events wake the follower instead: 0.025 s after a poll that
 read something, at once on an event when idle; the state query still runs every 2 s, and a full pass over the
 files every 10 s anyway, in case an event was lost.
@@ -29,7 +28,7 @@ from pathlib import Path
 from ddpctl.errors import CommandError
 from ddpctl.logs.asker import Answer, Asker
 from ddpctl.logs.core import LineFilter, attempt_banner, end_banner
-from ddpctl.logs.files import AttemptFiles, list_attempts, pass_chunk
+from ddpctl.logs.files import AttemptFiles, list_attempts
 from ddpctl.logs.merge import HOLD_S, Merger
 from ddpctl.logs.notify import Notifier
 from ddpctl.logs.output import Sink
@@ -51,7 +50,6 @@ class FollowConfig:
     notified_gap: float = 0.025  # with inotify: pause after a poll that read something (batches a burst)
     notified_sweep: float = 10.0  # with inotify: a full pass this often even without events
     wall: Callable[[], float] = time.time  # the clock write times are compared with (a test sets its own)
-    pass_bytes: int = 8 << 20  # read per pass over all files, at most (see pass_chunk)
 
 
 class Backoff:
@@ -130,16 +128,13 @@ def flush_partials(files: AttemptFiles, flt: LineFilter, merger: Merger) -> None
             merger.add(tail.stamps.last or time.time(), tail.source, lines)
 
 
-def poll_files(
-    files: AttemptFiles, flt: LineFilter, merger: Merger, started: float, pass_bytes: int = FollowConfig.pass_bytes
-) -> bool:
+def poll_files(files: AttemptFiles, flt: LineFilter, merger: Merger, started: float) -> bool:
     """One pass over the files, started at wall time `started`: their new lines (as read: bytes, decoded by the
     sink) into `merger`; True if any of them grew. `files.behind`: some file has more to read already."""
     active = behind = False
     now = started - HOLD_S  # lines of a log without times count as written when the pass began: they pass at once
-    chunk = pass_chunk(pass_bytes, len(files.tails), files.chunk)
     for tail in files.tails.values():
-        timed = tail.poll_raw(chunk)
+        timed = tail.poll_raw()
         if timed is None:
             continue
         active = True
@@ -239,7 +234,7 @@ class Follower:
         if self._changed("attempt", str(self.files.path), forced):
             self.files.rescan()
         self._pass_started = self.config.wall()
-        return poll_files(self.files, self.flt, self.merger, self._pass_started, self.config.pass_bytes)
+        return poll_files(self.files, self.flt, self.merger, self._pass_started)
 
     def _changed(self, key: str, path: str, forced: bool) -> bool:
         mtime = _mtime_ns(path)

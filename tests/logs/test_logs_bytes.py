@@ -1,4 +1,4 @@
-"""`ddpctl logs -f` keeps rank lines as the bytes it read up to the write, and reads a bounded pass when behind.
+"""`ddpctl logs -f` keeps rank lines as the bytes it read up to the write; a read cut by its chunk ends a line.
 
 Bytes written as read must show exactly what the decoded, sanitized text showed before: the same prefixes,
 control characters made visible the same way, undecodable bytes replaced the same way.
@@ -7,18 +7,14 @@ control characters made visible the same way, undecodable bytes replaced the sam
 from __future__ import annotations
 
 import io
-import time
-from dataclasses import replace
 from pathlib import Path
 
 import pytest
-from test_logs_support import FAST, FollowThread, JobStateSwitch, Recorder, append, make_attempt
 
 from ddpctl.logs.core import LineSplitter, Source, decoded
-from ddpctl.logs.files import MIN_CHUNK, FileTail, pass_chunk
+from ddpctl.logs.files import FileTail
 from ddpctl.logs.merge import Merger
 from ddpctl.logs.output import PlainSink
-from ddpctl.run import logtimes
 
 LINES = [
     [b"plain ascii", b"tabs\tstay"],
@@ -79,46 +75,6 @@ def test_splitter_keeps_bytes_and_decodes_them_the_same(chunks: list[bytes], raw
         got = as_bytes.feed_raw(chunk)
         assert got == expected
         assert decoded(got) == as_text.feed(chunk)
-
-
-@pytest.mark.parametrize(
-    ("pass_bytes", "files", "most", "chunk"),
-    [
-        (8 << 20, 1, 4 << 20, 4 << 20),  # one rank: its usual chunk
-        (8 << 20, 64, 4 << 20, 128 << 10),
-        (8 << 20, 512, 4 << 20, MIN_CHUNK),
-        (8 << 20, 4096, 4 << 20, MIN_CHUNK),  # never below the floor
-        (8 << 20, 0, 4 << 20, 4 << 20),
-        (1 << 20, 2, 256 << 10, 256 << 10),  # never above `most` (a dump's chunk)
-    ],
-)
-def test_pass_chunk_splits_the_pass_over_the_files(pass_bytes: int, files: int, most: int, chunk: int) -> None:
-    assert pass_chunk(pass_bytes, files, most) == chunk
-
-
-def test_follower_behind_its_files_shows_every_line_once_in_write_order(tmp_path: Path) -> None:
-    # Each log holds several passes' worth before the follower starts: it reads MIN_CHUNK of each per pass, so
-    # every pass leaves all three behind, and what it prints must still be every line once, by write time.
-    attempt = make_attempt(tmp_path, 0, {"n1": [0, 1, 2]})
-    base, count = time.time() - 100.0, 1500
-    for rank in range(3):
-        log = attempt / f"rank-{rank}.log"
-        data, records, end = [], [], 0
-        for i in range(count):
-            line = f"r{rank} {i:05d} {'x' * (i % 40)}\n".encode()
-            end += len(line)
-            data.append(line)
-            records.append(logtimes.record(end, base + i * 0.01 + rank * 0.001))
-        append(log, b"".join(data))
-        append(Path(logtimes.times_of(log)), b"".join(records))
-    assert (attempt / "rank-0.log").stat().st_size > 2 * MIN_CHUNK
-    sink = Recorder()
-    follower = FollowThread(tmp_path, sink, JobStateSwitch(), config=replace(FAST, pass_bytes=1))
-    follower.start()
-    sink.wait_for(lambda s: len(s.texts()) == 3 * count)
-    follower.finish()
-    texts = sink.texts()
-    assert texts == [f"r{rank} {i:05d} {'x' * (i % 40)}" for i in range(count) for rank in range(3)]
 
 
 @pytest.mark.parametrize(
