@@ -282,9 +282,27 @@ ensure_network() {
     write_hosts_block "$hosts"
 }
 
+# The job cgroups a node's slurmd left behind (a node killed or cut off mid-job; tests/cluster/README.md): removed
+# depth-first where no process is left in them. A fresh controller numbers jobs from 1 again, and a new job_<id>
+# meeting an old one's directory fails its step ("Slurmd could not execve job": its cpuset.cpus write is EBUSY
+# under the old step directory). Only where no slurmd runs that could be making a job's directory right now:
+# before a node's slurmd starts, and on every node when a fresh controller starts (no job exists yet).
+clear_job_cgroups() {
+    local c
+    for c in $CG_CONTROLLERS; do
+        [[ -d /sys/fs/cgroup/$c/$CG_PARENT/$1 ]] || continue
+        # -depth: a job's step and task directories come before it.
+        find "/sys/fs/cgroup/$c/$CG_PARENT/$1" -depth -type d -path '*/job_*' 2>/dev/null |
+            while read -r dir; do rmdir "$dir" 2>/dev/null || true; done
+    done
+}
+
 start_daemons() {
     local i name
     if ! pidfile_alive "$RUN_DIR/slurmctld.pid" slurmctld; then
+        for ((i = 1; i <= NODES; i++)); do
+            clear_job_cgroups "$(node_name "$i")"
+        done
         # A fresh controller starts with no jobs: tests must not see jobs from a previous cluster.
         rm -rf "$STATE_DIR/ctld"
         [[ -f $LOG_DIR/jobcomp.txt ]] && mv -f "$LOG_DIR/jobcomp.txt" "$LOG_DIR/jobcomp.txt.old"
@@ -296,6 +314,7 @@ start_daemons() {
     for ((i = 1; i <= NODES; i++)); do
         name=$(node_name "$i")
         pidfile_alive "$RUN_DIR/slurmd-$name.pid" slurmd && continue
+        clear_job_cgroups "$name"
         install -d -m 0755 "$STATE_DIR/spool/$name"
         # nsenter, not `ip netns exec`: the latter remounts /sys. The outer shell joins the node's cgroups
         # (the new cgroup namespace is rooted where its creator is); the inner one mounts the controllers

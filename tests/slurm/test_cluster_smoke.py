@@ -3,13 +3,17 @@
 from __future__ import annotations
 
 import ipaddress
+import os
+import signal
 import subprocess
 import sys
 import time
 from collections.abc import Callable
+from pathlib import Path
 
 import pytest
-from slurmtools import ClusterInfo, job_info, job_output, sbatch_text, wait_for_state
+from nodefault import restore_nodes
+from slurmtools import STATE_DIR, ClusterInfo, job_info, job_output, sbatch_text, wait_for_state
 
 pytestmark = pytest.mark.slurm
 
@@ -113,3 +117,26 @@ def test_urgent_job_preempts_and_requeues_a_debug_job(
             f"\n[smoke] preemption: urgent submitted -> victim requeued {t_requeued - t_submit:.1f} s;"
             f" requeued -> RUNNING again {t_running - t_requeued:.1f} s"
         )
+
+
+@pytest.mark.cluster_alone  # a node's slurmd is killed and started again
+def test_a_restarted_slurmd_starts_without_the_job_cgroups_its_dead_one_left() -> None:
+    # A job_<id> directory left by a killed slurmd failed the next job of that id on the node ("Slurmd could not
+    # execve job": cpuset.cpus EBUSY under the old step directory); job ids start at 1 again with every fresh
+    # controller, so it happened (tests/cluster/README.md).
+    node = "node3"
+    left = [
+        Path(f"/sys/fs/cgroup/{c}/ddpctl-test-cluster/{node}/slurm_{node}/uid_0/job_999999/step_0")
+        for c in ("cpuset", "memory", "freezer")
+    ]
+    for step in left:
+        step.mkdir(parents=True, exist_ok=True)
+    slurmd = int((STATE_DIR / "run" / f"slurmd-{node}.pid").read_text().strip())
+    os.kill(slurmd, signal.SIGKILL)
+    deadline = time.monotonic() + 10
+    while Path(f"/proc/{slurmd}").exists() and time.monotonic() < deadline:
+        time.sleep(0.1)
+    restore_nodes()
+
+    assert [step.parent for step in left if step.parent.exists()] == []
+    assert _srun("-p", "scale", "-w", node, "hostname") == [node]
