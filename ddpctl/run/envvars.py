@@ -10,6 +10,7 @@ STOP_SIGNAL = "DDPCTL_STOP_SIGNAL"  # e.g. "USR2": workers treat it as "stop at 
 SCRIPT_SIGNAL = "DDPCTL_SCRIPT_SIGNAL"  # requeue.script_signal: the worker sends it to the script on a stop
 STOP_LEAD_S = "DDPCTL_STOP_LEAD_S"  # requeue.lead_s: how long a stop may take before it counts as unacknowledged
 PG_TIMEOUT_S = "DDPCTL_PG_TIMEOUT_S"  # process-group timeout for init_process_group
+PG_BACKEND = "DDPCTL_PG_BACKEND"  # runtime.init's default group backend, e.g. "cuda:gloo" (the NCCL-shaped test lane)
 NODE_NAME = "DDPCTL_NODE"  # Slurm node name this rank runs on (for log prefixes)
 RANK_LOG = "DDPCTL_RANK_LOG_PATTERN"  # e.g. ".../attempt-0/rank-{rank}.log": the worker wrapper fills in RANK
 # Set by the batch shell for its step: when the attempt started ($EPOCHREALTIME) and on which host. Node 0's

@@ -16,6 +16,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 import torch
+import torch.distributed as dist
 from data import SyntheticImages
 from model import MiniResNet
 from quiet import without_stderr_lines
@@ -50,6 +51,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--eval-undeclared", action="store_true", help="... without declaring it (beat.pause)")
     p.add_argument("--slow-rank", type=int, default=-1, help="this rank sleeps --slow-s after every step")
     p.add_argument("--slow-s", type=float, default=0.0)
+    p.add_argument("--backend", default=None, help="process group backend (default: NCCL on GPUs, else Gloo)")
     return p.parse_args(argv)
 
 
@@ -105,6 +107,16 @@ class Trainer:
 UNUSED_PARAMETERS_WARNING = "find_unused_parameters=True was specified in DDP constructor"
 
 
+def grad_group(ctx: runtime.DistContext) -> dist.ProcessGroup | None:
+    """The group DDP reduces gradients on: the default one, unless it has no CPU backend while the model is on the
+    CPU. That is the NCCL-shaped test lane (DDPCTL_PG_BACKEND=cuda:gloo): the default group refuses CPU tensors as
+    NCCL does, so it proves that ddpctl's own collectives never use it; the model's gradients get a Gloo group."""
+    if ctx.distributed and ctx.device.type == "cpu" and "cpu:" not in dist.get_backend_config():
+        group = dist.new_group(backend="gloo")
+        return group if isinstance(group, dist.ProcessGroup) else None
+    return None
+
+
 def build(args: argparse.Namespace, ctx: runtime.DistContext) -> Trainer:
     torch.manual_seed(args.seed)  # identical initial weights on every rank (DDP also broadcasts rank 0's)
     net = MiniResNet().to(ctx.device)
@@ -112,7 +124,7 @@ def build(args: argparse.Namespace, ctx: runtime.DistContext) -> Trainer:
     # each attempt. That re-bucketing moves parameters inside the flat buffer, which changes the summation
     # order of Gloo's ring all-reduce with more than 2 ranks: a resumed run would differ in the last bits.
     devices = [ctx.local_rank] if ctx.device.type == "cuda" else None
-    model: nn.Module = DDP(net, device_ids=devices, find_unused_parameters=True)
+    model: nn.Module = DDP(net, device_ids=devices, find_unused_parameters=True, process_group=grad_group(ctx))
     dataset = SyntheticImages(args.samples, seed=args.seed)
     sampler = runtime.ResumableSampler(
         dataset, args.batch_size, num_replicas=ctx.world_size, rank=ctx.rank, seed=args.seed, drop_last=True
@@ -226,7 +238,7 @@ def train(t: Trainer, ckpt: runtime.Checkpointer, stop: runtime.StopAgreement) -
 def main() -> None:
     args = parse_args()
     torch.set_num_threads(int(os.environ.get("OMP_NUM_THREADS", "1")))
-    ctx = runtime.init()
+    ctx = runtime.init(args.backend)
     torch.use_deterministic_algorithms(True, warn_only=ctx.device.type == "cuda")
     t = build(args, ctx)
     ckpt, stop = runtime.Checkpointer(ctx=ctx), runtime.StopAgreement(ctx)

@@ -76,7 +76,8 @@ class Attempt:
         return int(match.group(1))
 
 
-def start(run_dir: Path, number: int, *args: str) -> Attempt:
+def start(run_dir: Path, number: int, *args: str, pg_backend: str = "") -> Attempt:
+    args = (*args, "--backend", pg_backend) if pg_backend else args
     """Start torchrun as `ddpctl launch` would on a single local node (node rank 0): the argv and env come from
     the launcher's own `node_plan`, for the local backend's loopback network, on a free port."""
     layout = RunLayout(run_dir)
@@ -100,8 +101,8 @@ def start(run_dir: Path, number: int, *args: str) -> Attempt:
     return Attempt(run_dir, number, proc)
 
 
-def run(run_dir: Path, number: int, *args: str) -> Attempt:
-    attempt = start(run_dir, number, *args)
+def run(run_dir: Path, number: int, *args: str, pg_backend: str = "") -> Attempt:
+    attempt = start(run_dir, number, *args, pg_backend=pg_backend)
     status = attempt.wait()
     assert status == 0, attempt.log(0) + attempt.log(1)
     return attempt
@@ -117,8 +118,8 @@ def reference_hash(tmp_path_factory: pytest.TempPathFactory) -> str:
     return first.final_hash()
 
 
-def stop_mid_training(run_dir: Path, how: str, after: int = 6) -> Attempt:
-    attempt = start(run_dir, 0, *BASE_ARGS, "--sleep-per-step", "0.15")
+def stop_mid_training(run_dir: Path, how: str, after: int = 6, pg_backend: str = "") -> Attempt:
+    attempt = start(run_dir, 0, *BASE_ARGS, "--sleep-per-step", "0.15", pg_backend=pg_backend)
     attempt.wait_for_step(after)
     if how == "file":
         attempt.layout.stop_file(0, 0).touch()
@@ -158,6 +159,24 @@ def test_stop_checkpoint_and_exact_resume(tmp_path: Path, reference_hash: str, h
     assert second.steps() == list(range(step + 1, 33))  # together: every step exactly once
     assert second.final_hash() == reference_hash
     assert not second.layout.stopped_marker(1).exists()
+
+
+def test_nccl_shaped_lane_stop_checkpoint_marker_and_exact_resume(tmp_path: Path, reference_hash: str) -> None:
+    """The default group opened as `cuda:gloo` refuses CPU tensors exactly as NCCL does: the whole path (stop
+    request on one rank, agreement, checkpoint, marker, exit 0, resume, heartbeat) must use only the control group."""
+    first = stop_mid_training(tmp_path, "signal", pg_backend="cuda:gloo")
+    for rank in (0, 1):
+        assert "No backend type associated" not in first.log(rank)
+    step = agreed_step(first)
+    marker = json.loads(first.layout.stopped_marker(0).read_text())
+    assert marker["step"] == step and (Path(marker["checkpoint"]) / "COMPLETE").exists()
+    assert json.loads(first.layout.progress_file(0, 1).read_text())["step"] == step
+
+    second = run(tmp_path, 1, *BASE_ARGS, pg_backend="cuda:gloo")
+    assert f"resumed from step {step}" in second.log(0)
+    assert second.steps() == list(range(step + 1, 33))
+    assert second.final_hash() == reference_hash
+    assert json.loads(second.layout.progress_file(1, 0).read_text())["phase"] == "done"
 
 
 def test_damaged_checkpoints_are_skipped(tmp_path: Path, reference_hash: str) -> None:
