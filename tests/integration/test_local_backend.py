@@ -45,7 +45,10 @@ def test_sbatch_backend_without_sbatch_says_what_to_do(cli: Cli, tmp_path: Path)
 
 def test_preempt_and_resume_reaches_the_uninterrupted_hash(cli: Cli, tmp_path: Path) -> None:
     reference_id, reference_dir = cli.submit(example_spec(tmp_path, "reference"))
-    job_id, run_dir = cli.submit(example_spec(tmp_path, "interrupted", "--sleep-per-step", "0.5"))
+    # In the NCCL-shaped lane: the default group refuses CPU tensors as NCCL does (the example gives its gradients a
+    # Gloo group), so the stop, marker, checkpoint and resume must use ddpctl's control group only; same weights.
+    lane = ("--backend", "cuda:gloo")
+    job_id, run_dir = cli.submit(example_spec(tmp_path, "interrupted", "--sleep-per-step", "0.5", *lane))
     rank0 = run_dir / "attempt-0" / "rank-0.log"
     cli.wait_for(lambda: len(steps_logged(rank0)) >= 1, timeout=180, what="the first training step")
     cli.run("preempt", job_id)
@@ -76,6 +79,8 @@ def test_preempt_and_resume_reaches_the_uninterrupted_hash(cli: Cli, tmp_path: P
         assert expected <= set(re.findall(r"\[a\d local\d r\d\]", merged))
     decisions = [e for e in events(run_dir) if e["event"] == "decision"]
     assert [(d["action"], d["kind"]) for d in decisions] == [("requeue", "preemption"), ("finish", None)]
+    told = cli.run("status", job_id).stdout
+    assert "NOT ACKNOWLEDGED" not in told and "script-error" not in told, told
 
 
 def test_cancel_a_running_local_job(cli: Cli, tmp_path: Path) -> None:

@@ -343,7 +343,11 @@ class LogFollower:
 def test_preempt_warning_stops_all_ranks_at_one_step_and_resumes_exactly(
     cli: Cli, tmp_path: Path, cleanup_jobs: Callable[[str], str], reference: Reference
 ) -> None:
-    job = paced(cli, tmp_path, cleanup_jobs, 4, "0.5")
+    # The NCCL-shaped lane (`--backend cuda:gloo`: the default group refuses CPU tensors as NCCL does; the example
+    # reduces its gradients on a Gloo group): ddpctl's own collectives must all go over its control group.
+    job = submit(
+        cli, tmp_path / "runs", cleanup_jobs, "--ckpt-every", "4", "--sleep-per-step", "0.5", "--backend", "cuda:gloo"
+    )
     follower = LogFollower(cli, job.job_id)
     try:
         job.wait_step(0, 3)
@@ -378,6 +382,8 @@ def test_preempt_warning_stops_all_ranks_at_one_step_and_resumes_exactly(
     text = "\n".join(follower.lines)
     assert f"rank 3 stop agreed at step {step}" in text and f"resumed from step {step}" in text, text[-3000:]
     assert follower.lines and follower.lines[-1] == f"-- job {job.job_id} COMPLETED --", follower.lines[-10:]
+    told = cli.run("status", job.job_id).stdout
+    assert "NOT ACKNOWLEDGED" not in told and "script-error" not in told, told
 
 
 # --- 2. real preemption by a job on the `urgent` partition, three times -----------------------------------------
