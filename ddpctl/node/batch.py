@@ -45,12 +45,12 @@ from pathlib import Path
 
 from ddpctl import safeio
 from ddpctl.errors import DdpctlError, WaitTimeout
-from ddpctl.health.records import last_checkpoint
+from ddpctl.health.records import last_checkpoint, progress_records
 from ddpctl.node.blame import blame, facts_of
 from ddpctl.node.decide import Decision, Progress, RunOutcome, classify_signal, decide, root_exit
 from ddpctl.node.site import node_site
 from ddpctl.run import envvars, history
-from ddpctl.run.history import AttemptStarted, Kind, RunHistory, Signalled, StopUnacknowledged
+from ddpctl.run.history import Attempt, AttemptStarted, Hung, Kind, RunHistory, Signalled, StopUnacknowledged
 from ddpctl.run.layout import RunLayout
 from ddpctl.run.rundir import run_spec, wait_for_run_dir
 from ddpctl.run.stoptruth import launchers_armed, read_listeners
@@ -208,14 +208,31 @@ def run_outcome(layout: RunLayout, past: RunHistory, attempt: int, exit_code: in
     this = past.attempt(attempt)
     code, stopped = root_exit(exit_code, this.node_exits), layout.stopped_marker(attempt).exists()
     hung = this.hung or layout.hang_marker(attempt).exists()
+    blamed = blame(facts_of(this, code, stopped, hung))
     return RunOutcome(
         exit_code=code,
         stopped=stopped,
         signal_kind=this.signal_kind,
         infra_cause="node-lost" if layout.node_lost_marker(attempt).exists() else "hang" if hung else None,
-        blame=blame(facts_of(this, code, stopped, hung)),
+        blame=blamed,
         progress=progress_of(layout, past, attempt),
+        attempt=attempt,
+        reached=step_reached(layout, this, attempt),
+        previous=past.attempt(attempt - 1).decision if attempt > 0 else None,
     )
+
+
+def step_reached(layout: RunLayout, this: Attempt, attempt: int) -> int | None:
+    """The step the attempt reached: where the hang watchdog found its first culprit, else the newest step its
+    progress records show (None: no rank recorded a step: before the first, or a script without a heartbeat)."""
+    hung = this.first(Hung)
+    culprit = hung.culprits[0] if hung is not None and hung.culprits else {}
+    step = culprit.get("step")
+    if isinstance(step, int) and not isinstance(step, bool):
+        return step
+    steps = [r.get("step") for r in progress_records(layout, attempt).values()]
+    known = [s for s in steps if isinstance(s, int) and not isinstance(s, bool) and 0 <= s < 2**63]
+    return max(known) if known else None
 
 
 def progress_of(layout: RunLayout, past: RunHistory, attempt: int) -> Progress | None:

@@ -11,7 +11,9 @@ failed rank's own `rank-exit` (its exception, and whether that was collateral). 
   4. a rank killed by a signal of its own (torchrun's SIGTERM to the survivors is collateral): `oom` where its
      node counted an OOM kill and the signal is SIGKILL, else `rank-crash`; the earliest one torchrun noticed.
   5. oom: the OOM killer struck, but no rank's death was reported (torchrun's report is missing).
-  6. script-error: a rank's own error (an exception that is not collateral, or a non-zero exit), earliest first.
+  6. script-error: a rank's own error (an exception that is not collateral, or a non-zero exit), earliest first;
+     setup-error where that error is one of the job's setup (`torchreport.is_setup_error`: NCCL invalid usage, a
+     duplicate GPU, a missing module): it fails alike on every node, so it blames none (ddpctl.node.exclude).
   7. only collateral errors (every failed rank saw a peer go): `node-lost` when a node launched but never
      recorded its exit (it vanished with its launcher), else `rank-crash` (a peer died without a record).
   8. a failed step with no record at all: script-error, saying that nothing tells more.
@@ -26,7 +28,9 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
 from ddpctl import exitcodes
+from ddpctl.node.torchreport import is_setup_error
 from ddpctl.run.history import (
+    INFRASTRUCTURE_CAUSES,
     Attempt,
     Cause,
     Hung,
@@ -42,7 +46,6 @@ from ddpctl.run.history import (
 SIGTERM = -int(signal.SIGTERM)  # torchrun's own exit status of a worker it stopped
 SIGKILL = -int(signal.SIGKILL)
 WHY_MAX = 300
-INFRASTRUCTURE: frozenset[Cause] = frozenset({"node-lost", "hang", "rank-crash", "preflight"})
 # A check that failed on the node itself, before the network (`start`: it ended without a result on its own;
 # `timeout`: it outlived its bound; one ended by a signal, srun's after another node failed, is no evidence).
 LOCAL_STAGES = ("python", "gpu", "start", "timeout")
@@ -54,11 +57,16 @@ class Blame:
     node: str | None = None
     rank: int | None = None
     why: str = ""
+    at: str = ""  # where it failed, for telling a repeat (ddpctl.node.decide): a hang's place; else `why`
+
+    @property
+    def place(self) -> str:
+        return self.at or self.why
 
     @property
     def infrastructure(self) -> bool:
         """Charged to requeue.max_node_failures: not the script's doing (a lost node, a hang, a killed rank)."""
-        return self.cause in INFRASTRUCTURE
+        return self.cause in INFRASTRUCTURE_CAUSES
 
 
 @dataclass(frozen=True)
@@ -126,7 +134,8 @@ def error_blame(facts: Facts) -> Blame | None:
     """Rule 6: a rank's own error, from its worker or else from torchrun's report."""
     own = earliest(d for d in facts.own if not d.collateral)
     if own is not None:
-        return Blame("script-error", own.node, own.rank, clip(own.error or f"exited with status {own.exitcode}"))
+        cause: Cause = "setup-error" if is_setup_error(own.error) else "script-error"
+        return Blame(cause, own.node, own.rank, clip(own.error or f"exited with status {own.exitcode}"))
     explained = {d.rank for d in facts.own}
     unexplained = earliest(d for d in facts.reported if d.exitcode > 0 and d.rank not in explained)
     if unexplained is not None:
@@ -182,6 +191,7 @@ def hang_blame(event: Hung | None) -> Blame:
         str(node) if node is not None else None,
         rank if isinstance(rank, int) and not isinstance(rank, bool) else None,
         clip(f"{idle}; stopped first{where}" if first else idle),
+        at=clip(f"{first.get('where')}") if first.get("where") else "",
     )
 
 

@@ -16,7 +16,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass, replace
 
 from ddpctl import exitcodes
+from ddpctl.node import repeat
 from ddpctl.node.blame import Blame
+from ddpctl.node.repeat import Failure, place_key
 from ddpctl.run.history import Action, Cause, Decided, Kind
 from ddpctl.spec import RequeuePolicy
 
@@ -63,6 +65,9 @@ class RunOutcome:
     infra_cause: Cause | None = None  # an infrastructure failure that ended the run ("hang"), if any
     blame: Blame | None = None  # what ended it and who failed first (`ddpctl.node.blame`)
     progress: Progress | None = None  # None: unknown (the script does not resume through ddpctl.runtime)
+    attempt: int = 0
+    reached: int | None = None  # the step the attempt reached (a hang's culprit's; else its progress records')
+    previous: Decided | None = None  # the decision about the attempt before, for ddpctl.node.repeat
 
     @property
     def infra(self) -> Cause | None:
@@ -81,6 +86,7 @@ class Decision:
     exit_code: int  # the batch script's own exit status
     blame: Blame | None = None
     stalled: int = 0  # failed attempts in a row, this one included, that saved no newer checkpoint
+    failure: Failure | None = None  # where it failed (recorded, so that the next decision can tell a repeat)
 
     def as_event(self, attempt: int, step_exit: int, stopped: bool) -> Decided:
         blame = self.blame
@@ -89,6 +95,8 @@ class Decision:
             cause_node=blame.node if blame is not None else None,
             cause_rank=blame.rank if blame is not None else None,
             cause_why=blame.why or None if blame is not None else None,
+            cause_step=self.failure.step if self.failure is not None else None,
+            cause_at=self.failure.at if self.failure is not None else None,
             stalled=self.stalled or None,
             attempt=attempt,
             step_exit=step_exit,
@@ -128,7 +136,12 @@ def run_kind(outcome: RunOutcome) -> Kind | None:
 def decide(outcome: RunOutcome, policy: RequeuePolicy, used: Mapping[Kind, int]) -> Decision:
     decision = replace(decide_kind(outcome, policy, used), blame=outcome.blame)
     stalled = stalled_count(outcome, decision.kind)
-    decision = replace(decision, stalled=stalled)
+    decision = replace(decision, stalled=stalled, failure=failure_of(outcome, decision.kind))
+    before = Failure.of(outcome.previous) if outcome.previous is not None else None
+    if decision.action == "requeue" and decision.failure and before and repeat.same(before, decision.failure):
+        text = outcome.blame.why if outcome.blame is not None else decision.failure.at
+        code = outcome.exit_code if outcome.exit_code != exitcodes.OK else exitcodes.FAILURE
+        return replace(decision, action="finish", reason=repeat.reason(before, decision.failure, text), exit_code=code)
     limit = policy.max_stalled_attempts
     if decision.action == "requeue" and limit and stalled >= limit and outcome.progress is not None:
         since = outcome.progress.resumed_from
@@ -140,6 +153,14 @@ def decide(outcome: RunOutcome, policy: RequeuePolicy, used: Mapping[Kind, int])
         code = outcome.exit_code if outcome.exit_code != exitcodes.OK else exitcodes.FAILURE
         return replace(decision, action="finish", reason=reason, exit_code=code)
     return decision
+
+
+def failure_of(outcome: RunOutcome, kind: Kind | None) -> Failure | None:
+    """The attempt's failure as the next decision compares it (ddpctl.node.repeat); None unless it failed."""
+    blame = outcome.blame
+    if kind not in ("failure", "node_failure") or blame is None:
+        return None
+    return Failure(outcome.attempt, blame.cause, outcome.reached, place_key(blame.place), blame.node)
 
 
 def stalled_count(outcome: RunOutcome, kind: Kind | None) -> int:

@@ -11,7 +11,8 @@ After an attempt fails, the node blamed for it is read from the run's history:
   supervisor end the other nodes only after it), for an out-of-memory kill there ("oom") or else for the
   attempt's failure ("script-error").
 
-Infrastructure causes (`INFRA`: a hang, a lost node, a crashed rank) exclude the node at once. Any other cause
+Infrastructure causes (`INFRASTRUCTURE_CAUSES`: a hang, a lost node, a crashed rank, a failed preflight) exclude
+the node at once; a setup error (the same on every node: ddpctl.node.blame) never excludes one. Any other cause
 excludes it once the same node was blamed for the same cause in two attempts of the run: a script that fails
 only on one node is a bad node, not a bug, while a bug that fails on every node is blamed on whichever node
 failed first, rarely the same one twice, and costs no node (nor does an unlucky draw: the bound below).
@@ -26,9 +27,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ddpctl.run.history import Attempt, Hung, NodeExcluded, NodeExited, OomKilled, RunHistory
+from ddpctl.run.history import INFRASTRUCTURE_CAUSES, Attempt, Hung, NodeExcluded, NodeExited, OomKilled, RunHistory
 
-INFRA = frozenset({"hang", "node-lost", "rank-crash", "preflight"})  # blamed on the node at the first time
 REPEATS = 2  # any other cause: excluded once the same node failed this often for it
 MAX_EXCLUDED_UNKNOWN = 4  # the cap where the partition's node count is unknown
 
@@ -53,8 +53,8 @@ class Room:
 def blame(attempt: Attempt) -> Blame | None:
     """The node the attempt's failure is blamed on, and for what; None when no one node can be blamed."""
     decision = attempt.decision
-    if decision is None or decision.kind not in ("failure", "node_failure"):
-        return None  # completed, stopped, preempted: nobody failed
+    if decision is None or decision.kind not in ("failure", "node_failure") or decision.cause == "setup-error":
+        return None  # completed, stopped, preempted: nobody failed; a setup error fails alike on every node
     hang = attempt.last(Hung)
     if decision.cause == "hang" or (decision.cause is None and hang is not None):
         nodes = {str(c.get("node")) for c in (hang.culprits if hang else ()) if c.get("node") not in (None, "", "?")}
@@ -88,7 +88,7 @@ def candidate(past: RunHistory, attempt: int, given: frozenset[str] = frozenset(
     if found is None or found.node in past.excluded_nodes() | given:
         return None
     times = repeats(past, found)
-    if found.cause not in INFRA and times < REPEATS:
+    if found.cause not in INFRASTRUCTURE_CAUSES and times < REPEATS:
         return None
     return Candidate(found, times)
 

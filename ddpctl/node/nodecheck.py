@@ -22,12 +22,11 @@ from typing import Any, Protocol
 from ddpctl import exitcodes, proc, safeio
 from ddpctl.node.torchrun import NodePlan
 from ddpctl.run import history
-from ddpctl.run.history import NodeChecked, NodeExited
+from ddpctl.run.history import INFRASTRUCTURE_CAUSES, NodeChecked, NodeExited
 from ddpctl.run.layout import RunLayout
 from ddpctl.slurm.env import DistEnv
 from ddpctl.spec import JobSpec
 
-INFRA_CAUSES = frozenset({"node-lost", "hang", "rank-crash", "preflight"})
 START_ALLOWANCE_S = 120  # the check's interpreter start and `import torch` (a cold shared filesystem is slow)
 POLL_S = 0.1
 WHY_MAX = 300
@@ -48,7 +47,7 @@ def wanted(setting: bool | None, previous_cause: str | None) -> bool:
     """Whether this attempt's nodes check themselves (module docstring); `setting` None is `auto`."""
     if setting is not None:
         return setting
-    return previous_cause in INFRA_CAUSES
+    return previous_cause in INFRASTRUCTURE_CAUSES
 
 
 def previous_cause(layout: RunLayout, attempt: int) -> str | None:

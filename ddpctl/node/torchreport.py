@@ -36,6 +36,17 @@ _COLLATERAL = re.compile(
     r"|Broken pipe|SignalException|got signal: ?15|Socket Timeout|TCPStore"
     r"|Connection refused|connectFullMesh|remote process exited"
 )
+# Errors that happen the same way on every attempt and every node: the job's setup (its NCCL/CUDA use, its
+# environment), never a node's fault and never a peer's death, though some name NCCL. NCCL's own words for its
+# usage errors (ncclInvalidUsage, ncclInvalidArgument, a duplicate GPU), a CPU tensor on a GPU-only group, a torch
+# without the CUDA the job asks for, a CUDA build too new for the driver or without kernels for the GPU, a module
+# missing from the environment.
+_SETUP = re.compile(
+    r"invalid usage|ncclInvalidUsage|ncclInvalidArgument|Duplicate GPU detected"
+    r"|No backend type associated with device type|Torch not compiled with CUDA enabled"
+    r"|CUDA driver version is insufficient|no kernel image is available for execution"
+    r"|ModuleNotFoundError|No module named"
+)
 _BLOCK = re.compile(r"^\[\d+\]:\s*$")
 _FIELD = re.compile(r"^\s+(time|rank|exitcode)\s*:\s*(.*)$")
 _RANK = re.compile(r"^(\d+)")
@@ -47,8 +58,14 @@ _GLOG_FAILED = re.compile(
 
 
 def is_collateral(text: str) -> bool:
-    """An error a rank gets because another one died (never the headline while a rank died of its own)."""
-    return bool(_COLLATERAL.search(text))
+    """An error a rank gets because another one died (never the headline while a rank died of its own); a setup
+    error is never collateral, whatever library it names."""
+    return bool(_COLLATERAL.search(text)) and not is_setup_error(text)
+
+
+def is_setup_error(text: str) -> bool:
+    """An error of the job's setup (`_SETUP`): it repeats on every attempt and blames no node."""
+    return bool(_SETUP.search(text))
 
 
 @dataclass(frozen=True)

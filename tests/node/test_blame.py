@@ -118,7 +118,13 @@ COLLATERAL_ONLY = [*LAUNCHED, rank_exit(0, "n1", 5.0, GLOO_CLOSED, collateral=Tr
             HUNG,
             1,
             False,
-            Blame("hang", "n2", 2, "no progress for 121.0 s; stopped first at step 12: backward (train.py:40)"),
+            Blame(
+                "hang",
+                "n2",
+                2,
+                "no progress for 121.0 s; stopped first at step 12: backward (train.py:40)",
+                at="backward (train.py:40)",
+            ),
             id="hang",
         ),
         pytest.param(

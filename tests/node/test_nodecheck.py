@@ -17,8 +17,7 @@ from ddpctl.health.report import describe_checks
 from ddpctl.node import nodecheck
 from ddpctl.node.blame import Blame, blame, facts_of
 from ddpctl.node.decide import RunOutcome, decide
-from ddpctl.node.exclude import INFRA
-from ddpctl.run.history import KINDS, Kind, NodeChecked, RunHistory
+from ddpctl.run.history import INFRASTRUCTURE_CAUSES, KINDS, Kind, NodeChecked, RunHistory
 from ddpctl.slurm.env import DistEnv
 from ddpctl.spec import RequeuePolicy
 
@@ -177,7 +176,7 @@ def test_a_failed_check_is_an_infrastructure_failure_that_excludes_its_node() ->
         RunOutcome(1, False, None, blame=Blame("preflight", "n2", None, "gpu")), RequeuePolicy(), NONE_USED
     )
     assert (decision.kind, decision.action) == ("node_failure", "requeue")
-    assert "preflight" in INFRA
+    assert "preflight" in INFRASTRUCTURE_CAUSES
     # A preemption signal that came during the check does not turn it into a preemption.
     signalled = RunOutcome(1, False, "preemption", blame=Blame("preflight", "n2", None, "gpu"))
     assert decide(signalled, RequeuePolicy(), NONE_USED).kind == "node_failure"

@@ -8,7 +8,7 @@ Writers append one typed event: `history.append(layout.events, Decided(attempt=.
 they want to know; nothing else parses events.jsonl or compares event names.
 """
 
-from ddpctl.run.history.base import CAUSES, KINDS, SIGNAL_KINDS, Action, Cause, Event, Kind
+from ddpctl.run.history.base import CAUSES, INFRASTRUCTURE_CAUSES, KINDS, SIGNAL_KINDS, Action, Cause, Event, Kind
 from ddpctl.run.history.catalog import TYPES, parse_event
 from ddpctl.run.history.events import (
     AttemptStarted,
@@ -47,6 +47,7 @@ from ddpctl.run.history.runhistory import Attempt, RunHistory
 __all__ = [
     "CAUSES",
     "HEALTH",
+    "INFRASTRUCTURE_CAUSES",
     "KINDS",
     "SIGNAL_KINDS",
     "TYPES",

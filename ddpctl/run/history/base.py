@@ -17,8 +17,11 @@ Kind = Literal["preemption", "timeout", "failure", "node_failure"]
 KINDS: tuple[Kind, ...] = get_args(Kind)
 Action = Literal["requeue", "finish"]
 # What ended an attempt (the failure model's causes); `Decided.cause` carries it where a writer knows it.
-Cause = Literal["stop", "node-lost", "rank-crash", "oom", "hang", "script-error", "preflight"]
+Cause = Literal["stop", "node-lost", "rank-crash", "oom", "hang", "script-error", "setup-error", "preflight"]
 CAUSES: tuple[Cause, ...] = get_args(Cause)
+# The causes charged to requeue.max_node_failures and blamed on the node at their first time: the one list that
+# blame, exclude and the preflight's "after an infrastructure failure" read.
+INFRASTRUCTURE_CAUSES: frozenset[Cause] = frozenset({"node-lost", "hang", "rank-crash", "preflight"})
 SIGNAL_KINDS: tuple[Kind, ...] = ("timeout", "preemption")  # what a warning/preemption signal can mean
 
 

@@ -157,7 +157,7 @@ class Decided(Event):
     """The end-of-attempt decision: requeue (charged to `kind`) or finish the run with `exit_code`."""
 
     NAME = "decision"
-    OMIT_NONE = frozenset({"cause", "cause_node", "cause_rank", "cause_why", "stalled"})
+    OMIT_NONE = frozenset({"cause", "cause_node", "cause_rank", "cause_why", "cause_step", "cause_at", "stalled"})
     attempt: int
     action: Action
     kind: Kind | None = None
@@ -169,6 +169,10 @@ class Decided(Event):
     cause_node: str | None = None  # the node and rank that failed first, where known
     cause_rank: int | None = None
     cause_why: str | None = None  # one line: "rank 3 killed by SIGKILL", the exception, the hang
+    # Where it failed, to tell a failure that repeats (ddpctl.node.decide): the step the attempt reached (None:
+    # none, or unknown) and the place (the hang's function, the first error line, with addresses and pids dropped).
+    cause_step: int | None = None
+    cause_at: str | None = None
     stalled: int | None = None  # failed attempts in a row, this one included, that saved no newer checkpoint
 
     def cause_text(self) -> str | None:
