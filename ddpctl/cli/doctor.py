@@ -26,7 +26,8 @@ MARKS = {"ok": "ok  ", "warn": "WARN", "fail": "FAIL"}
 def add(sub: Any) -> None:
     parser = sub.add_parser(
         "doctor",
-        help="preflight checks: Slurm tools, partition limits, torch, network, requeue, files, cluster facts",
+        help="preflight checks: Slurm tools, partition limits, torch and GPUs, network, trackers, cores, requeue,"
+        " files, cluster facts",
         description="Checks a spec against this cluster before you submit; exit status 1 if any check fails. "
         "With --cluster (or the spec's cluster:), the remote cluster's ddpctl checks it there.",
     )
@@ -101,6 +102,7 @@ def gather_host_facts(spec: JobSpec, script: str | None, cluster: ClusterFacts) 
         cores=len(os.sched_getaffinity(0)),
         env_ifname=env_ifname(spec, os.environ),
         backend_module=importable(spec.capabilities.python_module),
+        mlflow_here="mlflow" not in spec.tracking or importable("mlflow"),
         hostname=hostname,
         host_address=address,
         ifname=netif.pick_ifname(hostname),

@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from ddpctl.plan import gpucheck
 from ddpctl.plan.clusterfacts import cluster_lines
 from ddpctl.plan.preflight import limit_s
-from ddpctl.plan.torchprobe import TorchFacts
+from ddpctl.plan.torchprobe import TRACKER_PACKAGES, TorchFacts
 from ddpctl.slurm.cluster import ClusterFacts
 from ddpctl.spec import JobSpec, time_to_seconds
 
@@ -36,6 +36,7 @@ class Facts:
     cores: int | None = None  # the CPUs this process may run on (the local backend's nodes all run here)
     env_ifname: tuple[str, str] | None = None  # (NCCL_SOCKET_IFNAME, where it is set: the spec's env or this shell)
     backend_module: bool = False  # the Python module the backend needs (capabilities.python_module) imports
+    mlflow_here: bool = True  # mlflow importable where ddpctl submits (submit creates the run); True: not needed
     hostname: str = ""
     host_address: str | None = None
     ifname: str | None = None
@@ -84,6 +85,13 @@ def check_gpus(spec: JobSpec, facts: Facts) -> Check:
 
 
 def check_trackers(spec: JobSpec, facts: Facts) -> Check:
+    if not facts.mlflow_here:
+        return Check(
+            FAIL,
+            "trackers",
+            f"tracking: mlflow is not installed where ddpctl submits, which creates the run: pip install "
+            f"{TRACKER_PACKAGES['mlflow']} here, or drop it from tracking",
+        )
     return Check(*gpucheck.trackers_line(spec, facts.torch))
 
 

@@ -141,6 +141,13 @@ def test_cores_line(spec: JobSpec, cores: int | None, status: str, fragment: str
     assert (got, name) == (status, "cores") and fragment in detail, detail
 
 
+def test_mlflow_missing_where_ddpctl_submits_is_refused() -> None:
+    spec = replace(LOCAL_CPU, tracking=("mlflow",))
+    facts = Facts(tools={}, torch=CPU, cores=8, mlflow_here=False)
+    (check,) = [c for c in evaluate(spec, facts) if c.name == "trackers"]
+    assert check.status == FAIL and "mlflow is not installed where ddpctl submits" in check.detail, check
+
+
 def test_local_backend_shows_no_slurm_warnings() -> None:
     spec = replace(LOCAL_CPU, requeue=replace(LOCAL_CPU.requeue, lead_s=20))
     checks = {check.name: check for check in evaluate(spec, Facts(tools={}, torch=CPU, cores=8))}
