@@ -12,9 +12,11 @@ from typing import TYPE_CHECKING, Any
 from ddpctl.cli.common import BACKENDS, add_cluster_arg, add_spec_args
 
 if TYPE_CHECKING:
+    from collections.abc import Mapping
     from pathlib import Path
 
     from ddpctl.plan.doctor import Facts
+    from ddpctl.plan.torchprobe import TorchFacts
     from ddpctl.slurm.cluster import ClusterFacts
     from ddpctl.spec import JobSpec
 
@@ -24,7 +26,8 @@ MARKS = {"ok": "ok  ", "warn": "WARN", "fail": "FAIL"}
 def add(sub: Any) -> None:
     parser = sub.add_parser(
         "doctor",
-        help="preflight checks: Slurm tools, partition limits, torch, network, requeue, files, cluster facts",
+        help="preflight checks: Slurm tools, partition limits, torch and GPUs, network, trackers, cores, requeue,"
+        " files, cluster facts",
         description="Checks a spec against this cluster before you submit; exit status 1 if any check fails. "
         "With --cluster (or the spec's cluster:), the remote cluster's ddpctl checks it there.",
     )
@@ -55,10 +58,13 @@ def run(args: argparse.Namespace) -> int:
 
 def diagnose(spec: JobSpec) -> int:
     """Every check of the spec here, one line each; 1 if any failed."""
-    from ddpctl import api
+    from dataclasses import replace
+
+    from ddpctl import api, proc
     from ddpctl.plan.doctor import FAIL, OK, Check, evaluate
     from ddpctl.plan.requeue_mode import RequeueModeError
 
+    torch = proc.in_background(lambda: probe_torch(spec))  # seconds for a CUDA torch: beside the rest
     # Asked once: the plan's requeue mode and every cluster check read the same facts.
     cluster = api.cluster_facts(spec, with_nodes=True)
     try:
@@ -67,13 +73,15 @@ def diagnose(spec: JobSpec) -> int:
     except RequeueModeError as err:  # the rest is still worth checking, as the backend's only mode
         plan = api.plan(spec, overrides=["requeue.mode=requeue"], cluster=cluster)
         mode = Check(FAIL, "requeue mode", str(err))
-    checks = [*evaluate(plan.spec, gather_host_facts(plan.spec, plan.script, cluster)), mode]
+    facts = replace(gather_host_facts(plan.spec, plan.script, cluster), torch=torch.result())
+    checks = [*evaluate(plan.spec, facts), mode]
     for check in checks:
         print(f"[{MARKS[check.status]}] {check.name}: {check.detail}")
     return 1 if any(c.status == FAIL for c in checks) else 0
 
 
 def gather_host_facts(spec: JobSpec, script: str | None, cluster: ClusterFacts) -> Facts:
+    import os
     import socket
     from pathlib import Path
 
@@ -91,8 +99,10 @@ def gather_host_facts(spec: JobSpec, script: str | None, cluster: ClusterFacts) 
         tools={tool: proc.available(tool) for tool in SLURM_TOOLS},
         cluster=cluster,
         script=script,
-        torch_version=torch_version(),
+        cores=len(os.sched_getaffinity(0)),
+        env_ifname=env_ifname(spec, os.environ),
         backend_module=importable(spec.capabilities.python_module),
+        mlflow_here="mlflow" not in spec.tracking or importable("mlflow"),
         hostname=hostname,
         host_address=address,
         ifname=netif.pick_ifname(hostname),
@@ -151,14 +161,39 @@ def probe_container(spec: JobSpec) -> tuple[bool, str] | None:
     return probe_verdict(spec, done.returncode, done.stdout + "\n" + done.stderr if done.returncode else done.stdout)
 
 
-def torch_version() -> str | None:
-    import importlib.util
-
-    if importlib.util.find_spec("torch") is None:
+def probe_torch(spec: JobSpec) -> TorchFacts | None:
+    """What the workers' interpreter (the spec's `python`, else this one) says of its torch and the trackers,
+    in the job's environment (this one plus the spec's env:); None with a container (the image's is used)."""
+    if spec.container.enabled:
         return None
-    from importlib.metadata import version
+    import os
+    import sys
 
-    return f"torch {version('torch')}"
+    from ddpctl import proc
+    from ddpctl.errors import CommandError, CommandTimeout
+    from ddpctl.plan import torchprobe
+
+    python = spec.python or sys.executable
+    try:
+        done = proc.run(
+            torchprobe.probe_argv(python, spec.tracking),
+            timeout=torchprobe.PROBE_TIMEOUT_S,
+            env={**os.environ, **dict(spec.env)},
+        )
+    except CommandTimeout as err:  # slow is not broken: said, not refused
+        return torchprobe.unanswered(python, str(err))
+    except CommandError as err:  # no such interpreter: the job cannot start either
+        return torchprobe.TorchFacts(python, error=str(err))
+    return torchprobe.parse(python, done.returncode, done.stdout, done.stderr)
+
+
+def env_ifname(spec: JobSpec, environ: Mapping[str, str]) -> tuple[str, str] | None:
+    """NCCL_SOCKET_IFNAME as the spec's env: or the submitting shell sets it (the job inherits the latter)."""
+    if value := dict(spec.env).get("NCCL_SOCKET_IFNAME"):
+        return value, "the spec's env"
+    if value := environ.get("NCCL_SOCKET_IFNAME"):
+        return value, "this shell's environment"
+    return None
 
 
 def writable(path: Path) -> bool:

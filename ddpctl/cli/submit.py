@@ -11,6 +11,8 @@ from ddpctl.cli.common import BACKENDS, add_cluster_arg, add_spec_args
 if TYPE_CHECKING:
     from ddpctl.api import Job
     from ddpctl.plan.submission import SubmissionPlan
+    from ddpctl.plan.torchprobe import TorchFacts
+    from ddpctl.proc import Pending
     from ddpctl.spec import JobSpec
 
     Submitted = tuple[Job, SubmissionPlan]
@@ -130,11 +132,12 @@ def dry_run(spec: JobSpec) -> int:
     from ddpctl.run.layout import RunLayout
     from ddpctl.snapshot import check, left_out_lines
 
+    torch = gpu_probe(spec)  # beside the snapshot's check
     preview = check(spec)
     if preview is None:
         sys.stdout.write(api.plan(spec).text())
         print("code:     not snapshotted (snapshot: off): each attempt runs the script as it is then")
-        return 0
+        return print_torch(spec, torch)
     code = RunLayout(spec.run_base.resolve() / PLACEHOLDER_JOB_ID).code_dir
     pinned = str(code / preview.script_rel)
     sys.stdout.write(api.plan(dataclasses.replace(spec, script=pinned)).text())
@@ -142,6 +145,25 @@ def dry_run(spec: JobSpec) -> int:
     print(f"code:     {preview.mode} snapshot of {m.root}: {len(m.entries)} files, {m.total / 2**20:.1f} MB "
           f"(checked, not copied); each attempt runs {pinned}")  # fmt: skip
     for line in left_out_lines(m.skipped, m.left_out):
+        print(line)
+    return print_torch(spec, torch)
+
+
+def gpu_probe(spec: JobSpec) -> Pending[TorchFacts | None] | None:
+    """A spec that asks for GPUs: the workers' torch asked, in the background, what it can do with them."""
+    if spec.gpus_per_node <= 0 or spec.container.enabled:
+        return None
+    from ddpctl import proc
+    from ddpctl.cli.doctor import probe_torch
+
+    return proc.in_background(lambda: probe_torch(spec))
+
+
+def print_torch(spec: JobSpec, torch: Pending[TorchFacts | None] | None) -> int:
+    """The dry run's torch line and, where doctor would refuse or warn, its GPU line (exit status 0: a dry run)."""
+    from ddpctl.plan.gpucheck import dry_run_lines
+
+    for line in dry_run_lines(spec, torch.result() if torch else None):
         print(line)
     return 0
 

@@ -9,8 +9,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from ddpctl.plan import gpucheck
 from ddpctl.plan.clusterfacts import cluster_lines
 from ddpctl.plan.preflight import limit_s
+from ddpctl.plan.torchprobe import TRACKER_PACKAGES, TorchFacts
 from ddpctl.slurm.cluster import ClusterFacts
 from ddpctl.spec import JobSpec, time_to_seconds
 
@@ -30,8 +32,11 @@ class Facts:
     tools: dict[str, bool]
     cluster: ClusterFacts | None = None  # None: not asked (no cluster lines); ClusterFacts(): asked, no answer
     script: str | None = None  # the batch script (None: the backend has none)
-    torch_version: str | None = None
+    torch: TorchFacts | None = None  # what the workers' interpreter said (ddpctl.plan.torchprobe); None: not asked
+    cores: int | None = None  # the CPUs this process may run on (the local backend's nodes all run here)
+    env_ifname: tuple[str, str] | None = None  # (NCCL_SOCKET_IFNAME, where it is set: the spec's env or this shell)
     backend_module: bool = False  # the Python module the backend needs (capabilities.python_module) imports
+    mlflow_here: bool = True  # mlflow importable where ddpctl submits (submit creates the run); True: not needed
     hostname: str = ""
     host_address: str | None = None
     ifname: str | None = None
@@ -46,11 +51,12 @@ class Facts:
 
 
 def check_tools(spec: JobSpec, facts: Facts) -> Check:
+    if not spec.capabilities.slurm:
+        return Check(OK, "slurm tools", f"{spec.backend} backend: not needed")
     missing = [t for t in SLURM_TOOLS if not facts.tools.get(t)]
     if not missing:
         return Check(OK, "slurm tools", "sbatch, srun, squeue, scontrol, scancel on PATH")
-    status = FAIL if spec.capabilities.slurm else OK
-    return Check(status, "slurm tools", f"missing {', '.join(missing)}; without Slurm use --backend local")
+    return Check(FAIL, "slurm tools", f"missing {', '.join(missing)}; without Slurm use --backend local")
 
 
 def check_partition(spec: JobSpec, facts: Facts) -> Check:
@@ -71,11 +77,26 @@ def check_partition(spec: JobSpec, facts: Facts) -> Check:
 
 
 def check_torch(spec: JobSpec, facts: Facts) -> Check:
-    if spec.container.enabled:
-        return Check(OK, "torch", "the nodes use the image's (see container)")
-    if facts.torch_version is None:
-        return Check(FAIL, "torch", "not importable by this Python: the launcher and workers need it")
-    return Check(OK, "torch", facts.torch_version)
+    return Check(*gpucheck.torch_line(spec, facts.torch))
+
+
+def check_gpus(spec: JobSpec, facts: Facts) -> Check:
+    return Check(*gpucheck.gpus_line(spec, facts.torch))
+
+
+def check_trackers(spec: JobSpec, facts: Facts) -> Check:
+    if not facts.mlflow_here:
+        return Check(
+            FAIL,
+            "trackers",
+            f"tracking: mlflow is not installed where ddpctl submits, which creates the run: pip install "
+            f"{TRACKER_PACKAGES['mlflow']} here, or drop it from tracking",
+        )
+    return Check(*gpucheck.trackers_line(spec, facts.torch))
+
+
+def check_cores(spec: JobSpec, facts: Facts) -> Check:
+    return Check(*gpucheck.cores_line(spec, facts.cores))
 
 
 def check_backend(spec: JobSpec, facts: Facts) -> Check:
@@ -86,24 +107,26 @@ def check_backend(spec: JobSpec, facts: Facts) -> Check:
 
 
 def check_network(spec: JobSpec, facts: Facts) -> Check:
-    if spec.capabilities.loopback:
-        return Check(OK, "network", f"{spec.backend} backend: Gloo on loopback")
+    if line := gpucheck.network_line(spec, facts.torch, facts.env_ifname):
+        return Check(*line)
+    comm = "NCCL" if gpucheck.uses_nccl(spec, facts.torch) else "Gloo"
     if spec.nccl.socket_ifname:
-        return Check(OK, "network", f"interface set in the spec: {spec.nccl.socket_ifname}")
+        return Check(OK, "network", f"{comm} over {spec.nccl.socket_ifname} (nccl.socket_ifname)")
     if facts.host_address and facts.host_address.startswith("127."):
         where = f"will use {facts.ifname}" if facts.ifname else "no other interface found: set nccl.socket_ifname"
         return Check(
             WARN if facts.ifname else FAIL,
             "network",
-            f"{facts.hostname} resolves to loopback {facts.host_address}; {where}",
+            f"{comm}: {facts.hostname} resolves to loopback {facts.host_address}; {where}",
         )
-    return Check(OK, "network", f"{facts.hostname} → {facts.host_address or '?'} (interface {facts.ifname or '?'})")
+    here = f"{facts.hostname} → {facts.host_address or '?'} (interface {facts.ifname or '?'})"
+    return Check(OK, "network", f"{comm} over the interface each node's name resolves to; here {here}")
 
 
 def check_requeue(spec: JobSpec, facts: Facts) -> Check:
     if not spec.requeue.enabled:
         return Check(WARN, "requeue", "disabled: a time limit or preemption ends the job")
-    if spec.requeue.lead_s < 60:
+    if spec.requeue.lead_s < 60 and spec.capabilities.slurm:
         return Check(
             WARN,
             "requeue",
@@ -117,6 +140,8 @@ def check_files(spec: JobSpec, facts: Facts) -> Check:
         return Check(FAIL, "batch script", facts.script_syntax_error)
     if not facts.run_dir_writable:
         return Check(FAIL, "run dir", f"{spec.run_dir} is not writable")
+    if facts.script is None:
+        return Check(OK, "files", f"{spec.run_dir} writable")
     return Check(OK, "files", f"batch script parses (bash -n); {spec.run_dir} writable")
 
 
@@ -176,7 +201,10 @@ CHECKS = (
     check_partition,
     check_backend,
     check_torch,
+    check_gpus,
     check_network,
+    check_trackers,
+    check_cores,
     check_requeue,
     check_stop_handling,
     check_files,

@@ -24,6 +24,7 @@ from ddpctl.errors import SpecError
 from ddpctl.node.gpus import plan_note
 from ddpctl.node.localenv import local_network, local_node_env
 from ddpctl.node.torchrun import NodePlan, node_plan
+from ddpctl.plan import gpucheck
 from ddpctl.run import tracking
 from ddpctl.run.layout import RunLayout
 from ddpctl.slurm.env import DistEnv, derive
@@ -74,6 +75,7 @@ class SubmissionPlan:
                 self.executor_json,
             ]
         parts.append(f"# ===== per node ({self.node_note()}) =====")
+        parts += gpucheck.plan_notes(self.spec)
         if self.capabilities.slurm and (note := plan_note(self.spec.gpus_per_node, self.spec.nproc_per_node)):
             parts.append(note)
         parts += [node_text(node, container_line(self.spec)) for node in self.nodes]
@@ -156,7 +158,7 @@ def node_preview(spec: JobSpec, node_rank: int, first: DistEnv | None = None) ->
         dist = derive(placeholder_env(spec, node_rank), spec.nproc_per_node)
     else:
         dist = same_job(first, node_rank)
-    ifname = spec.nccl.socket_ifname or "<detected>"
+    ifname = spec.nccl.socket_ifname or gpucheck.DETECTED
     return NodePreview(
         dist, node_plan(spec, dist, layout, python=python, ifname=ifname, local_addr=None, trackers=trackers)
     )

@@ -12,6 +12,7 @@ import pytest
 from scontrol_output import CONFIG_22_05, NODE_22_05, PARTITION_24_11
 
 from ddpctl.plan.doctor import FAIL, OK, WARN, Facts, evaluate
+from ddpctl.plan.torchprobe import TorchFacts
 from ddpctl.slurm import cluster
 from ddpctl.spec import JobSpec
 
@@ -21,7 +22,8 @@ CLUSTER = cluster.parse(CONFIG_22_05, DEBUG, NODE_22_05)
 GOOD = Facts(
     tools=ALL_TOOLS,
     cluster=CLUSTER,
-    torch_version="torch 2.13.0",
+    torch=TorchFacts("/env/bin/python", version="2.13.0"),
+    cores=64,
     backend_module=True,
     hostname="login1",
     host_address="10.0.0.5",
@@ -42,7 +44,7 @@ def test_all_good() -> None:
     ("spec", "facts", "name", "status", "fragment"),
     [
         (SPEC, replace(GOOD, tools={**ALL_TOOLS, "sbatch": False}), "slurm tools", FAIL, "--backend local"),
-        (replace(SPEC, backend="local"), replace(GOOD, tools={}), "slurm tools", OK, "missing"),
+        (replace(SPEC, backend="local"), replace(GOOD, tools={}), "slurm tools", OK, "local backend: not needed"),
         (SPEC, replace(GOOD, cluster=replace(CLUSTER, partitions=())), "partition", FAIL, "not found"),
         (SPEC, replace(GOOD, cluster=None), "partition", FAIL, "not found"),
         (replace(SPEC, partition="gone"), GOOD, "partition", FAIL, "'gone' not found"),
@@ -57,7 +59,7 @@ def test_all_good() -> None:
             OK,
             "time limit none",
         ),
-        (SPEC, replace(GOOD, torch_version=None), "torch", FAIL, "not importable"),
+        (SPEC, replace(GOOD, torch=TorchFacts("/env/bin/python", error="ModuleNotFoundError")), "torch", FAIL, "not"),
         (replace(SPEC, backend="submitit"), replace(GOOD, backend_module=False), "backend", FAIL, "pip install"),
         (SPEC, replace(GOOD, host_address="127.0.1.1"), "network", WARN, "will use eth0"),
         (SPEC, replace(GOOD, host_address="127.0.1.1", ifname=None), "network", FAIL, "socket_ifname"),
