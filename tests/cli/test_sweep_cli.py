@@ -79,6 +79,8 @@ def test_a_local_sweep_over_the_bound_is_refused_in_one_line(cli: Cli, tmp_path:
         ),
         (("--grid", "nodse=1,2"), "--grid nodse: nodse: unknown key, did you mean 'nodes'?"),
         (("--grid", "env.LR=1", "--dry-run"), "--grid env.LR: key also given as job.yaml: sweep.grid env.LR"),
+        (("--grid", "run_dir=a,b"), "--grid run_dir: a key the whole sweep shares, cannot vary per point"),
+        (("--grid", "backend=local,sbatch"), "--grid backend: a key the whole sweep shares, cannot vary per point"),
     ],
 )
 def test_bad_input_is_one_line(cli: Cli, args: tuple[str, ...], message: str) -> None:
@@ -152,4 +154,19 @@ def test_a_sweep_with_an_unknown_cluster_is_one_line_and_not_rendered_or_run_her
             f"ddpctl: error: {where}unknown cluster 'gpu': no clusters defined in {profiles} "
             "(README: From your laptop)\n"
         )
+    assert not (tmp_path / "runs").exists() and not (tmp_path / "home").exists()
+
+
+def test_an_axis_over_a_shared_key_is_refused_at_submit_too(cli: Cli, tmp_path: Path) -> None:
+    """Issue 43 item 9: a sweep over its own name, run dir, cluster or backend is refused before anything is
+    written (it ran every point in one place, under one name, on one backend, whatever job.yaml said)."""
+    for args in (("--grid", "name=a,b"), ("--zip", "run_dir=x,y", "--zip", "env.SEED=1,2")):
+        done = cli.run("sweep", "job.yaml", "--set", "backend=local", *args, check=False)
+        assert (done.returncode, done.stdout) == (2, ""), done
+        key = args[1].partition("=")[0]
+        assert done.stderr.startswith(f"ddpctl: error: {args[0]} {key}: a key the whole sweep shares"), done.stderr
+        assert done.stderr.count("\n") == 1
+    (tmp_path / "job.yaml").write_text(SPEC.replace("env.LR: [0.1, 0.01]", "cluster: [a, b]"))
+    done = cli.run("sweep", "job.yaml", "--dry-run", check=False)
+    assert done.stderr.startswith("ddpctl: error: job.yaml: sweep.grid cluster: a key the whole sweep shares")
     assert not (tmp_path / "runs").exists() and not (tmp_path / "home").exists()
