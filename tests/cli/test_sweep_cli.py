@@ -48,13 +48,15 @@ def test_dry_run_prints_points_and_the_array_script(cli: Cli, tmp_path: Path) ->
     assert not (tmp_path / "runs").exists() and not (tmp_path / "home").exists()
 
 
-def test_a_sweep_on_the_submitit_backend_is_refused(cli: Cli, tmp_path: Path) -> None:
-    # Refused before anything is asked of a cluster or written.
-    done = cli.run("sweep", "job.yaml", "--set", "backend=submitit", check=False)
+@pytest.mark.parametrize("dry_run", [(), ("--dry-run",)])
+def test_a_sweep_on_the_submitit_backend_is_refused(cli: Cli, tmp_path: Path, dry_run: tuple[str, ...]) -> None:
+    # Refused before anything is asked of a cluster or written; the dry run exactly as the sweep (issue 43 item
+    # 17: it printed a job array's plan and exited 0).
+    done = cli.run("sweep", "job.yaml", "--set", "backend=submitit", *dry_run, check=False)
     assert (done.returncode, done.stdout) == (2, "")
     assert done.stderr == (
         "ddpctl: error: job.yaml: backend submitit: sweeps are submitted on the sbatch and local backends only "
-        "yet (--dry-run lists the points)\n"
+        "yet; expected backend: sbatch or local\n"
     )
     assert not (tmp_path / "runs").exists() and not (tmp_path / "home").exists()
 
