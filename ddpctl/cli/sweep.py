@@ -172,10 +172,15 @@ def results(args: argparse.Namespace) -> int:
     from ddpctl.cli.common import remote_text
 
     if args.cluster or remote_sweeps(args):  # read by the cluster's ddpctl: the run dirs are there
-        shape = ["--json"] if args.json else ["--csv"] if args.csv else []
-        words = ["sweep", "results", "--metric", args.metric, "--mode", args.mode, *shape, "--", *args.runs]
-        return remote_text(args.cluster, words)
+        return remote_text(args.cluster, remote_words(args))
     return results_here(args)
+
+
+def remote_words(args: argparse.Namespace) -> list[str]:
+    from ddpctl.remote.passthrough import option
+
+    shape = ["--json"] if args.json else ["--csv"] if args.csv else []
+    return ["sweep", "results", option("--metric", args.metric), option("--mode", args.mode), *shape, "--", *args.runs]
 
 
 def remote_sweeps(args: argparse.Namespace) -> bool:

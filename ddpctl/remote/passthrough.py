@@ -22,6 +22,12 @@ from ddpctl.sanitize import visible, visible_lines
 MAX_ANSWER = 1 << 20  # a status is a few KiB; more is not an answer to show
 
 
+def option(flag: str, value: object) -> str:
+    """`--flag=value`, one word for the cluster's ddpctl: as two words a value that starts with `-` (`--grep -f`)
+    would be read there as an option of its own."""
+    return f"{flag}={value}"
+
+
 @dataclass(frozen=True)
 class Answer:
     out: str
