@@ -189,6 +189,7 @@ def recorded(cluster: str, source: str, outcome: object) -> tuple[JobRecord, lis
     import time
 
     from ddpctl.remote.jobs import registry_of
+    from ddpctl.remote.passthrough import for_here
     from ddpctl.sanitize import visible
 
     outcome = succeeded(cluster, outcome)
@@ -196,7 +197,7 @@ def recorded(cluster: str, source: str, outcome: object) -> tuple[JobRecord, lis
     run_dir, backend = visible(str(outcome["run_dir"])), visible(str(outcome["backend"]))  # shown by list, status
     record = JobRecord(job_id, name, run_dir, backend, time.time(), str(source))
     registry_of(cluster).add(record)
-    return record, [visible(str(line)) for line in outcome.get("lines", [])]
+    return record, [for_here(visible(str(line)), cluster) for line in outcome.get("lines", [])]
 
 
 def succeeded(cluster: str, outcome: object) -> dict[str, Any]:
