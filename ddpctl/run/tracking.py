@@ -31,6 +31,10 @@ from ddpctl.spec import JobSpec
 
 TENSORBOARD_DIR = "DDPCTL_TENSORBOARD_DIR"
 MLFLOW_URI = "MLFLOW_TRACKING_URI"
+# MLflow 3 refuses its file store unless this is true (the store is in maintenance mode, not removed). The file
+# store is the default here because it is the one store mlflow-skinny can open: `sqlite:` needs SQLAlchemy and
+# Alembic, which only the full mlflow package brings. ddpctl sets it for a file store unless the user set it.
+FILE_STORE_GATE = "MLFLOW_ALLOW_FILE_STORE"
 MLFLOW_INSTALL = "pip install mlflow-skinny (or mlflow)"
 
 
@@ -42,15 +46,21 @@ class TrackingError(DdpctlError):
 
 def mlflow_uri(spec: JobSpec, environ: Mapping[str, str], cwd: Path) -> str:
     """The MLflow store the run goes to: MLFLOW_TRACKING_URI from the spec's env, else from the submitting
-    environment, else MLflow's own default kind (an SQLite file) placed in the spec's run_dir rather than in
-    whatever directory each process starts in. A plain path means a file store and is made absolute here, so
-    that every node finds the store the run was created in (pure)."""
+    environment, else a file store `<run_dir>/mlruns` (the one kind mlflow-skinny opens, see FILE_STORE_GATE)
+    rather than in whatever directory each process starts in. A plain path means a file store and is made
+    absolute here, so that every node finds the store the run was created in (pure)."""
     value = dict(spec.env).get(MLFLOW_URI) or environ.get(MLFLOW_URI)
     if not value:
-        return "sqlite:///" + str((cwd / spec.run_dir / "mlflow.db").absolute())  # four slashes: absolute
+        return (cwd / spec.run_dir / "mlruns").absolute().as_uri()
     if "://" in value or value.startswith("file:"):
         return value
     return (cwd / value).absolute().as_uri()
+
+
+def store_env(uri: str, given: Mapping[str, str]) -> list[tuple[str, str]]:
+    """What the MLflow client needs to open the store `uri` that `given` (the spec's and the environment's
+    variables) does not already say: for a file store, FILE_STORE_GATE=true (pure)."""
+    return [(FILE_STORE_GATE, "true")] if uri.startswith("file:") and FILE_STORE_GATE not in given else []
 
 
 def rank_env(record: Mapping[str, Any], layout: RunLayout, given: Mapping[str, str]) -> list[tuple[str, str]]:
@@ -66,7 +76,7 @@ def rank_env(record: Mapping[str, Any], layout: RunLayout, given: Mapping[str, s
             env.append(("WANDB_DIR", str(layout.root)))  # wandb writes its wandb/ directory there
     mlflow = record.get("mlflow")
     if isinstance(mlflow, Mapping) and isinstance(mlflow.get("run_id"), str) and isinstance(mlflow.get("uri"), str):
-        env += [("MLFLOW_RUN_ID", mlflow["run_id"]), (MLFLOW_URI, mlflow["uri"])]
+        env += [("MLFLOW_RUN_ID", mlflow["run_id"]), (MLFLOW_URI, mlflow["uri"]), *store_env(mlflow["uri"], given)]
     if record.get("tensorboard"):
         env.append((TENSORBOARD_DIR, str(layout.tensorboard_dir)))
     return env
@@ -119,7 +129,7 @@ def create_mlflow_run(spec: JobSpec, uri: str, environ: Mapping[str, str]) -> di
         ) from None
     experiment = dict(spec.env).get("MLFLOW_EXPERIMENT_NAME") or environ.get("MLFLOW_EXPERIMENT_NAME") or spec.name
     try:
-        with _spec_environ(spec):
+        with _mlflow_environ(uri, dict(spec.env)):
             client = MlflowClient(tracking_uri=uri)
             found = client.get_experiment_by_name(experiment)
             experiment_id = found.experiment_id if found else _create_experiment(client, experiment)
@@ -131,10 +141,11 @@ def create_mlflow_run(spec: JobSpec, uri: str, environ: Mapping[str, str]) -> di
 
 
 @contextmanager
-def _spec_environ(spec: JobSpec) -> Iterator[None]:
-    """The spec's MLFLOW_* variables (store options, credentials) in this process while it creates the run, as
-    the ranks will have them; what was there before is restored."""
-    ours = {name: value for name, value in spec.env if name.startswith("MLFLOW_")}
+def _mlflow_environ(uri: str, spec_env: Mapping[str, str]) -> Iterator[None]:
+    """The spec's MLFLOW_* variables (store options, credentials) in this process while it opens the store, as the
+    ranks will have them, with what the store needs (store_env); what was there before is restored."""
+    ours = {name: value for name, value in spec_env.items() if name.startswith("MLFLOW_")}
+    ours.update(store_env(uri, {**os.environ, **ours}))
     before = {name: os.environ.get(name) for name in ours}
     os.environ.update(ours)
     try:
@@ -166,7 +177,8 @@ def withdraw(record: Mapping[str, Any]) -> None:
     try:
         from mlflow.tracking import MlflowClient
 
-        MlflowClient(tracking_uri=mlflow["uri"]).delete_run(mlflow["run_id"])
+        with _mlflow_environ(str(mlflow["uri"]), {}):
+            MlflowClient(tracking_uri=mlflow["uri"]).delete_run(mlflow["run_id"])
     except Exception:  # best effort, see above
         return
 
