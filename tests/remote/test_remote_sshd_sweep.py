@@ -113,7 +113,8 @@ def test_a_specs_cluster_chooses_the_cluster_and_cancel_by_name_ends_the_whole_s
     done = login.cli(str(spec), "--name", "in-file", command="sweep")
     assert done.returncode == 0, done
     sweep = done.stdout.split("submitted sweep in-file: ", 1)[1].split()[0]
-    assert f"{sweep} on this machine, 3 points, 1 at a time" in done.stdout, done.stdout
+    # The cluster's own words, said for here (issue 43 item 15): its login node, not the laptop.
+    assert f"{sweep} on cluster 'login' (its login node), 3 points, 1 at a time" in done.stdout, done.stdout
     cancelled = login.cli("in-file", command="cancel")  # no --cluster: the name is a sweep recorded under login
     assert (cancelled.returncode, cancelled.stderr) == (0, ""), cancelled
     assert cancelled.stdout == f"cancelled sweep in-file: local queue {sweep}, 3 tasks\n"
