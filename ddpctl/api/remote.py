@@ -70,7 +70,7 @@ class RemoteJob(Job):
 
     def preempt(self, kind: str = "preemption") -> None:
         check_preempt_kind(kind)
-        self._ask(["preempt", "--wait", "0", "--as", kind], as_json=False, timeout=180.0)
+        self._ask(["preempt", "--wait=0", f"--as={kind}"], as_json=False, timeout=180.0)
 
     def logs(
         self,
@@ -85,13 +85,27 @@ class RemoteJob(Job):
         --cluster` is), filtered there; the arguments mean what they mean for a local job. Lines are read by a
         thread of their own, at most 10,000 ahead of the caller; a caller that stops a follow early leaves it
         (and its ssh) until the job ends or this process exits. Reconnection notes go to stderr."""
-        words = ["logs", "--json", "-t", *(["-f"] if follow else [])]
-        ranks = (
-            ",".join(str(r) for r in ([rank] if isinstance(rank, (int, str)) else rank)) if rank is not None else None
-        )
-        for flag, value in (("--rank", ranks), ("--node", node), ("--attempt", attempt), ("--grep", grep)):
-            words += [flag, str(value)] if value is not None else []
-        return _streamed(self.cluster, [*words, "--", self.job_id])
+        words = log_words(follow=follow, rank=rank, node=node, attempt=attempt, grep=grep, job_id=self.job_id)
+        return _streamed(self.cluster, words)
+
+
+def log_words(
+    *,
+    follow: bool,
+    rank: int | Sequence[int] | str | None,
+    node: str | None,
+    attempt: int | str | None,
+    grep: str | None,
+    job_id: str,
+) -> list[str]:
+    """The cluster's `logs --json -t` for RemoteJob.logs; each value one word (a `-f` pattern stays a pattern)."""
+    from ddpctl.remote.passthrough import option
+
+    words = ["logs", "--json", "-t", *(["-f"] if follow else [])]
+    ranks = ",".join(str(r) for r in ([rank] if isinstance(rank, (int, str)) else rank)) if rank is not None else None
+    for flag, value in (("--rank", ranks), ("--node", node), ("--attempt", attempt), ("--grep", grep)):
+        words += [option(flag, value)] if value is not None else []
+    return [*words, "--", job_id]
 
 
 class _QueueSink:
@@ -175,6 +189,7 @@ def recorded(cluster: str, source: str, outcome: object) -> tuple[JobRecord, lis
     import time
 
     from ddpctl.remote.jobs import registry_of
+    from ddpctl.remote.passthrough import for_here
     from ddpctl.sanitize import visible
 
     outcome = succeeded(cluster, outcome)
@@ -182,7 +197,7 @@ def recorded(cluster: str, source: str, outcome: object) -> tuple[JobRecord, lis
     run_dir, backend = visible(str(outcome["run_dir"])), visible(str(outcome["backend"]))  # shown by list, status
     record = JobRecord(job_id, name, run_dir, backend, time.time(), str(source))
     registry_of(cluster).add(record)
-    return record, [visible(str(line)) for line in outcome.get("lines", [])]
+    return record, [for_here(visible(str(line)), cluster) for line in outcome.get("lines", [])]
 
 
 def succeeded(cluster: str, outcome: object) -> dict[str, Any]:

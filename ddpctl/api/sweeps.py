@@ -98,10 +98,14 @@ class Sweep:
             from ddpctl.backends.local_sweep import cancel_sweep
 
             cancel_sweep(records)
-            return
-        from ddpctl.backends.sbatch import BACKEND
+        else:
+            from ddpctl.backends.sbatch import BACKEND
 
-        BACKEND.cancel_array(self.array_job, records)
+            BACKEND.cancel_array(self.array_job, records)
+        from ddpctl.backends.control import close_trackers
+        from ddpctl.run.state import TERMINAL
+
+        close_trackers([record for record, state in zip(records, states, strict=False) if state not in TERMINAL])
 
 
 def sweep(

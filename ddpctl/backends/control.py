@@ -7,6 +7,7 @@ ranks: a pending or requeued job is told to wait. A failure of the command itsel
 
 from __future__ import annotations
 
+import sys
 import time
 from collections.abc import Callable
 
@@ -49,7 +50,22 @@ def control(record: JobRecord, action: str, do: Callable[[], None], state_fn: St
         if after.terminal:  # it ended between the check and the command
             raise ended(record, after, action) from None
         raise CommandError(f"{action} {label(record)}: {err}") from None
+    if action == "cancel":
+        close_trackers([record])
     return state
+
+
+def close_trackers(records: list[JobRecord]) -> None:
+    """End the tracker runs of cancelled jobs (a sweep's tasks never started included), as ddpctl.node.batch
+    ends a finished run's: a cancelled run never decides its own end. A run its script ended is left."""
+    from pathlib import Path
+
+    from ddpctl.run.layout import RunLayout
+    from ddpctl.run.tracking import close_run
+
+    for record in records:
+        if (why := close_run(RunLayout(Path(record.run_dir)), "CANCELLED")) is not None:
+            print(f"ddpctl: warning: {label(record)}: {why}", file=sys.stderr)
 
 
 def wait_until_running(

@@ -116,7 +116,7 @@ def staged(plan: ArrayPlan, trackers: list[dict[str, object]]) -> Path:
             if plan.successor is not None:  # requeue.mode chain: what the task's successor job runs
                 task.script_file.write_text(plan.successor)
             # Each task is its own tracker run; the sweep's name groups them (W&B's run group).
-            trackers.append(tracking.prepare(point_spec, task, os.environ, Path.cwd(), group=spec.name))
+            trackers.append(tracking.prepare(point_spec, task, os.environ, Path.cwd(), group=spec.name, point=point))
     except BaseException:
         withdraw(trackers)
         shutil.rmtree(stage, ignore_errors=True)

@@ -57,5 +57,6 @@ def check(chosen: list[Any]) -> int:
         if result.problem:
             print(f"{head}  FAILED  {result.problem}")
         else:
-            print(f"{head}  ok  ddpctl {result.ddpctl}  slurm {result.slurm}  {result.seconds:.2f} s")
+            where = f"  workdir {result.workdir}" if result.workdir else ""
+            print(f"{head}  ok  ddpctl {result.ddpctl}  slurm {result.slurm}{where}  {result.seconds:.2f} s")
     return 1 if any(r.problem for r in results) else 0

@@ -82,7 +82,8 @@ def run_list(args: argparse.Namespace) -> int:
     remote = in_background(lambda: remote_rows(not args.no_state))  # the clusters are asked beside squeue here
     rows: list[tuple[str | None, Any, str, str | None]]
     rows = [(None, *row) for row in list_rows(records, not args.no_state, each_task=args.json, under=args.tasks)]
-    rows += remote_lines(remote.result(), each_task=args.json, under=args.tasks)
+    taken = {ref for record in records for ref in (record.job_id, record.sweep, record.name) if ref}
+    rows += remote_lines(remote.result(), each_task=args.json, under=args.tasks, taken=taken)
     rows.sort(key=lambda row: row[1].submitted_at)  # stable: a sweep's line stays where its tasks were
     if args.json:
         for cluster, record, _, state in rows:

@@ -138,12 +138,18 @@ def run(args: argparse.Namespace) -> int:
 
 def remote_words(args: argparse.Namespace) -> list[str]:
     """The remote `logs` command: JSON lines with times, whatever this one shows (its sink renders them here)."""
+    from ddpctl.remote.passthrough import option
+
     words = ["logs", "--errors"] if args.errors else ["logs", "--json", "-t"]
     words += ["-f"] if args.follow else []
     words += ["--poll"] if args.poll else []
-    for flag, value in (("--rank", args.rank), ("--node", args.node), ("--attempt", args.attempt)):
-        words += [flag, value] if value is not None else []
-    words += ["--grep", args.grep] if args.grep is not None else []
+    for flag, value in (
+        ("--rank", args.rank),
+        ("--node", args.node),
+        ("--attempt", args.attempt),
+        ("--grep", args.grep),
+    ):
+        words += [option(flag, value)] if value is not None else []
     return [*words, *(["--", args.job] if args.job else [])]
 
 

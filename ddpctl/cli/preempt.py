@@ -41,6 +41,12 @@ LISTENER_WAIT_S = 60.0  # a just-started job's ranks need a moment (torch import
 STATE_POLL_S = 1.0  # how often that wait asks whether the job ended meanwhile (squeue on Slurm)
 
 
+def remote_words(args: argparse.Namespace) -> list[str]:
+    from ddpctl.remote.passthrough import option
+
+    return ["preempt", option("--wait", args.wait), option("--as", args.kind), *(["--", args.job] if args.job else [])]
+
+
 def run(args: argparse.Namespace) -> int:
     from ddpctl import api
     from ddpctl.backends.control import wait_until_running
@@ -50,8 +56,7 @@ def run(args: argparse.Namespace) -> int:
         refuse_sweep("preempt", args.job)
     job = None if remote else api.job(args.job, warn=say)
     if remote or found_remote(args, job):
-        words = ["preempt", "--wait", str(args.wait), "--as", args.kind, *(["--", args.job] if args.job else [])]
-        return remote_text(args.cluster, words, timeout=args.wait + LISTENER_WAIT_S + 60)
+        return remote_text(args.cluster, remote_words(args), timeout=args.wait + LISTENER_WAIT_S + 60)
     assert job is not None
     record = job.record
     state = wait_until_running(record, args.wait, say)

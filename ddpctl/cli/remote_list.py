@@ -4,6 +4,7 @@ on stderr and its jobs are listed without a state."""
 
 from __future__ import annotations
 
+from collections.abc import Callable, Collection
 from typing import Any
 
 from ddpctl.cli.common import note
@@ -46,25 +47,46 @@ def asked(names: set[str]) -> dict[str, dict[str, str]]:
 
 
 def remote_lines(
-    rows: list[tuple[str, Any, str | None]], *, each_task: bool, under: bool
+    rows: list[tuple[str, Any, str | None]], *, each_task: bool, under: bool, taken: Collection[str] = ()
 ) -> list[tuple[str | None, Any, str, str | None]]:
     """(cluster, record, the id shown, its state) per line, as `list_rows` shows local jobs: a remote sweep
     once, as its array job with its tasks counted (states as the cluster said them; none asked: only the
-    count), its tasks under it (`under`) or each task as a job (`each_task`, --json) (pure)."""
+    count), its tasks under it (`under`) or each task as a job (`each_task`, --json) (pure). Ids are shown
+    as `qualified` says."""
     from ddpctl.run.sweeps import count_line, group
 
+    shown = qualified(rows, taken)
     out: list[tuple[str | None, Any, str, str | None]] = []
     for cluster in dict.fromkeys(row[0] for row in rows):
         mine = [row for row in rows if row[0] == cluster]
         state_of = {id(record): state for _, record, state in mine}
         for record, tasks in group([record for _, record, _ in mine]):
             if not tasks or each_task:
-                out += [(cluster, job, job.job_id, state_of[id(job)]) for job in tasks or [record]]
+                out += [(cluster, job, shown(cluster, job), state_of[id(job)]) for job in tasks or [record]]
                 continue
             states = [state_of[id(task)] for task in tasks]
             known = [state for state in states if state is not None]
             line = count_line(known) if len(known) == len(states) else f"{len(tasks)} tasks"
-            out.append((cluster, record, f"{record.sweep} (sweep)", line))
+            out.append((cluster, record, f"{shown(cluster, record, record.sweep)} (sweep)", line))
             if under:
-                out += [(cluster, task, f"  {task.job_id}", state_of[id(task)]) for task in tasks]
+                out += [(cluster, task, f"  {shown(cluster, task)}", state_of[id(task)]) for task in tasks]
     return out
+
+
+def qualified(rows: list[tuple[str, Any, str | None]], taken: Collection[str]) -> Callable[..., str]:
+    """shown(cluster, record, ref=its job id): `ref`, or `CLUSTER:ref` where a local job (`taken`: the local
+    ids, sweeps and names) or another cluster's job has it too, or its sweep is shown so: the reference that
+    names this one job (ddpctl.remote.jobs.find_recorded), where the bare id would name the laptop's own."""
+    clusters_of: dict[str, set[str]] = {}
+    for cluster, record, _ in rows:
+        for ref in filter(None, (record.job_id, record.sweep)):
+            clusters_of.setdefault(ref, set()).add(cluster)
+
+    def clash(ref: str | None) -> bool:
+        return ref is not None and (ref in taken or len(clusters_of.get(ref, ())) > 1)
+
+    def shown(cluster: str, record: Any, ref: str | None = None) -> str:
+        ref = ref or record.job_id
+        return f"{cluster}:{ref}" if clash(ref) or clash(record.sweep) else ref
+
+    return shown

@@ -83,13 +83,14 @@ def show_preview(cluster: Cluster, code: Code, request: dict[str, Any]) -> int:
     it printed, made visible, then the `sent:` line; its exit status (1 where it gave none that fits)."""
     from ddpctl.api.remote import succeeded, version
     from ddpctl.remote import send
+    from ddpctl.remote.passthrough import for_here
     from ddpctl.remote.transport import Transport
     from ddpctl.sanitize import visible
 
     sent, outcome = send.preview_code(Transport(cluster), code, request, version())
     outcome = succeeded(cluster.name, outcome)
     for line in outcome.get("lines", []):
-        print(visible(str(line)))
+        print(for_here(visible(str(line)), cluster.name))
     print(sent_line(sent, cluster.name))
     code_there = outcome.get("code")
     return code_there if isinstance(code_there, int) and 0 <= code_there < 126 else 1

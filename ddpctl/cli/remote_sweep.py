@@ -67,6 +67,7 @@ def recorded(cluster: str, source: str, outcome: object) -> tuple[str, list[str]
     """The sweep's tasks recorded here under the cluster (all or none); (its name, the lines its `sweep` said)."""
     from ddpctl.api.remote import succeeded
     from ddpctl.remote.jobs import registry_of
+    from ddpctl.remote.passthrough import for_here
     from ddpctl.sanitize import visible
 
     done = succeeded(cluster, outcome)
@@ -74,7 +75,7 @@ def recorded(cluster: str, source: str, outcome: object) -> tuple[str, list[str]
     if not records:
         raise ArgumentError(f"cluster {cluster!r}: its sweep answered no tasks: {visible(str(done))[:80]}")
     registry_of(cluster).add_all(records)
-    said = [visible(str(line)) for line in done.get("lines", [])]
+    said = [for_here(visible(str(line)), cluster) for line in done.get("lines", [])]
     return records[0].name, [line for line in said if not line.startswith(THERE_ONLY)]
 
 

@@ -31,9 +31,12 @@ def sweep_preview(request: dict[str, Any]) -> int:
     """The cluster's half of `sweep --dry-run --cluster`: the points and the batch script, printed here."""
     import sys
 
+    from ddpctl.cli.sweep import check_backend
     from ddpctl.plan.sweep import plan_sweep
 
-    sys.stdout.write(plan_sweep(sweep_of(request)).text())
+    loaded = sweep_of(request)
+    check_backend(loaded)  # refused as the sweep there would be (a job array's plan would be no answer)
+    sys.stdout.write(plan_sweep(loaded).text())
     return 0
 
 

@@ -84,6 +84,7 @@ def run(args: argparse.Namespace) -> int:
         return run_remote(args, sweep)
     if args.tag is not None:
         raise ArgumentError(f"--tag {args.tag!r}: only with --cluster (it names a dropped remote sweep's outcome)")
+    check_backend(sweep)  # the dry run refuses what the sweep refuses: its plan would be a job array's
     if not args.dry_run:
         return submit(sweep)
     plan = plan_sweep(sweep)
@@ -100,12 +101,16 @@ def submitted(loaded: Sweep) -> ApiSweep:
     """The sweep submitted (here, or by a cluster's ddpctl for `sweep --cluster`), or the backend's one line."""
     from ddpctl.api.sweeps import submit_loaded
 
+    check_backend(loaded)
+    return submit_loaded(loaded)
+
+
+def check_backend(loaded: Sweep) -> None:
     if loaded.spec.capabilities.sweeps not in (ARRAY, QUEUE):
         raise SpecError(
             f"{loaded.spec.source}: backend {loaded.spec.backend}: sweeps are submitted on the sbatch and local "
-            "backends only yet (--dry-run lists the points)"
+            "backends only yet; expected backend: sbatch or local"
         )
-    return submit_loaded(loaded)
 
 
 def announce(loaded: Sweep, done: ApiSweep) -> None:
@@ -167,10 +172,15 @@ def results(args: argparse.Namespace) -> int:
     from ddpctl.cli.common import remote_text
 
     if args.cluster or remote_sweeps(args):  # read by the cluster's ddpctl: the run dirs are there
-        shape = ["--json"] if args.json else ["--csv"] if args.csv else []
-        words = ["sweep", "results", "--metric", args.metric, "--mode", args.mode, *shape, "--", *args.runs]
-        return remote_text(args.cluster, words)
+        return remote_text(args.cluster, remote_words(args))
     return results_here(args)
+
+
+def remote_words(args: argparse.Namespace) -> list[str]:
+    from ddpctl.remote.passthrough import option
+
+    shape = ["--json"] if args.json else ["--csv"] if args.csv else []
+    return ["sweep", "results", option("--metric", args.metric), option("--mode", args.mode), *shape, "--", *args.runs]
 
 
 def remote_sweeps(args: argparse.Namespace) -> bool:

@@ -57,7 +57,7 @@ def frame_facts(run_dir: Path, now: float) -> dict[str, Any]:
     return {
         "attempt": attempt,
         "rows": rank_rows(records, logs, nodes=nodes, flagged=flagged, policy=policy, now=now),
-        "summary": summarize(records, now) if records else None,
+        "summary": summarize(records, now, policy.pause_s) if records else None,
         "notes": event_notes(events[-2:]),
         "causes": cause_lines(layout),  # what ended the earlier attempts, as status says it
     }

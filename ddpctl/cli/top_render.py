@@ -22,12 +22,14 @@ def _num(value: float | None, fmt: str = "{:.3f}") -> str:
     return "-" if value is None else fmt.format(value)
 
 
-def _flags(stall: bool | int, straggler: bool | int) -> Text:
+def _flags(stall: bool | int, straggler: bool | int, pause: str = "") -> Text:
     text = Text()
     if stall:
         text.append("STALL" if stall is True else f"{stall} STALL", style="bold red")
+    elif pause:  # a pause the script declared, within its allowance: not a stall (the watchdog agrees)
+        text.append(f"PAUSE {visible_cut(pause, 20)}", style="cyan")
     if straggler:
-        text.append(" " if stall else "")
+        text.append(" " if text else "")
         text.append("STRAGGLER" if straggler is True else f"{straggler} STRAG", style="bold yellow")
     return text
 
@@ -47,6 +49,8 @@ def title(record: JobRecord, state: JobState, snap: dict[str, Any]) -> Text:
             parts.append(f"{summary.samples_per_s:.0f} samp/s")
         if summary.eta_s is not None:
             parts.append(f"ETA {duration(summary.eta_s)}")
+        if summary.paused:
+            parts.append(f"paused ({visible_cut(summary.paused, 40)})")
     return Text(" | ".join(parts), style="bold")
 
 
@@ -71,7 +75,7 @@ def rank_table(rows: list[RankRow]) -> Table:
             Text(_num(row.step_s)),
             Text(_num(row.lag, "{}")),
             Text(_num(row.since_s, "{:.0f}s")),
-            _flags(row.stall, row.straggler),
+            _flags(row.stall, row.straggler, row.pause),
             Text(row.line),
         )
     return table

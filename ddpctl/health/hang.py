@@ -41,15 +41,18 @@ def last_progress(record: Record) -> float | None:
     return max(found, default=None)
 
 
+def pause_of(record: Record, default_s: float) -> tuple[float, str] | None:
+    """(extra allowance, name) while this rank is in a pause it declared (its own allowance, else `default_s`)."""
+    pause = record.get("pause")
+    if not isinstance(pause, dict) or record.get("phase") in ("train", "done", "checkpoint", "start"):
+        return None
+    own = _time(pause.get("allowance_s"))
+    return (own if own is not None and own > 0 else float(default_s)), str(pause.get("name"))[:40]
+
+
 def declared_pause(records: Mapping[int, Record], default_s: float) -> tuple[float, str] | None:
     """(extra allowance, names) while any rank is in a pause it declared; the longest allowance counts."""
-    found: list[tuple[float, str]] = []
-    for record in records.values():
-        pause = record.get("pause")
-        if not isinstance(pause, dict) or record.get("phase") in ("train", "done", "checkpoint", "start"):
-            continue
-        own = _time(pause.get("allowance_s"))
-        found.append((own if own is not None and own > 0 else float(default_s), str(pause.get("name"))[:40]))
+    found = [p for record in records.values() if (p := pause_of(record, default_s)) is not None]
     if not found:
         return None
     names = ", ".join(sorted({name for _, name in found}))

@@ -2,7 +2,10 @@
 
 No rate and no ETA while progress is missing: once no rank has progressed for STALL_STEPS x the slowest median
 step (at least STALL_MIN_S), a 30 s window still holding an old step would show a small rate and a made-up ETA
-for a job that is not moving; the summary says how long progress has been missing instead.
+for a job that is not moving; the summary says how long progress has been missing instead. A pause the script
+declared (`Heartbeat.pause`) is honoured as the hang watchdog honours it (health.hang): while a rank is in one, its
+allowance (its own, else `health.pause_s`) is added to that limit and the summary names the pause, and the end of
+a pause counts as progress.
 """
 
 from __future__ import annotations
@@ -12,10 +15,14 @@ from collections.abc import Mapping
 from dataclasses import asdict, dataclass
 from typing import Any
 
+from ddpctl.health.hang import declared_pause
+from ddpctl.spec import HealthSettings
+
 Record = Mapping[str, Any]
 WINDOW_S = 30.0  # "recent": the last this many seconds of each rank's history
 STALL_STEPS = 5  # also `top`'s STALL flag (health.view)
 STALL_MIN_S = 10.0
+PAUSE_S = HealthSettings().pause_s  # a declared pause's allowance when neither it nor the spec names one
 
 
 @dataclass(frozen=True)
@@ -27,6 +34,7 @@ class Summary:
     eta_s: float | None
     last_progress_s: float | None  # seconds since the newest progress of any rank
     stalled: bool = False  # progress has been missing too long for a rate: steps_per_s, samples_per_s, eta None
+    paused: str | None = None  # the declared pause(s) some rank is in (no rate or ETA either, but no stall)
 
     def as_json(self) -> dict[str, Any]:
         return asdict(self)
@@ -66,21 +74,31 @@ def rate_until(
     return (points[-1][index] - start[index]) / (now - start[0])
 
 
-def summarize(records: Mapping[int, Record], now: float) -> Summary:
+def progress_time(record: Record) -> float | None:
+    """When the rank last progressed: its last step or the end of its last declared pause, the newer."""
+    found = [float(record[key]) for key in ("t", "resumed") if _finite(record.get(key))]
+    return max(found, default=None)
+
+
+def summarize(records: Mapping[int, Record], now: float, pause_s: float = PAUSE_S) -> Summary:
+    """`pause_s`: the spec's `health.pause_s` (the allowance of a declared pause that names none)."""
     steps = [r["step"] for r in records.values() if isinstance(r.get("step"), int)]
     totals = [r["total_steps"] for r in records.values() if isinstance(r.get("total_steps"), int)]
     step, total = (max(steps) if steps else None), (max(totals) if totals else None)
-    times = [r["t"] for r in records.values() if _finite(r.get("t"))]
+    times = [t for t in map(progress_time, records.values()) if t is not None]
     last = now - max(times) if times else None
+    pause = declared_pause(records, pause_s)
     if last is not None and last > stall_after(records):
-        return Summary(step, total, None, None, None, last, stalled=True)
+        if pause is None or last > stall_after(records) + pause[0]:
+            return Summary(step, total, None, None, None, last, stalled=True)
+        return Summary(step, total, None, None, None, last, paused=pause[1])  # as the watchdog allows it
     lead = max(records.values(), key=lambda r: r["step"] if isinstance(r.get("step"), int) else -1, default=None)
     steps_per_s = rate_until(_history(lead), 1, now) if lead else None
     sample_rates = [rate_until(_history(r), 2, now) for r in records.values()]
     known = [rate for rate in sample_rates if rate is not None]
     samples_per_s = sum(known) if known and len(known) == len(records) else None
     eta = (total - step) / steps_per_s if total is not None and step is not None and steps_per_s else None
-    return Summary(step, total, steps_per_s, samples_per_s, eta, last)
+    return Summary(step, total, steps_per_s, samples_per_s, eta, last, paused=pause[1] if pause else None)
 
 
 def stall_after(records: Mapping[int, Record]) -> float:

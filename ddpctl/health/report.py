@@ -14,7 +14,7 @@ from ddpctl.run import history
 from ddpctl.run.history import HealthEvent, Hung, NodeChecked, NodeLost, OomKilled, RunHistory, StragglerFlagged
 from ddpctl.run.history.base import E
 from ddpctl.run.layout import RunLayout
-from ddpctl.spec import load_spec
+from ddpctl.spec import HealthSettings, load_spec
 
 MAX_CHECKS = 64  # preflight records kept in the report (a node each, the newest attempts' last)
 
@@ -27,6 +27,14 @@ def checkpoint_dir(layout: RunLayout) -> Path:
     return layout.checkpoints(spec.checkpoint.dir)
 
 
+def health_settings(layout: RunLayout) -> HealthSettings:
+    """The run's `health:` settings, as its watchdog reads them (the defaults for an unreadable job.yaml)."""
+    try:
+        return load_spec(layout.spec_file, check_paths=False).health
+    except Exception:
+        return HealthSettings()
+
+
 def collect(run_dir: Path, running: bool, now: float | None = None, past: RunHistory | None = None) -> dict[str, Any]:
     """Progress (only while running: a finished job's last rate is no ETA), checkpoint, health events (from
     `past`, the run's history as the caller read it; read here when None)."""
@@ -37,7 +45,8 @@ def collect(run_dir: Path, running: bool, now: float | None = None, past: RunHis
     if running and attempt is not None:
         records, notes = checked_progress_records(layout, attempt)
         if records:
-            out["progress"] = {"attempt": attempt, "ranks": len(records), **summarize(records, now).as_json()}
+            figures = summarize(records, now, health_settings(layout).pause_s).as_json()
+            out["progress"] = {"attempt": attempt, "ranks": len(records), **figures}
         if notes:
             out["record_notes"] = notes
     found = last_checkpoint(checkpoint_dir(layout))
@@ -133,12 +142,16 @@ def describe_straggler(event: StragglerFlagged) -> str:
 def progress_line(progress: dict[str, Any]) -> str:
     total = f" of {progress['total_steps']}" if progress.get("total_steps") is not None else ""
     head = f"  step {progress.get('step')}{total} ({progress['ranks']} ranks reporting)"
+    since = duration(progress.get("last_progress_s"))
     if progress.get("stalled"):
-        return f"{head}: no progress for {duration(progress.get('last_progress_s'))} (no rate or ETA while stalled)"
+        return f"{head}: no progress for {since} (no rate or ETA while stalled)"
+    pause = f"in a declared pause ({_v(progress['paused'], 80)})" if progress.get("paused") else ""
+    if pause and progress.get("steps_per_s") is None:
+        return f"{head}: {pause}, last step {since} ago"
     rate = f"{progress['steps_per_s']:.2f} steps/s" if progress.get("steps_per_s") else "? steps/s"
     samples = f", {progress['samples_per_s']:.1f} samples/s" if progress.get("samples_per_s") else ""
     eta = f", ETA {duration(progress['eta_s'])}" if progress.get("eta_s") is not None else ""
-    return f"{head}: {rate}{samples}{eta}; last progress {duration(progress.get('last_progress_s'))} ago"
+    return f"{head}: {rate}{samples}{eta}; last progress {since} ago" + (f"; {pause}" if pause else "")
 
 
 def typed(report: dict[str, Any], key: str, cls: type[E]) -> list[E]:

@@ -60,6 +60,7 @@ def row_of(data: object) -> RankRow | None:
         line=_text(data.get("line")),
         stall=data.get("stall") is True,
         straggler=data.get("straggler") is True,
+        pause=_text(data.get("pause"))[:40],
     )
 
 
@@ -71,6 +72,8 @@ def summary_of(data: object) -> Summary | None:
         value = data.get(field.name)
         if field.name == "stalled":
             values[field.name] = value is True
+        elif field.name == "paused":
+            values[field.name] = _text(value)[:80] or None
         elif field.name in ("step", "total_steps"):
             values[field.name] = _int(value)
         else:

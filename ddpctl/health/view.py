@@ -1,6 +1,7 @@
 """The model behind `ddpctl top` (pure, no rich): one row per rank, or per node when the ranks do not fit.
 
-A rank is a STALL when it has not progressed for STALL_STEPS x its median step time (at least STALL_MIN_S), a
+A rank is a STALL when it has not progressed for STALL_STEPS x its median step time (at least STALL_MIN_S) plus,
+while it is in a pause it declared, that pause's allowance (as the hang watchdog counts it: health.hang), a
 STRAGGLER when the straggler rule flags it now or a `straggler` event named it in this attempt. Lag is in steps
 behind the fastest rank. The last log line is made visible (control characters escaped) before any terminal
 sees it: rank output is untrusted.
@@ -13,7 +14,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from ddpctl import sanitize
-from ddpctl.health.rates import STALL_MIN_S, STALL_STEPS  # one stall rule: top's flag and status' rate agree
+from ddpctl.health.hang import pause_of
+from ddpctl.health.rates import STALL_MIN_S, STALL_STEPS, progress_time  # one stall rule: top and status agree
 from ddpctl.health.straggler import find_stragglers
 from ddpctl.spec import HealthSettings
 
@@ -37,6 +39,7 @@ class RankRow:
     line: str
     stall: bool
     straggler: bool
+    pause: str = ""  # the declared pause the rank is in (its name), shown instead of a STALL
 
 
 @dataclass(frozen=True)
@@ -71,10 +74,11 @@ def rank_rows(
         step = record.get("step") if isinstance(record.get("step"), int) else None
         step_s = record.get("step_s") if isinstance(record.get("step_s"), (int, float)) else None
         line, mtime = logs.get(rank, ("", None))
-        last = record.get("t") if step is not None else None
-        seen = last if isinstance(last, (int, float)) else mtime
+        last = progress_time(record) if step is not None else None
+        seen = last if last is not None else mtime
         since = max(0.0, now - seen) if seen is not None else None
-        limit = max(STALL_MIN_S, STALL_STEPS * (step_s or 0.0))
+        pause = pause_of(record, policy.pause_s)
+        limit = max(STALL_MIN_S, STALL_STEPS * (step_s or 0.0)) + (pause[0] if pause else 0.0)
         done = record.get("phase") == "done"
         rows.append(
             RankRow(
@@ -87,6 +91,7 @@ def rank_rows(
                 visible_cut(line),
                 since is not None and since > limit and not done,
                 rank in flagged,
+                visible_cut(pause[1], 40) if pause else "",
             )
         )
     return rows

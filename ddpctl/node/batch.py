@@ -43,7 +43,7 @@ import time
 from collections.abc import Callable, Mapping
 from pathlib import Path
 
-from ddpctl import safeio
+from ddpctl import exitcodes, safeio
 from ddpctl.errors import DdpctlError, WaitTimeout
 from ddpctl.health.records import last_checkpoint, progress_records
 from ddpctl.node.blame import blame, facts_of
@@ -263,6 +263,11 @@ def decide_run(layout: RunLayout, env: Mapping[str, str], exit_code: int) -> Dec
     decided = history.append(layout.events, decision.as_event(attempt, exit_code, outcome.stopped))
     if decision.action == "requeue" and decision.kind in ("failure", "node_failure"):
         exclude_blamed(layout, env, RunHistory((*past.events, decided)), attempt)
+    if decision.action == "finish" and spec.tracking:  # the tracker run created at submit ends with the run
+        from ddpctl.run.tracking import close_run
+
+        if (why := close_run(layout, "COMPLETED" if decision.exit_code == exitcodes.OK else "FAILED")) is not None:
+            print(f"ddpctl: {why}", file=sys.stderr, flush=True)
     return decision
 
 

@@ -1,14 +1,15 @@
-"""`ddpctl clusters --check`: is each cluster reachable, does it run this ddpctl version, which Slurm?
+"""`ddpctl clusters --check`: is each cluster reachable, does it run this ddpctl version, which Slurm, and is
+the profile's workdir a directory this user may write there?
 
-Two remote commands over the cluster's shared connection (the first one opens it). The verdicts from their
-output are pure functions, tested with literal tables; `check_cluster` is the walk through the transport.
+Two or three remote commands over the cluster's shared connection (the first one opens it). The verdicts from
+their output are pure functions, tested with literal tables; `check_cluster` is the walk through the transport.
 """
 
 from __future__ import annotations
 
 import re
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from ddpctl.errors import DdpctlError
 from ddpctl.remote.profiles import Cluster
@@ -26,6 +27,7 @@ class Checked:
     slurm: str | None = None
     problem: str | None = None  # one line; None when all is well
     seconds: float = 0.0
+    workdir: str | None = None  # the profile's workdir as the cluster resolved it (None: not set, or not reached)
 
 
 def install_hint(local: str) -> str:
@@ -60,6 +62,19 @@ def slurm_verdict(cluster: Cluster, returncode: int, stdout: str, stderr: str) -
     return None, f"cluster {cluster.name!r}: sinfo -V failed there (exit {returncode}: {said})"
 
 
+# Run after the profile's `cd` (ddpctl.remote.ssh.remote_command): the directory it reached, if it may write there.
+WORKDIR_PROBE = ("sh", "-c", 'test -w . && pwd || { echo "not writable by $(id -un)" >&2; exit 1; }')
+
+
+def workdir_verdict(cluster: Cluster, returncode: int, stdout: str, stderr: str) -> tuple[str | None, str | None]:
+    """(the directory reached, problem) from WORKDIR_PROBE run in the profile's workdir."""
+    reached = stdout.strip().splitlines()
+    if returncode == 0 and reached:
+        return visible(reached[-1]), None
+    said = visible(stderr.strip().splitlines()[-1] if stderr.strip() else f"exit status {returncode}")
+    return None, f"cluster {cluster.name!r}: workdir {visible(cluster.workdir or '')!r}: {said}"
+
+
 def check_cluster(cluster: Cluster, transport: Transport, local: str) -> Checked:
     start = time.monotonic()
 
@@ -73,6 +88,10 @@ def check_cluster(cluster: Cluster, transport: Transport, local: str) -> Checked
             return done(ddpctl=remote, problem=problem)
         answer = transport.run(version_argv())
         slurm, problem = slurm_verdict(cluster, answer.returncode, answer.stdout, answer.stderr)
-        return done(ddpctl=remote, slurm=slurm, problem=problem)
+        if problem or not cluster.workdir:
+            return done(ddpctl=remote, slurm=slurm, problem=problem)
+        answer = transport.run(WORKDIR_PROBE, in_workdir=True)
+        reached, problem = workdir_verdict(cluster, answer.returncode, answer.stdout, answer.stderr)
+        return replace(done(ddpctl=remote, slurm=slurm, problem=problem), workdir=reached)
     except DdpctlError as err:
         return done(problem=str(err))

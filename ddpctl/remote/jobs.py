@@ -65,8 +65,12 @@ def find_recorded(ref: str, records: Iterable[RemoteRecord]) -> RemoteRecord | N
     """The remote job `ref` names: its job id (on any cluster), else a sweep's array job id, else the newest
     submission of that name, else `<sweep>_<task>` of a remote sweep (pure). A sweep (by array job id, or a
     name whose newest submission is a sweep) is its newest task with `ref` its array job id: the cluster's
-    ddpctl answers for the whole sweep, as it does here."""
+    ddpctl answers for the whole sweep, as it does here. `CLUSTER:REF` is REF among that cluster's jobs only
+    (what `list` shows for a remote job whose id a local job or another cluster's also has)."""
     rows = list(records)
+    cluster, colon, rest = ref.partition(":")
+    if colon and re.fullmatch(CLUSTER_RE, cluster):
+        return find_recorded(rest, [row for row in rows if row.cluster == cluster])
     by_id = [row for row in rows if row.record.job_id == ref]
     if by_id:
         return newest(by_id)

@@ -8,6 +8,7 @@ escapes control characters itself). The remote one-line error keeps its exit sta
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
@@ -20,6 +21,22 @@ from ddpctl.remote.transport import Transport
 from ddpctl.sanitize import visible, visible_lines
 
 MAX_ANSWER = 1 << 20  # a status is a few KiB; more is not an answer to show
+# A command the cluster's ddpctl names in a hint (`logs: ddpctl logs local-1 ...`): a command for there.
+_HINT_RE = re.compile(r"\bddpctl (sweep results|logs|status|cancel|top|preempt|scale)(?= )")
+
+
+def option(flag: str, value: object) -> str:
+    """`--flag=value`, one word for the cluster's ddpctl: as two words a value that starts with `-` (`--grep -f`)
+    would be read there as an option of its own."""
+    return f"{flag}={value}"
+
+
+def for_here(line: str, cluster: str) -> str:
+    """A line the cluster's ddpctl printed, as it reads here: each command it names gets `--cluster NAME` (typed
+    here without it, `ddpctl logs local-1` would open a different job, the laptop's own local-1), and "on this
+    machine" is the cluster's login node. Pure; the line is already made visible."""
+    line = _HINT_RE.sub(lambda found: f"ddpctl {found.group(1)} --cluster {cluster}", line)
+    return line.replace(" on this machine", f" on cluster {cluster!r} (its login node)")
 
 
 @dataclass(frozen=True)
@@ -43,7 +60,7 @@ def answer(cluster: Cluster, done: Completed, local: str, *, as_json: bool) -> A
     if len(done.stdout) > MAX_ANSWER:
         raise RemoteError(f"{where}: the remote ddpctl printed more than {MAX_ANSWER} bytes")
     if not as_json:
-        return Answer("\n".join(visible_lines(done.stdout.splitlines())))
+        return Answer("\n".join(for_here(line, cluster.name) for line in visible_lines(done.stdout.splitlines())))
     try:
         data = json.loads(done.stdout)
     except ValueError:

@@ -3,7 +3,8 @@
     gpu:
       ssh: login.example.org          # anything `ssh` accepts: user@host, a Host alias of ~/.ssh/config
       ddpctl: /opt/venv/bin/ddpctl    # the remote command (default ddpctl); a list or a shell-like string
-      workdir: /scratch/me/ddpctl     # the remote work directory (default: the login directory)
+      workdir: /scratch/me/ddpctl     # the remote work directory (default: the login directory); ~, ~/...
+                                      # and $NAME or ${NAME} ($SCRATCH/ddpctl) are expanded there
       defaults: {partition: gpu, account: proj42}   # spec keys merged under specs sent there
 
 Read like a spec (ddpctl.spec.yamldoc: SafeLoader, lines kept, alias bombs refused) and checked key by key:
@@ -21,6 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from ddpctl.errors import SpecError
+from ddpctl.remote.ssh import workdir_problem
 from ddpctl.spec.fields import CLUSTER_RE, as_text, mapping_of, text, text_list
 from ddpctl.spec.schema import TOP, convert
 from ddpctl.spec.yamldoc import At, Doc, one_line, parse_yaml
@@ -113,10 +115,23 @@ def _destination(value: Any, at: At) -> str:
     return result
 
 
+def _workdir(value: Any, at: At) -> str | None:
+    expected = (
+        "a directory on the cluster: an absolute path, ~ or ~/..., $NAME/... or ${NAME}/... (expanded there), or "
+        "a path from the login directory"
+    )
+    result: str | None = text(nullable=True, what=expected)(value, at)
+    if result is not None and not re.fullmatch(r"[^\x00-\x1f\x7f]{1,4096}", result):
+        raise at.fail(result, f"{expected}; at most 4096 characters, none a control character")
+    if result is not None and (problem := workdir_problem(result)) is not None:
+        raise at.fail(result, f"{expected}; refused: {problem}")
+    return result
+
+
 _PROFILE = {
     "ssh": _destination,
     "ddpctl": _ddpctl_command,
-    "workdir": text(r"[^\x00-\x1f\x7f]{1,4096}", nullable=True),
+    "workdir": _workdir,
     "defaults": lambda value, at: convert(DEFAULT_KEYS, mapping_of(at, value, "a mapping of spec keys"), at),
 }
 

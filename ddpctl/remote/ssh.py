@@ -59,14 +59,49 @@ def ssh_argv(
     return [*argv, *extra, "-T", "--", destination, remote]
 
 
+# A profile's workdir, as the login shell expands it: an optional leading `~` (alone or `~/...`), then literal
+# text and `$NAME` / `${NAME}` references to the cluster's environment (`$SCRATCH/runs`). Anything else with a
+# `$` (`$(cmd)`, `${X:-y}`, `$1`) or a leading `-` is refused when the profile is read (ddpctl.remote.profiles).
+VARIABLE_RE = re.compile(r"\$(?:\{([A-Za-z_][A-Za-z0-9_]*)\}|([A-Za-z_][A-Za-z0-9_]*))")
+
+
+def workdir_problem(workdir: str) -> str | None:
+    """Why the login shell could not be asked to `cd` there safely (None: it can)."""
+    if workdir.startswith("-"):
+        return "a leading '-' (cd would read it as an option)"
+    if workdir.startswith("~") and workdir != "~" and not workdir.startswith("~/"):
+        return "a ~ other than ~ or ~/... (another user's home)"
+    if "$" in VARIABLE_RE.sub("", workdir):
+        return "a $ that is not $NAME or ${NAME} (no command substitution, defaults or positional parameters)"
+    return None
+
+
+def workdir_word(workdir: str) -> str:
+    """The workdir as one shell word: `~` or `~/` unquoted (the remote home), each variable `"${NAME:?}"` (expanded
+    there; unset, the command fails naming it instead of running in the login directory), the rest quoted."""
+    parts, rest = [], workdir
+    if rest == "~" or rest.startswith("~/"):  # the slash unquoted too: a quoted one would end no tilde-prefix
+        home = rest[:2]
+        parts.append(home)
+        rest = rest[len(home) :]
+    start = 0
+    for match in VARIABLE_RE.finditer(rest):
+        if match.start() > start:
+            parts.append(shlex.quote(rest[start : match.start()]))
+        parts.append(f'"${{{match.group(1) or match.group(2)}:?}}"')
+        start = match.end()
+    if start < len(rest):
+        parts.append(shlex.quote(rest[start:]))
+    return "".join(parts)
+
+
 def remote_command(words: Sequence[str], workdir: str | None = None) -> str:
     """The command line the remote login shell runs: each word quoted, after a `cd` to the work directory
-    (a leading `~/` stays unquoted so that the remote shell expands it)."""
+    (`~` and `$NAME` expanded there, see workdir_word; `--`: an expanded value is never read as an option)."""
     line = shlex.join(words)
     if not workdir:
         return line
-    where = "~/" + shlex.quote(workdir[2:]) if workdir.startswith("~/") and len(workdir) > 2 else shlex.quote(workdir)
-    return f"cd {where} && {line}"
+    return f"cd -- {workdir_word(workdir)} && {line}"
 
 
 @dataclass(frozen=True)

@@ -1,8 +1,10 @@
 """What a person wants to know about a run at a glance, from its own files: elapsed, nodes, attempts, last step.
 
 Works for finished jobs without Slurm accounting (the events carry the times and node lists). The last step is
-what rank 0 last logged as "step N" (the example and tutorial scripts do), read from the tail of its newest log:
-a display, never a decision.
+the heartbeat's (runtime.Heartbeat's progress records, the newest attempt that has any) when the script keeps one;
+only a script without a heartbeat gets what rank 0 last logged as "step N" (the example and tutorial scripts do),
+read from the tail of its newest log: log text is the script's, and "warmup step 99999" is no training step (issue
+43). A display, never a decision.
 """
 
 from __future__ import annotations
@@ -15,9 +17,10 @@ from typing import Any
 from ddpctl import safeio
 from ddpctl.run import history
 from ddpctl.run.history import RunHistory
-from ddpctl.run.layout import RunLayout, attempts_in
+from ddpctl.run.layout import RunLayout, attempts_in, rank_of_progress
 
 TAIL_BYTES = 16384  # bounded: only the end of rank 0's log is read
+MAX_STEP = 2**63  # a step from a rank's record (untrusted) at or past this is not a step
 STEP_RE = re.compile(r"\bstep[ =:]+(\d+)")
 
 
@@ -60,14 +63,32 @@ def summarize(layout: RunLayout, past: RunHistory | None = None) -> RunSummary:
     first, last_t, nodes = (past if past is not None else history.load(layout.events)).span()
     elapsed = None if first is None or last_t is None else max(0.0, last_t - first)
     attempts = attempts_in(_entries(layout.root))
+    beats = [found for attempt in reversed(attempts) if (found := heartbeat_steps(layout, attempt)) is not None]
+    if beats:  # the newest attempt whose ranks keep a heartbeat, and its furthest rank
+        return RunSummary(elapsed, nodes, len(attempts), max(beats[0]) if beats[0] else None)
     step = None
-    for attempt in reversed(attempts):  # the newest attempt that logged a step
+    for attempt in reversed(attempts):  # no heartbeat anywhere: the newest attempt that logged a step
         step = last_step_in(
             (safeio.read_bounded(layout.rank_log(attempt, 0), TAIL_BYTES, tail=True) or b"").decode(errors="replace")
         )
         if step is not None:
             break
     return RunSummary(elapsed, nodes, len(attempts), step)
+
+
+def heartbeat_steps(layout: RunLayout, attempt: int) -> list[int] | None:
+    """The steps the attempt's progress records report (empty: records, none past its first step yet); None when
+    the attempt has no readable record. Out-of-range or non-integer steps (rank output, untrusted) are skipped."""
+    directory = layout.attempt_dir(attempt)
+    found: list[int] | None = None
+    for name in _entries(directory):
+        if rank_of_progress(name) is None or (record := safeio.read_json(directory / name)) is None:
+            continue
+        found = [] if found is None else found
+        step = record.get("step")
+        if isinstance(step, int) and not isinstance(step, bool) and 0 <= step < MAX_STEP:
+            found.append(step)
+    return found
 
 
 def _entries(root: Path) -> list[str]:

@@ -17,6 +17,7 @@ from pathlib import Path
 
 from ddpctl import proc
 from ddpctl.errors import SpecError
+from ddpctl.sanitize import visible
 
 FILE, EXEC, LINK = "file", "exec", "link"
 GIT_KINDS = {"100644": FILE, "100755": EXEC, "120000": LINK}
@@ -73,18 +74,28 @@ class Manifest:
 
     def add(self, entry: Entry) -> None:
         """Add `entry`, or stop with the limit error before anything beyond a limit is read."""
-        if len(self.entries) >= self.limits.max_files or self.total + entry.size > self.limits.max_bytes:
-            raise too_big(self, len(self.entries), self.total + entry.size, True)
+        if len(self.entries) >= self.limits.max_files:
+            raise too_big(self, f"more than {self.limits.max_files} files")
+        if self.total + entry.size > self.limits.max_bytes:
+            count, size = len(self.entries) + 1, self.total + entry.size
+            big = entry.size > self.limits.max_bytes or count == 1  # say what is big, not "0 files / 2048.0 MB"
+            found = (
+                f"{visible(entry.path)[:200]} alone is {mb(entry.size)}" if big else f"{count} files make {mb(size)}"
+            )
+            raise too_big(self, f"more than {self.limits.max_bytes // MiB} MB", f" ({found})")
         self.entries.append(entry)
         self.total += entry.size
 
 
-def too_big(manifest: Manifest, files: int, size: int | None, more: bool) -> SpecError:
-    """The limit error, raised before anything beyond the limit is read (`size` None: only counted so far)."""
+def mb(size: int) -> str:
+    return f"{size / MiB:.1f} MB"
+
+
+def too_big(manifest: Manifest, amount: str, detail: str = "") -> SpecError:
+    """The limit error, raised before anything beyond the limit is read (`amount`: what the code holds)."""
     limits = manifest.limits
-    amount = f"{files} files" + (f" / {size / MiB:.1f} MB" if size is not None else "")
     return SpecError(
-        f"snapshot: {manifest.root} holds {'more than ' if more else ''}{amount} of code to snapshot; "
+        f"snapshot: {manifest.root} holds {amount} of code to snapshot{detail}; "
         f"allowed are {limits.max_files} files / "
         f"{limits.max_bytes // MiB} MB (DDPCTL_SNAPSHOT_MAX_FILES, DDPCTL_SNAPSHOT_MAX_MB): keep data and outputs "
         "out of the code (.gitignore or snapshot_exclude them), or set snapshot: off"

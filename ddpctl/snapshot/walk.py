@@ -163,7 +163,7 @@ def git_manifest(root: Path, exclude: list[Path], patterns: list[str], limits: L
     known = {t[3] for t in tracked}
     untracked = sorted(p for p in changed if p not in known)
     if len(tracked) + len(untracked) > limits.max_files:  # counted before a single file is looked at
-        raise too_big(m, len(tracked) + len(untracked), None, False)
+        raise too_big(m, f"{len(tracked) + len(untracked)} files")
     chosen: dict[str, str | None] = {}
     for tag, mode, oid, path in tracked:
         if mode == SUBMODULE:

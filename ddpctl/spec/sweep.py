@@ -8,7 +8,9 @@ a=2 b=x c=u, a=2 b=y c=v). Values are YAML text, exactly as a `--set` value (`--
 
 Bounded before anything is expanded: at most MAX_POINTS points (Slurm's default MaxArraySize, 1001, allows array
 indexes 0-1000), MAX_VALUES values per key, MAX_KEYS keys, MAX_VALUE_CHARS characters per value. A key named
-twice (in the grid and the zip, or also in a `--set`, or one key inside another: `env` and `env.LR`) is refused.
+twice (in the grid and the zip, or also in a `--set`, or one key inside another: `env` and `env.LR`) is refused,
+and so is an axis over a key the whole sweep shares (SHARED_KEYS: one array job or queue, on one backend and
+cluster, under one name and run-dir root): a point's value there would be written to its job.yaml and ignored.
 """
 
 from __future__ import annotations
@@ -26,6 +28,12 @@ MAX_VALUES = 1001
 MAX_KEYS = 16
 MAX_VALUE_CHARS = 4096
 _OPEN, _CLOSE = "[{", "]}"
+SHARED_KEYS = {
+    "name": "--name NAME or sweep.name",
+    "run_dir": "--set run_dir=DIR",
+    "cluster": "--cluster NAME",
+    "backend": "--set backend=NAME",
+}
 
 Axis = tuple[str, tuple[str, ...]]  # a dotted spec key and its values, each as YAML text
 
@@ -118,6 +126,13 @@ def check_axes(axes: SweepAxes, set_keys: Sequence[str] = ()) -> int:
         raise SpecError("sweep: no --grid or --zip given (and no sweep: block in the spec), expected at least one")
     if len(keys) > MAX_KEYS:
         raise SpecError(f"sweep: {len(keys)} keys, at most {MAX_KEYS}")
+    for key, where in keys:
+        if (shared := SHARED_KEYS.get(key.split(".")[0])) is not None:
+            raise SpecError(
+                f"{where} {key}: a key the whole sweep shares, cannot vary per point (one job array or queue, on "
+                f"one backend and cluster, one name and run-dir root); set it once ({shared}), or run one sweep "
+                "per value"
+            )
     _check_unique(keys, set_keys)
     if axes.zip:
         first_key, first = axes.zip[0]

@@ -8,6 +8,7 @@ import json
 from collections.abc import Sequence
 from dataclasses import replace
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -120,15 +121,17 @@ def tracked(plan: ArrayPlan, tmp_path: Path) -> ArrayPlan:
 
 
 def mlflow_runs(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> list[tuple[str, str]]:
+    return [(run.data.tags["ddpctl.job"], run.info.lifecycle_stage) for run in sweep_runs(tmp_path, monkeypatch)]
+
+
+def sweep_runs(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> list[Any]:
+    """The MLflow runs of the sweep's experiment, by name."""
     from mlflow.tracking import MlflowClient
 
     monkeypatch.setenv("MLFLOW_ALLOW_FILE_STORE", "true")
     client = MlflowClient(tracking_uri=(tmp_path / "mlruns").as_uri())
     (experiment,) = [e for e in client.search_experiments(view_type=3) if e.name == "sw"]
-    return sorted(
-        (r.data.tags["ddpctl.job"], r.info.lifecycle_stage)
-        for r in client.search_runs([experiment.experiment_id], run_view_type=3)
-    )
+    return sorted(client.search_runs([experiment.experiment_id], run_view_type=3), key=lambda r: r.info.run_name)
 
 
 def test_each_task_is_its_own_tracker_run_grouped_by_the_sweep(
@@ -139,7 +142,22 @@ def test_each_task_is_its_own_tracker_run_grouped_by_the_sweep(
     assert [record["group"] for record in found] == ["sw", "sw"]
     assert found[0]["wandb"]["id"] != found[1]["wandb"]["id"]
     assert found[0]["mlflow"]["run_id"] != found[1]["mlflow"]["run_id"]
-    assert mlflow_runs(tmp_path, monkeypatch) == [("sw", "active"), ("sw", "active")]
+    assert mlflow_runs(tmp_path, monkeypatch) == [("sw_0", "active"), ("sw_1", "active")]
+
+
+def test_a_tasks_tracker_run_is_named_and_tagged_by_its_task_and_point(
+    plan: ArrayPlan, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Issue 43 item 11: every task's MLflow run was named `sw` with no task tag."""
+    submit_array(SbatchBackend(runner=FakeSlurm(plan.run_base)), tracked(plan, tmp_path), Path("job.yaml"), "")
+    runs = sweep_runs(tmp_path, monkeypatch)
+    assert [run.info.run_name for run in runs] == ["sw_0", "sw_1"]
+    tags = [{k: v for k, v in run.data.tags.items() if not k.startswith("mlflow.")} for run in runs]
+    assert tags == [
+        {"ddpctl.job": f"sw_{i}", "ddpctl.sweep": "sw", "ddpctl.task": str(i), "ddpctl.point": f"env.LR={lr}",
+         "point.env.LR": lr}
+        for i, lr in ((0, "0.1"), (1, "0.01"))
+    ]  # fmt: skip
 
 
 def test_a_refused_sbatch_deletes_the_tasks_tracker_runs(
@@ -148,7 +166,7 @@ def test_a_refused_sbatch_deletes_the_tasks_tracker_runs(
     slurm = FakeSlurm(plan.run_base, sbatch_rc=1)
     with pytest.raises(CommandError):
         submit_array(SbatchBackend(runner=slurm), tracked(plan, tmp_path), Path("job.yaml"), "")
-    assert mlflow_runs(tmp_path, monkeypatch) == [("sw", "deleted"), ("sw", "deleted")]
+    assert mlflow_runs(tmp_path, monkeypatch) == [("sw_0", "deleted"), ("sw_1", "deleted")]
     assert list(plan.run_base.iterdir()) == []
 
 

@@ -7,6 +7,7 @@ import os
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -130,3 +131,35 @@ def test_a_closed_pipe_ends_quietly(tmp_path: Path) -> None:
         os.close(write)
     assert done.returncode == 0 and done.stderr == "", done.stderr
     assert json.loads(cli(tmp_path, "status", "29", "--json", capture_output=True).stdout)["job_id"] == "29"
+
+
+def test_status_step_comes_from_the_heartbeat_not_the_log_text(tmp_path: Path) -> None:
+    """Issue 43 item 16: with progress records the step is the heartbeat's, whatever rank 0's log says."""
+    record = finished_run(tmp_path)
+    layout = RunLayout(Path(record.run_dir))
+    layout.rank_log(1, 0).write_text("[example] step 3/4\nwarmup step 99999\n")
+    layout.progress_file(1, 0).write_text(json.dumps({"step": 8, "t": 1.0}))
+    layout.progress_file(1, 1).write_text(json.dumps({"step": 7, "t": 1.0}))
+    assert summarize(layout).last_step == 8
+    assert "last step 8" in lines(record, JobState("COMPLETED", 1))[1]
+    layout.rank_log(1, 0).write_text("no steps in this log\n")
+    assert payload(record, JobState("COMPLETED", 1))["last_step"] == 8
+
+
+@pytest.mark.parametrize(
+    ("records", "step"),
+    [
+        ([{"step": None, "t": 1.0}], None),  # a heartbeat before its first step: no step, and no log grep
+        ([{"step": 10**400}, {"step": 5}], 5),  # an out-of-range number from a rank is skipped, not shown
+        ([{"step": True}, {"step": "9"}, {"step": -3}], None),
+        (["torn", {"step": 2}], 2),
+    ],
+)
+def test_status_step_from_heartbeat_records_is_bounded(tmp_path: Path, records: list[Any], step: int | None) -> None:
+    layout = RunLayout(tmp_path / "run")
+    layout.attempt_dir(0).mkdir(parents=True)
+    layout.rank_log(0, 0).write_text("warmup step 99999\n")
+    for rank, body in enumerate(records):
+        text = body if isinstance(body, str) else json.dumps(body)
+        layout.progress_file(0, rank).write_text(text)
+    assert summarize(layout).last_step == step

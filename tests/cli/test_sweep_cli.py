@@ -48,13 +48,15 @@ def test_dry_run_prints_points_and_the_array_script(cli: Cli, tmp_path: Path) ->
     assert not (tmp_path / "runs").exists() and not (tmp_path / "home").exists()
 
 
-def test_a_sweep_on_the_submitit_backend_is_refused(cli: Cli, tmp_path: Path) -> None:
-    # Refused before anything is asked of a cluster or written.
-    done = cli.run("sweep", "job.yaml", "--set", "backend=submitit", check=False)
+@pytest.mark.parametrize("dry_run", [(), ("--dry-run",)])
+def test_a_sweep_on_the_submitit_backend_is_refused(cli: Cli, tmp_path: Path, dry_run: tuple[str, ...]) -> None:
+    # Refused before anything is asked of a cluster or written; the dry run exactly as the sweep (issue 43 item
+    # 17: it printed a job array's plan and exited 0).
+    done = cli.run("sweep", "job.yaml", "--set", "backend=submitit", *dry_run, check=False)
     assert (done.returncode, done.stdout) == (2, "")
     assert done.stderr == (
         "ddpctl: error: job.yaml: backend submitit: sweeps are submitted on the sbatch and local backends only "
-        "yet (--dry-run lists the points)\n"
+        "yet; expected backend: sbatch or local\n"
     )
     assert not (tmp_path / "runs").exists() and not (tmp_path / "home").exists()
 
@@ -79,6 +81,8 @@ def test_a_local_sweep_over_the_bound_is_refused_in_one_line(cli: Cli, tmp_path:
         ),
         (("--grid", "nodse=1,2"), "--grid nodse: nodse: unknown key, did you mean 'nodes'?"),
         (("--grid", "env.LR=1", "--dry-run"), "--grid env.LR: key also given as job.yaml: sweep.grid env.LR"),
+        (("--grid", "run_dir=a,b"), "--grid run_dir: a key the whole sweep shares, cannot vary per point"),
+        (("--grid", "backend=local,sbatch"), "--grid backend: a key the whole sweep shares, cannot vary per point"),
     ],
 )
 def test_bad_input_is_one_line(cli: Cli, args: tuple[str, ...], message: str) -> None:
@@ -152,4 +156,19 @@ def test_a_sweep_with_an_unknown_cluster_is_one_line_and_not_rendered_or_run_her
             f"ddpctl: error: {where}unknown cluster 'gpu': no clusters defined in {profiles} "
             "(README: From your laptop)\n"
         )
+    assert not (tmp_path / "runs").exists() and not (tmp_path / "home").exists()
+
+
+def test_an_axis_over_a_shared_key_is_refused_at_submit_too(cli: Cli, tmp_path: Path) -> None:
+    """Issue 43 item 9: a sweep over its own name, run dir, cluster or backend is refused before anything is
+    written (it ran every point in one place, under one name, on one backend, whatever job.yaml said)."""
+    for args in (("--grid", "name=a,b"), ("--zip", "run_dir=x,y", "--zip", "env.SEED=1,2")):
+        done = cli.run("sweep", "job.yaml", "--set", "backend=local", *args, check=False)
+        assert (done.returncode, done.stdout) == (2, ""), done
+        key = args[1].partition("=")[0]
+        assert done.stderr.startswith(f"ddpctl: error: {args[0]} {key}: a key the whole sweep shares"), done.stderr
+        assert done.stderr.count("\n") == 1
+    (tmp_path / "job.yaml").write_text(SPEC.replace("env.LR: [0.1, 0.01]", "cluster: [a, b]"))
+    done = cli.run("sweep", "job.yaml", "--dry-run", check=False)
+    assert done.stderr.startswith("ddpctl: error: job.yaml: sweep.grid cluster: a key the whole sweep shares")
     assert not (tmp_path / "runs").exists() and not (tmp_path / "home").exists()

@@ -41,10 +41,11 @@ def test_the_ssh_command_line(config: str | None, expected: list[str]) -> None:
     [
         (["ddpctl", "--version"], None, "ddpctl --version"),
         (["ddpctl", "status", "my job; rm -rf ~"], None, "ddpctl status 'my job; rm -rf ~'"),
-        (["ddpctl", "list"], "/scratch/me", "cd /scratch/me && ddpctl list"),
-        (["ddpctl", "list"], "/scratch/my runs", "cd '/scratch/my runs' && ddpctl list"),
-        (["ddpctl", "list"], "~/runs $x", "cd ~/'runs $x' && ddpctl list"),
-        (["ddpctl", "list"], "~", "cd '~' && ddpctl list"),
+        (["ddpctl", "list"], "/scratch/me", "cd -- /scratch/me && ddpctl list"),
+        (["ddpctl", "list"], "/scratch/my runs", "cd -- '/scratch/my runs' && ddpctl list"),
+        (["ddpctl", "list"], "~/runs $x", "cd -- ~/'runs '\"${x:?}\" && ddpctl list"),  # expanded there
+        (["ddpctl", "list"], "~", "cd -- ~ && ddpctl list"),
+        (["ddpctl", "list"], "${SCRATCH}/d`x`", "cd -- \"${SCRATCH:?}\"'/d`x`' && ddpctl list"),
     ],
 )
 def test_the_remote_command_line_is_quoted_for_the_login_shell(

@@ -105,6 +105,10 @@ def test_sweep_tag_gives_the_same_sweep_and_dry_run_renders_on_the_cluster(login
     assert "env.SEED=1" in dry.stdout and "env.SEED=2" in dry.stdout, dry.stdout
     assert "sent:     0 objects, 0 bytes (3 already on login)" in dry.stdout, dry.stdout
     assert str(login.home / "work" / "runs" / "far-sw") in dry.stdout  # rendered there: the cluster's workdir
+    # Issue 43 item 17: the dry run there refuses a backend the sweep refuses, as the sweep does.
+    dry = login.cli(str(spec), "--cluster", "login", *SWEEP, "--set", "backend=submitit", "--dry-run", command="sweep")
+    assert (dry.returncode, dry.stdout) == (2, ""), dry
+    assert "backend submitit: sweeps are submitted on the sbatch and local backends only yet" in dry.stderr, dry
 
 
 def test_a_specs_cluster_chooses_the_cluster_and_cancel_by_name_ends_the_whole_sweep_there(login: Login) -> None:
@@ -113,7 +117,8 @@ def test_a_specs_cluster_chooses_the_cluster_and_cancel_by_name_ends_the_whole_s
     done = login.cli(str(spec), "--name", "in-file", command="sweep")
     assert done.returncode == 0, done
     sweep = done.stdout.split("submitted sweep in-file: ", 1)[1].split()[0]
-    assert f"{sweep} on this machine, 3 points, 1 at a time" in done.stdout, done.stdout
+    # The cluster's own words, said for here (issue 43 item 15): its login node, not the laptop.
+    assert f"{sweep} on cluster 'login' (its login node), 3 points, 1 at a time" in done.stdout, done.stdout
     cancelled = login.cli("in-file", command="cancel")  # no --cluster: the name is a sweep recorded under login
     assert (cancelled.returncode, cancelled.stderr) == (0, ""), cancelled
     assert cancelled.stdout == f"cancelled sweep in-file: local queue {sweep}, 3 tasks\n"

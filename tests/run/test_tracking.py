@@ -4,6 +4,8 @@ the MLflow store a run is created in, and the run created at submit withdrawn wh
 from __future__ import annotations
 
 import os
+import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -34,7 +36,21 @@ RUN = RunLayout(Path("/runs/job/12"))
         (
             {"mlflow": {"run_id": "f00", "uri": "file:///s/mlruns", "experiment_id": "1"}},
             {},
+            [
+                ("MLFLOW_RUN_ID", "f00"),
+                ("MLFLOW_TRACKING_URI", "file:///s/mlruns"),
+                ("MLFLOW_ALLOW_FILE_STORE", "true"),
+            ],
+        ),
+        (  # the user's own word on the file store is kept; a server store needs nothing
+            {"mlflow": {"run_id": "f00", "uri": "file:///s/mlruns"}},
+            {"MLFLOW_ALLOW_FILE_STORE": "false"},
             [("MLFLOW_RUN_ID", "f00"), ("MLFLOW_TRACKING_URI", "file:///s/mlruns")],
+        ),
+        (
+            {"mlflow": {"run_id": "f00", "uri": "http://mlflow:5000"}},
+            {},
+            [("MLFLOW_RUN_ID", "f00"), ("MLFLOW_TRACKING_URI", "http://mlflow:5000")],
         ),
         ({"tensorboard": True}, {}, [("DDPCTL_TENSORBOARD_DIR", "/runs/job/12/tensorboard")]),
         # A damaged record gives nothing rather than a wrong identity.
@@ -48,7 +64,7 @@ def test_rank_env(record: dict[str, Any], given: dict[str, str], expected: list[
 @pytest.mark.parametrize(
     ("spec_env", "environ", "expected"),
     [
-        ({}, {}, "sqlite:////work/runs/mlflow.db"),  # MLflow's own default kind, in the run_dir
+        ({}, {}, "file:///work/runs/mlruns"),  # a file store in the run_dir: mlflow-skinny has no sqlite: store
         ({}, {"MLFLOW_TRACKING_URI": "http://mlflow:5000"}, "http://mlflow:5000"),
         ({"MLFLOW_TRACKING_URI": "mlruns"}, {"MLFLOW_TRACKING_URI": "http://x"}, "file:///work/mlruns"),
         ({"MLFLOW_TRACKING_URI": "/s/mlruns"}, {}, "file:///s/mlruns"),
@@ -87,3 +103,35 @@ def test_a_failed_submit_deletes_the_mlflow_run_it_created(tmp_path: Path, monke
     found = client.get_run(record["mlflow"]["run_id"])
     assert found.info.lifecycle_stage == "deleted"
     assert not list((tmp_path / "runs" / "j").iterdir())  # the staging dir is gone too
+
+
+RANK = """\
+import mlflow
+mlflow.start_run()
+mlflow.log_metric("loss", 0.5, step=3)
+mlflow.end_run()
+"""
+
+
+def test_the_documented_default_store_works_with_mlflow_skinny(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Issue 43 item 10: `tracking: [mlflow]` and nothing else (no MLFLOW_* anywhere, MLFLOW_ALLOW_FILE_STORE
+    included) failed at submit with mlflow-skinny: its default `sqlite:` store needs SQLAlchemy. The run is
+    created at submit, a rank given only rank_env's variables logs to it, and the submitter reads it back."""
+    from mlflow.tracking import MlflowClient
+
+    for name in [name for name in os.environ if name.startswith("MLFLOW_")]:
+        monkeypatch.delenv(name)
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "t.py").write_text("")
+    spec = JobSpec(name="j", script=str(tmp_path / "t.py"), run_dir="runs", tracking=("mlflow",), snapshot="off")
+    layout = RunLayout(tmp_path / "runs" / "j" / "1")
+    layout.root.mkdir(parents=True)
+    record = tracking.prepare(spec, layout, {}, tmp_path)
+    assert record["mlflow"]["uri"] == (tmp_path / "runs" / "mlruns").as_uri()
+    assert not any(name.startswith("MLFLOW_") for name in os.environ)  # lent while the run was made, not left
+    env = {"PATH": os.environ["PATH"], "HOME": str(tmp_path), **dict(tracking.rank_env(record, layout, {}))}
+    done = subprocess.run([sys.executable, "-c", RANK], env=env, capture_output=True, text=True, check=False)
+    assert done.returncode == 0, done.stderr[-2000:]
+    with tracking._mlflow_environ(record["mlflow"]["uri"], {}):
+        run = MlflowClient(tracking_uri=record["mlflow"]["uri"]).get_run(record["mlflow"]["run_id"])
+    assert (run.info.status, run.data.metrics) == ("FINISHED", {"loss": 0.5})

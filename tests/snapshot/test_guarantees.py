@@ -260,7 +260,7 @@ def test_git_mode_checks_sizes_before_reading_an_untracked_file(repo: Path, tmp_
         "except SpecError as e: print(e)\n"
     )
     done = run_limited(tmp_path, script, AS=1 << 30)
-    assert "MB of code to snapshot; allowed are" in done.stdout, done.stderr
+    assert "MB of code to snapshot (huge.dat alone is 3072.0 MB); allowed are" in done.stdout, done.stderr
 
 
 def test_a_name_that_is_not_utf8_is_refused_in_one_line(repo: Path, tmp_path: Path) -> None:

@@ -141,7 +141,9 @@ def test_limits_give_one_clear_error_and_leave_nothing_behind(repo: Path, tmp_pa
     assert not (tmp_path / "snapshot" / "snapshot.json").exists()
     assert not list((tmp_path / "runs").rglob("*")) if (tmp_path / "runs").exists() else True
     (repo / "big.bin").write_bytes(b"x" * (2 * 1024 * 1024))
-    with pytest.raises(SpecError, match="MB of code to snapshot; allowed are 50000 files / 1 MB"):
+    with pytest.raises(
+        SpecError, match=r"holds more than 1 MB of code to snapshot \(.*\); allowed are 50000 files / 1 MB"
+    ):
         take_at(spec, tmp_path / "snapshot", Limits(max_bytes=1024 * 1024))
     code = tmp_path / "code"
     code.mkdir()
@@ -149,6 +151,25 @@ def test_limits_give_one_clear_error_and_leave_nothing_behind(repo: Path, tmp_pa
     (code / "a").write_text("y")
     with pytest.raises(SpecError, match="holds more than 1 files"):
         take_at(spec_for(code / "train.py", tmp_path / "runs", "dir"), tmp_path / "d", Limits(max_files=1))
+
+
+def test_the_size_limit_error_is_true_for_one_big_file(repo: Path, tmp_path: Path) -> None:
+    """Issue 43 item 17: one 2 GB file was "more than 0 files / 2048.0 MB"; it names the file and its size."""
+    spec = spec_for(repo / "jobs" / "train.py", tmp_path / "runs")
+    with (repo / "huge.dat").open("wb") as f:
+        f.truncate(2 << 30)  # sparse: 2 GB that cost no disk (nothing is read before the limit)
+    with pytest.raises(SpecError) as err:
+        take_at(spec, tmp_path / "snapshot")
+    assert str(err.value).startswith(
+        f"snapshot: {repo} holds more than 512 MB of code to snapshot (huge.dat alone is 2048.0 MB); "
+        "allowed are 50000 files / 512 MB"
+    ), err.value
+    (repo / "huge.dat").unlink()
+    (repo / "a.txt").write_text("x" * (600 << 10))
+    (repo / "b.txt").write_text("y" * (600 << 10))  # after .gitignore and a.txt: the third file
+    with pytest.raises(SpecError) as err:
+        take_at(spec, tmp_path / "snapshot", Limits(max_bytes=1 << 20))
+    assert f"{repo} holds more than 1 MB of code to snapshot (3 files make 1.2 MB); allowed" in str(err.value)
 
 
 def test_an_ignored_script_is_refused(repo: Path, tmp_path: Path) -> None:

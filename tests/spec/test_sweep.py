@@ -65,6 +65,15 @@ def test_grid_product_order() -> None:
     ]
 
 
+@pytest.mark.parametrize("key", ["run_dir", "name", "cluster", "backend"])
+def test_an_axis_over_a_key_the_whole_sweep_shares_is_refused(key: str) -> None:
+    """Issue 43 item 9: these were accepted, shown and written to each task's job.yaml, then ignored."""
+    with pytest.raises(SpecError) as err:
+        check_axes(SweepAxes(grid=(("env.LR", ("1",)),), zip=((key, ("a", "b")),)))
+    assert str(err.value).startswith(f"--zip {key}: a key the whole sweep shares, cannot vary per point")
+    assert "\n" not in str(err.value)
+
+
 @pytest.mark.parametrize(
     ("axes", "set_keys", "message"),
     [
