@@ -52,6 +52,7 @@ class Watchdog:
         self.found_at = 0.0  # when the hang was found (silences are measured to then)
         self._stop = threading.Event()
         self._flagged: set[int] = set()
+        self._failed = False
         self._thread = threading.Thread(target=self._run, name="ddpctl-watchdog", daemon=True)
 
     def start(self) -> None:
@@ -65,15 +66,25 @@ class Watchdog:
 
     def _run(self) -> None:
         while not self._stop.wait(POLL_S):
-            records = self.view.records(VIEW_AGE_S)
-            verdict = check_hang(time.time(), self.started, records, self.policy)
-            marker = self.layout.hang_marker(self.attempt)
-            if verdict is not None or marker.exists():
-                self.hung = True
-                self.on_hang(verdict, records)
-                return
-            if self.node_rank == 0:
-                self.report_stragglers(records)
+            try:
+                if self._poll():
+                    return
+            except Exception as err:  # a thread that dies leaves the job training unwatched: say it once, go on
+                if not self._failed:
+                    print(f"ddpctl watchdog [{self.node}]: a poll failed, watching on: {err!r:.200}", flush=True)
+                self._failed = True
+
+    def _poll(self) -> bool:
+        """One look at the records; True once a hang was handled (the thread's work is done)."""
+        records = self.view.records(VIEW_AGE_S)
+        verdict = check_hang(time.time(), self.started, records, self.policy)
+        if verdict is not None or self.layout.hang_marker(self.attempt).exists():
+            self.hung = True
+            self.on_hang(verdict, records)
+            return True
+        if self.node_rank == 0:
+            self.report_stragglers(records)
+        return False
 
     def report_stragglers(self, records: dict[int, dict[str, Any]]) -> None:
         for found in find_stragglers(records, self.policy.straggler_factor, self.policy.straggler_steps):
