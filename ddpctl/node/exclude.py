@@ -24,6 +24,7 @@ recorded too, not applied, with the reason (`status` shows it).
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 
 from ddpctl.run.history import Attempt, Hung, NodeExcluded, NodeExited, OomKilled, RunHistory
@@ -48,6 +49,21 @@ class Room:
     total_nodes: int | None = None
     hosts: frozenset[str] | None = None  # the partition's nodes, where known: only those count against it
     given: frozenset[str] = frozenset()  # the spec's own sbatch `exclude`
+    nodes: frozenset[str] | None = None  # the job's own nodes (its allocation), where known
+
+
+# Slurm's node names are host names: what a run-dir file names otherwise (a comma, a bracket: a hostlist of many
+# nodes) must never reach ExcNodeList, where one "name" would exclude nodes the bound never counted.
+NODE_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}")
+
+
+def not_a_node(node: str, room: Room) -> str | None:
+    """Why `node` (read from the run dir: the job can write there) cannot be excluded (None: it can)."""
+    if not NODE_NAME.fullmatch(node):
+        return f"{node!r:.80} is not a node name (letters, digits, '.', '-', '_'; at most 64)"
+    if room.nodes is not None and node not in room.nodes:
+        return f"{node} is not one of the job's nodes"
+    return None
 
 
 def blame(attempt: Attempt) -> Blame | None:
@@ -96,7 +112,11 @@ def candidate(past: RunHistory, attempt: int, given: frozenset[str] = frozenset(
 def exclusion(past: RunHistory, wanted: Candidate, nodes_needed: int, room: Room) -> NodeExcluded:
     """The `node-excluded` event for `wanted`: applied, or stopped by the bound and saying why."""
     node, cause = wanted.blame.node, wanted.blame.cause
-    why = f"{cause} on {node}" + (f" in {wanted.times} attempts" if wanted.times > 1 else "")
+    times = f" in {wanted.times} attempts" if wanted.times > 1 else ""
+    if (foreign := not_a_node(node, room)) is not None:
+        why = f"{cause}{times}; not excluded: {foreign}"
+        return NodeExcluded(attempt=wanted.blame.attempt, node=node[:80], cause=cause, applied=False, why=why)
+    why = f"{cause} on {node}{times}"
     stopped = bound(past.excluded_nodes() | room.given, node, nodes_needed, room)
     attempt = wanted.blame.attempt
     if stopped:
@@ -125,7 +145,8 @@ def bound(excluded: frozenset[str], node: str, nodes_needed: int, room: Room) ->
 def excluded_list(past: RunHistory, given: frozenset[str]) -> list[str]:
     """Every node the next attempt must avoid, the user's own first: the value of `ExcNodeList`/`--exclude`
     (either replaces the job's list, so the user's part is merged in)."""
-    return sorted(given) + sorted(past.excluded_nodes() - given)
+    found = {node for node in past.excluded_nodes() - given if NODE_NAME.fullmatch(node)}  # see NODE_NAME
+    return sorted(given) + sorted(found)
 
 
 def given_excluded(sbatch_options: tuple[tuple[str, str | bool | int], ...]) -> frozenset[str]:
