@@ -101,17 +101,37 @@ def receive_all(store: Path, fd: int) -> tuple[int, int]:
 
 def items_of(listing: Sequence[Sequence[Any]]) -> list[Item]:
     """The tree listing sent by the laptop ([path, kind, mode, id or link target, size] each), checked: no path
-    leaves the tree."""
+    leaves the tree, links included (nothing is written under a link, and a relative link points inside)."""
     items = []
+    links: set[str] = set()
+    seen: set[str] = set()
     for row in listing:
         path, kind, mode, ref, size = row
         parts = PurePosixPath(path).parts
         if not parts or path.startswith("/") or any(p in ("..", ".", ".git") for p in parts) or "\x00" in path:
             raise SpecError(f"remote submit: refused tree path {path!r}")
-        if kind != LINK and not OID_RE.fullmatch(ref):
+        if path in seen or any("/".join(parts[:n]) in links for n in range(1, len(parts))):
+            raise SpecError(f"remote submit: refused tree path {path!r}: listed twice, or under a link")
+        seen.add(path)
+        if kind == LINK:
+            links.add(path)
+            if not isinstance(ref, str) or not link_stays(path, ref):
+                raise SpecError(f"remote submit: refused link {path!r} -> {ref!r}: it leaves the tree")
+        elif not OID_RE.fullmatch(ref):
             raise SpecError(f"remote submit: {path!r}: expected an object id, got {ref!r}")
         items.append(Item(path, kind, int(mode) & 0o777, ref, int(size)))
     return items
+
+
+def link_stays(path: str, target: str) -> bool:
+    """Whether a link's target means a place inside the tree, as the laptop's snapshot makes relative links
+    (ddpctl.snapshot.walk); an absolute one (data: `data -> /datasets/x`) is kept as the user wrote it."""
+    if not target or "\x00" in target:
+        return False
+    if target.startswith("/"):
+        return True
+    where = os.path.normpath(PurePosixPath(path).parent / target)
+    return where != ".." and not where.startswith("../") and ".git" not in PurePosixPath(where).parts
 
 
 def git(tree: Path, *args: str) -> None:
