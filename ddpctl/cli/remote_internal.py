@@ -139,9 +139,10 @@ def spec_of(request: dict[str, Any]) -> Any:
     """The laptop's spec, read from its place in the code tree built here, the cluster's defaults under it."""
     from pathlib import Path
 
-    from ddpctl.remote.receive import items_of, remote_spec, store_of, tree
+    from ddpctl.remote.receive import items_of, remote_spec, store_of
+    from ddpctl.remote.trees import tree_of
 
-    code = tree(store_of(), items_of(request["tree"]))
+    code = tree_of(store_of(), items_of(request["tree"]))
     overrides = [*request.get("overrides", []), *([f"backend={request['backend']}"] if request.get("backend") else [])]
     return remote_spec(code, request["spec"], request["text"], request.get("defaults") or {}, overrides, cwd=Path.cwd())
 

@@ -22,8 +22,8 @@ from ddpctl.remote.receive import (
     receive_all,
     remote_spec,
     store_of,
-    tree,
 )
+from ddpctl.remote.trees import tree_of
 from ddpctl.snapshot.store import open_store
 
 OID = "0123456789abcdef0123456789abcdef01234567"
@@ -175,5 +175,5 @@ def test_a_listing_cannot_write_outside_the_tree_through_a_link(tmp_path: Path) 
     outside.mkdir()
     listing = [["a", "link", 0, str(outside), 0], ["a/x", "file", 0o644, blob_id(data), len(data)]]
     with pytest.raises(SpecError, match="under a link"):
-        tree(store, items_of(listing), env)
+        tree_of(store, items_of(listing), env)
     assert list(outside.iterdir()) == []
