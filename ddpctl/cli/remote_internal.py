@@ -47,7 +47,8 @@ def run_submit(args: argparse.Namespace) -> int:
     import fcntl
 
     from ddpctl import safeio
-    from ddpctl.remote.receive import MAX_REQUEST, outcome_path, read_outcome, write_outcome
+    from ddpctl.remote.receive import MAX_REQUEST, home, outcome_path, read_outcome, write_outcome
+    from ddpctl.remote.storegc import using
 
     signal.signal(signal.SIGHUP, signal.SIG_IGN)  # a dropped connection must not stop it halfway
     path = outcome_path(args.tag)
@@ -57,10 +58,12 @@ def run_submit(args: argparse.Namespace) -> int:
         outcome = read_outcome(path)
         if outcome is None:
             request = json.loads(sys.stdin.buffer.read(MAX_REQUEST))
-            outcome = lacking(request)  # not kept under the tag: nothing was submitted
-            if outcome is None:
-                outcome = submit_request(request)
-                write_outcome(path, outcome)
+            with using(home()):
+                outcome = lacking(request)  # not kept under the tag: nothing was submitted
+                if outcome is None:
+                    outcome = submit_request(request)
+                    write_outcome(path, outcome)
+            outcome = with_freed(outcome, request)
     finally:
         os.close(fd)
     with contextlib.suppress(OSError):  # the laptop may be gone: the outcome waits under the tag
@@ -98,12 +101,34 @@ def submit_request(request: dict[str, Any]) -> dict[str, Any]:
 def run_preview(args: argparse.Namespace) -> int:
     """`submit --dry-run` or `doctor` of the laptop's spec here, on its code: nothing is submitted, nothing is
     kept but the code's objects and tree (what a submission of it would reuse)."""
-    from ddpctl.remote.receive import MAX_REQUEST
+    from ddpctl.remote.receive import MAX_REQUEST, home
+    from ddpctl.remote.storegc import using
 
     request = json.loads(sys.stdin.buffer.read(MAX_REQUEST))
-    outcome = lacking(request) or previewed(request)
-    print(json.dumps(outcome), flush=True)
+    with using(home()):
+        outcome = lacking(request) or previewed(request)
+    print(json.dumps(with_freed(outcome, request)), flush=True)
     return 0
+
+
+def with_freed(outcome: dict[str, Any], request: dict[str, Any]) -> dict[str, Any]:
+    """The outcome of a request that built or reused its tree, with a line saying what pruning the cluster's
+    code store freed (ddpctl.remote.storegc); pruning never fails a request."""
+    from ddpctl.errors import DdpctlError
+    from ddpctl.remote.receive import home, items_of, store_of
+    from ddpctl.remote.storegc import prune
+    from ddpctl.run.registry import Registry
+    from ddpctl.snapshot.copy import Resolved
+
+    if "missing" in outcome:
+        return outcome  # no tree built yet: the objects just sent may be all it has
+    try:
+        keep = Resolved(items_of(request["tree"]), 0).tree_id
+        freed = prune(home(), store_of(), keep, Registry.from_env().records())
+    except (OSError, DdpctlError):
+        return outcome
+    line = freed.line() if freed is not None else None
+    return {**outcome, "lines": [*outcome.get("lines", []), line]} if line else outcome
 
 
 def previewed(request: dict[str, Any]) -> dict[str, Any]:

@@ -46,6 +46,7 @@ def tree(store: Path, items: list[Item], home: Path) -> Path:
     resolved = Resolved(items, 0)
     final = trees_dir(home) / resolved.tree_id
     if (final / ".git").is_dir() and intact(final, items):
+        os.utime(final)  # used last now: the store keeps the trees used last (ddpctl.remote.storegc)
         return final
     if final.exists():
         discard(final)  # changed since it was built: never snapshotted again
