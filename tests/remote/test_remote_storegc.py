@@ -96,3 +96,4 @@ def test_a_requests_answer_says_what_was_freed(tmp_path: Path, monkeypatch: pyte
         f"code store: freed 2 code trees and 2 objects (0.0 MB) on the cluster; {KEEP_TREES} trees kept",
     ]
     assert with_freed({"ok": False, "missing": ["x"]}, request) == {"ok": False, "missing": ["x"]}
+    assert with_freed({"ok": False, "error": "e"}, {"tree": [["?"]]}) == {"ok": False, "error": "e"}
