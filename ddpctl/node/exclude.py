@@ -11,7 +11,8 @@ After an attempt fails, the node blamed for it is read from the run's history:
   supervisor end the other nodes only after it), for an out-of-memory kill there ("oom") or else for the
   attempt's failure ("script-error").
 
-Infrastructure causes (`INFRA`: a hang, a lost node, a crashed rank) exclude the node at once. Any other cause
+Infrastructure causes (`INFRA`: a hang, a lost node, a crashed rank) exclude the node at once, but for a rank
+crashed by a signal its own code raised (`OWN_SIGNALS`: a segfault, an abort). That one, and any other cause,
 excludes it once the same node was blamed for the same cause in two attempts of the run: a script that fails
 only on one node is a bad node, not a bug, while a bug that fails on every node is blamed on whichever node
 failed first, rarely the same one twice, and costs no node (nor does an unlucky draw: the bound below).
@@ -25,6 +26,7 @@ recorded too, not applied, with the reason (`status` shows it).
 from __future__ import annotations
 
 import re
+import signal
 from dataclasses import dataclass
 
 from ddpctl.run.history import Attempt, Hung, NodeExcluded, NodeExited, OomKilled, RunHistory
@@ -39,6 +41,14 @@ class Blame:
     node: str
     cause: str
     attempt: int
+    own_signal: bool = False  # a rank-crash by a signal its own code raised: the node's only once it repeats
+
+
+# Signals a process raises itself from the code it runs (a segfault in a C extension, an abort): a bug as likely
+# as a bad node, so such a crash excludes its node only once it repeats there, as a script error does.
+OWN_SIGNALS = frozenset(
+    int(s) for s in (signal.SIGSEGV, signal.SIGBUS, signal.SIGILL, signal.SIGFPE, signal.SIGABRT, signal.SIGSYS)
+)
 
 
 @dataclass(frozen=True)
@@ -76,13 +86,26 @@ def blame(attempt: Attempt) -> Blame | None:
         nodes = {str(c.get("node")) for c in (hang.culprits if hang else ()) if c.get("node") not in (None, "", "?")}
         return Blame(nodes.pop(), "hang", attempt.number) if len(nodes) == 1 else None
     if decision.cause is not None:  # the decision's own cause (ddpctl.node.blame): its first-failed node or none
-        return Blame(decision.cause_node, decision.cause, attempt.number) if decision.cause_node else None
+        if not decision.cause_node:
+            return None
+        own = decision.cause == "rank-crash" and crash_signal(attempt, decision.cause_rank) in OWN_SIGNALS
+        return Blame(decision.cause_node, decision.cause, attempt.number, own_signal=own)
     # A decision recorded without a cause (an older ddpctl): the first node that failed on its own.
     first = next((e for e in attempt.all(NodeExited) if e.exit is not None and 0 < e.exit < 128), None)
     if first is None:
         return None
     oom = any(e.node == first.node and e.kills > 0 for e in attempt.all(OomKilled))
     return Blame(first.node, "oom" if oom else "script-error", attempt.number)
+
+
+def crash_signal(attempt: Attempt, rank: int | None) -> int | None:
+    """The signal that killed `rank` in the attempt, as torchrun reported it (exit code -N); None if unknown."""
+    for event in attempt.all(NodeExited):
+        for failed in event.failed:
+            code = failed.get("exitcode")
+            if failed.get("rank") == rank and isinstance(code, int) and not isinstance(code, bool) and code < 0:
+                return -code
+    return None
 
 
 def repeats(past: RunHistory, wanted: Blame) -> int:
@@ -104,7 +127,7 @@ def candidate(past: RunHistory, attempt: int, given: frozenset[str] = frozenset(
     if found is None or found.node in past.excluded_nodes() | given:
         return None
     times = repeats(past, found)
-    if found.cause not in INFRA and times < REPEATS:
+    if (found.cause not in INFRA or found.own_signal) and times < REPEATS:
         return None
     return Candidate(found, times)
 

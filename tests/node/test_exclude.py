@@ -224,3 +224,32 @@ def test_a_forged_exclusion_never_reaches_the_list() -> None:
 )
 def test_the_jobs_own_hosts(env: dict[str, str], expected: set[str] | None) -> None:
     assert job_hosts(env) == (None if expected is None else frozenset(expected))
+
+
+def crashed(attempt: int, node: str, exitcode: int) -> list[dict[str, Any]]:
+    """Rank 3 on `node` killed by signal -exitcode, as torchrun reported it, and the decision blaming it."""
+    failed = [{"rank": 3, "exitcode": exitcode, "t": 1.0}]
+    exit_event = {"event": "node-exit", "node": node, "attempt": attempt, "exit": 1, "failed": failed}
+    decision = {"event": "decision", "attempt": attempt, "action": "requeue", "kind": "node_failure"}
+    return [exit_event, decision | {"cause": "rank-crash", "cause_node": node, "cause_rank": 3}]
+
+
+@pytest.mark.parametrize(
+    ("records", "attempt", "expected"),
+    [
+        # A segfault or an abort its own code raised: the node's only once it repeats there (a C bug crashed
+        # every attempt, and each first crash excluded a healthy node).
+        (crashed(0, "n3", -11), 0, None),
+        (crashed(0, "n3", -6), 0, None),
+        (crashed(0, "n3", -11) + crashed(1, "n3", -11), 1, ("n3", "rank-crash", 2)),
+        (crashed(0, "n3", -11) + crashed(1, "n4", -11), 1, None),
+        # Killed from outside (not by the OOM killer): the node's at once, as before.
+        (crashed(0, "n3", -9), 0, ("n3", "rank-crash", 1)),
+        (crashed(0, "n3", -7), 0, None),  # SIGBUS
+    ],
+)
+def test_a_rank_crashed_by_its_own_signal_excludes_its_node_only_when_it_repeats(
+    records: list[dict[str, Any]], attempt: int, expected: tuple[str, str, int] | None
+) -> None:
+    found = candidate(RunHistory.from_records(records), attempt)
+    assert (None if found is None else (found.blame.node, found.blame.cause, found.times)) == expected
