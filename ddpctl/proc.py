@@ -59,16 +59,55 @@ def run(
     return Completed(tuple(argv), proc.returncode, proc.stdout, proc.stderr)
 
 
-def run_input(argv: Sequence[str], data: bytes, *, timeout: float | None = 60.0) -> Completed:
-    """Run argv with `data` on its standard input (bytes: objects sent over ssh); output decoded as run's."""
+class OutputTooBig(CommandError):
+    """A command said more than the caller reads (`run_capped`)."""
+
+
+def run_capped(argv: Sequence[str], *, limit: int, data: bytes | None = None, timeout: float = 60.0) -> Completed:
+    """`run`, with `data` on its standard input (bytes: objects sent over ssh), holding at most `limit` bytes of
+    each output: a command that says more is killed and OutputTooBig raised, so an answer from elsewhere (a
+    cluster's) is bounded before it is read, not after. Output is decoded with bytes that are not UTF-8 replaced."""
     if shutil.which(argv[0]) is None:
         raise CommandError(f"command not found: {argv[0]!r} (is it installed and on PATH?)")
+    stdin = subprocess.PIPE if data is not None else None
+    child = subprocess.Popen(list(argv), stdin=stdin, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    outs, over = (bytearray(), bytearray()), threading.Event()
+
+    def pump(stream: IO[bytes], buf: bytearray) -> None:
+        while chunk := stream.read1(1 << 16):  # type: ignore[attr-defined]  # a BufferedReader
+            if len(buf) + len(chunk) > limit:
+                over.set()
+                child.kill()
+                return
+            buf += chunk
+
+    threads = [
+        threading.Thread(target=pump, args=(s, b), daemon=True)
+        for s, b in zip((child.stdout, child.stderr), outs, strict=True)
+    ]
+    if data is not None:
+        threads.append(threading.Thread(target=_feed, args=(child.stdin, data), daemon=True))
+    for thread in threads:
+        thread.start()
     try:
-        proc = subprocess.run(list(argv), input=data, capture_output=True, timeout=timeout, check=False)
+        child.wait(timeout)
     except subprocess.TimeoutExpired as exc:
+        child.kill()
+        child.wait()
         raise CommandTimeout(f"{argv[0]} did not answer within {timeout:g} s: {' '.join(argv)}") from exc
-    out, err = (proc.stdout.decode(errors="replace"), proc.stderr.decode(errors="replace"))
-    return Completed(tuple(argv), proc.returncode, out, err)
+    for thread in threads:
+        thread.join(timeout)
+    if over.is_set():
+        raise OutputTooBig(f"{argv[0]} said more than {limit} bytes; it was stopped and not read further")
+    return Completed(tuple(argv), child.returncode, outs[0].decode(errors="replace"), outs[1].decode(errors="replace"))
+
+
+def _feed(stream: IO[bytes], data: bytes) -> None:
+    try:
+        stream.write(data)
+        stream.close()
+    except OSError:  # the command ended (or was stopped) without reading it all
+        pass
 
 
 def check(argv: Sequence[str], runner: Runner = run) -> Completed:

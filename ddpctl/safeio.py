@@ -187,7 +187,7 @@ def read_json(path: Path | str, limit: int = MAX_RECORD_BYTES) -> dict[str, Any]
     data = read_bounded(path, limit)
     try:
         value = json.loads(data) if data else None
-    except ValueError:
+    except (ValueError, RecursionError):  # RecursionError: nesting deeper than the parser goes (not ours either)
         return None
     return value if isinstance(value, dict) else None
 

@@ -9,7 +9,7 @@ import time
 import pytest
 
 from ddpctl import proc
-from ddpctl.errors import CommandError
+from ddpctl.errors import CommandError, CommandTimeout
 
 
 @pytest.mark.parametrize(
@@ -93,3 +93,20 @@ def test_in_background_raises_the_calls_error_at_result() -> None:
     pending = proc.in_background(call)
     with pytest.raises(CommandError, match="sinfo failed: down"):
         pending.result()
+
+
+def test_run_capped_holds_no_more_than_its_limit_of_an_answer() -> None:
+    """A remote answer was read whole (subprocess capture) before its size bound applied."""
+    talker = [sys.executable, "-c", "import sys\nwhile True: sys.stdout.write('x' * 65536)"]
+    started = time.monotonic()
+    with pytest.raises(proc.OutputTooBig, match="said more than 1048576 bytes"):
+        proc.run_capped(talker, limit=1 << 20, timeout=30)
+    assert time.monotonic() - started < 20  # stopped, not read to its end (it has none)
+    done = proc.run_capped([sys.executable, "-c", "import sys; print(sys.stdin.read()[::-1])"], data=b"abc", limit=64)
+    assert (done.returncode, done.stdout, done.stderr) == (0, "cba\n", "")
+    noisy = [sys.executable, "-c", "import sys; sys.stderr.write('e' * 100); sys.exit(3)"]
+    with pytest.raises(proc.OutputTooBig):
+        proc.run_capped(noisy, limit=50)
+    assert proc.run_capped(noisy, limit=100).returncode == 3
+    with pytest.raises(CommandTimeout):
+        proc.run_capped([sys.executable, "-c", "import time; time.sleep(30)"], limit=10, timeout=0.5)

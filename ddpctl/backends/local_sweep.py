@@ -1,9 +1,9 @@
 """A sweep on the local backend: its side effects, all here (the decisions are ddpctl.run.sweepqueue's).
 
-`submit` writes the sweep as the sbatch backend does (one code snapshot in `<run_dir>/<name>/sweep-local-N/`,
-each task's run dir `<run_dir>/<name>/local-N_<task>/` with its point's job.yaml, a registry record per task),
-then starts one detached queue process (`ddpctl internal local-sweep`, its own session, like a job's
-supervisor) and returns. The queue starts each task as an ordinary local job (its own supervisor) when a slot
+`submit` writes the sweep as the sbatch backend does (`<run_dir>/<name>/sweep-local-N/` for the sweep, each
+task's run dir `<run_dir>/<name>/local-N_<task>/` with its point's job.yaml and own code copy, a registry
+record per task), then starts one detached queue process (`ddpctl internal local-sweep`, its own session, like a
+job's supervisor) and returns. The queue starts each task as an ordinary local job (its own supervisor) when a slot
 is free and exits once no task waits; nothing of ddpctl stays in the user's terminal.
 
 The sweep dir plays a run dir for the queue: its `supervisor.lock` is held while the queue lives (taken by

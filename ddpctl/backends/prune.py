@@ -2,7 +2,8 @@
 records of jobs that ended long ago, never a live one.
 
 A record goes when its job was submitted more than the age bound ago and it has certainly ended: a local job
-whose run dir lock nobody holds (its supervisor and launchers are gone), a Slurm job none of whose jobs squeue
+whose run dir lock nobody holds (its supervisor and launchers are gone; for a sweep's task not started yet,
+its queue is gone too), a Slurm job none of whose jobs squeue
 lists (one squeue call for all of them). When squeue cannot answer, no Slurm record is dropped. The rewrite
 holds the registry's exclusive lock, so a submit recording its job meanwhile waits and loses nothing.
 """
@@ -14,6 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ddpctl.backends import local_proc
+from ddpctl.backends.local_queue import started, sweep_home
 from ddpctl.backends.names import possibly_live
 from ddpctl.run.registry import JobRecord, Registry
 
@@ -33,9 +35,19 @@ def candidates(records: list[JobRecord], now: float, older_than_s: float) -> lis
 
 def live_ids(records: list[JobRecord]) -> set[str]:
     """Which of these jobs may still run: asked of the run dir's lock (local) and of squeue (Slurm)."""
-    local = {r.job_id for r in records if r.backend == "local" and local_proc.lock_held(Path(r.run_dir))}
+    local = {r.job_id for r in records if r.backend == "local" and local_live(r)}
     others = [r for r in records if r.backend != "local"]
     return local | {r.job_id for r in possibly_live(others)}
+
+
+def local_live(record: JobRecord) -> bool:
+    """A local job runs while its run dir's lock is held. A sweep's task its queue has not started yet is live
+    while the queue is (its sweep dir's lock held): the queue starts it later, and one started unrecorded would
+    be invisible to `list`, `status` and `cancel`."""
+    run_dir = Path(record.run_dir)
+    if local_proc.lock_held(run_dir):
+        return True
+    return record.sweep is not None and not started(run_dir) and local_proc.lock_held(sweep_home(record))
 
 
 def prune(registry: Registry, now: float, older_than_s: float, live: Live = live_ids) -> Pruned:

@@ -9,8 +9,9 @@ longer than any fixed wait on a slow shared file system, and a task that gave up
 time to prepare costs nothing but the release's scheduling round. And nothing half-prepared can run: a failure
 before the release cancels the held array and removes every dir written for it.
 
-The code snapshot is taken once for the sweep, into `<run_dir>/<name>/sweep-<array job>/code/` (with the batch
-script and the points); each task's snapshot.json points there.
+The code snapshot is listed and stored once for the sweep, and each task gets its own copy (`code/` in its run
+dir, as every run has): one task's writes beside its script (a changed helper module, a leftover file) never
+reach another, whatever runs in parallel.
 """
 
 from __future__ import annotations
@@ -37,7 +38,7 @@ from ddpctl.run.registry import JobRecord
 from ddpctl.run.rundir import link_batch_output
 from ddpctl.run.sweeps import task_id
 from ddpctl.slurm import commands
-from ddpctl.snapshot import take
+from ddpctl.snapshot import take_each
 from ddpctl.spec import spec_to_mapping
 
 SCRIPT = "array.sbatch"
@@ -93,7 +94,7 @@ def withdraw(trackers: list[dict[str, object]]) -> None:
 
 
 def staged(plan: ArrayPlan, trackers: list[dict[str, object]]) -> Path:
-    """The sweep dir before its name is known: script, code snapshot, points, each task's job.yaml."""
+    """The sweep dir before its name is known: script, points, each task's job.yaml and own code copy."""
     spec = plan.sweep.spec
     stage = spec.run_base / f".staging-{uuid.uuid4().hex[:12]}"
     try:
@@ -105,8 +106,6 @@ def staged(plan: ArrayPlan, trackers: list[dict[str, object]]) -> Path:
     try:
         if plan.script is not None:  # the local backend's sweep runs no batch script
             (stage / SCRIPT).write_text(plan.script)
-        shared = RunLayout(stage)  # the sweep dir holds the one snapshot as a run dir would
-        take(spec, shared.snapshot_file, shared.code_dir)
         points = {str(point.index): point.overrides for point, _ in plan.sweep.points}
         (stage / POINTS).write_text(json.dumps(points, indent=1) + "\n")
         for point, point_spec in plan.sweep.points:
@@ -117,6 +116,8 @@ def staged(plan: ArrayPlan, trackers: list[dict[str, object]]) -> Path:
                 task.script_file.write_text(plan.successor)
             # Each task is its own tracker run; the sweep's name groups them (W&B's run group).
             trackers.append(tracking.prepare(point_spec, task, os.environ, Path.cwd(), group=spec.name, point=point))
+        tasks = [RunLayout(stage / "tasks" / str(point.index)) for point, _ in plan.sweep.points]
+        take_each(spec, [(task.snapshot_file, task.code_dir) for task in tasks])
     except BaseException:
         withdraw(trackers)
         shutil.rmtree(stage, ignore_errors=True)
@@ -134,17 +135,12 @@ def commit(
     home = claim(sweep_dir(base, job))
     written.append(home)
     stage.rename(home)
-    snapshot = read_snapshot(home)
     records = []
     for point, point_spec in plan.sweep.points:
         task = task_id(job, point.index)
         layout = RunLayout(claim(base / task))
         written.append(layout.root)
         (home / "tasks" / str(point.index)).rename(layout.root)
-        if snapshot is not None:
-            code = RunLayout(Path("..") / home.name).code_dir
-            shared = dict(snapshot, path=str(code), script=f"../{home.name}/{snapshot['script']}")
-            layout.snapshot_file.write_text(json.dumps(shared, indent=1) + "\n")
         if batch_link:
             link_batch_output(layout, point_spec, task)
         records.append(
@@ -172,14 +168,6 @@ def claim(path: Path) -> Path:
             f"run dir {path} already exists: another registry (DDPCTL_HOME) or tool uses this run_dir too"
         ) from None
     return path  # the rename onto it replaces the empty dir atomically: claimed, then taken over
-
-
-def read_snapshot(home: Path) -> dict[str, object] | None:
-    try:
-        data = json.loads(RunLayout(home).snapshot_file.read_text())
-    except (OSError, ValueError):
-        return None
-    return data if isinstance(data, dict) else None
 
 
 def task_states(records: list[JobRecord]) -> list[str]:

@@ -9,7 +9,8 @@ one round trip and a changed one three (ask, code-put, ask again).
 
 remote-submit is idempotent per tag: its outcome is written under the tag before it is printed, under a lock
 held for the whole submission, so a laptop whose connection dropped asks again with the same tag and gets the
-job that was submitted (or the one-line error), never a second job. It ignores SIGHUP and a closed output, so a
+job that was submitted (or the one-line error), never a second job; a submission that died on the way (any
+exception, a kill) leaves an outcome saying so, written before it submitted. It ignores SIGHUP and a closed output, so a
 dropped connection does not stop a submission halfway.
 """
 
@@ -22,6 +23,9 @@ import json
 import os
 import signal
 import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 
@@ -44,28 +48,55 @@ def run_put(args: argparse.Namespace) -> int:
 
 
 def run_submit(args: argparse.Namespace) -> int:
+    from ddpctl.remote.receive import MAX_REQUEST, outcome_path
+
+    signal.signal(signal.SIGHUP, signal.SIG_IGN)  # a dropped connection must not stop it halfway
+    outcome = submit_once(outcome_path(args.tag), lambda: json.loads(sys.stdin.buffer.read(MAX_REQUEST)))
+    with contextlib.suppress(OSError):  # the laptop may be gone: the outcome waits under the tag
+        print(json.dumps(outcome), flush=True)
+    return 0
+
+
+def submit_once(
+    path: Path,
+    read_request: Callable[[], dict[str, Any]],
+    submit: Callable[[dict[str, Any]], dict[str, Any]] | None = None,
+) -> dict[str, Any]:
+    """The outcome under the tag `path` names, submitting the request (`submit`, submit_request by default) the
+    first time. An outcome saying "started, not finished" is written before submitting: a process that dies on
+    the way (any exception, a kill) leaves it, and an ask again with the tag gets it, never a second job."""
     import fcntl
 
     from ddpctl import safeio
-    from ddpctl.remote.receive import MAX_REQUEST, outcome_path, read_outcome, write_outcome
+    from ddpctl.remote.receive import home, read_outcome, write_outcome
+    from ddpctl.remote.storegc import using
 
-    signal.signal(signal.SIGHUP, signal.SIG_IGN)  # a dropped connection must not stop it halfway
-    path = outcome_path(args.tag)
     fd = safeio.open_fd(f"{path}.lock", os.O_RDWR | os.O_CREAT, 0o600)
     try:
         fcntl.flock(fd, fcntl.LOCK_EX)  # a second ask with the tag waits for the first to finish
         outcome = read_outcome(path)
         if outcome is None:
-            request = json.loads(sys.stdin.buffer.read(MAX_REQUEST))
-            outcome = lacking(request)  # not kept under the tag: nothing was submitted
-            if outcome is None:
-                outcome = submit_request(request)
-                write_outcome(path, outcome)
+            request = read_request()
+            with using(home()):
+                outcome = lacking(request)  # not kept under the tag: nothing was submitted
+                if outcome is None:
+                    write_outcome(path, unfinished(path.name))
+                    outcome = (submit or submit_request)(request)
+                    write_outcome(path, outcome)
+            outcome = with_freed(outcome, request)
     finally:
         os.close(fd)
-    with contextlib.suppress(OSError):  # the laptop may be gone: the outcome waits under the tag
-        print(json.dumps(outcome), flush=True)
-    return 0
+    return outcome
+
+
+def unfinished(tag: str) -> dict[str, Any]:
+    when = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime())
+    return {
+        "ok": False,
+        "code": 1,
+        "error": f"the submission tagged {tag} started at {when} on the cluster and did not finish (its process "
+        "ended): it may have submitted a job; look at the cluster's jobs (list --cluster) before submitting again",
+    }
 
 
 def lacking(request: dict[str, Any]) -> dict[str, Any] | None:
@@ -93,17 +124,41 @@ def submit_request(request: dict[str, Any]) -> dict[str, Any]:
         return {"ok": True, **submit_job(request)}
     except DdpctlError as err:
         return {"ok": False, "error": str(err), "code": err.exit_code}
+    except Exception as err:  # a job may have been submitted: the outcome is kept under the tag all the same
+        return {"ok": False, "error": f"remote submit failed: {type(err).__name__}: {err}"[:500], "code": 1}
 
 
 def run_preview(args: argparse.Namespace) -> int:
     """`submit --dry-run` or `doctor` of the laptop's spec here, on its code: nothing is submitted, nothing is
     kept but the code's objects and tree (what a submission of it would reuse)."""
-    from ddpctl.remote.receive import MAX_REQUEST
+    from ddpctl.remote.receive import MAX_REQUEST, home
+    from ddpctl.remote.storegc import using
 
     request = json.loads(sys.stdin.buffer.read(MAX_REQUEST))
-    outcome = lacking(request) or previewed(request)
-    print(json.dumps(outcome), flush=True)
+    with using(home()):
+        outcome = lacking(request) or previewed(request)
+    print(json.dumps(with_freed(outcome, request)), flush=True)
     return 0
+
+
+def with_freed(outcome: dict[str, Any], request: dict[str, Any]) -> dict[str, Any]:
+    """The outcome of a request that built or reused its tree, with a line saying what pruning the cluster's
+    code store freed (ddpctl.remote.storegc); pruning never fails a request."""
+    from ddpctl.errors import DdpctlError
+    from ddpctl.remote.receive import home, items_of, store_of
+    from ddpctl.remote.storegc import prune
+    from ddpctl.run.registry import Registry
+    from ddpctl.snapshot.copy import Resolved
+
+    if not outcome.get("ok"):
+        return outcome  # no tree built (objects missing: the ones just sent may be all it has), or refused
+    try:
+        keep = Resolved(items_of(request["tree"]), 0).tree_id
+        freed = prune(home(), store_of(), keep, Registry.from_env().records())
+    except (OSError, DdpctlError):
+        return outcome
+    line = freed.line() if freed is not None else None
+    return {**outcome, "lines": [*outcome.get("lines", []), line]} if line else outcome
 
 
 def previewed(request: dict[str, Any]) -> dict[str, Any]:
@@ -137,11 +192,11 @@ def previewed(request: dict[str, Any]) -> dict[str, Any]:
 
 def spec_of(request: dict[str, Any]) -> Any:
     """The laptop's spec, read from its place in the code tree built here, the cluster's defaults under it."""
-    from pathlib import Path
 
-    from ddpctl.remote.receive import items_of, remote_spec, store_of, tree
+    from ddpctl.remote.receive import items_of, remote_spec, store_of
+    from ddpctl.remote.trees import tree_of
 
-    code = tree(store_of(), items_of(request["tree"]))
+    code = tree_of(store_of(), items_of(request["tree"]))
     overrides = [*request.get("overrides", []), *([f"backend={request['backend']}"] if request.get("backend") else [])]
     return remote_spec(code, request["spec"], request["text"], request.get("defaults") or {}, overrides, cwd=Path.cwd())
 

@@ -43,7 +43,8 @@ def sweep_preview(request: dict[str, Any]) -> int:
 def sweep_of(request: dict[str, Any]) -> Sweep:
     from pathlib import Path
 
-    from ddpctl.remote.receive import items_of, remote_sweep, store_of, tree
+    from ddpctl.remote.receive import items_of, remote_sweep, store_of
+    from ddpctl.remote.trees import tree_of
 
-    code = tree(store_of(), items_of(request["tree"]))
+    code = tree_of(store_of(), items_of(request["tree"]))
     return remote_sweep(code, request, [str(word) for word in request.get("overrides", [])], cwd=Path.cwd())

@@ -39,6 +39,7 @@ class PeerWatch:
         self.lost: LostVerdict | None = None
         self.ended = False  # this node ended its torchrun for a lost node
         self._seq = 0
+        self._failed = False
         self._stop = threading.Event()
         self._fresh = Freshness(time.monotonic())
         self._thread = threading.Thread(target=self._run, name="ddpctl-peers", daemon=True)
@@ -94,7 +95,12 @@ class PeerWatch:
                 next_beat = time.monotonic() + nodeloss.BEAT_S
             # Beats go on after an end: this node is still leaving, and must not look lost meanwhile.
             if self.nodes > 1 and not self.ended:
-                self.check()
+                try:
+                    self.check()
+                except Exception as err:  # a dead thread would leave the job unwatched: say it once, go on
+                    if not self._failed:
+                        print(f"ddpctl peers [{self.node}]: a look failed, watching on: {err!r:.200}", flush=True)
+                    self._failed = True
 
     def check(self) -> bool:
         """One look: True once this node ended its attempt for a lost node."""
@@ -187,6 +193,10 @@ def network_beat(address: str | None) -> Prober | None:
 
 def seconds(value: object) -> float | None:
     """A duration from a heartbeat (untrusted): a finite number >= 0, else None."""
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 <= value < float("inf"):
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
         return None
-    return float(value)
+    try:
+        number = float(value)  # an int beyond a float's range raises: it killed the peer watch's thread
+    except OverflowError:
+        return None
+    return number if 0 <= number < float("inf") else None

@@ -23,12 +23,37 @@ _INTS = ("step", "total_steps", "epoch")
 _TIMES = ("t", "started", "written", "resumed", "step_s", "busy_s")
 
 
+INT_LIMIT = 2**63  # no count or time is bigger; float() of a bigger int raises OverflowError in every reader
+MAX_PATH = 60  # characters of a field's path shown in a note
+
+
 def _finite(value: Any) -> bool:
     return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
 
 
+def _huge(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool) and abs(value) >= INT_LIMIT
+
+
+def oversized(record: Any) -> str | None:
+    """Where a record (at any depth) holds an integer beyond 64 bits, and how long it is (None: nowhere).
+    Iterative: json.loads nests deeper than a recursive walk may go."""
+    stack: list[tuple[str, Any]] = [("", record)]
+    while stack:
+        path, value = stack.pop()
+        if _huge(value):
+            return f"{path[:MAX_PATH]} is a {len(str(abs(value)))}-digit integer, expected below 2**63"
+        if isinstance(value, dict):
+            stack += [(f"{path}.{key}" if path else str(key), item) for key, item in value.items()]
+        elif isinstance(value, list):
+            stack += [(f"{path}[{index}]", item) for index, item in enumerate(value)]
+    return None
+
+
 def record_problem(record: Record) -> str | None:
     """Why a progress record cannot be used (None: it can): the field, its value and what is allowed."""
+    if (huge := oversized(record)) is not None:
+        return huge
     for key in _INTS:
         value = record.get(key)
         if value is not None and (not isinstance(value, int) or isinstance(value, bool) or abs(value) >= 2**63):
@@ -81,7 +106,8 @@ def placements(layout: RunLayout, attempt: int) -> dict[int, Record]:
         return out
     for name in names:
         rank = rank_of_info(name)
-        if rank is not None and (record := safeio.read_json(directory / name)) is not None:
+        record = safeio.read_json(directory / name) if rank is not None else None
+        if rank is not None and record is not None and oversized(record) is None:
             out[rank] = record
     return out
 

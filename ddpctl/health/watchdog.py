@@ -27,6 +27,7 @@ from ddpctl.health.records import placements
 from ddpctl.health.stacks import DUMP_MARK, RankState, culprits, main_frames, node_findings, parse_dump, where
 from ddpctl.health.straggler import find_stragglers
 from ddpctl.health.summary import JobView
+from ddpctl.health.workers import signal_worker
 from ddpctl.run import history
 from ddpctl.run.history import Hung, StragglerFlagged
 from ddpctl.spec import HealthSettings
@@ -42,9 +43,12 @@ SILENT_S = 20.0
 
 
 class Watchdog:
-    def __init__(self, view: JobView, policy: HealthSettings, *, end_attempt: Callable[[], None]) -> None:
-        """`view` is the node's one view of the job's progress (shared with its peer watch), and where it sits."""
-        self.view = view
+    def __init__(
+        self, view: JobView, policy: HealthSettings, *, end_attempt: Callable[[], None], torchrun: int | None = None
+    ) -> None:
+        """`view` is the node's one view of the job's progress (shared with its peer watch), and where it sits;
+        `torchrun` the pid of the launcher's torchrun: only its workers are ever signalled (health.workers)."""
+        self.view, self.torchrun = view, torchrun
         self.layout, self.attempt, self.node, self.node_rank, _ = view.seat
         self.policy, self.end_attempt = policy, end_attempt
         self.started = time.time()
@@ -52,6 +56,7 @@ class Watchdog:
         self.found_at = 0.0  # when the hang was found (silences are measured to then)
         self._stop = threading.Event()
         self._flagged: set[int] = set()
+        self._failed = False
         self._thread = threading.Thread(target=self._run, name="ddpctl-watchdog", daemon=True)
 
     def start(self) -> None:
@@ -65,15 +70,25 @@ class Watchdog:
 
     def _run(self) -> None:
         while not self._stop.wait(POLL_S):
-            records = self.view.records(VIEW_AGE_S)
-            verdict = check_hang(time.time(), self.started, records, self.policy)
-            marker = self.layout.hang_marker(self.attempt)
-            if verdict is not None or marker.exists():
-                self.hung = True
-                self.on_hang(verdict, records)
-                return
-            if self.node_rank == 0:
-                self.report_stragglers(records)
+            try:
+                if self._poll():
+                    return
+            except Exception as err:  # a thread that dies leaves the job training unwatched: say it once, go on
+                if not self._failed:
+                    print(f"ddpctl watchdog [{self.node}]: a poll failed, watching on: {err!r:.200}", flush=True)
+                self._failed = True
+
+    def _poll(self) -> bool:
+        """One look at the records; True once a hang was handled (the thread's work is done)."""
+        records = self.view.records(VIEW_AGE_S)
+        verdict = check_hang(time.time(), self.started, records, self.policy)
+        if verdict is not None or self.layout.hang_marker(self.attempt).exists():
+            self.hung = True
+            self.on_hang(verdict, records)
+            return True
+        if self.node_rank == 0:
+            self.report_stragglers(records)
+        return False
 
     def report_stragglers(self, records: dict[int, dict[str, Any]]) -> None:
         for found in find_stragglers(records, self.policy.straggler_factor, self.policy.straggler_steps):
@@ -97,9 +112,7 @@ class Watchdog:
         self.found_at = time.time()
         first = verdict is not None and self._claim(verdict)
         local = {
-            rank: info
-            for rank, info in placements(self.layout, self.attempt).items()
-            if info.get("node") == self.node and isinstance(info.get("pid"), int)
+            rank: info for rank, info in placements(self.layout, self.attempt).items() if info.get("node") == self.node
         }
         why = (
             f"no rank progressed for {verdict.idle_s} s (allowed {verdict.allowed_s:g} s)"
@@ -107,7 +120,7 @@ class Watchdog:
             else "another node found the attempt hung"
         )
         for rank, info in sorted(local.items()):
-            dump_stacks(self.layout.rank_log(self.attempt, rank), int(info["pid"]), why)
+            dump_stacks(self.layout.rank_log(self.attempt, rank), info.get("pid"), self.torchrun, why)
         time.sleep(DUMP_WAIT_S)
         if first and verdict is not None:
             time.sleep(POLL_S)  # the other nodes notice hang.json up to a poll later
@@ -184,14 +197,17 @@ def silence(record: dict[str, Any], now: float) -> float | None:
     return round(age, 1) if age > SILENT_S else None
 
 
-def dump_stacks(log: Path, pid: int, why: str) -> None:
-    """Mark the rank log, then have the worker (faulthandler) append every thread's stack below the mark."""
+def dump_stacks(log: Path, pid: Any, torchrun: int | None, why: str) -> None:
+    """Mark the rank log, then have the worker (faulthandler) append every thread's stack below the mark; a pid
+    that is not one of this launcher's torchrun's workers is never signalled (the file is the job's to write)."""
+    if not signal_worker(pid, torchrun, 0):
+        return  # gone already, or not ours
     try:
         fd = safeio.open_fd(log, os.O_WRONLY | os.O_APPEND)
         try:
             os.write(fd, f"{DUMP_MARK} {why}; stacks of all threads follow\n".encode())
         finally:
             os.close(fd)
-        os.kill(pid, DUMP_SIGNAL)
     except OSError:
-        pass  # the worker is gone already: nothing to dump
+        return  # no log to dump into: a dump would go nowhere
+    signal_worker(pid, torchrun, DUMP_SIGNAL)

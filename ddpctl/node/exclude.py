@@ -12,7 +12,9 @@ After an attempt fails, the node blamed for it is read from the run's history:
   attempt's failure ("script-error").
 
 Infrastructure causes (`INFRASTRUCTURE_CAUSES`: a hang, a lost node, a crashed rank, a failed preflight) exclude
-the node at once; a setup error (the same on every node: ddpctl.node.blame) never excludes one. Any other cause
+the node at once, but for a rank crashed by a signal its own code raised (`OWN_SIGNALS`: a segfault, an abort);
+a setup error (the same on every node: ddpctl.node.blame) never excludes one. A crash by its own signal, and any
+other cause,
 excludes it once the same node was blamed for the same cause in two attempts of the run: a script that fails
 only on one node is a bad node, not a bug, while a bug that fails on every node is blamed on whichever node
 failed first, rarely the same one twice, and costs no node (nor does an unlucky draw: the bound below).
@@ -25,6 +27,8 @@ recorded too, not applied, with the reason (`status` shows it).
 
 from __future__ import annotations
 
+import re
+import signal
 from dataclasses import dataclass
 
 from ddpctl.run.history import INFRASTRUCTURE_CAUSES, Attempt, Hung, NodeExcluded, NodeExited, OomKilled, RunHistory
@@ -38,6 +42,14 @@ class Blame:
     node: str
     cause: str
     attempt: int
+    own_signal: bool = False  # a rank-crash by a signal its own code raised: the node's only once it repeats
+
+
+# Signals a process raises itself from the code it runs (a segfault in a C extension, an abort): a bug as likely
+# as a bad node, so such a crash excludes its node only once it repeats there, as a script error does.
+OWN_SIGNALS = frozenset(
+    int(s) for s in (signal.SIGSEGV, signal.SIGBUS, signal.SIGILL, signal.SIGFPE, signal.SIGABRT, signal.SIGSYS)
+)
 
 
 @dataclass(frozen=True)
@@ -48,6 +60,21 @@ class Room:
     total_nodes: int | None = None
     hosts: frozenset[str] | None = None  # the partition's nodes, where known: only those count against it
     given: frozenset[str] = frozenset()  # the spec's own sbatch `exclude`
+    nodes: frozenset[str] | None = None  # the job's own nodes (its allocation), where known
+
+
+# Slurm's node names are host names: what a run-dir file names otherwise (a comma, a bracket: a hostlist of many
+# nodes) must never reach ExcNodeList, where one "name" would exclude nodes the bound never counted.
+NODE_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}")
+
+
+def not_a_node(node: str, room: Room) -> str | None:
+    """Why `node` (read from the run dir: the job can write there) cannot be excluded (None: it can)."""
+    if not NODE_NAME.fullmatch(node):
+        return f"{node!r:.80} is not a node name (letters, digits, '.', '-', '_'; at most 64)"
+    if room.nodes is not None and node not in room.nodes:
+        return f"{node} is not one of the job's nodes"
+    return None
 
 
 def blame(attempt: Attempt) -> Blame | None:
@@ -60,13 +87,26 @@ def blame(attempt: Attempt) -> Blame | None:
         nodes = {str(c.get("node")) for c in (hang.culprits if hang else ()) if c.get("node") not in (None, "", "?")}
         return Blame(nodes.pop(), "hang", attempt.number) if len(nodes) == 1 else None
     if decision.cause is not None:  # the decision's own cause (ddpctl.node.blame): its first-failed node or none
-        return Blame(decision.cause_node, decision.cause, attempt.number) if decision.cause_node else None
+        if not decision.cause_node:
+            return None
+        own = decision.cause == "rank-crash" and crash_signal(attempt, decision.cause_rank) in OWN_SIGNALS
+        return Blame(decision.cause_node, decision.cause, attempt.number, own_signal=own)
     # A decision recorded without a cause (an older ddpctl): the first node that failed on its own.
     first = next((e for e in attempt.all(NodeExited) if e.exit is not None and 0 < e.exit < 128), None)
     if first is None:
         return None
     oom = any(e.node == first.node and e.kills > 0 for e in attempt.all(OomKilled))
     return Blame(first.node, "oom" if oom else "script-error", attempt.number)
+
+
+def crash_signal(attempt: Attempt, rank: int | None) -> int | None:
+    """The signal that killed `rank` in the attempt, as torchrun reported it (exit code -N); None if unknown."""
+    for event in attempt.all(NodeExited):
+        for failed in event.failed:
+            code = failed.get("exitcode")
+            if failed.get("rank") == rank and isinstance(code, int) and not isinstance(code, bool) and code < 0:
+                return -code
+    return None
 
 
 def repeats(past: RunHistory, wanted: Blame) -> int:
@@ -88,7 +128,7 @@ def candidate(past: RunHistory, attempt: int, given: frozenset[str] = frozenset(
     if found is None or found.node in past.excluded_nodes() | given:
         return None
     times = repeats(past, found)
-    if found.cause not in INFRASTRUCTURE_CAUSES and times < REPEATS:
+    if (found.cause not in INFRASTRUCTURE_CAUSES or found.own_signal) and times < REPEATS:
         return None
     return Candidate(found, times)
 
@@ -96,7 +136,11 @@ def candidate(past: RunHistory, attempt: int, given: frozenset[str] = frozenset(
 def exclusion(past: RunHistory, wanted: Candidate, nodes_needed: int, room: Room) -> NodeExcluded:
     """The `node-excluded` event for `wanted`: applied, or stopped by the bound and saying why."""
     node, cause = wanted.blame.node, wanted.blame.cause
-    why = f"{cause} on {node}" + (f" in {wanted.times} attempts" if wanted.times > 1 else "")
+    times = f" in {wanted.times} attempts" if wanted.times > 1 else ""
+    if (foreign := not_a_node(node, room)) is not None:
+        why = f"{cause}{times}; not excluded: {foreign}"
+        return NodeExcluded(attempt=wanted.blame.attempt, node=node[:80], cause=cause, applied=False, why=why)
+    why = f"{cause} on {node}{times}"
     stopped = bound(past.excluded_nodes() | room.given, node, nodes_needed, room)
     attempt = wanted.blame.attempt
     if stopped:
@@ -125,7 +169,8 @@ def bound(excluded: frozenset[str], node: str, nodes_needed: int, room: Room) ->
 def excluded_list(past: RunHistory, given: frozenset[str]) -> list[str]:
     """Every node the next attempt must avoid, the user's own first: the value of `ExcNodeList`/`--exclude`
     (either replaces the job's list, so the user's part is merged in)."""
-    return sorted(given) + sorted(past.excluded_nodes() - given)
+    found = {node for node in past.excluded_nodes() - given if NODE_NAME.fullmatch(node)}  # see NODE_NAME
+    return sorted(given) + sorted(found)
 
 
 def given_excluded(sbatch_options: tuple[tuple[str, str | bool | int], ...]) -> frozenset[str]:

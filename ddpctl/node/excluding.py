@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import sys
 from collections.abc import Mapping
+from dataclasses import replace
 
 from ddpctl import safeio
 from ddpctl.node import exclude
@@ -24,6 +25,7 @@ from ddpctl.run.history import NodeExcluded, RunHistory
 from ddpctl.run.layout import RunLayout
 from ddpctl.run.rundir import run_spec
 from ddpctl.slurm import commands
+from ddpctl.slurm.env import job_hosts
 from ddpctl.spec import JobSpec
 
 
@@ -36,6 +38,7 @@ def after_failure(
     if wanted is None:
         return None
     room = node_site(env).room(env, given, runner)  # a partition asked of slurmctld, or the local nodes
+    room = replace(room, nodes=job_hosts(env))  # a blamed node must be one of the job's own
     event = history.append(layout.events, exclude.exclusion(past, wanted, spec.nodes, room))
     if event.applied:
         nodes = exclude.excluded_list(RunHistory((*past.events, event)), given)

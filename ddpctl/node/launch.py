@@ -258,7 +258,8 @@ def launch(run_dir: Path, env: Mapping[str, str]) -> int:
 
     # One view of the job's progress for both threads: this node's ranks' records and the other nodes' summaries.
     view = JobView(Seat(layout, dist.restart_count, dist.node_name, dist.node_rank, dist.nnodes))
-    watchdog = Watchdog(view, spec.health, end_attempt=relay.end_attempt)
+    assert relay.child is not None
+    watchdog = Watchdog(view, spec.health, end_attempt=relay.end_attempt, torchrun=relay.child.pid)
     watchdog.start()
     from ddpctl.health.peers import PeerWatch
 

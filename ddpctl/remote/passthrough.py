@@ -83,5 +83,7 @@ def run_remote(
     """`<cluster's ddpctl> WORDS` on the cluster called `name`, answered as `answer` says."""
     path = clusters_path(env)
     cluster = find(read_clusters(path), name, path)
-    done = Transport(cluster, runner=runner, env=env, timeout=timeout).run([*cluster.ddpctl, *words])
+    done = Transport(cluster, runner=runner, env=env, timeout=timeout, limit=MAX_ANSWER + 1).run(
+        [*cluster.ddpctl, *words]
+    )
     return answer(cluster, done, local, as_json=as_json)

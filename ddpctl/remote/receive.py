@@ -2,11 +2,8 @@
 them, the spec read as the laptop reads it, and each submission's outcome kept under its tag.
 
     <ddpctl home>/remote/.snapshots/v2/   the received objects (ddpctl.snapshot.store: private, content-addressed)
-    <ddpctl home>/remote/trees/<tree id>/ the code as the laptop snapshotted it, a git work tree of one commit
+    <ddpctl home>/remote/trees/<tree id>/ the code as the laptop snapshotted it (ddpctl.remote.trees)
     <ddpctl home>/remote/submits/<tag>    the outcome of the submission tagged <tag> (JSON), and its lock
-
-The tree is made a git repository of one commit so that the submit here snapshots it in git mode: the whole
-tree (not only the script's directory) goes with the job, exactly as on the laptop.
 """
 
 from __future__ import annotations
@@ -15,18 +12,17 @@ import dataclasses
 import json
 import os
 import re
-import uuid
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 from typing import TYPE_CHECKING, Any
 
-from ddpctl import proc, safeio
+from ddpctl import safeio
 from ddpctl.errors import SpecError
 from ddpctl.run.registry import registry_home
 from ddpctl.snapshot.collect import LINK
-from ddpctl.snapshot.copy import Item, Resolved, materialise
-from ddpctl.snapshot.store import have, open_store, publish_tree, receive
+from ddpctl.snapshot.copy import Item
+from ddpctl.snapshot.store import have, open_store, receive
 
 if TYPE_CHECKING:
     from ddpctl.spec.model import JobSpec
@@ -101,47 +97,37 @@ def receive_all(store: Path, fd: int) -> tuple[int, int]:
 
 def items_of(listing: Sequence[Sequence[Any]]) -> list[Item]:
     """The tree listing sent by the laptop ([path, kind, mode, id or link target, size] each), checked: no path
-    leaves the tree."""
+    leaves the tree, links included (nothing is written under a link, and a relative link points inside)."""
     items = []
+    links: set[str] = set()
+    seen: set[str] = set()
     for row in listing:
         path, kind, mode, ref, size = row
         parts = PurePosixPath(path).parts
         if not parts or path.startswith("/") or any(p in ("..", ".", ".git") for p in parts) or "\x00" in path:
             raise SpecError(f"remote submit: refused tree path {path!r}")
-        if kind != LINK and not OID_RE.fullmatch(ref):
+        if path in seen or any("/".join(parts[:n]) in links for n in range(1, len(parts))):
+            raise SpecError(f"remote submit: refused tree path {path!r}: listed twice, or under a link")
+        seen.add(path)
+        if kind == LINK:
+            links.add(path)
+            if not isinstance(ref, str) or not link_stays(path, ref):
+                raise SpecError(f"remote submit: refused link {path!r} -> {ref!r}: it leaves the tree")
+        elif not OID_RE.fullmatch(ref):
             raise SpecError(f"remote submit: {path!r}: expected an object id, got {ref!r}")
         items.append(Item(path, kind, int(mode) & 0o777, ref, int(size)))
     return items
 
 
-def git(tree: Path, *args: str) -> None:
-    identity = ["-c", "user.name=ddpctl", "-c", "user.email=ddpctl@localhost", "-c", "commit.gpgsign=false"]
-    done = proc.run(["git", *identity, "-C", str(tree), *args], timeout=120)
-    if done.returncode != 0:
-        raise SpecError(f"remote submit: git {args[0]} in {tree} failed: {done.stderr.strip()[-300:]}")
-
-
-def tree(store: Path, items: list[Item], env: Mapping[str, str] | None = None) -> Path:
-    """The code tree of `items` (made once per content; an unchanged resubmit finds it)."""
-    resolved = Resolved(items, 0)
-    trees = home(env) / "trees"
-    trees.mkdir(mode=0o700, parents=True, exist_ok=True)
-    final = trees / resolved.tree_id
-    if (final / ".git").is_dir():
-        return final
-    made = trees / f".tmp-{uuid.uuid4().hex}"
-    try:
-        materialise(store, resolved, made)
-        git(made, "init", "-q")
-        git(made, "add", "-A", "-f")
-        git(made, "commit", "-q", "--allow-empty", "-m", "ddpctl submit --cluster")
-        publish_tree(made, final)
-    finally:
-        if made.exists():
-            import shutil
-
-            shutil.rmtree(made, ignore_errors=True)
-    return final
+def link_stays(path: str, target: str) -> bool:
+    """Whether a link's target means a place inside the tree, as the laptop's snapshot makes relative links
+    (ddpctl.snapshot.walk); an absolute one (data: `data -> /datasets/x`) is kept as the user wrote it."""
+    if not target or "\x00" in target:
+        return False
+    if target.startswith("/"):
+        return True
+    where = os.path.normpath(PurePosixPath(path).parent / target)
+    return where != ".." and not where.startswith("../") and ".git" not in PurePosixPath(where).parts
 
 
 def outcome_path(tag: str, env: Mapping[str, str] | None = None) -> Path:
@@ -228,8 +214,15 @@ def on_cluster(
     spec: JobSpec, code: Path, folder: Path, cwd: Path, overridden: Callable[[tuple[str, ...]], bool]
 ) -> JobSpec:
     """The spec with its relative data paths moved out of the code tree to the remote work directory (the
-    code tree is content-addressed and shared: runs must not write into it), and no cluster of its own."""
+    code tree is content-addressed and shared: runs must not write into it), and no cluster of its own. The
+    spec as it stands here (the profile's defaults under it) must snapshot: `off` would run the shared tree."""
     from ddpctl.spec.paths import with_values
+
+    if spec.snapshot == "off":
+        raise SpecError(
+            f"{spec.source}: snapshot: off (the spec's, an override's or the cluster profile's default): submit "
+            "--cluster runs each job from its own copy of the code sent; expected auto, git or dir"
+        )
 
     moved: dict[tuple[str, ...], str] = {}
     keys: list[tuple[tuple[str, ...], str | None]] = [(("run_dir",), spec.run_dir)]

@@ -18,12 +18,13 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 from ddpctl.errors import CommandTimeout, RemoteError
-from ddpctl.proc import Completed, Reading, Runner, run, run_input, spawn_reading
+from ddpctl.proc import Completed, OutputTooBig, Reading, Runner, run_capped, spawn_reading
 from ddpctl.remote.profiles import Cluster
 from ddpctl.remote.ssh import SSH_FAILED, classify, failure_message, remote_command, socket_path_fits, ssh_argv
 
 CONTROL_DIR_ENV = "DDPCTL_SSH_CONTROL_DIR"
 CONFIG_ENV = "DDPCTL_SSH_CONFIG"
+MAX_ANSWER = 16 << 20  # the biggest answer read whole: a registry's `list --json` (ddpctl.remote.jobs.MAX_LISTING)
 COMMAND_S = 60.0  # one remote query; ssh itself gives up connecting after CONNECT_TIMEOUT_S
 
 
@@ -62,13 +63,14 @@ class Transport:
         runner: Runner | None = None,
         env: Mapping[str, str] | None = None,
         timeout: float = COMMAND_S,
+        limit: int = MAX_ANSWER,
     ) -> None:
         environ = os.environ if env is None else env
         self.cluster = cluster
         self.config = environ.get(CONFIG_ENV) or None
         self.sockets = control_dir(environ)
-        self.runner: Runner = runner or (lambda argv: run(argv, timeout=timeout))
-        self.timeout = timeout
+        self.runner: Runner = runner or (lambda argv: run_capped(argv, limit=limit, timeout=timeout))
+        self.timeout, self.limit = timeout, limit
         self.prepared = False
 
     def argv(self, words: Sequence[str], *, in_workdir: bool = False) -> list[str]:
@@ -98,11 +100,17 @@ class Transport:
             self.prepared = True
         argv = self.argv(words, in_workdir=in_workdir)
         try:
-            done = self.runner(argv) if data is None else run_input(argv, data, timeout=self.timeout)
+            done = (
+                self.runner(argv)
+                if data is None
+                else run_capped(argv, data=data, limit=self.limit, timeout=self.timeout)
+            )
         except CommandTimeout as err:
             failed = RemoteError(f"cluster {self.cluster.name!r}: {self.cluster.ssh} did not answer: {err}")
             failed.kind = "timeout"
             raise failed from err
+        except OutputTooBig as err:  # a cluster's answer is bounded before it is read (memory), not after
+            raise RemoteError(f"cluster {self.cluster.name!r}: answered more than {self.limit} bytes") from err
         if done.returncode == SSH_FAILED:
             raise self.failure(done.stderr)
         return done

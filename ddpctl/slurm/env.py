@@ -278,3 +278,15 @@ def attempt_number(env: Mapping[str, str]) -> int:
     batch shell restarted inside this job on its spare nodes."""
     counts = (stepshape.count_var(env, name) for name in (RESTART_COUNT, CHAIN_ATTEMPT, ALLOC_RESTARTS))
     return sum(count or 0 for count in counts)
+
+
+def job_hosts(env: Mapping[str, str]) -> frozenset[str] | None:
+    """Every host of the job's allocation (a heterogeneous job's components too); None where the environment
+    does not say (outside a job, or a list that is not a hostlist)."""
+    lists = [value for key, value in env.items() if key.startswith(f"{JOB_NODELIST}_HET_GROUP_")]
+    lists.append(env.get(JOB_NODELIST) or env.get(NODELIST) or "")
+    try:
+        hosts = frozenset(host for text in lists if text for host in expand(text))
+    except HostlistError:
+        return None
+    return hosts or None

@@ -10,6 +10,28 @@ dirty state, what was left out and the script's path in the copy; `pin` (on the 
 there. `check` makes every check without copying (`submit --dry-run`).
 """
 
-from ddpctl.snapshot.info import MODES, Preview, SnapshotInfo, check, left_out_lines, pin, read_info, summary, take
+from ddpctl.snapshot.info import (
+    MODES,
+    Preview,
+    SnapshotInfo,
+    check,
+    left_out_lines,
+    pin,
+    read_info,
+    summary,
+    take,
+    take_each,
+)
 
-__all__ = ["MODES", "Preview", "SnapshotInfo", "check", "left_out_lines", "pin", "read_info", "summary", "take"]
+__all__ = [
+    "MODES",
+    "Preview",
+    "SnapshotInfo",
+    "check",
+    "left_out_lines",
+    "pin",
+    "read_info",
+    "summary",
+    "take",
+    "take_each",
+]

@@ -21,7 +21,7 @@ from typing import Any
 from ddpctl import safeio
 from ddpctl.errors import SpecError
 from ddpctl.snapshot.collect import Limits, Manifest, MiB, git_root
-from ddpctl.snapshot.copy import materialise, resolve
+from ddpctl.snapshot.copy import Resolved, materialise, resolve
 from ddpctl.snapshot.store import open_store
 from ddpctl.snapshot.walk import dir_manifest, git_manifest
 from ddpctl.spec import JobSpec
@@ -77,13 +77,26 @@ def check(spec: JobSpec, limits: Limits | None = None) -> Preview | None:
 def take(spec: JobSpec, record: Path, code: Path, limits: Limits | None = None) -> SnapshotInfo | None:
     """Snapshot the spec's code into the store and the run's own copy `code`, and write the record `record`
     (both in the staging run dir, `ddpctl.run.layout`); None for `snapshot: off`."""
+    return take_each(spec, [(record, code)], limits)[0]
+
+
+def take_each(spec: JobSpec, runs: list[tuple[Path, Path]], limits: Limits | None = None) -> list[SnapshotInfo | None]:
+    """`take` for several runs of one code (a sweep's tasks): listed and stored once, and each (record, code)
+    gets its own copy, so nothing one run writes beside its script reaches another."""
     preview = check(spec, limits)
     if preview is None:
-        return None
-    manifest = preview.manifest
+        return [None for _ in runs]
     store = open_store(Path(spec.run_dir))
-    resolved = resolve(store, manifest)
-    materialise(store, resolved, code)
+    resolved = resolve(store, preview.manifest)
+    out: list[SnapshotInfo | None] = []
+    for record, code in runs:
+        materialise(store, resolved, code)
+        out.append(_record(preview, resolved, record, code))
+    return out
+
+
+def _record(preview: Preview, resolved: Resolved, record: Path, code: Path) -> SnapshotInfo:
+    manifest = preview.manifest
     where = os.path.relpath(code, record.parent)
     info = SnapshotInfo(
         mode=preview.mode,

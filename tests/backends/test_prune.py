@@ -112,3 +112,27 @@ def test_refs_read_backwards_are_the_newest_of_the_whole_file(
     expected = [ref for ref in refs_in(data) if ref.startswith(prefix)][:limit]
     assert Registry(tmp_path).newest_refs(prefix, limit) == expected
     assert Registry(tmp_path / "absent").newest_refs(prefix, limit) == []
+
+
+def test_a_pending_task_of_a_live_local_sweep_queue_is_live(tmp_path: Path) -> None:
+    """`list --prune` dropped them, and the queue then started them unrecorded (invisible to list and cancel)."""
+    home = tmp_path / "sweep-local-3"
+    pending, done = tmp_path / "local-3_1", tmp_path / "local-3_0"
+    for directory in (home, pending, done):
+        directory.mkdir()
+    local_proc.write_pid(done, 999_999)  # started (and ended: its lock is free)
+
+    def task(run_dir: Path) -> JobRecord:
+        return JobRecord(run_dir.name, "ex", str(run_dir), "local", NOW - 90 * DAY, sweep="local-3")
+
+    queue = local_proc.take_lock(home)  # the queue lives
+    try:
+        assert live_ids([task(pending), task(done)]) == {"local-3_1"}
+        registry = Registry(tmp_path / "home")
+        for run_dir in (pending, done):
+            registry.add(task(run_dir))
+        assert prune(registry, NOW, 30 * DAY).dropped == 1
+        assert [r.job_id for r in registry.records()] == ["local-3_1"]
+    finally:
+        os.close(queue)
+    assert live_ids([task(pending), task(done)]) == set()  # the queue is gone: it never starts

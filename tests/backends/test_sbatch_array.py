@@ -17,6 +17,8 @@ from ddpctl.backends.sbatch_array import submit_array
 from ddpctl.errors import CommandError
 from ddpctl.plan.sweep import ArrayPlan, plan_sweep
 from ddpctl.proc import Completed
+from ddpctl.snapshot import pin
+from ddpctl.spec import load_spec
 from ddpctl.spec.sweepload import load_sweep
 
 SPEC = """\
@@ -73,10 +75,21 @@ def test_held_then_released_once_every_run_dir_is_written(plan: ArrayPlan) -> No
     ]
     assert "LR: '0.01'" in (plan.run_base / "77_1" / "job.yaml").read_text()
     assert not (plan.run_base / "77_1" / "job.sbatch").exists()  # its one job is the array's task
-    # One snapshot for the sweep: each task's record points into sweep-77/code.
-    shared = json.loads((plan.run_base / "77_0" / "snapshot.json").read_text())
-    assert shared["script"] == "../sweep-77/code/train.py"
-    assert (plan.run_base / "77_0" / shared["script"]).read_text() == "print('hi')\n"
+    # Each task runs its own copy of the code, as every run does: what one task writes beside its script (a
+    # changed helper module, a leftover file) never reaches another (they shared sweep-77/code).
+    for task in ("77_0", "77_1"):
+        info = json.loads((plan.run_base / task / "snapshot.json").read_text())
+        assert (info["path"], info["script"]) == ("code", "code/train.py")
+        script = plan.run_base / task / "code" / "train.py"
+        assert script.read_text() == "print('hi')\n"
+        assert pin(load_spec(plan.run_base / task / "job.yaml"), plan.run_base / task / "snapshot.json").script == str(
+            script
+        )
+    (plan.run_base / "77_0" / "code" / "train.py").write_text("changed by task 0\n")
+    (plan.run_base / "77_0" / "code" / "leftover.py").write_text("")
+    assert (plan.run_base / "77_1" / "code" / "train.py").read_text() == "print('hi')\n"
+    assert sorted(p.name for p in (plan.run_base / "77_1" / "code").iterdir()) == ["job.yaml", "train.py"]
+    assert not (plan.run_base / "sweep-77" / "code").exists()
     assert sorted(p.name for p in plan.run_base.iterdir()) == [
         ".slurm-77_0.out",
         ".slurm-77_1.out",

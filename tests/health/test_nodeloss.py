@@ -181,3 +181,23 @@ def test_lingering_ends_as_soon_as_a_live_peer_beats(tmp_path: Path, monkeypatch
     took = time.monotonic() - started
     two.stop()
     assert took < 2.0 and not one.ended and not layout.node_lost_marker(0).exists(), took
+
+
+@pytest.mark.parametrize(
+    ("value", "expected"),
+    [(3, 3.0), (2.5, 2.5), (0, 0.0), (-1, None), (float("inf"), None), (float("nan"), None), (True, None),
+     ("5", None), (None, None), (int("9" * 400), None)],
+)  # fmt: skip
+def test_a_duration_from_a_heartbeat_is_bounded(value: object, expected: float | None) -> None:
+    assert peers.seconds(value) == expected
+
+
+def test_a_beat_with_a_400_digit_duration_reads_as_none(tmp_path: Path) -> None:
+    """A peer's beat file (the job can write it) with a huge `unreachable_s` killed the peer watch's thread."""
+    layout = RunLayout(tmp_path)
+    (tmp_path / "attempt-0").mkdir()
+    beat = {"node": "n2", "node_rank": 1, "seq": 3, "done": False, "unreachable_s": int("9" * 400)}
+    layout.node_beat(0, 1).write_text(json.dumps(beat))
+    watch = peers.PeerWatch(JobView(Seat(layout, 0, "n1", 0, 2)), end_attempt=lambda: None)
+    found = watch.peer_beats(time.monotonic())[1]
+    assert (found.seen, found.node, found.unreachable_s) == (True, "n2", None)

@@ -112,7 +112,7 @@ def test_readme_local_sweep_runs_one_task_at_a_time_and_ranks_results(tmp_path: 
     assert next(e["t"] for e in events(dirs[1]) if e["event"] == "attempt-start") >= decided
     for run_dir, lr in zip(dirs, ("0.1", "0.01"), strict=True):
         assert yaml.safe_load((run_dir / "job.yaml").read_text())["env"]["LR"] == lr
-        assert json.loads((run_dir / "snapshot.json").read_text())["path"] == "../sweep-local-1/code"
+        assert json.loads((run_dir / "snapshot.json").read_text())["path"] == "code"  # each task its own copy
     assert "[example] step" in cli.run(*shlex.split(commands[3])[1:], "--no-color").stdout
     ranked = cli.run(*shlex.split(commands[4])[1:], "--json").stdout
     runs = [json.loads(line) for line in ranked.splitlines()]

@@ -17,6 +17,7 @@ from ddpctl.node.exclude import (
     given_excluded,
 )
 from ddpctl.run.history import RunHistory
+from ddpctl.slurm.env import job_hosts
 
 
 def failed(
@@ -175,3 +176,80 @@ def test_the_list_merges_the_users_own_and_status_says_both_kinds() -> None:
 )
 def test_the_users_own_exclude(options: tuple[tuple[str, str | bool | int], ...], expected: set[str]) -> None:
     assert given_excluded(options) == expected
+
+
+NINE = ",".join(f"n{i}" for i in range(1, 10))  # a "node" a run-dir file named: nine nodes of ten in ExcNodeList
+
+
+@pytest.mark.parametrize(
+    ("node", "room", "applied", "why"),
+    [
+        (NINE, Room("p", 10, hosts=frozenset(NINE.split(",")) | {"n10"}), False, f"{NINE!r} is not a node name"),
+        ("n[1-9]", Room("p", 10), False, "'n[1-9]' is not a node name"),
+        ("n1 n2", Room(), False, "'n1 n2' is not a node name"),
+        ("-n1", Room(), False, "'-n1' is not a node name"),
+        ("n" * 65, Room(), False, "is not a node name"),
+        ("n7", Room(nodes=frozenset({"n1", "n2"})), False, "n7 is not one of the job's nodes"),
+        ("n2", Room(nodes=frozenset({"n1", "n2"})), True, "rank-crash on n2"),
+        ("gpu-01.rack_2", Room(), True, "rank-crash on gpu-01.rack_2"),  # unknown job nodes: the name rule only
+    ],
+)
+def test_only_a_node_name_of_the_job_is_excluded(node: str, room: Room, applied: bool, why: str) -> None:
+    past = RunHistory.from_records(caused(failed(0, kind="node_failure"), "rank-crash", node))
+    wanted = candidate(past, 0)
+    assert wanted is not None
+    event = exclusion(past, wanted, 1, room)
+    assert event.applied is applied and why in event.why, event.why
+
+
+def test_a_forged_exclusion_never_reaches_the_list() -> None:
+    past = RunHistory.from_records(
+        [
+            {"event": "node-excluded", "attempt": 0, "node": NINE, "cause": "hang", "why": "forged"},
+            {"event": "node-excluded", "attempt": 1, "node": "n4", "cause": "hang", "why": "hang on n4"},
+        ]
+    )
+    assert excluded_list(past, frozenset({"z1"})) == ["z1", "n4"]
+
+
+@pytest.mark.parametrize(
+    ("env", "expected"),
+    [
+        ({"SLURM_JOB_NODELIST": "n[1-3]"}, {"n1", "n2", "n3"}),
+        ({"SLURM_NODELIST": "a1,b2"}, {"a1", "b2"}),
+        ({"SLURM_JOB_NODELIST": "n1", "SLURM_JOB_NODELIST_HET_GROUP_1": "g[1-2]"}, {"n1", "g1", "g2"}),
+        ({"SLURM_JOB_NODELIST": "n[1-"}, None),
+        ({}, None),
+    ],
+)
+def test_the_jobs_own_hosts(env: dict[str, str], expected: set[str] | None) -> None:
+    assert job_hosts(env) == (None if expected is None else frozenset(expected))
+
+
+def crashed(attempt: int, node: str, exitcode: int) -> list[dict[str, Any]]:
+    """Rank 3 on `node` killed by signal -exitcode, as torchrun reported it, and the decision blaming it."""
+    failed = [{"rank": 3, "exitcode": exitcode, "t": 1.0}]
+    exit_event = {"event": "node-exit", "node": node, "attempt": attempt, "exit": 1, "failed": failed}
+    decision = {"event": "decision", "attempt": attempt, "action": "requeue", "kind": "node_failure"}
+    return [exit_event, decision | {"cause": "rank-crash", "cause_node": node, "cause_rank": 3}]
+
+
+@pytest.mark.parametrize(
+    ("records", "attempt", "expected"),
+    [
+        # A segfault or an abort its own code raised: the node's only once it repeats there (a C bug crashed
+        # every attempt, and each first crash excluded a healthy node).
+        (crashed(0, "n3", -11), 0, None),
+        (crashed(0, "n3", -6), 0, None),
+        (crashed(0, "n3", -11) + crashed(1, "n3", -11), 1, ("n3", "rank-crash", 2)),
+        (crashed(0, "n3", -11) + crashed(1, "n4", -11), 1, None),
+        # Killed from outside (not by the OOM killer): the node's at once, as before.
+        (crashed(0, "n3", -9), 0, ("n3", "rank-crash", 1)),
+        (crashed(0, "n3", -7), 0, None),  # SIGBUS
+    ],
+)
+def test_a_rank_crashed_by_its_own_signal_excludes_its_node_only_when_it_repeats(
+    records: list[dict[str, Any]], attempt: int, expected: tuple[str, str, int] | None
+) -> None:
+    found = candidate(RunHistory.from_records(records), attempt)
+    assert (None if found is None else (found.blame.node, found.blame.cause, found.times)) == expected

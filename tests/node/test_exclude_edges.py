@@ -111,3 +111,29 @@ def test_a_decision_to_requeue_a_second_failure_on_one_node_excludes_it(tmp_path
         ("n5", "script-error", 1, True)
     ]
     assert (layout.root / "excluded-nodes").read_text() == "z1\nn5\n"
+
+
+def test_a_node_name_a_rank_wrote_that_is_not_one_of_the_jobs_nodes_is_never_excluded(tmp_path: Path) -> None:
+    """A comma in a node name the job wrote went to ExcNodeList as nine nodes of a ten-node partition."""
+    layout = RunLayout(prepare(tmp_path, "requeue"))
+    (layout.root / "excluded-nodes").unlink()
+    nine = ",".join(f"n{i}" for i in range(1, 10))
+    own_error = {"event": "rank-exit", "rank": 1, "node": nine, "status": 1, "error": "SystemExit: bad"}
+    failed = [
+        {**own_error, "attempt": 0},
+        {"event": "node-exit", "node": nine, "attempt": 0, "exit": 1},
+        {"event": "decision", "attempt": 0, "action": "requeue", "kind": "failure", "cause": "script-error"}
+        | {"cause_node": nine, "cause_rank": 1},
+        {**own_error, "attempt": 1},
+        {"event": "node-exit", "node": nine, "attempt": 1, "exit": 1},
+    ]
+    layout.events.write_text("".join(json.dumps(e) + "\n" for e in failed))
+    env = {"SLURM_JOB_ID": "4242", "SLURM_RESTART_COUNT": "1", "DDPCTL_LOCAL": "1", "SLURM_JOB_NODELIST": "n[1-2]"}
+    spec = yaml.safe_load((layout.root / "job.yaml").read_text())
+    (layout.root / "job.yaml").write_text(yaml.safe_dump({**spec, "requeue": {**spec["requeue"], "max_failures": 3}}))
+    assert batch.decide_run(layout, env, 1).action == "requeue"
+    records = [json.loads(line) for line in layout.events.read_text().splitlines()]
+    excluded = [e for e in records if e["event"] == "node-excluded"]
+    assert [(e["node"], e["applied"]) for e in excluded] == [(nine, False)]
+    assert "is not a node name" in excluded[0]["why"]
+    assert not (layout.root / "excluded-nodes").exists()

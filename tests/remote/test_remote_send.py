@@ -13,7 +13,17 @@ import pytest
 from ddpctl.errors import SpecError
 from ddpctl.logs.core import Source
 from ddpctl.remote.follow import Line, Resume, parse
-from ddpctl.remote.receive import Header, header, items_of, missing, parse_header, receive_all, remote_spec
+from ddpctl.remote.receive import (
+    Header,
+    header,
+    items_of,
+    missing,
+    parse_header,
+    receive_all,
+    remote_spec,
+    store_of,
+)
+from ddpctl.remote.trees import tree_of
 from ddpctl.snapshot.store import open_store
 
 OID = "0123456789abcdef0123456789abcdef01234567"
@@ -130,3 +140,40 @@ def test_a_reconnected_follow_shows_each_line_once(events: list[tuple[int, int] 
 )  # fmt: skip
 def test_remote_log_lines(raw: bytes, expected: Line | None) -> None:
     assert parse(raw) == expected
+
+
+@pytest.mark.parametrize(
+    ("listing", "ok"),
+    [
+        ([["lib", "link", 0, "src", 0], ["src/a.py", "file", 0o644, OID, 1]], True),
+        ([["sub/l", "link", 0, "../train.py", 0]], True),
+        ([["data", "link", 0, "/datasets/x", 0]], True),  # absolute: data, kept as the snapshot keeps it
+        ([["a", "link", 0, "/tmp", 0], ["a/x", "file", 0o644, OID, 1]], False),  # written through the link
+        ([["a", "link", 0, "b", 0], ["a/b/c/x.py", "file", 0o644, OID, 1]], False),
+        ([["sub/l", "link", 0, "../../outside", 0]], False),
+        ([["l", "link", 0, "..", 0]], False),
+        ([["l", "link", 0, ".git/hooks", 0]], False),
+        ([["l", "link", 0, "", 0]], False),
+        ([["x.py", "file", 0o644, OID, 1], ["x.py", "link", 0, "/tmp/x", 0]], False),  # listed twice
+    ],
+)
+def test_links_never_lead_out_of_the_tree(listing: list[list[object]], ok: bool) -> None:
+    if ok:
+        assert [item.path for item in items_of(listing)] == [row[0] for row in listing]
+    else:
+        with pytest.raises(SpecError, match="remote submit: refused"):
+            items_of(listing)
+
+
+def test_a_listing_cannot_write_outside_the_tree_through_a_link(tmp_path: Path) -> None:
+    """The cluster side followed a link entry and wrote the file under it outside its tree."""
+    env = {"DDPCTL_HOME": str(tmp_path / "home")}
+    store = store_of(env)
+    data = b"planted\n"
+    assert receive_all(store, stream(tmp_path, header(blob_id(data), len(data)) + data)) == (1, len(data))
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    listing = [["a", "link", 0, str(outside), 0], ["a/x", "file", 0o644, blob_id(data), len(data)]]
+    with pytest.raises(SpecError, match="under a link"):
+        tree_of(store, items_of(listing), env)
+    assert list(outside.iterdir()) == []
