@@ -70,7 +70,7 @@ def variant_step(name: str, count: int, ctx: runtime.DistContext) -> Callable[[t
     stop = runtime.StopAgreement(ctx) if name in ("stop", "all") else None
     if name == "per-param":
         for p in model.parameters():
-            p.register_post_accumulate_grad_hook(lambda _p: None)
+            p.register_post_accumulate_grad_hook(lambda _p: None)  # type: ignore[no-untyped-call]
     done = [0]
 
     def step(x: torch.Tensor) -> None:
