@@ -27,6 +27,7 @@ COMMAND_MODULES = (
     "status",
     "top",
     "scale",
+    "report",
     "jobs",
     "logs",
     "preempt",

@@ -185,6 +185,11 @@ class RunLayout(Record):
         """A rank's metrics over time in that attempt (ddpctl.runtime.series)."""
         return self.attempt_dir(restart) / f"series-{rank}.jsonl"
 
+    @property
+    def report_file(self) -> Path:
+        """Where `ddpctl report` writes by default."""
+        return self.root / "report.html"
+
     def node_summary(self, restart: int, node_rank: int) -> Path:
         """What a node's watchdog read of its own ranks' progress records (ddpctl.health.summary)."""
         return self.attempt_dir(restart) / f"summary-node-{node_rank}.json"
@@ -275,6 +280,11 @@ def rank_of_info(filename: str) -> int | None:
 def rank_of_progress(filename: str) -> int | None:
     """The rank a progress record (`progress-<r>.json`) is for."""
     return _number(PROGRESS_RE, filename)
+
+
+def sweep_report_file(run_base: Path, sweep: str) -> Path:
+    """Where `ddpctl report SWEEP` writes by default: beside its tasks' run dirs."""
+    return run_base / f"report-sweep-{sweep}.html"
 
 
 def rank_of_series(filename: str) -> int | None:
