@@ -27,7 +27,7 @@ from ddpctl.health.records import placements
 from ddpctl.health.stacks import DUMP_MARK, RankState, culprits, main_frames, node_findings, parse_dump, where
 from ddpctl.health.straggler import find_stragglers
 from ddpctl.health.summary import JobView
-from ddpctl.run import history
+from ddpctl.run import history, notify
 from ddpctl.run.history import Hung, StragglerFlagged
 from ddpctl.spec import HealthSettings
 
@@ -142,7 +142,7 @@ class Watchdog:
     def _record(self, verdict: HangVerdict, records: dict[int, dict[str, Any]]) -> None:
         states = self._rank_states(records, self.found_at)
         first = culprits(states)
-        history.append(
+        hung = history.append(
             self.layout.events,
             Hung(
                 attempt=self.attempt,
@@ -156,6 +156,7 @@ class Watchdog:
                 nodes=tuple(node_findings(states)),
             ),
         )
+        notify.on_event(self.layout, hung)  # in the background, never raises
 
     def _rank_states(self, records: dict[int, dict[str, Any]], now: float) -> list[RankState]:
         """Each rank's step when the hang was found (the records the verdict came from: the stacks were dumped
