@@ -9,6 +9,7 @@ so a test (or a reader) can find what was drawn without parsing coordinates.
 from __future__ import annotations
 
 import html
+import itertools
 import math
 import time
 from collections.abc import Sequence
@@ -68,6 +69,20 @@ def _thin(points: list[tuple[float, float]]) -> list[tuple[float, float]]:
     return points[::every] if every > 1 else points
 
 
+def segments(points: list[tuple[float, float]]) -> list[list[tuple[float, float]]]:
+    """The line cut where x jumps by more than 10x its median step (a requeue's gap): no line drawn across it."""
+    if len(points) < 3:
+        return [points]
+    steps = sorted(b[0] - a[0] for a, b in itertools.pairwise(points))
+    limit = max(steps[len(steps) // 2] * 10, 1e-9)
+    out = [[points[0]]]
+    for before, point in itertools.pairwise(points):
+        if point[0] - before[0] > limit:
+            out.append([])
+        out[-1].append(point)
+    return out
+
+
 def line_chart(
     name: str, lines: Sequence[Line], *, x_label: str, y_label: str, marks: Sequence[Mark] = (), x_time: bool = False
 ) -> str:
@@ -91,14 +106,18 @@ def line_chart(
         parts.append(
             f'<line class="mark" x1="{px(mark.x):.1f}" x2="{px(mark.x):.1f}" y1="{TOP}" y2="{TOP + plot_h}" '
             f'stroke="#999" stroke-dasharray="4 3"><title>{esc(mark.label)}</title></line>'
-            f'<text x="{px(mark.x) + 3:.1f}" y="{TOP + 10}" font-size="10" fill="#666">{esc(mark.label)}</text>'
+            f'<text x="{px(mark.x) - 3:.1f}" y="{TOP + 10}" font-size="10" fill="#666" text-anchor="end">'
+            f"{esc(mark.label)}</text>"
         )
     for index, line in enumerate(drawn):
         color = COLORS[index % len(COLORS)]
-        coords = " ".join(f"{px(x):.1f},{py(y):.1f}" for x, y in line.points)
+        for piece in segments(line.points):
+            coords = " ".join(f"{px(x):.1f},{py(y):.1f}" for x, y in piece)
+            parts.append(
+                f'<polyline data-series="{esc(line.label)}" data-points="{len(piece)}" fill="none" '
+                f'stroke="{color}" stroke-width="1.5" points="{coords}"><title>{esc(line.label)}</title></polyline>'
+            )
         parts.append(
-            f'<polyline data-series="{esc(line.label)}" data-points="{len(line.points)}" fill="none" '
-            f'stroke="{color}" stroke-width="1.5" points="{coords}"><title>{esc(line.label)}</title></polyline>'
             f'<text x="{WIDTH - RIGHT + 8}" y="{TOP + 14 * index + 10}" font-size="11" fill="{color}">'
             f"{esc(line.label[:24])}</text>"
         )

@@ -78,3 +78,10 @@ def test_long_series_are_thinned_when_drawn() -> None:
     line = svgplot.Line("l", [(float(i), float(i)) for i in range(10 * svgplot.MAX_DRAWN)])
     drawn = svgplot.line_chart("x", [line], x_label="t", y_label="y")
     assert f'data-points="{svgplot.MAX_DRAWN}"' in drawn
+
+
+def test_a_requeue_gap_cuts_the_line() -> None:
+    points = [(0.0, 1.0), (1.0, 1.0), (2.0, 1.0), (500.0, 2.0), (501.0, 2.0)]
+    assert svgplot.segments(points) == [points[:3], points[3:]]
+    drawn = svgplot.line_chart("x", [svgplot.Line("n", points)], x_label="t", y_label="y")
+    assert drawn.count('data-series="n"') == 2 and drawn.count(">n</text>") == 1
