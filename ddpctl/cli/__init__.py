@@ -28,6 +28,7 @@ COMMAND_MODULES = (
     "top",
     "scale",
     "report",
+    "watch",
     "jobs",
     "logs",
     "preempt",

@@ -15,7 +15,7 @@ import sys
 from typing import Any
 
 from ddpctl import proc
-from ddpctl.run.history import Decided, Event, Hung, NodeLost, RunHistory
+from ddpctl.run.history import Decided, Event, Hung, NodeLost, RunHistory, WatchFound
 from ddpctl.run.layout import RunLayout
 from ddpctl.spec import JobSpec, RequeuePolicy
 
@@ -30,10 +30,8 @@ SENDER = "ddpctl.run.notifysend"
 
 def about(event: Event, past: RunHistory, policy: RequeuePolicy) -> str | None:
     """What `event` (already recorded in `past`) is worth telling (a spec.notify event name), or None."""
-    if isinstance(event, Hung):
-        return "hang"
-    if isinstance(event, NodeLost):
-        return "node-lost"
+    if isinstance(event, Hung | NodeLost | WatchFound):
+        return "hang" if isinstance(event, Hung) else "node-lost" if isinstance(event, NodeLost) else watched(event)
     if not isinstance(event, Decided):
         return None
     if event.action == "finish":
@@ -42,6 +40,10 @@ def about(event: Event, past: RunHistory, policy: RequeuePolicy) -> str | None:
         return None
     budget = getattr(policy, BUDGETS[event.kind])  # after this requeue, none of its kind is left
     return "last-requeue" if past.requeues_used(event.attempt + 1)[event.kind] >= budget else None
+
+
+def watched(event: WatchFound) -> str | None:
+    return event.kind if event.kind in ("vanished", "stalled") else None
 
 
 def message(kind: str, event: Event, spec: JobSpec, layout: RunLayout) -> dict[str, Any]:
@@ -58,6 +60,8 @@ def message(kind: str, event: Event, spec: JobSpec, layout: RunLayout) -> dict[s
         }[kind]
     elif isinstance(event, Hung):
         text = f"{head} hung in attempt {attempt}: no progress for {event.idle_s or 0:.0f} s ({event.allowance})"
+    elif isinstance(event, WatchFound):
+        text = f"{head} {event.kind} (ddpctl watch): {event.why}"
     else:
         assert isinstance(event, NodeLost)
         text = f"{head} lost node {event.node or '?'} in attempt {attempt}: {event.why}"

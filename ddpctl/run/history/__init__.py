@@ -29,6 +29,7 @@ from ddpctl.run.history.events import (
     StopSignalled,
     StopUnacknowledged,
     Submitted,
+    WatchFound,
 )
 from ddpctl.run.history.failures import (
     HEALTH,
@@ -86,6 +87,7 @@ __all__ = [
     "Stopped",
     "StragglerFlagged",
     "Submitted",
+    "WatchFound",
     "append",
     "load",
     "log_of",

@@ -231,3 +231,15 @@ class NotifyFailed(Event):
     about: str = ""  # finish, failure, hang, node-lost, last-requeue
     channel: str = ""  # webhook, command, mail
     error: str = ""
+
+
+@dataclass(frozen=True, kw_only=True)
+class WatchFound(Event):
+    """What `ddpctl watch` (cron, a login-node loop) noticed that the job itself could not report: `vanished` (the
+    scheduler says it ended, no decision was recorded) or `stalled` (no progress past its allowance while it
+    runs). Recorded once per attempt and kind, so a later pass does not tell it again."""
+
+    NAME = "watch-found"
+    attempt: int | None = None
+    kind: str = ""
+    why: str = ""
