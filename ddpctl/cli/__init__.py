@@ -27,6 +27,8 @@ COMMAND_MODULES = (
     "status",
     "top",
     "scale",
+    "report",
+    "watch",
     "jobs",
     "logs",
     "preempt",

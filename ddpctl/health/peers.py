@@ -23,7 +23,7 @@ from ddpctl.health import nodeloss
 from ddpctl.health.nodeloss import Freshness, LostVerdict, PeerBeat
 from ddpctl.health.probe import Prober
 from ddpctl.health.summary import JobView
-from ddpctl.run import history
+from ddpctl.run import history, notify
 from ddpctl.run.history import NodeLost
 
 POLL_S = 1.0
@@ -112,7 +112,7 @@ class PeerWatch:
         elif judge and (lost := nodeloss.lost_node(beats, rank_ages, self.node) or self.cut_off(beats)) is not None:
             self.lost, self.ended = lost, True
             if self._claim(lost):
-                history.append(
+                event = history.append(
                     self.layout.events,
                     NodeLost(
                         attempt=self.attempt,
@@ -123,6 +123,7 @@ class PeerWatch:
                         found_by=self.node,
                     ),
                 )
+                notify.on_event(self.layout, event)  # in the background, never raises
         if self.ended:
             self.end_attempt()
         return self.ended

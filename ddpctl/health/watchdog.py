@@ -28,7 +28,7 @@ from ddpctl.health.stacks import DUMP_MARK, RankState, culprits, main_frames, no
 from ddpctl.health.straggler import find_stragglers
 from ddpctl.health.summary import JobView
 from ddpctl.health.workers import signal_worker
-from ddpctl.run import history
+from ddpctl.run import history, notify
 from ddpctl.run.history import Hung, StragglerFlagged
 from ddpctl.spec import HealthSettings
 
@@ -155,7 +155,7 @@ class Watchdog:
     def _record(self, verdict: HangVerdict, records: dict[int, dict[str, Any]]) -> None:
         states = self._rank_states(records, self.found_at)
         first = culprits(states)
-        history.append(
+        hung = history.append(
             self.layout.events,
             Hung(
                 attempt=self.attempt,
@@ -169,6 +169,7 @@ class Watchdog:
                 nodes=tuple(node_findings(states)),
             ),
         )
+        notify.on_event(self.layout, hung)  # in the background, never raises
 
     def _rank_states(self, records: dict[int, dict[str, Any]], now: float) -> list[RankState]:
         """Each rank's step when the hang was found (the records the verdict came from: the stacks were dumped

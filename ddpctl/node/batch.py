@@ -49,7 +49,7 @@ from ddpctl.health.records import last_checkpoint, progress_records
 from ddpctl.node.blame import blame, facts_of
 from ddpctl.node.decide import Decision, Progress, RunOutcome, classify_signal, decide, root_exit
 from ddpctl.node.site import node_site
-from ddpctl.run import envvars, history
+from ddpctl.run import envvars, history, notify
 from ddpctl.run.history import Attempt, AttemptStarted, Hung, Kind, RunHistory, Signalled, StopUnacknowledged
 from ddpctl.run.layout import RunLayout
 from ddpctl.run.rundir import run_spec, wait_for_run_dir
@@ -261,6 +261,7 @@ def decide_run(layout: RunLayout, env: Mapping[str, str], exit_code: int) -> Dec
         # Before the event: wherever a finish is recorded, the batch shell's restart guard sees this marker.
         safeio.touch(layout.finished_marker)
     decided = history.append(layout.events, decision.as_event(attempt, exit_code, outcome.stopped))
+    notify.on_event(layout, decided, RunHistory((*past.events, decided)), spec)  # in the background, never raises
     if decision.action == "requeue" and decision.kind in ("failure", "node_failure"):
         exclude_blamed(layout, env, RunHistory((*past.events, decided)), attempt)
     if decision.action == "finish" and spec.tracking:  # the tracker run created at submit ends with the run

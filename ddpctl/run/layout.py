@@ -49,6 +49,7 @@ ATTEMPT_GLOB = "attempt-*"
 RANK_LOG_RE = re.compile(r"^rank-(\d+)\.log$")
 RANK_INFO_RE = re.compile(r"^rank-(\d+)\.json$")
 PROGRESS_RE = re.compile(r"^progress-(\d+)\.json$")
+SERIES_RE = re.compile(r"^series-(\d+)\.jsonl$")
 LISTEN_GLOB = "listen-rank-*.json"
 NODE_INFO_GLOB = "node-*.json"
 NODE_LOG_GLOB = "node-*.log"
@@ -180,6 +181,15 @@ class RunLayout(Record):
     def progress_file(self, restart: int, rank: int) -> Path:
         return self.attempt_dir(restart) / f"progress-{rank}.json"
 
+    def series_file(self, restart: int, rank: int) -> Path:
+        """A rank's metrics over time in that attempt (ddpctl.runtime.series)."""
+        return self.attempt_dir(restart) / f"series-{rank}.jsonl"
+
+    @property
+    def report_file(self) -> Path:
+        """Where `ddpctl report` writes by default."""
+        return self.root / "report.html"
+
     def node_summary(self, restart: int, node_rank: int) -> Path:
         """What a node's watchdog read of its own ranks' progress records (ddpctl.health.summary)."""
         return self.attempt_dir(restart) / f"summary-node-{node_rank}.json"
@@ -270,6 +280,15 @@ def rank_of_info(filename: str) -> int | None:
 def rank_of_progress(filename: str) -> int | None:
     """The rank a progress record (`progress-<r>.json`) is for."""
     return _number(PROGRESS_RE, filename)
+
+
+def sweep_report_file(run_base: Path, sweep: str) -> Path:
+    """Where `ddpctl report SWEEP` writes by default: beside its tasks' run dirs."""
+    return run_base / f"report-sweep-{sweep}.html"
+
+
+def rank_of_series(filename: str) -> int | None:
+    return _number(SERIES_RE, filename)
 
 
 def _number(pattern: re.Pattern[str], name: str) -> int | None:

@@ -40,6 +40,7 @@ from typing import Any
 from ddpctl import safeio
 from ddpctl.run import envvars
 from ddpctl.run.layout import RunLayout
+from ddpctl.runtime.series import Series
 
 HISTORY = 120  # (t, step, samples) points kept in the record, one per write: ~2 minutes at 1 write/s
 MAX_EXTREMES = 64  # named values whose lowest and highest the record keeps
@@ -64,6 +65,7 @@ class Heartbeat:
         self.every_s = every_s
         run_dir, attempt = env.get(envvars.RUN_DIR), int(env.get(envvars.ATTEMPT, "0"))
         self.path = RunLayout(Path(run_dir)).progress_file(attempt, self.rank) if run_dir else None
+        self.series = Series(RunLayout(Path(run_dir)).series_file(attempt, self.rank) if run_dir else None)
         self.base = {
             "rank": self.rank,
             "node": env.get(envvars.NODE_NAME, "?"),
@@ -161,6 +163,8 @@ class Heartbeat:
                 record = self._record()
                 if record is not None:
                     self._store(record)
+            if record is not None:
+                self.series.add(record)  # outside the lock: a step never waits for the series' file
         except Exception:  # noqa: S110 - progress is advisory: nothing about it may stop training
             pass
 

@@ -109,9 +109,13 @@ def spec_to_mapping(spec: JobSpec) -> dict[str, Any]:
         data[key] = list(data[key])
     for key in ("sbatch", "env"):
         data[key] = dict(data[key])
-    data["container"] = {
-        key: list(value) if isinstance(value, tuple) else value for key, value in data["container"].items()
-    }
+    sections = ("container", "notify") if spec.notify.channels else ("container",)
+    if not spec.notify.channels:
+        del data["notify"]  # a block without a channel is refused on load: none written is the same "off"
+    for section in sections:
+        data[section] = {
+            key: list(value) if isinstance(value, tuple) else value for key, value in data[section].items()
+        }
     return data
 
 

@@ -87,6 +87,27 @@ class ContainerSettings(Record):
         return self.runtime is not None
 
 
+@dataclass(frozen=True, eq=False, repr=False)  # eq, hash, repr: Record (start-up time)
+class NotifySettings(Record):
+    """The spec's `notify:` section (ddpctl.spec.notify checks it, ddpctl.run.notify sends)."""
+
+    on: tuple[str, ...] = ("finish", "failure", "hang", "node-lost", "last-requeue", "vanished", "stalled")
+    webhook_env: str | None = None  # the environment variable holding the webhook URL (a secret: never in the spec)
+    webhook_file: str | None = None  # ... or a file holding it
+    webhook_format: str = "json"  # json (a generic object) or slack (Slack-compatible {"text": ...})
+    command: tuple[str, ...] = ()  # argv run with the notice as JSON on stdin
+    mail_to: tuple[str, ...] = ()
+    mail_from: str | None = None  # None: ddpctl@<this host>
+    smtp_host: str | None = None  # host[:port]; None: the site's sendmail
+    sendmail: str | None = None  # None: "sendmail" on PATH (then /usr/sbin/sendmail)
+    timeout_s: int = 10  # per attempt of a channel; one retry
+
+    @property
+    def channels(self) -> list[str]:
+        webhook = self.webhook_env or self.webhook_file
+        return [name for name, on in (("webhook", webhook), ("command", self.command), ("mail", self.mail_to)) if on]
+
+
 # The spec's nested sections: key -> the record its mapping becomes (ddpctl.spec.load builds them).
 SECTIONS: dict[str, type[Record]] = {
     "nccl": NcclSettings,
@@ -94,6 +115,7 @@ SECTIONS: dict[str, type[Record]] = {
     "checkpoint": CheckpointSettings,
     "health": HealthSettings,
     "container": ContainerSettings,
+    "notify": NotifySettings,
 }
 
 
@@ -121,6 +143,7 @@ class JobSpec(Record):
     checkpoint: CheckpointSettings = field(default_factory=CheckpointSettings)
     health: HealthSettings = field(default_factory=HealthSettings)
     container: ContainerSettings = field(default_factory=ContainerSettings)
+    notify: NotifySettings = field(default_factory=NotifySettings)
     run_dir: str = "runs"
     template: str = "ddp"
     backend: str = "sbatch"

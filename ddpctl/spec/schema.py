@@ -11,6 +11,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from ddpctl.spec import notify
 from ddpctl.spec.capabilities import BACKENDS, with_containers, with_spares
 from ddpctl.spec.fields import (
     CLUSTER_RE,
@@ -116,6 +117,7 @@ SECTIONS: dict[str, dict[str, Conv]] = {
         "env": env_names,
         "options": text_list(),
     },
+    "notify": notify.TABLE,
 }
 FREE_MAPS = ("env", "sbatch")  # sub-keys are the user's names, checked by pattern
 # SRC[:DST[:OPTS]], absolute; pyxis and apptainer take mounts as one comma-separated list
@@ -221,6 +223,16 @@ TOP: dict[str, Conv] = {
     "cluster": text(CLUSTER_RE, nullable=True),
     **{name: section(table) for name, table in SECTIONS.items()},
 }
+
+
+def _notify_section(value: Any, at: At) -> dict[str, Any]:
+    """`notify:`, where a webhook URL written in the spec gets its own answer (it is a secret)."""
+    if isinstance(value, Mapping) and "webhook_url" in value:
+        notify.secret_url(value["webhook_url"], at.child("webhook_url"))
+    return dict(section(notify.TABLE)(value, at))
+
+
+TOP["notify"] = _notify_section
 REQUIRED = ("name", "script")
 
 
@@ -259,6 +271,8 @@ def check_spec(spec: JobSpec, doc: Doc) -> None:
         raise root.child("rdzv").fail(spec.rdzv, expected)
     _check_spares(spec, root)
     _check_container(spec, root)
+    if isinstance(doc.data, Mapping) and "notify" in doc.data:
+        notify.check(spec.notify, root.child("notify"))
 
 
 def _check_spares(spec: JobSpec, root: At) -> None:

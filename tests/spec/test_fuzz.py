@@ -129,11 +129,25 @@ TOP_KEYS = [
     "checkpoint",
     "tracking",
     "cluster",
+    "notify",
 ]
 SUB_KEYS = {
     "nccl": ["socket_ifname", "ib_disable", "debug", "timeout_s", "async_error_handling"],
     "requeue": ["enabled", "signal", "lead_s", "max_preemptions", "max_timeouts", "max_failures"],
     "checkpoint": ["dir", "keep"],
+    "notify": [
+        "on",
+        "webhook_env",
+        "webhook_file",
+        "webhook_format",
+        "webhook_url",
+        "command",
+        "mail_to",
+        "mail_from",
+        "smtp_host",
+        "sendmail",
+        "timeout_s",
+    ],
     "sbatch": ["constraint", "exclusive", "job-n", "ntasks-per-n", "outp", "gpus", "gres", "time"],
     "env": ["A", "OMP_NUM_THREADS", "1BAD", "PATH"],
 }
@@ -148,6 +162,9 @@ OVERRIDE = st.one_of(
     ),
     TEXT,
 )
+NOTIFY_VALUE = st.sampled_from(
+    ["HOOK", "a@example.org", ["a@example.org"], "mail:25", "h:99999", ["finish", "hang"], ["/bin/true"], "slack", 5]
+)
 GOOD = {"name": "fuzz", "script": TRAIN, "backend": "sbatch", "nodes": 2}
 
 
@@ -159,6 +176,9 @@ def spec_text(draw: st.DrawFn) -> str:
     data: dict[str, Any] = dict(GOOD)
     for key in draw(st.lists(st.sampled_from(TOP_KEYS), max_size=4)):
         data[key] = draw(VALUE)
+    if draw(st.integers(0, 3)) == 0:  # a notify block of known keys, so its cross-key checks are reached too
+        keys = draw(st.lists(st.sampled_from(SUB_KEYS["notify"]), max_size=4))
+        data["notify"] = {key: draw(st.one_of(VALUE, NOTIFY_VALUE)) for key in keys}
     if draw(st.booleans()):
         data[draw(TEXT)] = draw(VALUE)
     return yaml.safe_dump(data, allow_unicode=draw(st.booleans()), sort_keys=False)

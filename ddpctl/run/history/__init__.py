@@ -18,6 +18,7 @@ from ddpctl.run.history.events import (
     CheckpointSkipped,
     Decided,
     Launched,
+    NotifyFailed,
     RequeueModeChosen,
     Resumed,
     Signalled,
@@ -28,6 +29,7 @@ from ddpctl.run.history.events import (
     StopSignalled,
     StopUnacknowledged,
     Submitted,
+    WatchFound,
 )
 from ddpctl.run.history.failures import (
     HEALTH,
@@ -70,6 +72,7 @@ __all__ = [
     "NodeExcluded",
     "NodeExited",
     "NodeLost",
+    "NotifyFailed",
     "OomKilled",
     "RankExited",
     "RequeueModeChosen",
@@ -84,6 +87,7 @@ __all__ = [
     "Stopped",
     "StragglerFlagged",
     "Submitted",
+    "WatchFound",
     "append",
     "load",
     "log_of",

@@ -219,3 +219,27 @@ class ChainDropped(Event):
     attempt: int
     job_id: str
     why: str = ""
+
+
+@dataclass(frozen=True, kw_only=True)
+class NotifyFailed(Event):
+    """A notification (spec `notify:`) that could not be sent, retry included (ddpctl.run.notifysend): recorded so
+    that a lost one is seen in `status` and the report, never fatal to the run. `error` never holds the secret."""
+
+    NAME = "notify-failed"
+    attempt: int | None = None
+    about: str = ""  # finish, failure, hang, node-lost, last-requeue
+    channel: str = ""  # webhook, command, mail
+    error: str = ""
+
+
+@dataclass(frozen=True, kw_only=True)
+class WatchFound(Event):
+    """What `ddpctl watch` (cron, a login-node loop) noticed that the job itself could not report: `vanished` (the
+    scheduler says it ended, no decision was recorded) or `stalled` (no progress past its allowance while it
+    runs). Recorded once per attempt and kind, so a later pass does not tell it again."""
+
+    NAME = "watch-found"
+    attempt: int | None = None
+    kind: str = ""
+    why: str = ""
