@@ -27,7 +27,7 @@ from ddpctl.node.oom import OomCounter
 from ddpctl.node.rundist import run_dist, run_node_spec
 from ddpctl.node.site import node_site
 from ddpctl.node.torchrun import NodePlan, node_plan
-from ddpctl.run import envvars, history, tracking
+from ddpctl.run import envvars, history, resumepoint, tracking
 from ddpctl.run.history import Launched, NodeExited, OomKilled, StopSignalled
 from ddpctl.run.layout import RunLayout
 from ddpctl.run.rundir import wait_for_run_dir
@@ -51,9 +51,15 @@ def prepare(run_dir: Path, env: Mapping[str, str]) -> tuple[JobSpec, DistEnv, Ru
     ifname, local_addr = site.network(spec, dist)
     python = spec.python or sys.executable
     trackers = tracking.read(layout) if spec.tracking else {}
+    ckpt_dir = layout.checkpoints(spec.checkpoint.dir)
+    # The script's first save must not fail for a missing directory (the README hands it $DDPCTL_CKPT_DIR).
+    with contextlib.suppress(OSError):
+        ckpt_dir.mkdir(parents=True, exist_ok=True)
+    found = resumepoint.resume_point(spec, ckpt_dir)
     plan = node_plan(
-        spec, dist, layout, python=python, ifname=ifname, local_addr=local_addr, inherited=dict(env), trackers=trackers
-    )
+        spec, dist, layout, python=python, ifname=ifname, local_addr=local_addr, inherited=dict(env),
+        trackers=trackers, resume_from=str(ckpt_dir / found.name) if found else None,
+    )  # fmt: skip
     return spec, dist, layout, plan
 
 

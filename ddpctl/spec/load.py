@@ -109,6 +109,8 @@ def spec_to_mapping(spec: JobSpec) -> dict[str, Any]:
         data[key] = list(data[key])
     for key in ("sbatch", "env"):
         data[key] = dict(data[key])
+    if data["resume"]["args"] is not None:
+        data["resume"]["args"] = list(data["resume"]["args"])
     data["container"] = {
         key: list(value) if isinstance(value, tuple) else value for key, value in data["container"].items()
     }

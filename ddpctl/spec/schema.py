@@ -38,6 +38,7 @@ from ddpctl.spec.fields import (
     time_to_seconds,
     trackers,
 )
+from ddpctl.spec.resumecheck import RESUME_TABLE, check_env_refs, check_resume, checkpoint_pattern
 from ddpctl.spec.templates import is_template_path, template_names, template_path
 from ddpctl.spec.yamldoc import At, Doc
 
@@ -96,7 +97,7 @@ SECTIONS: dict[str, dict[str, Conv]] = {
         "script_signal": choice(SCRIPT_SIGNALS, strip="SIG", nullable=True),
         "mode": choice(("auto", "requeue", "chain")),
     },
-    "checkpoint": {"dir": text(nullable=True, path=True), "keep": integer(1)},
+    "checkpoint": {"dir": text(nullable=True, path=True), "keep": integer(1), "pattern": checkpoint_pattern},
     "health": {
         "hang_timeout_s": integer(0, nullable=True),
         "hang_floor_s": integer(1),
@@ -116,6 +117,7 @@ SECTIONS: dict[str, dict[str, Conv]] = {
         "env": env_names,
         "options": text_list(),
     },
+    "resume": RESUME_TABLE,
 }
 FREE_MAPS = ("env", "sbatch")  # sub-keys are the user's names, checked by pattern
 # SRC[:DST[:OPTS]], absolute; pyxis and apptainer take mounts as one comma-separated list
@@ -259,6 +261,8 @@ def check_spec(spec: JobSpec, doc: Doc) -> None:
         raise root.child("rdzv").fail(spec.rdzv, expected)
     _check_spares(spec, root)
     _check_container(spec, root)
+    check_resume(spec, root)
+    check_env_refs(spec, root)
 
 
 def _check_spares(spec: JobSpec, root: At) -> None:
