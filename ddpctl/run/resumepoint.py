@@ -11,7 +11,7 @@ from pathlib import Path
 
 from ddpctl import safeio
 from ddpctl.spec import JobSpec
-from ddpctl.spec.resume import PRESETS, Entry, Latest, file_complete, latest, pattern_regex
+from ddpctl.spec.resume import PRESETS, Entry, Latest, file_complete, latest, pattern_regex, scratch_evidence
 
 MAX_ENTRIES = 10_000  # a checkpoint directory is read at every attempt's start: bounded
 TAIL_BYTES = (1 << 16) + 22  # a zip's end record with the longest comment
@@ -75,6 +75,14 @@ def scan(directory: Path, rule: Rule) -> list[Entry]:
                 if (entry := _entry(item, rule.marker)) is not None:
                     found.append(entry)
     return found
+
+
+def scratch_restart(spec: JobSpec, ckpt_dir: Path, step: int, since: float, until: float | None) -> Latest | None:
+    """A checkpoint the attempt begun at `since` wrote of a step no later than `step` (ddpctl.spec.resume)."""
+    rule = rule_of(spec)
+    if rule is None:
+        return None
+    return scratch_evidence(scan(ckpt_dir, rule), rule.pattern, step, since, until)
 
 
 def resume_point(spec: JobSpec, ckpt_dir: Path) -> Latest | None:

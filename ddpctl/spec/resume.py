@@ -94,6 +94,23 @@ def latest(entries: Iterable[Entry], pattern: str, *, by_step: bool = False) -> 
     return None if best is None else best[1]
 
 
+def scratch_evidence(
+    entries: Iterable[Entry], pattern: str, step: int, since: float, until: float | None = None
+) -> Latest | None:
+    """A complete checkpoint written in [since, until) of a step no later than `step`, the newest one when the
+    attempt began at `since`: proof that the attempt trained from scratch or an older checkpoint (the lowest)."""
+    regex, wants_dir, best = pattern_regex(pattern), pattern.endswith("/"), None
+    for entry in entries:
+        if entry.is_dir != wants_dir or not entry.complete or entry.mtime < since:
+            continue
+        if until is not None and entry.mtime >= until:
+            continue
+        found = step_of(entry.name, regex)
+        if found is not None and found <= step and (best is None or found < (best.step or 0)):
+            best = Latest(entry.name, found, entry.mtime)
+    return best
+
+
 def placeholders(arg: str) -> list[str]:
     """The `{name}` placeholders of one resume argument."""
     return PLACEHOLDER_RE.findall(arg)

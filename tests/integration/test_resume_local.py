@@ -90,3 +90,6 @@ def test_a_nanogpt_style_script_resumes_from_its_newest_checkpoint_with_the_pres
     saved = int(re.sub(r"\D", "", second[0]))
     assert second[0] == f"resumed from step {saved}" and saved % 5 == 0 and saved >= 10, second
     assert f"step {saved}" in first and second[1] == f"step {saved + 1}" and second[-1] == "step 50", (first, second)
+    shown = cli.run("status", job_id).stdout
+    assert f"attempt 1: resumed from {ckpt_dir}/ckpt.pt, given --init_from=resume" in shown, shown
+    assert "ended by script-error" not in shown, shown

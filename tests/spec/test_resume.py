@@ -12,7 +12,16 @@ from ddpctl.errors import SpecError
 from ddpctl.node.torchrun import script_args
 from ddpctl.run.resumepoint import resume_point
 from ddpctl.spec import load_spec, spec_from_mapping
-from ddpctl.spec.resume import Entry, Latest, env_refs, expand_env, file_complete, latest, resume_args
+from ddpctl.spec.resume import (
+    Entry,
+    Latest,
+    env_refs,
+    expand_env,
+    file_complete,
+    latest,
+    resume_args,
+    scratch_evidence,
+)
 
 HF, LIGHTNING = "checkpoint-{step}/", "*.ckpt"
 
@@ -197,3 +206,21 @@ def test_bad_resume_input_is_one_line(jobs: Path, body: str, expected: str) -> N
 def test_good_resume_input_loads(jobs: Path, body: str) -> None:
     Path("x.yaml").write_text("name: r\nscript: train.py\n" + body)
     load_spec("x.yaml")
+
+
+@pytest.mark.parametrize(
+    ("entries", "expected"),
+    [
+        # Started at t=100 with step 300 there: a checkpoint of step <= 300 written since is the proof.
+        ([Entry("checkpoint-300", True, 50.0, True), Entry("checkpoint-100", True, 120.0, True)],
+         Latest("checkpoint-100", 100, 120.0)),
+        ([Entry("checkpoint-300", True, 50.0, True), Entry("checkpoint-325", True, 120.0, True)], None),  # resumed
+        ([Entry("checkpoint-200", True, 90.0, True)], None),  # older than the attempt: the previous one's
+        ([Entry("checkpoint-100", True, 120.0, False)], None),  # half-written: no proof yet
+        ([Entry("checkpoint-100", True, 220.0, True)], None),  # after `until`: the next attempt's
+        ([Entry("checkpoint-300", True, 150.0, True), Entry("checkpoint-50", True, 130.0, True)],
+         Latest("checkpoint-50", 50, 130.0)),  # the lowest one
+    ],
+)  # fmt: skip
+def test_scratch_evidence(entries: list[Entry], expected: Latest | None) -> None:
+    assert scratch_evidence(entries, HF, 300, 100.0, 200.0) == expected
