@@ -92,3 +92,5 @@ def test_a_preempted_hf_trainer_saves_at_the_agreed_step_and_resumes_there(tmp_p
     assert first[0] == "resume_from_checkpoint=None" and f"step {step}" == first[-1], first
     assert second[0] == f"resume_from_checkpoint={ckpt}", second
     assert second[1] == f"step {step + 1}" and second[-1] == "finished at step 120", second
+    shown = cli.run("status", job_id).stdout
+    assert f"attempt 1: resumed from step {step} ({ckpt}), given --resume_from_checkpoint {ckpt}" in shown, shown
