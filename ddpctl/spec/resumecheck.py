@@ -15,7 +15,7 @@ if TYPE_CHECKING:
 # besides the spec's `env:`. Anything else would reach the script literally, since no shell expands `args`.
 JOB_VARIABLES = (
     "DDPCTL_CKPT_DIR", "DDPCTL_RUN_DIR", "DDPCTL_RESTART_COUNT", "DDPCTL_ATTEMPT", "DDPCTL_CKPT_KEEP",
-    "DDPCTL_STOP_FILE", "DDPCTL_NODE_NAME", "HOME", "USER",
+    "DDPCTL_STOP_FILE", "DDPCTL_STOP_LEAD_S", "DDPCTL_NODE", "HOME", "USER",
 )  # fmt: skip
 MAX_PATTERN = 256
 

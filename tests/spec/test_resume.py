@@ -9,8 +9,10 @@ from pathlib import Path
 import pytest
 
 from ddpctl.errors import SpecError
-from ddpctl.node.torchrun import script_args
+from ddpctl.node.torchrun import ddpctl_env, script_args
+from ddpctl.run.layout import RunLayout
 from ddpctl.run.resumepoint import resume_point
+from ddpctl.slurm.env import DistEnv
 from ddpctl.spec import load_spec, spec_from_mapping
 from ddpctl.spec.resume import (
     Entry,
@@ -22,6 +24,7 @@ from ddpctl.spec.resume import (
     resume_args,
     scratch_evidence,
 )
+from ddpctl.spec.resumecheck import JOB_VARIABLES
 
 HF, LIGHTNING = "checkpoint-{step}/", "*.ckpt"
 
@@ -224,3 +227,9 @@ def test_good_resume_input_loads(jobs: Path, body: str) -> None:
 )  # fmt: skip
 def test_scratch_evidence(entries: list[Entry], expected: Latest | None) -> None:
     assert scratch_evidence(entries, HF, 300, 100.0, 200.0) == expected
+
+
+def test_every_variable_an_argument_may_name_is_one_the_ranks_get(tmp_path: Path) -> None:
+    dist = DistEnv("n1", 23456, 0, 1, 1, 1, "7.0", 0, "7", "n1", ("n1",))
+    names = {name for name, _ in ddpctl_env(_spec(tmp_path), dist, RunLayout(tmp_path / "run"))}  # type: ignore[arg-type]
+    assert set(JOB_VARIABLES) - {"HOME", "USER"} <= names
