@@ -22,6 +22,7 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("snapshot",),
     ("run",),
     ("runtime",),
+    ("integrations",),
     ("health",),
     ("node",),
     ("plan",),

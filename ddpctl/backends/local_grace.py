@@ -12,6 +12,7 @@ time since the newest file in the checkpoint directory.
 from __future__ import annotations
 
 import os
+import re
 import time
 from pathlib import Path
 from typing import Any
@@ -32,16 +33,43 @@ def kill_due(requested_at: float | None, lead_s: int, now: float, acknowledged: 
     return requested_at is not None and not acknowledged and now - requested_at >= lead_s + KILL_SLACK_S
 
 
-def lost_text(last_step: int | None, checkpoint_step: int | None, checkpoint_age_s: float | None) -> str:
-    """What the kill cost, in steps when both ends are known, else in time (pure)."""
+def lost_text(
+    last_step: int | None, checkpoint_step: int | None, checkpoint_age_s: float | None, stray: str | None = None
+) -> str:
+    """What the kill cost, in steps when both ends are known, else in time (pure). `stray`: a checkpoint-like file
+    in the script's working directory, which the script may resume from although checkpoint.dir is empty."""
     if last_step is not None and checkpoint_step is not None:
         lost = max(0, last_step - checkpoint_step)
         return f"{lost} step(s) lost (step {last_step} reached, newest checkpoint at step {checkpoint_step})"
+    if checkpoint_age_s is None and stray is not None:
+        return (
+            f"nothing in checkpoint.dir, but {stray} (in the working directory, outside the run dir: every job of "
+            "this spec sees it) may be what the script resumes from"
+        )
     if last_step is not None and checkpoint_age_s is None:
         return f"all {last_step} step(s) of this attempt lost (no checkpoint to resume from)"
     if checkpoint_age_s is None:
         return "no checkpoint to resume from: the next attempt starts from scratch"
     return f"the work of the {checkpoint_age_s:.0f} s since the newest checkpoint file is lost"
+
+
+CHECKPOINT_LIKE = re.compile(r".*\.(pt|pth|ckpt|safetensors)|checkpoint.*|snapshot.*|ckpt.*", re.IGNORECASE)
+
+
+def stray_checkpoint(directory: Path) -> str | None:
+    """The newest checkpoint-like file of `directory` (the script's working directory), bounded, links skipped."""
+    best: tuple[float, str] | None = None
+    try:
+        with os.scandir(directory) as entries:
+            for count, entry in enumerate(entries):
+                if count >= MAX_ENTRIES:
+                    break
+                if CHECKPOINT_LIKE.fullmatch(entry.name) and not entry.is_symlink():
+                    mtime = entry.stat(follow_symlinks=False).st_mtime
+                    best = max(best or (mtime, entry.path), (mtime, entry.path))
+    except OSError:
+        return None
+    return best[1] if best is not None else None
 
 
 def newest_file(directory: Path) -> tuple[str, float] | None:
@@ -80,7 +108,9 @@ def measure(layout: RunLayout, spec: JobSpec, attempt: int, now: float) -> dict[
 def record_kill(layout: RunLayout, spec: JobSpec, attempt: int, waited_s: float) -> str:
     """Record the kill and return the line for the supervisor's log."""
     facts = measure(layout, spec, attempt, time.time())
-    lost = lost_text(facts["last_step"], facts["checkpoint_step"], facts["checkpoint_age_s"])
+    # The local backend runs the script in the directory submit ran in, which is this process's own.
+    stray = stray_checkpoint(Path.cwd()) if facts["checkpoint"] is None else None
+    lost = lost_text(facts["last_step"], facts["checkpoint_step"], facts["checkpoint_age_s"], stray)
     history.append(layout.events, history.StopKilled(attempt=attempt, waited_s=round(waited_s, 1), lost=lost, **facts))
     return (
         f"ddpctl local: attempt {attempt}: no rank acknowledged the stop within its lead time ({spec.requeue.lead_s}"

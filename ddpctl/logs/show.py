@@ -36,11 +36,12 @@ from ddpctl.logs.merge import DUMP_CHUNK, file_groups, merged
 from ddpctl.logs.output import Sink
 from ddpctl.node.torchreport import LauncherFailure, launcher_failures, oom_limit
 from ddpctl.run import history
-from ddpctl.run.history import Decided, HealthEvent, OomKilled, RunHistory
+from ddpctl.run.history import Decided, HealthEvent, OomKilled, RunHistory, ScratchRestart
 from ddpctl.run.layout import NODE_LOG_GLOB, RunLayout
 from ddpctl.run.registry import JobRecord
 from ddpctl.run.state import TERMINAL, JobState, StateFn
 from ddpctl.run.stoptruth import run_summary
+from ddpctl.sanitize import visible
 
 LAUNCHER_TAIL_BYTES = 1 << 20  # torchrun's failure report is at the end of a launcher log
 
@@ -185,6 +186,9 @@ def show_errors(layout: RunLayout, attempts: list[int], flt: LineFilter, sink: S
     for stop in stops:
         if stop.state == "unacknowledged" and stop.attempt in attempts:
             sink.note(stop.text)
+    for attempt in attempts:  # a script of a known kind that trained from scratch although a checkpoint was there
+        if (scratch := past.attempt(attempt).first(ScratchRestart)) is not None:
+            sink.note(visible(scratch.text()))
     sink.flush()
 
 

@@ -5,6 +5,8 @@ Only from what the node side already recorded: the stopped marker, the hang watc
 failed rank's own `rank-exit` (its exception, and whether that was collateral). The first rule that matches:
 
   1. stop: the ranks agreed on a stop step and wrote its checkpoint.
+  1b. stop-timeout: a stop nobody acknowledged, and the attempt was killed after the lead time (the local
+     backend's `stop-killed`; on Slurm, ranks killed by a signal after `stop-unacknowledged`).
   2. node-lost: a node was recorded lost (`Facts.lost`).
   2b. preflight: a node's check before torchrun failed (`preflight_blame` says which node, where it can tell).
   3. hang: the hang watchdog ended the attempt (its first culprit named).
@@ -40,7 +42,9 @@ from ddpctl.run.history import (
     NodeLost,
     OomKilled,
     RankExited,
+    StopKilled,
     Stopped,
+    StopUnacknowledged,
 )
 
 SIGTERM = -int(signal.SIGTERM)  # torchrun's own exit status of a worker it stopped
@@ -86,6 +90,7 @@ class Facts:
     exit_code: int  # the step's
     stopped: bool = False
     stop_step: int | None = None
+    stop: Stopped | None = None  # the stop event (its source and checkpoint: the decision's words)
     lost: tuple[tuple[str | None, str], ...] = ()  # (node, why) of nodes recorded lost (None: which one is unknown)
     hang: Hung | None = None
     hang_marker: bool = False
@@ -94,13 +99,14 @@ class Facts:
     own: tuple[Death, ...] = ()  # workers' own rank-exit records
     silent_nodes: tuple[str, ...] = ()  # launched but no node-exit recorded
     checks: tuple[NodeChecked, ...] = ()  # the nodes' preflight checks (`ddpctl.node.nodecheck`)
+    stop_killed: str | None = None  # the local backend killed it after an unacknowledged stop: what was lost
+    stop_unacknowledged: bool = False  # a stop's lead time ran out with no rank acknowledging it
 
 
 def blame(facts: Facts) -> Blame | None:
     """The cause of the attempt's end (module docstring); None: it completed."""
     if facts.stopped:
-        at = f" at step {facts.stop_step}" if facts.stop_step is not None else ""
-        return Blame("stop", why=f"the ranks agreed on a stop{at} and saved its checkpoint")
+        return Blame("stop", why=stop_why(facts.stop, facts.stop_step))
     if facts.exit_code == exitcodes.OK:
         return None
     if facts.lost:
@@ -110,7 +116,31 @@ def blame(facts: Facts) -> Blame | None:
         return preflight_blame(facts.checks)
     if facts.hang is not None or facts.hang_marker:
         return hang_blame(facts.hang)
-    return death_blame(facts) or Blame("script-error", why=f"the step exited {facts.exit_code}; no rank recorded why")
+    nothing = Blame("script-error", why=f"the step exited {facts.exit_code}; no rank recorded why")
+    return stop_timeout_blame(facts) or death_blame(facts) or nothing
+
+
+def stop_why(stop: Stopped | None, step: int | None) -> str:
+    """What the stop saved. A script's own clean exit (source "script") saved a checkpoint only if the newest
+    file of its checkpoint directory is newer than the stop request (stopped.json's times, ddpctl.node.scriptstop)."""
+    if stop is None or stop.source != "script":
+        at = f" at step {step}" if step is not None else ""
+        return f"the ranks agreed on a stop{at} and saved its checkpoint"
+    saved, asked = stop.checkpoint_mtime, stop.signal_time
+    if stop.checkpoint and saved is not None and asked is not None and saved >= asked - 0.02:
+        return f"the script saved {stop.checkpoint} after the stop request and exited cleanly"
+    newest = f" (its newest, {stop.checkpoint}, is older)" if stop.checkpoint else ""
+    return f"the script exited cleanly after the stop request without saving a checkpoint{newest}"
+
+
+def stop_timeout_blame(facts: Facts) -> Blame | None:
+    """Rule 1b: the attempt ended because its stop went unacknowledged past the lead time and it was killed."""
+    head = "no rank acknowledged the stop within the lead time"
+    if facts.stop_killed is not None:
+        return Blame("stop-timeout", why=clip(f"{head}: the local backend killed the attempt; {facts.stop_killed}"))
+    if facts.stop_unacknowledged and error_blame(facts) is None:
+        return Blame("stop-timeout", why=f"{head}: the ranks were killed at the end of the grace time")
+    return None
 
 
 def death_blame(facts: Facts) -> Blame | None:
@@ -216,11 +246,12 @@ def facts_of(attempt: Attempt, exit_code: int, stopped: bool, hang_marker: bool 
     """An attempt's facts from its events (the caller checked the stopped and hang markers)."""
     exits = attempt.all(NodeExited)
     exited = {e.node for e in exits}
-    stop = attempt.last(Stopped)
+    stop, killed = attempt.last(Stopped), attempt.first(StopKilled)
     return Facts(
         exit_code=exit_code,
         stopped=stopped,
         stop_step=stop.step if stop is not None else None,
+        stop=stop,
         lost=tuple(lost_node(e, attempt.all(Launched)) for e in attempt.all(NodeLost)),
         hang=attempt.first(Hung),
         hang_marker=hang_marker or any(e.hang for e in exits),
@@ -232,6 +263,8 @@ def facts_of(attempt: Attempt, exit_code: int, stopped: bool, hang_marker: bool 
         ),
         silent_nodes=tuple(dict.fromkeys(e.node for e in attempt.all(Launched) if e.node not in exited)),
         checks=tuple(attempt.all(NodeChecked)),
+        stop_killed=killed.lost or "work since the last checkpoint is lost" if killed is not None else None,
+        stop_unacknowledged=attempt.first(StopUnacknowledged) is not None,
     )
 
 

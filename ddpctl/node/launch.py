@@ -24,6 +24,7 @@ from ddpctl.errors import DdpctlError, SlurmEnvError
 from ddpctl.node import gpus, nodecheck
 from ddpctl.node.ackwatch import AckWatch
 from ddpctl.node.oom import OomCounter
+from ddpctl.node.ownckpt import OwnCheckpoints
 from ddpctl.node.rundist import run_dist, run_node_spec
 from ddpctl.node.site import node_site
 from ddpctl.node.torchrun import NodePlan, node_plan
@@ -39,7 +40,7 @@ REPORT_TAIL_BYTES = 1 << 20  # torchrun's failure report is at the end of its lo
 LAUNCHER_NICE = 5  # added to the launcher's own niceness once torchrun is started (see launch())
 
 
-def prepare(run_dir: Path, env: Mapping[str, str]) -> tuple[JobSpec, DistEnv, RunLayout, NodePlan]:
+def prepare(run_dir: Path, env: Mapping[str, str]) -> tuple[JobSpec, DistEnv, RunLayout, NodePlan, OwnCheckpoints]:
     layout = RunLayout(run_dir)
     wait_for_run_dir(layout)  # a job that started before submit committed it (run_spec says if it never came)
     # Every attempt runs the code as it was at submit (the run's snapshot), not what the path holds now.
@@ -51,10 +52,12 @@ def prepare(run_dir: Path, env: Mapping[str, str]) -> tuple[JobSpec, DistEnv, Ru
     ifname, local_addr = site.network(spec, dist)
     python = spec.python or sys.executable
     trackers = tracking.read(layout) if spec.tracking else {}
+    own = OwnCheckpoints.at_start(spec, layout)
     plan = node_plan(
-        spec, dist, layout, python=python, ifname=ifname, local_addr=local_addr, inherited=dict(env), trackers=trackers
-    )
-    return spec, dist, layout, plan
+        spec, dist, layout, python=python, ifname=ifname, local_addr=local_addr, inherited=dict(env),
+        trackers=trackers, resume_from=own.resume_from,
+    )  # fmt: skip
+    return spec, dist, layout, plan, own
 
 
 def probe_address(spec: JobSpec, dist: DistEnv, env: Mapping[str, str]) -> str | None:
@@ -236,7 +239,7 @@ def record_node_exit(layout: RunLayout, dist: DistEnv, code: int, hung: bool) ->
 
 
 def launch(run_dir: Path, env: Mapping[str, str]) -> int:
-    spec, dist, layout, plan = prepare(run_dir, env)
+    spec, dist, layout, plan, own = prepare(run_dir, env)
     relay = Relay(layout, dist, proc.signal_named(spec.requeue.signal), spec.requeue.lead_s)
     relay.install()
     oom = OomCounter()
@@ -253,6 +256,8 @@ def launch(run_dir: Path, env: Mapping[str, str]) -> int:
     write_node_info(layout, dist, static=spec.rendezvous == "static")
     record_launch(layout, dist, plan, env)
     record_attempt_start(layout, dist, env)
+    if dist.node_rank == 0:
+        own.record_start(layout, dist.restart_count)
     from ddpctl.health.summary import JobView, Seat
     from ddpctl.health.watchdog import Watchdog
 
@@ -272,4 +277,6 @@ def launch(run_dir: Path, env: Mapping[str, str]) -> int:
     if code and not (watchdog.hung or relay.stop_received or layout.stopped_marker(dist.restart_count).exists()):
         peers.linger()
     record_oom(layout, dist, *oom.since())
+    if dist.node_rank == 0 and (warning := own.check_end(layout, dist.restart_count)):
+        print(f"ddpctl launch [{dist.node_name}]: {warning}", flush=True)
     return record_node_exit(layout, dist, code, watchdog.hung)

@@ -7,13 +7,13 @@ preview of `ddpctl submit --dry-run`.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
-from ddpctl.run import envvars, tracking
+from ddpctl.run import envvars, resumepoint, tracking
 from ddpctl.run.layout import RunLayout
 from ddpctl.slurm.env import DistEnv
-from ddpctl.spec import JobSpec
+from ddpctl.spec import JobSpec, resume
 
 # torchrun SIGKILLs workers this long after forwarding SIGTERM (30 s by default); a checkpoint started on the
 # warning signal must be allowed to finish, so it gets the whole lead time.
@@ -68,7 +68,12 @@ def standin_argv(spec: JobSpec, dist: DistEnv, python: str) -> list[str]:
     ]
 
 
-def torchrun_argv(spec: JobSpec, dist: DistEnv, python: str, local_addr: str | None = None) -> list[str]:
+def torchrun_argv(
+    spec: JobSpec, dist: DistEnv, python: str, local_addr: str | None = None, args: tuple[str, ...] | None = None
+) -> list[str]:
+    """`args`: the script's arguments as this attempt gives them (`script_args`); None: the spec's as written."""
+    if args is not None:
+        spec = replace(spec, args=args)
     if dict(spec.env).get(envvars.STANDIN) == "1":
         return standin_argv(spec, dist, python)
     return [
@@ -122,6 +127,18 @@ def ddpctl_env(spec: JobSpec, dist: DistEnv, layout: RunLayout) -> list[tuple[st
     ]
 
 
+def script_args(spec: JobSpec, env: Mapping[str, str], resume_from: str | None) -> tuple[str, ...]:
+    """The script's arguments on this attempt: `$VAR`s expanded from the job's environment (the spec check
+    refused any other name) and, when a complete checkpoint exists (`resume_from`), the resume arguments."""
+    args = [resume.expand_env(arg, env) for arg in spec.args]
+    rule = resumepoint.rule_of(spec)
+    if resume_from is not None and rule is not None:
+        ckpt_dir = env.get(envvars.CKPT_DIR, "")
+        extra = resume.resume_args(rule.args, resume_from, ckpt_dir)
+        args += [resume.expand_env(arg, env) for arg in extra]
+    return tuple(args)
+
+
 def omp_threads(spec: JobSpec) -> int:
     return max(1, (spec.cpus_per_task or 1) // spec.nproc_per_node)
 
@@ -136,8 +153,10 @@ def node_plan(
     local_addr: str | None = None,
     inherited: dict[str, str] | None = None,
     trackers: Mapping[str, Any] | None = None,
+    resume_from: str | None = None,
 ) -> NodePlan:
-    """`trackers`: the run's tracking.json (ddpctl.run.tracking), whose identities every attempt's ranks get."""
+    """`trackers`: the run's tracking.json (ddpctl.run.tracking), whose identities every attempt's ranks get;
+    `resume_from`: the newest complete checkpoint of a script that keeps its own (spec `resume:`)."""
     env = [*spec.env, *network_env(spec, ifname), *ddpctl_env(spec, dist, layout)]
     env += tracking.rank_env(trackers or {}, layout, {**(inherited or {}), **dict(spec.env)})
     if "OMP_NUM_THREADS" not in (inherited or {}) and "OMP_NUM_THREADS" not in dict(spec.env):
@@ -150,4 +169,5 @@ def node_plan(
         # round's Gloo/NCCL addresses and fails in init ("Gloo connectFullMesh failed ... Connection refused").
         # Unshared, rank 0 of each round's workers serves a fresh store on a port of its own.
         env.append((UNSHARED_STORE, "1"))
-    return NodePlan(tuple(torchrun_argv(spec, dist, python, local_addr)), tuple(env))
+    args = script_args(spec, {**(inherited or {}), **dict(env)}, resume_from)
+    return NodePlan(tuple(torchrun_argv(spec, dist, python, local_addr, args)), tuple(env))

@@ -17,13 +17,13 @@ MAX_BYTES = 1 << 20  # bounded work: the first MiB of the script
 # Using the runtime, polling the stop file, or installing a signal handler; Lightning and submitit handle the
 # signal themselves.
 SIGNS = re.compile(
-    r"ddpctl\.runtime|from\s+ddpctl\s+import\s+runtime|StopAgreement|DDPCTL_STOP_FILE"
+    r"ddpctl\.runtime|from\s+ddpctl\s+import\s+runtime|StopAgreement|DDPCTL_STOP_FILE|ddpctl\.integrations"
     r"|signal\.signal\s*\(|\bsignal\(\s*SIG|lightning|submitit\.helpers"
 )
 HANDLER = re.compile(r"signal\.signal\s*\(|\bsignal\(\s*SIG|DDPCTL_STOP_FILE|lightning")
 # ddpctl.runtime's StopAgreement announces that its rank listens (listen-rank-<r>.json); `preempt` waits for that
 # announcement only from a script that can make it.
-ANNOUNCES = re.compile(r"ddpctl\.runtime|from\s+ddpctl\s+import\s+runtime|StopAgreement")
+ANNOUNCES = re.compile(r"ddpctl\.runtime|from\s+ddpctl\s+import\s+runtime|StopAgreement|ddpctl\.integrations")
 
 
 def stop_handling_problem(source: str, script_signal: str | None) -> str | None:

@@ -65,7 +65,9 @@ def send_webhook(block: NotifySettings, notice: dict[str, Any], env: Mapping[str
 
 
 def send_command(block: NotifySettings, notice: dict[str, Any], _env: Mapping[str, str]) -> None:
-    done = proc.run_input(list(block.command), json.dumps(notice).encode(), timeout=block.timeout_s)
+    done = proc.run_capped(
+        list(block.command), limit=1 << 16, data=json.dumps(notice).encode(), timeout=block.timeout_s
+    )
     if done.returncode != 0:
         raise SendError(f"{block.command[0]} exited {done.returncode}: {done.stderr.strip()[-200:]}")
 

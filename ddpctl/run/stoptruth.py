@@ -17,7 +17,16 @@ from typing import Any, Literal
 
 from ddpctl import safeio
 from ddpctl.run import history
-from ddpctl.run.history import AttemptStarted, Hung, Resumed, RunHistory, Signalled, StopKilled
+from ddpctl.run.history import (
+    AttemptStarted,
+    Hung,
+    Resumed,
+    ResumePoint,
+    RunHistory,
+    ScratchRestart,
+    Signalled,
+    StopKilled,
+)
 from ddpctl.run.layout import ATTEMPT_GLOB, LISTEN_GLOB, RunLayout, attempts_in
 
 AckState = Literal["acknowledged", "waiting", "unacknowledged", "after_failure"]
@@ -41,6 +50,8 @@ class AttemptFacts:
     ended: bool = False  # a decision, a cancellation or a later attempt was recorded
     failed: Hung | None = None  # the first event saying the attempt had failed (a hang)
     killed: StopKilled | None = None  # the local backend's kill after the lead time (what it cost)
+    point: ResumePoint | None = None  # a script's own checkpoints: what it could resume from, what it was told
+    scratch: ScratchRestart | None = None  # ... and proof that it trained from scratch all the same
 
 
 @dataclass(frozen=True)
@@ -123,8 +134,29 @@ def stopped_text(stopped: Mapping[str, Any]) -> str:
     return f"the script exited cleanly; its newest checkpoint is {path}"
 
 
+def own_resume_note(facts: AttemptFacts) -> str | None:
+    """How an attempt of a script with its own checkpoints of a known kind began (pure; None: not such a script).
+    The first attempt too, when a checkpoint was already there: another run's, that the script will resume."""
+    point, head = facts.point, f"attempt {facts.attempt}"
+    if facts.scratch is not None:
+        return facts.scratch.text()
+    if point is None or (facts.attempt == 0 and point.checkpoint is None):
+        return None
+    if point.checkpoint is None:
+        return f"{head}: no complete checkpoint of the script's kind in checkpoint.dir: it started from scratch"
+    what = f"step {point.step} ({point.checkpoint})" if point.step is not None else point.checkpoint
+    if point.args:
+        return f"{head}: resumed from {what}, given {' '.join(point.args)}"
+    return f"{head}: {what} was there; the script loads it by itself (ddpctl cannot tell whether it did)"
+
+
 def restart_note(facts: AttemptFacts, previous: AttemptFacts | None) -> str | None:
     """How attempt n ≥ 1 began: resumed from a checkpoint, or restarted from scratch (pure)."""
+    return own_resume_note(facts) or runtime_note(facts, previous)
+
+
+def runtime_note(facts: AttemptFacts, previous: AttemptFacts | None) -> str | None:
+    """`restart_note` from the runtime's resume report, else from what ddpctl saw of the checkpoint directory."""
     if facts.attempt == 0 or facts.start is None:
         return None
     head = f"attempt {facts.attempt}"
@@ -171,6 +203,8 @@ def read_facts(layout: RunLayout, past: RunHistory | None = None) -> list[Attemp
             ended=past.ended(a),
             failed=attempt.first(Hung),
             killed=attempt.first(StopKilled),
+            point=attempt.first(ResumePoint),
+            scratch=attempt.first(ScratchRestart),
         )
         for a, attempt in past.attempts.items()
     ]

@@ -16,6 +16,7 @@ from ddpctl.spec.model import (
     JobSpec,
     NcclSettings,
     RequeuePolicy,
+    ResumeSettings,
 )
 
 __all__ = [
@@ -25,6 +26,7 @@ __all__ = [
     "JobSpec",
     "NcclSettings",
     "RequeuePolicy",
+    "ResumeSettings",
     "load_spec",
     "resolve_paths",
     "spec_from_mapping",

@@ -116,6 +116,8 @@ def spec_to_mapping(spec: JobSpec) -> dict[str, Any]:
         data[section] = {
             key: list(value) if isinstance(value, tuple) else value for key, value in data[section].items()
         }
+    if data["resume"]["args"] is not None:
+        data["resume"]["args"] = list(data["resume"]["args"])
     return data
 
 

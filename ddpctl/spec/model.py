@@ -50,6 +50,21 @@ class CheckpointSettings(Record):
 
     dir: str | None = None  # None = <run dir>/checkpoints
     keep: int = 3
+    # How the script's own checkpoints are named (ddpctl.spec.resume: `{step}`, `*`, a trailing `/` = directory),
+    # for `resume:` without a preset and for the per-attempt resume report; None = the preset's, if any.
+    pattern: str | None = None
+
+
+@dataclass(frozen=True, eq=False, repr=False)  # eq, hash, repr: Record (start-up time)
+class ResumeSettings(Record):
+    """The spec's `resume:` section: arguments added to the script's own only when a complete checkpoint exists."""
+
+    preset: str | None = None  # hf-trainer, lightning, nanogpt, torch-snapshot (ddpctl.spec.resume.PRESETS)
+    args: tuple[str, ...] | None = None  # None = the preset's; `{latest}`, `{ckpt_dir}` substituted
+
+    @property
+    def enabled(self) -> bool:
+        return self.preset is not None or self.args is not None
 
 
 @dataclass(frozen=True, eq=False, repr=False)  # eq, hash, repr: Record (start-up time)
@@ -116,6 +131,7 @@ SECTIONS: dict[str, type[Record]] = {
     "health": HealthSettings,
     "container": ContainerSettings,
     "notify": NotifySettings,
+    "resume": ResumeSettings,
 }
 
 
@@ -144,6 +160,7 @@ class JobSpec(Record):
     health: HealthSettings = field(default_factory=HealthSettings)
     container: ContainerSettings = field(default_factory=ContainerSettings)
     notify: NotifySettings = field(default_factory=NotifySettings)
+    resume: ResumeSettings = field(default_factory=ResumeSettings)
     run_dir: str = "runs"
     template: str = "ddp"
     backend: str = "sbatch"

@@ -39,6 +39,7 @@ from ddpctl.spec.fields import (
     time_to_seconds,
     trackers,
 )
+from ddpctl.spec.resumecheck import RESUME_TABLE, check_env_refs, check_resume, checkpoint_pattern
 from ddpctl.spec.templates import is_template_path, template_names, template_path
 from ddpctl.spec.yamldoc import At, Doc
 
@@ -97,7 +98,7 @@ SECTIONS: dict[str, dict[str, Conv]] = {
         "script_signal": choice(SCRIPT_SIGNALS, strip="SIG", nullable=True),
         "mode": choice(("auto", "requeue", "chain")),
     },
-    "checkpoint": {"dir": text(nullable=True, path=True), "keep": integer(1)},
+    "checkpoint": {"dir": text(nullable=True, path=True), "keep": integer(1), "pattern": checkpoint_pattern},
     "health": {
         "hang_timeout_s": integer(0, nullable=True),
         "hang_floor_s": integer(1),
@@ -118,6 +119,7 @@ SECTIONS: dict[str, dict[str, Conv]] = {
         "options": text_list(),
     },
     "notify": notify.TABLE,
+    "resume": RESUME_TABLE,
 }
 FREE_MAPS = ("env", "sbatch")  # sub-keys are the user's names, checked by pattern
 # SRC[:DST[:OPTS]], absolute; pyxis and apptainer take mounts as one comma-separated list
@@ -273,6 +275,8 @@ def check_spec(spec: JobSpec, doc: Doc) -> None:
     _check_container(spec, root)
     if isinstance(doc.data, Mapping) and "notify" in doc.data:
         notify.check(spec.notify, root.child("notify"))
+    check_resume(spec, root)
+    check_env_refs(spec, root)
 
 
 def _check_spares(spec: JobSpec, root: At) -> None:

@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
-from ddpctl.backends.local_grace import kill_due, lost_text
+from ddpctl.backends.local_grace import kill_due, lost_text, stray_checkpoint
 
 
 @pytest.mark.parametrize(
@@ -33,3 +35,21 @@ def test_kill_due(requested_at: float | None, now: float, acknowledged: bool, du
 )
 def test_lost_text(last: int | None, ckpt: int | None, age: float | None, text: str) -> None:
     assert lost_text(last, ckpt, age) == text
+
+
+# Issue 42: a tutorial script saves snapshot.pt in its working directory; "no checkpoint to resume from" was false.
+@pytest.mark.parametrize("last", [None, 130])
+def test_lost_text_names_a_checkpoint_outside_the_run_dir(last: int | None) -> None:
+    assert lost_text(last, None, None, "/w/snapshot.pt") == (
+        "nothing in checkpoint.dir, but /w/snapshot.pt (in the working directory, outside the run dir: every job "
+        "of this spec sees it) may be what the script resumes from"
+    )
+
+
+def test_stray_checkpoint(tmp_path: Path) -> None:
+    assert stray_checkpoint(tmp_path) is None
+    (tmp_path / "train.py").write_text("")
+    (tmp_path / "data.csv").write_text("")
+    assert stray_checkpoint(tmp_path) is None
+    (tmp_path / "snapshot.pt").write_text("x")
+    assert stray_checkpoint(tmp_path) == str(tmp_path / "snapshot.pt")

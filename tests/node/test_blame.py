@@ -79,6 +79,10 @@ HUNG = [
     *exits([(0, -15, 130.0)], [(2, -15, 130.0)]),
 ]
 COLLATERAL_ONLY = [*LAUNCHED, rank_exit(0, "n1", 5.0, GLOO_CLOSED, collateral=True), exits([(0, 1, 5.1)], [])[0]]
+# Issue 42: a stop nobody acknowledged, the attempt killed after the lead time (local backend; Slurm's grace time).
+UNACKNOWLEDGED = [*LAUNCHED, {"event": "stop-unacknowledged", "attempt": 0, "waited_s": 3}]
+LOST = "the work of the 4 s since the newest checkpoint file is lost"
+STOP_KILLED = [*UNACKNOWLEDGED, {"event": "stop-killed", "attempt": 0, "waited_s": 4.0, "lost": LOST}]
 
 
 @pytest.mark.parametrize(
@@ -88,6 +92,72 @@ COLLATERAL_ONLY = [*LAUNCHED, rank_exit(0, "n1", 5.0, GLOO_CLOSED, collateral=Tr
             KILLED, 0, True, Blame("stop", why="the ranks agreed on a stop and saved its checkpoint"), id="stop"
         ),
         pytest.param([*LAUNCHED, *exits([], [], code=0)], 0, False, None, id="completed"),
+        pytest.param(
+            [
+                *LAUNCHED,
+                {
+                    "event": "stop",
+                    "attempt": 0,
+                    "source": "script",
+                    "checkpoint": "/c/x.ckpt",
+                    "checkpoint_mtime": 90.0,
+                    "signal_time": 100.0,
+                },
+            ],
+            0,
+            True,
+            Blame(
+                "stop",
+                why="the script exited cleanly after the stop request without saving a checkpoint "
+                "(its newest, /c/x.ckpt, is older)",
+            ),
+            id="script-stop-saved-nothing",
+        ),
+        pytest.param(
+            [
+                *LAUNCHED,
+                {
+                    "event": "stop",
+                    "attempt": 0,
+                    "source": "script",
+                    "checkpoint": "/c/x.ckpt",
+                    "checkpoint_mtime": 101.0,
+                    "signal_time": 100.0,
+                },
+            ],
+            0,
+            True,
+            Blame("stop", why="the script saved /c/x.ckpt after the stop request and exited cleanly"),
+            id="script-stop-saved",
+        ),
+        pytest.param(
+            STOP_KILLED,
+            137,
+            False,
+            Blame(
+                "stop-timeout",
+                why=f"no rank acknowledged the stop within the lead time: the local backend killed the attempt; {LOST}",
+            ),
+            id="stop-killed-locally",
+        ),
+        pytest.param(
+            [*UNACKNOWLEDGED, *exits([(0, -9, 5.0)], [(2, -9, 5.0)])],
+            137,
+            False,
+            Blame(
+                "stop-timeout",
+                why="no rank acknowledged the stop within the lead time: the ranks were killed "
+                "at the end of the grace time",
+            ),
+            id="stop-killed-by-slurm",
+        ),
+        pytest.param(
+            [*UNACKNOWLEDGED, rank_exit(1, "n1", 4.0, "ValueError: bad"), *exits([(1, 1, 4.1)], [])],
+            1,
+            False,
+            Blame("script-error", "n1", 1, "ValueError: bad"),
+            id="error-after-unacknowledged-stop",
+        ),
         pytest.param(KILLED, 1, False, Blame("rank-crash", "n1", 1, "killed by SIGKILL"), id="sigkill-not-gloo"),
         pytest.param(
             [*LAUNCHED, *exits([(1, -11, 3.0), (0, -15, 3.1)], [(2, 1, 2.5)])],

@@ -93,7 +93,7 @@ def test_local_plan_is_what_each_launcher_computes(tmp_path: Path, monkeypatch: 
     (run_dir / "job.yaml").write_text(yaml.safe_dump(spec_to_mapping(plan.spec)))
     for node in plan.nodes:
         env = local_node_env(plan.spec, int(PLACEHOLDER_JOB_NUMBER), 0, node.dist.node_rank)
-        _, dist, _, launched = prepare(run_dir, env)
+        _, dist, _, launched, _ = prepare(run_dir, env)
         assert (dist, launched) == (node.dist, node.plan)
 
 

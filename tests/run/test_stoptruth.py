@@ -3,16 +3,19 @@
 from __future__ import annotations
 
 import json
+import os
 from dataclasses import replace
 from pathlib import Path
 
 import pytest
 
 from ddpctl.node.ackwatch import overdue
+from ddpctl.node.ownckpt import OwnCheckpoints
 from ddpctl.run import history
-from ddpctl.run.history import AttemptStarted, Decided, Hung, Resumed, Signalled
+from ddpctl.run.history import AttemptStarted, Decided, Hung, Resumed, ResumePoint, ScratchRestart, Signalled
 from ddpctl.run.layout import RunLayout
 from ddpctl.run.stoptruth import AttemptFacts, launchers_up, read_facts, report, restart_note, summary
+from ddpctl.spec import spec_from_mapping
 
 SIGNAL = Signalled(attempt=0, kind="preemption", t=1000.0)
 RUNTIME_STOP = {"step": 7, "checkpoint": "/ck/step-000000007", "source": "file:/x"}
@@ -170,3 +173,58 @@ def test_launchers_up_needs_every_node_of_the_newest_attempt(tmp_path: Path) -> 
         info.write_text("{}")
     layout.node_info(1, 0).write_text("{}")
     assert launchers_up(layout)
+
+
+# Issue 42: a script with its own checkpoints of a known kind (resume preset or checkpoint.pattern).
+STARTED = AttemptStarted(attempt=1, checkpoints_present=True)
+POINT = ResumePoint(attempt=1, checkpoint="/c/checkpoint-300", step=300, args=("--resume_from_checkpoint", "/c/x"))
+
+
+@pytest.mark.parametrize(
+    ("facts", "note"),
+    [
+        (AttemptFacts(1, start=STARTED, point=POINT),
+         "attempt 1: resumed from step 300 (/c/checkpoint-300), given --resume_from_checkpoint /c/x"),
+        (AttemptFacts(1, start=STARTED, point=ResumePoint(attempt=1, checkpoint="/c/ckpt.pt",
+                                                          args=("--init_from=resume",))),
+         "attempt 1: resumed from /c/ckpt.pt, given --init_from=resume"),
+        (AttemptFacts(1, start=STARTED, point=ResumePoint(attempt=1, checkpoint="/c/snapshot.pt")),
+         "attempt 1: /c/snapshot.pt was there; the script loads it by itself (ddpctl cannot tell whether it did)"),
+        (AttemptFacts(1, start=STARTED, point=ResumePoint(attempt=1)),
+         "attempt 1: no complete checkpoint of the script's kind in checkpoint.dir: it started from scratch"),
+        (AttemptFacts(1, start=STARTED, point=POINT, scratch=ScratchRestart(
+            attempt=1, step=300, checkpoint="/c/checkpoint-300", wrote="checkpoint-100", wrote_step=100)),
+         "attempt 1: WARNING: restarted from scratch although step 300 existed (/c/checkpoint-300): it wrote "
+         "checkpoint-100 (step 100) after its start"),
+        # The first attempt: silent unless a checkpoint was already there (another run's, in a shared directory).
+        (AttemptFacts(0, point=ResumePoint(attempt=0)), None),
+        (AttemptFacts(0, point=ResumePoint(attempt=0, checkpoint="/c/snapshot.pt")),
+         "attempt 0: /c/snapshot.pt was there; the script loads it by itself (ddpctl cannot tell whether it did)"),
+    ],
+)  # fmt: skip
+def test_restart_note_of_a_script_with_its_own_checkpoints(facts: AttemptFacts, note: str | None) -> None:
+    assert restart_note(facts, None) == note
+
+
+def test_an_attempt_that_saves_below_the_step_it_could_resume_from_is_reported(tmp_path: Path) -> None:
+    (tmp_path / "t.py").write_text("")
+    spec = spec_from_mapping(
+        {"name": "r", "script": str(tmp_path / "t.py"), "checkpoint": {"pattern": "step-{step}.pt"}}, "x.yaml"
+    )
+    layout = RunLayout(tmp_path / "run")
+    ckpt = layout.default_checkpoints
+    ckpt.mkdir(parents=True)
+    (ckpt / "step-300.pt").write_bytes(b"saved")
+    os.utime(ckpt / "step-300.pt", (1000.0, 1000.0))
+    own = OwnCheckpoints.at_start(spec, layout)
+    own.record_start(layout, 1)
+    assert own.check_end(layout, 1) is None  # nothing written yet
+    (ckpt / "step-100.pt").write_bytes(b"saved again, from scratch")
+    warning = own.check_end(layout, 1)
+    assert warning == (
+        f"attempt 1: WARNING: restarted from scratch although step 300 existed ({ckpt / 'step-300.pt'}): it wrote "
+        "step-100.pt (step 100) after its start"
+    )
+    history.append(layout.events, AttemptStarted(attempt=1))
+    _, notes = summary(layout, 60, 2000.0)
+    assert notes == [warning]

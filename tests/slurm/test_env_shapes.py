@@ -364,7 +364,7 @@ def test_inside_a_run_env_shows_what_launch_derives(tmp_path: Path, how: str) ->
     env = node | {"DDPCTL_RUN_DIR": str(run_dir)} if how == "variable" else node
     done = ddpctl_env(env, *(["--run-dir", str(run_dir)] if how == "flag" else []))
     assert done.returncode == 0, done.stderr
-    _, dist, _, _ = prepare(run_dir, node)
+    _, dist, _, _, _ = prepare(run_dir, node)
     assert json.loads(done.stdout) == dist.as_json()
     assert (dist.nproc_per_node, dist.world_size) == (3, 6)
 
@@ -375,7 +375,7 @@ def test_inside_a_local_run_env_shows_loopback_like_launch(tmp_path: Path) -> No
     node = local_node_env(spec, 77, 1, 1, port=23456) | {"DDPCTL_RUN_DIR": str(run_dir)}
     done = ddpctl_env(node)
     assert done.returncode == 0, done.stderr
-    _, dist, _, _ = prepare(run_dir, node)
+    _, dist, _, _, _ = prepare(run_dir, node)
     assert json.loads(done.stdout) == dist.as_json()
     assert (dist.master_addr, dist.master_port, dist.world_size) == ("127.0.0.1", 23456, 4)
 

@@ -139,7 +139,15 @@ def test_schema_tables_match_the_dataclasses() -> None:
         assert list(table) == [f.name for f in dataclasses.fields(getattr(JobSpec(name="x", script="y"), name))]
 
 
-@pytest.mark.parametrize("text", [HEAD, FULL, HEAD + "time: 10:00\nenv: {X: 'yes'}\nsbatch: {x: 1:00}\n"])
+@pytest.mark.parametrize(
+    "text",
+    [
+        HEAD,
+        FULL,
+        HEAD + "time: 10:00\nenv: {X: 'yes'}\nsbatch: {x: 1:00}\n",
+        HEAD + "resume: {preset: hf-trainer, args: [--from, '{latest}']}\ncheckpoint: {pattern: 'c-{step}/'}\n",
+    ],
+)
 def test_round_trip_through_job_yaml(text: str) -> None:
     spec = load(text)
     data = spec_to_mapping(spec)
@@ -154,7 +162,8 @@ def test_mapping_is_plain_yaml_data(workdir: Path) -> None:
     assert type(data["args"]) is list and type(data["setup"]) is list
     assert data["sbatch"] == {"exclusive": True, "nice": 10, "time-min": "10:00", "constraint": "a100"}
     assert data["env"]["N"] == "1:30"
-    assert data["nccl"]["debug"] == "INFO" and data["checkpoint"] == {"dir": str(workdir / "ckpt"), "keep": 5}
+    assert data["nccl"]["debug"] == "INFO"
+    assert data["checkpoint"] == {"dir": str(workdir / "ckpt"), "keep": 5, "pattern": None}
     assert yaml.safe_load(yaml.safe_dump(data)) == data
 
 

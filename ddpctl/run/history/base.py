@@ -17,7 +17,11 @@ Kind = Literal["preemption", "timeout", "failure", "node_failure"]
 KINDS: tuple[Kind, ...] = get_args(Kind)
 Action = Literal["requeue", "finish"]
 # What ended an attempt (the failure model's causes); `Decided.cause` carries it where a writer knows it.
-Cause = Literal["stop", "node-lost", "rank-crash", "oom", "hang", "script-error", "setup-error", "preflight"]
+# stop-timeout: a stop nobody acknowledged, the attempt killed at the end of its lead time (by Slurm's grace time, or
+# the local backend standing in for it): the stop's own end, charged to its kind, never the script's error.
+Cause = Literal[
+    "stop", "stop-timeout", "node-lost", "rank-crash", "oom", "hang", "script-error", "setup-error", "preflight"
+]
 CAUSES: tuple[Cause, ...] = get_args(Cause)
 # The causes charged to requeue.max_node_failures and blamed on the node at their first time: the one list that
 # blame, exclude and the preflight's "after an infrastructure failure" read.

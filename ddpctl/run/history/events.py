@@ -145,6 +145,37 @@ class Resumed(Event):
 
 
 @dataclass(frozen=True, kw_only=True)
+class ResumePoint(Event):
+    """A script that keeps its own checkpoints (spec `resume:` or `checkpoint.pattern`): the newest complete one
+    when the attempt started (node 0's launcher), and the resume arguments it was given for it."""
+
+    NAME = "resume-point"
+    attempt: int
+    checkpoint: str | None = None  # None: no complete checkpoint of the spec's kind in checkpoint.dir
+    step: int | None = None  # the step its name carries (None: the name has none)
+    args: tuple[str, ...] = ()  # the resume arguments added to the script's (none: the script resumes itself)
+
+
+@dataclass(frozen=True, kw_only=True)
+class ScratchRestart(Event):
+    """The attempt wrote a checkpoint of a step no later than the one that existed when it started: it trained
+    from scratch (or from an older checkpoint) although step `step` was there to resume from."""
+
+    NAME = "scratch-restart"
+    attempt: int
+    step: int  # the newest complete checkpoint's step at the attempt's start
+    checkpoint: str | None = None
+    wrote: str = ""  # the checkpoint it wrote since (name)
+    wrote_step: int | None = None
+
+    def text(self) -> str:
+        return (
+            f"attempt {self.attempt}: WARNING: restarted from scratch although step {self.step} existed "
+            f"({self.checkpoint}): it wrote {self.wrote} (step {self.wrote_step}) after its start"
+        )
+
+
+@dataclass(frozen=True, kw_only=True)
 class CheckpointSkipped(Event):
     NAME = "checkpoint_skipped"
     step: int

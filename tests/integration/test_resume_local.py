@@ -1,0 +1,95 @@
+"""A nanoGPT-style script brought as it is (issue 42), preempted mid-run on the local backend, 2 nodes x 2 ranks.
+
+The script resumes only with `--init_from=resume`, which must be absent on the first start (it then loads
+`ckpt.pt` from `--out_dir` unconditionally), and it never creates its `out_dir`: with `resume: {preset: nanogpt}`
+and `--out_dir=$DDPCTL_CKPT_DIR` the first attempt starts from scratch, the second resumes from the newest
+complete `ckpt.pt`. The checkpoint is a zip, as torch.save writes it (torch itself is not imported: 4 ranks on a
+small machine).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+import pytest
+from clitools import Cli, events, write_spec
+
+pytestmark = pytest.mark.torchrun
+
+# nanoGPT's configurator: `--key=value` overrides a global; init_from="resume" loads out_dir/ckpt.pt.
+NANOGPT = """
+import os, sys, time, zipfile, json
+out_dir, init_from, max_iters = "out", "scratch", 60
+for arg in sys.argv[1:]:
+    key, val = arg[2:].split("=", 1)
+    assert key in globals(), f"unknown config key {key}"
+    globals()[key] = type(globals()[key])(val)
+master = os.environ.get("RANK") == "0"
+iter_num = 0
+if init_from == "resume":
+    with zipfile.ZipFile(os.path.join(out_dir, "ckpt.pt")) as z:
+        iter_num = json.loads(z.read("archive/data.pkl"))["iter_num"]
+    if master:
+        print(f"resumed from step {iter_num}", flush=True)
+elif master:
+    print(f"from scratch, out_dir={out_dir}", flush=True)
+while iter_num < max_iters:
+    iter_num += 1
+    time.sleep(0.2)
+    if master:
+        print(f"step {iter_num}", flush=True)
+        if iter_num % 5 == 0:
+            with zipfile.ZipFile(os.path.join(out_dir, "ckpt.pt"), "w") as z:
+                z.writestr("archive/data.pkl", json.dumps({"iter_num": iter_num}))
+"""
+
+
+def rank0_lines(run_dir: Path, attempt: int) -> list[str]:
+    log = run_dir / f"attempt-{attempt}" / "rank-0.log"
+    lines = log.read_text().splitlines() if log.exists() else []
+    return [line for line in lines if line.startswith(("step ", "resumed ", "from scratch"))]
+
+
+def script_argv(found: list[dict[str, object]], attempt: int) -> list[str]:
+    launch = next(e for e in found if e["event"] == "launch" and e["attempt"] == attempt)
+    argv = [str(a) for a in launch["argv"]]  # type: ignore[attr-defined]
+    return argv[argv.index("ddpctl.node.worker") + 2 :]
+
+
+def test_a_nanogpt_style_script_resumes_from_its_newest_checkpoint_with_the_preset(tmp_path: Path) -> None:
+    cli = Cli(tmp_path / "home")
+    script = tmp_path / "train.py"
+    script.write_text(NANOGPT)
+    spec = write_spec(
+        tmp_path / "nano.yaml",
+        name="nano",
+        script=str(script),
+        args=["--out_dir=$DDPCTL_CKPT_DIR", "--max_iters=50"],
+        nodes=2,
+        nproc_per_node=2,
+        run_dir=str(tmp_path / "runs"),
+        backend="local",
+        resume={"preset": "nanogpt"},
+        requeue={"lead_s": 3, "max_preemptions": 2},
+    )
+    job_id, run_dir = cli.submit(spec)
+    cli.wait_for(lambda: "step 12" in rank0_lines(run_dir, 0), timeout=180, what="step 12")
+    cli.run("preempt", job_id)
+    status = cli.wait_terminal(job_id, timeout=240)
+    found = events(run_dir)
+    info = json.dumps(found, indent=1)[-6000:] + "\n" + (run_dir / "slurm.out").read_text()
+    assert status["state"] == "COMPLETED" and status["restarts"] == 1, (status, info)
+    ckpt_dir = str(run_dir / "checkpoints")
+    # $DDPCTL_CKPT_DIR expanded (not passed literally), the directory there before the script's first save.
+    first, second = rank0_lines(run_dir, 0), rank0_lines(run_dir, 1)
+    assert first[0] == f"from scratch, out_dir={ckpt_dir}", first
+    assert script_argv(found, 0) == [f"--out_dir={ckpt_dir}", "--max_iters=50"], info
+    assert script_argv(found, 1) == [f"--out_dir={ckpt_dir}", "--max_iters=50", "--init_from=resume"], info
+    saved = int(re.sub(r"\D", "", second[0]))
+    assert second[0] == f"resumed from step {saved}" and saved % 5 == 0 and saved >= 10, second
+    assert f"step {saved}" in first and second[1] == f"step {saved + 1}" and second[-1] == "step 50", (first, second)
+    shown = cli.run("status", job_id).stdout
+    assert f"attempt 1: resumed from {ckpt_dir}/ckpt.pt, given --init_from=resume" in shown, shown
+    assert "ended by script-error" not in shown, shown
