@@ -14,7 +14,7 @@ import signal
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from ddpctl import proc
+from ddpctl import proc, safeio, sanitize
 from ddpctl.backends import local_proc, local_queue, submitted_record
 from ddpctl.errors import CommandError
 from ddpctl.node import batch
@@ -106,9 +106,7 @@ class LocalBackend:
             return JobState("RUNNING", restarts, nodes=nodes_of(run_dir))
         if past.cancelled():
             return JobState("CANCELLED", restarts)
-        return past.final_state() or JobState(
-            "FAILED", restarts, "its supervisor ended without a decision (killed?); its nodes were stopped with it"
-        )
+        return past.final_state() or JobState("FAILED", restarts, ended_undecided(RunLayout(run_dir).batch_log))
 
     def cancel(self, record: JobRecord) -> None:
         if record.sweep is not None and local_queue.cancel_unstarted(record):
@@ -130,6 +128,16 @@ def _stopping(record: JobRecord) -> str:
     if local_proc.lock_held(Path(record.run_dir)):
         return " (its supervisor is gone; its nodes are shutting down by themselves)"
     return ""
+
+
+def ended_undecided(batch_log: Path) -> str:
+    """Why a run whose supervisor recorded no decision failed: the last line it (or a launcher, which shares its
+    output) wrote, e.g. the ImportError of an interpreter that could not start; "killed?" when it wrote none."""
+    lines = (safeio.read_bounded(batch_log, 4096, tail=True) or b"").decode(errors="replace").splitlines()
+    last = next((line.strip() for line in reversed(lines) if line.strip()), "")
+    if not last:
+        return "its supervisor ended without a decision (killed?); its nodes were stopped with it"
+    return f"its supervisor ended without a decision: {sanitize.visible(last[:300])} (see {batch_log})"
 
 
 def nodes_of(run_dir: Path) -> str:

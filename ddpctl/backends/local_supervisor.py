@@ -13,7 +13,7 @@ import time
 from pathlib import Path
 from types import FrameType
 
-from ddpctl import exitcodes, proc
+from ddpctl import exitcodes, proc, pyargv
 from ddpctl.backends import local_grace, local_proc
 from ddpctl.node import batch
 from ddpctl.node.localenv import local_node_env
@@ -81,7 +81,7 @@ class Supervisor:
             # Each launcher holds the job's lock too (it is "running" until the last node is down) and dies
             # with the supervisor: a kill -9 of the supervisor takes its nodes down instead of orphaning them.
             proc.spawn(
-                [sys.executable, "-m", "ddpctl", "launch", str(self.layout.root)],
+                [*pyargv.python_module(sys.executable, "ddpctl"), "launch", str(self.layout.root)],
                 env={**base, **self.node_env(rank)},
                 pass_fds=self.lock_fds,
                 # The stop signal inherited as ignored until the launcher's handler takes it: a stop while its

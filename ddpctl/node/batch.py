@@ -41,12 +41,13 @@ import socket
 import sys
 import time
 from collections.abc import Callable, Mapping
+from dataclasses import replace
 from pathlib import Path
 
 from ddpctl import safeio
 from ddpctl.errors import DdpctlError, WaitTimeout
 from ddpctl.health.records import last_checkpoint
-from ddpctl.node.blame import blame, facts_of
+from ddpctl.node.blame import blame, facts_of, last_error
 from ddpctl.node.decide import Decision, Progress, RunOutcome, classify_signal, decide, root_exit
 from ddpctl.node.site import node_site
 from ddpctl.run import envvars, history
@@ -213,9 +214,14 @@ def run_outcome(layout: RunLayout, past: RunHistory, attempt: int, exit_code: in
         stopped=stopped,
         signal_kind=this.signal_kind,
         infra_cause="node-lost" if layout.node_lost_marker(attempt).exists() else "hang" if hung else None,
-        blame=blame(facts_of(this, code, stopped, hung)),
+        blame=blame(replace(facts_of(this, code, stopped, hung), launcher_error=batch_error(layout))),
         progress=progress_of(layout, past, attempt),
     )
+
+
+def batch_error(layout: RunLayout) -> str:
+    """The last error line of the batch output (read bounded, no link followed): see `blame.last_error`."""
+    return last_error((safeio.read_bounded(layout.batch_log, 8192, tail=True) or b"").decode(errors="replace"))
 
 
 def progress_of(layout: RunLayout, past: RunHistory, attempt: int) -> Progress | None:
