@@ -11,6 +11,7 @@ import fcntl
 import os
 import re
 import signal
+import time
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -31,6 +32,7 @@ if TYPE_CHECKING:  # `status` and `cancel` need no plan
     from ddpctl.spec import JobSpec
 
 
+CANCEL_WAIT_S = 30.0  # how long `cancel` waits for a local job's nodes to go
 MAX_CLAIMS = 20  # fresh numbers tried for one submit when run dirs of another registry are in the way
 LOCAL_ID = re.compile(r"^local-(\d+)$")
 
@@ -113,6 +115,12 @@ class LocalBackend:
             return  # a sweep's task before its turn: it never starts
         if not local_proc.signal_supervisor(Path(record.run_dir), signal.SIGTERM):
             raise CommandError(f"job {record.job_id} is not running{_stopping(record)}")
+        # As squeue stops listing a job scancel ended: `status` right after `cancel` must not say RUNNING. The
+        # supervisor stops its nodes and records the cancel, then lets go of the lock (bounded: a node that
+        # ignores SIGTERM is the supervisor's to kill; `status` then says "stopping").
+        deadline = time.monotonic() + CANCEL_WAIT_S
+        while local_proc.lock_held(Path(record.run_dir)) and time.monotonic() < deadline:
+            time.sleep(0.05)
 
     def preempt(self, record: JobRecord, kind: str) -> None:
         layout = RunLayout(Path(record.run_dir))
