@@ -84,12 +84,21 @@ def test_wait_shows_state_then_step_and_elapsed(tmp_path: Path, monkeypatch: pyt
     monkeypatch.setattr("ddpctl.cli.waiting.POLL_S", 0.0)
     final = poll_until_terminal(record, shown.append, live=False, query=lambda _r: next(seq), clock=lambda: next(clock))
     assert final.state == "COMPLETED"
-    assert shown == [
+    assert shown == [  # 0:20 and 0:21 changed nothing (the step is still 4): no line repeated
         "PENDING (Resources)",
         "RUNNING, step 4, elapsed 0:05",
-        "RUNNING, step 4, elapsed 0:20",
         "COMPLETED (training completed) restart 1",
     ], shown
+
+
+def test_wait_keeps_alive_after_a_long_time_without_change(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    record = finished_run(tmp_path)
+    seq = iter([JobState("PENDING", reason="Priority")] * 4 + [JobState("COMPLETED", 1, "training completed")])
+    clock = iter([0.0, 0.0, 0.0, 100.0, 299.0, 301.0, 301.0, 302.0, 303.0])
+    shown: list[str] = []
+    monkeypatch.setattr("ddpctl.cli.waiting.POLL_S", 0.0)
+    poll_until_terminal(record, shown.append, live=False, query=lambda _r: next(seq), clock=lambda: next(clock))
+    assert shown == ["PENDING (Priority)", "PENDING (Priority)", "COMPLETED (training completed) restart 1"], shown
 
 
 def cli(home: Path, *args: str, **kw: object) -> subprocess.CompletedProcess[str]:
