@@ -32,7 +32,7 @@ def add(sub: Any) -> None:
         "cluster:) sends the code and runs the sweep on that remote cluster; its tasks are recorded here, so the "
         "commands above find them there.",
     )
-    add_spec_args(parser)
+    add_spec_args(parser, first_words=("results",))
     parser.add_argument(
         "--grid",
         action="append",
