@@ -29,6 +29,7 @@ COMMAND_MODULES = (
     "top",
     "scale",
     "jobs",
+    "prune",
     "logs",
     "preempt",
     "doctor",
