@@ -15,7 +15,7 @@ PKG = Path(__file__).resolve().parents[1] / "ddpctl"
 
 # Lower layers first; a module may import from its own package or from a strictly lower layer only.
 LAYERS: tuple[tuple[str, ...], ...] = (
-    ("exitcodes", "templates", "sanitize", "safeio", "record"),
+    ("exitcodes", "templates", "sanitize", "safeio", "record", "pyargv"),
     ("errors",),
     ("proc",),
     ("spec", "slurm"),

@@ -98,6 +98,14 @@ class Job:
 
         control(self.record, "cancel", lambda: get_backend(self.backend).cancel(self.record), self._state_fn)
 
+    def newest_checkpoint(self) -> Path | None:
+        """The run's newest complete checkpoint (`step-N` of runtime.Checkpointer; for a script with checkpoints
+        of its own, the newest entry of its checkpoint directory); None before the first."""
+        from ddpctl.health.report import newest_checkpoint
+        from ddpctl.run.layout import RunLayout
+
+        return newest_checkpoint(RunLayout(self.run_dir))
+
     def preempt(self, kind: str = "preemption") -> None:
         """Rehearse: deliver the warning signal as Slurm would; the requeue is charged to `kind`
         (`preemption` or `timeout`)."""

@@ -22,7 +22,7 @@ from ddpctl.api.handle import MIN_POLL_S, Job, seconds_arg
 from ddpctl.errors import ArgumentError, JobNotFound, WaitTimeout
 from ddpctl.run.registry import JobRecord, Registry
 from ddpctl.run.state import JobState
-from ddpctl.run.sweeps import count_line, counts, sweep_tasks
+from ddpctl.run.sweeps import count_line, counts, sweep_first, sweep_tasks
 from ddpctl.spec import capabilities
 from ddpctl.spec.capabilities import QUEUE
 from ddpctl.spec.overrides import Overrides, as_overrides
@@ -201,12 +201,14 @@ def submit_local(loaded: LoadedSweep, registry: Registry, spec_path: Path) -> Sw
 
 def find_sweep(ref: str) -> Sweep | None:
     """The sweep `ref` names (its array job id, or a name whose newest job is a sweep task); None: no sweep."""
-    tasks = sweep_tasks(Registry.from_env().records(), ref)
+    tasks = sweep_first(Registry.from_env().records(), ref)
     return Sweep(tasks) if tasks else None
 
 
 def sweep_of(ref: str) -> Sweep:
-    found = find_sweep(ref)
+    """The sweep `ref` names, asked for as a sweep: a later plain job of the same name does not hide it."""
+    tasks = sweep_tasks(Registry.from_env().records(), ref)
+    found = Sweep(tasks) if tasks else None
     if found is None:
         raise JobNotFound(f"sweep {ref!r}: no sweep of that array job id or name in the registry")
     return found
@@ -239,6 +241,16 @@ def records_for(records: Sequence[JobRecord], run_dirs: Sequence[Path]) -> dict[
     resolved), keyed by the record's run dir (pure but for resolving the named dirs' links)."""
     wanted = {key for run_dir in run_dirs for key in _dir_keys(run_dir)}
     return {record.run_dir: record for record in records if record.run_dir in wanted}
+
+
+def result_points(records: Sequence[JobRecord], run_dirs: Sequence[Path]) -> dict[Path, str]:
+    """Each sweep task's grid values (`lr=0.1 batch=32`) where the registry knows its job (pure but for links)."""
+    known = records_for(records, run_dirs)
+    return {
+        run_dir: point
+        for run_dir in run_dirs
+        if (point := next((known[k].point for k in _dir_keys(run_dir) if k in known), None))
+    }
 
 
 def result_states(records: Sequence[JobRecord], run_dirs: Sequence[Path]) -> dict[Path, str]:

@@ -55,6 +55,9 @@ def control(record: JobRecord, action: str, do: Callable[[], None], state_fn: St
     return state
 
 
+COUNTDOWN_EVERY_S = 30.0  # a long wait says how long it may still take this often
+
+
 def close_trackers(records: list[JobRecord]) -> None:
     """End the tracker runs of cancelled jobs (a sweep's tasks never started included), as ddpctl.node.batch
     ends a finished run's: a cancelled run never decides its own end. A run its script ended is left."""
@@ -77,14 +80,16 @@ def wait_until_running(
     poll_s: float = 1.0,
     clock: Callable[[], float] = time.monotonic,
 ) -> JobState:
-    """For `preempt` right after `submit`: wait (bounded) while the job is queued, saying why once per reason."""
-    deadline, said = clock() + timeout_s, ""
+    """For `preempt` right after `submit`: wait (bounded) while the job is queued, saying why once per reason,
+    with how long it may still wait, and that again every COUNTDOWN_EVERY_S (a countdown, not a repeated line)."""
+    deadline, said, said_at = clock() + timeout_s, "", 0.0
     while True:
         state = state_fn(record)
-        if state.terminal or state.state == "RUNNING" or clock() >= deadline:
+        now = clock()
+        if state.terminal or state.state == "RUNNING" or now >= deadline:
             return state
         text = f"waiting for {label(record)} to run: {state.state}" + (f" ({state.reason})" if state.reason else "")
-        if text != said:
-            say(text)
-            said = text
+        if text != said or now - said_at >= COUNTDOWN_EVERY_S:
+            say(f"{text}; at most {deadline - now:.0f} s more (--wait)")
+            said, said_at = text, now
         time.sleep(poll_s)

@@ -11,10 +11,11 @@ import fcntl
 import os
 import re
 import signal
+import time
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from ddpctl import proc
+from ddpctl import proc, safeio, sanitize
 from ddpctl.backends import local_proc, local_queue, submitted_record
 from ddpctl.errors import CommandError
 from ddpctl.node import batch
@@ -31,6 +32,7 @@ if TYPE_CHECKING:  # `status` and `cancel` need no plan
     from ddpctl.spec import JobSpec
 
 
+CANCEL_WAIT_S = 30.0  # how long `cancel` waits for a local job's nodes to go
 MAX_CLAIMS = 20  # fresh numbers tried for one submit when run dirs of another registry are in the way
 LOCAL_ID = re.compile(r"^local-(\d+)$")
 
@@ -106,15 +108,19 @@ class LocalBackend:
             return JobState("RUNNING", restarts, nodes=nodes_of(run_dir))
         if past.cancelled():
             return JobState("CANCELLED", restarts)
-        return past.final_state() or JobState(
-            "FAILED", restarts, "its supervisor ended without a decision (killed?); its nodes were stopped with it"
-        )
+        return past.final_state() or JobState("FAILED", restarts, ended_undecided(RunLayout(run_dir).batch_log))
 
     def cancel(self, record: JobRecord) -> None:
         if record.sweep is not None and local_queue.cancel_unstarted(record):
             return  # a sweep's task before its turn: it never starts
         if not local_proc.signal_supervisor(Path(record.run_dir), signal.SIGTERM):
             raise CommandError(f"job {record.job_id} is not running{_stopping(record)}")
+        # As squeue stops listing a job scancel ended: `status` right after `cancel` must not say RUNNING. The
+        # supervisor stops its nodes and records the cancel, then lets go of the lock (bounded: a node that
+        # ignores SIGTERM is the supervisor's to kill; `status` then says "stopping").
+        deadline = time.monotonic() + CANCEL_WAIT_S
+        while local_proc.lock_held(Path(record.run_dir)) and time.monotonic() < deadline:
+            time.sleep(0.05)
 
     def preempt(self, record: JobRecord, kind: str) -> None:
         layout = RunLayout(Path(record.run_dir))
@@ -130,6 +136,16 @@ def _stopping(record: JobRecord) -> str:
     if local_proc.lock_held(Path(record.run_dir)):
         return " (its supervisor is gone; its nodes are shutting down by themselves)"
     return ""
+
+
+def ended_undecided(batch_log: Path) -> str:
+    """Why a run whose supervisor recorded no decision failed: the last line it (or a launcher, which shares its
+    output) wrote, e.g. the ImportError of an interpreter that could not start; "killed?" when it wrote none."""
+    lines = (safeio.read_bounded(batch_log, 4096, tail=True) or b"").decode(errors="replace").splitlines()
+    last = next((line.strip() for line in reversed(lines) if line.strip()), "")
+    if not last:
+        return "its supervisor ended without a decision (killed?); its nodes were stopped with it"
+    return f"its supervisor ended without a decision: {sanitize.visible(last[:300])} (see {batch_log})"
 
 
 def nodes_of(run_dir: Path) -> str:

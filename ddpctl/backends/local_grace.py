@@ -20,7 +20,7 @@ from typing import Any
 from ddpctl.health.records import last_checkpoint, progress_records
 from ddpctl.run import history
 from ddpctl.run.layout import RunLayout
-from ddpctl.spec import JobSpec
+from ddpctl.spec import JobSpec, time_to_seconds
 
 # After the lead time node 0's launcher records `stop-unacknowledged`; the kill comes a moment later so that the
 # record of what happened stays in that order.
@@ -31,6 +31,35 @@ MAX_ENTRIES = 10_000  # bounded look at a checkpoint directory
 def kill_due(requested_at: float | None, lead_s: int, now: float, acknowledged: bool) -> bool:
     """True once a stop went unacknowledged past its lead time (pure)."""
     return requested_at is not None and not acknowledged and now - requested_at >= lead_s + KILL_SLACK_S
+
+
+class TimeLimit:
+    """One attempt's clock for the spec's `time:` (a requeued job's limit starts again, as on Slurm): the stop
+    signal is due `lead_s` before the limit (where requeue is on: Slurm's `--signal`), the kill at the limit."""
+
+    def __init__(self, spec: JobSpec, started: float) -> None:
+        self.limit_s = time_to_seconds(spec.time) if spec.time else None
+        self.lead_s = spec.requeue.lead_s if spec.requeue.enabled else None
+        self.started, self.warned, self.spec_time = started, False, spec.time
+
+    def left(self, now: float) -> int | None:
+        return None if self.limit_s is None else max(0, round(self.limit_s - (now - self.started)))
+
+    def warning_due(self, now: float) -> bool:
+        """True once, when the warning is due (at once if the limit is shorter than the lead time)."""
+        if self.warned or self.limit_s is None or self.lead_s is None:
+            return False
+        self.warned = now - self.started >= self.limit_s - self.lead_s
+        return self.warned
+
+    def kill_due(self, now: float) -> bool:
+        return self.limit_s is not None and now - self.started >= self.limit_s + KILL_SLACK_S
+
+    def warning_line(self) -> str:
+        return f"time limit {self.spec_time} in {self.lead_s} s: sending the stop signal, as Slurm's --signal would"
+
+    def kill_line(self) -> str:
+        return f"time limit {self.spec_time} reached: killing the attempt, as Slurm would"
 
 
 def lost_text(

@@ -22,7 +22,7 @@ import sys
 from collections.abc import Callable
 from pathlib import Path
 
-from ddpctl import proc, safeio
+from ddpctl import proc, pyargv, safeio
 from ddpctl.run.layout import RunLayout
 
 _PR_SET_PDEATHSIG = 1
@@ -76,7 +76,7 @@ def spawn_holding_lock(run_dir: Path, log: Path, words: list[str]) -> int:
     try:
         with safeio.open_append_file(log) as out:
             child = proc.spawn(
-                [sys.executable, "-m", "ddpctl", "internal", *words, "--lock-fd", str(lock)],
+                [*pyargv.python_module(sys.executable, "ddpctl"), "internal", *words, "--lock-fd", str(lock)],
                 stdout=out,
                 stderr=proc.STDOUT,
                 stdin=proc.DEVNULL,

@@ -13,7 +13,7 @@ import time
 from pathlib import Path
 from types import FrameType
 
-from ddpctl import exitcodes, proc
+from ddpctl import exitcodes, proc, pyargv
 from ddpctl.backends import local_grace, local_proc
 from ddpctl.node import batch
 from ddpctl.node.localenv import local_node_env
@@ -35,6 +35,7 @@ class Supervisor:
         self.stop_at: float | None = None  # when this attempt's stop was requested (monotonic)
         self.killed = False
         self.excluded: frozenset[str] = frozenset()  # the run's excluded nodes: this attempt's names skip them
+        self.clock = local_grace.TimeLimit(spec, time.monotonic())  # `time:` as Slurm keeps it, per attempt
 
     def base_env(self) -> dict[str, str]:
         env = {k: v for k, v in os.environ.items() if not k.startswith("SLURM")}
@@ -47,7 +48,18 @@ class Supervisor:
         name = signal.Signals(signum).name.removeprefix("SIG")
         if self.stop_at is None:
             self.stop_at = time.monotonic()
-        batch.on_signal(self.layout, self.base_env(), name, lambda: None, self.fan_out)
+        batch.on_signal(self.layout, self.base_env(), name, lambda: self.clock.left(time.monotonic()), self.fan_out)
+
+    def enforce_time_limit(self) -> None:
+        """The spec's `time:` as Slurm keeps it: the stop signal `lead_s` before the limit, the kill at it."""
+        now = time.monotonic()
+        if self.clock.warning_due(now):
+            print(f"ddpctl local: attempt {self.attempt}: {self.clock.warning_line()}", flush=True)
+            self.on_stop_signal(proc.signal_named(self.spec.requeue.signal), None)
+        if self.clock.kill_due(now) and not self.killed:
+            self.killed = True
+            print(f"ddpctl local: attempt {self.attempt}: {self.clock.kill_line()}", flush=True)
+            self.terminate_nodes()
 
     def enforce_grace(self) -> None:
         """Kill the attempt once its stop went unacknowledged past the lead time, as Slurm would."""
@@ -81,7 +93,7 @@ class Supervisor:
             # Each launcher holds the job's lock too (it is "running" until the last node is down) and dies
             # with the supervisor: a kill -9 of the supervisor takes its nodes down instead of orphaning them.
             proc.spawn(
-                [sys.executable, "-m", "ddpctl", "launch", str(self.layout.root)],
+                [*pyargv.python_module(sys.executable, "ddpctl"), "launch", str(self.layout.root)],
                 env={**base, **self.node_env(rank)},
                 pass_fds=self.lock_fds,
                 # The stop signal inherited as ignored until the launcher's handler takes it: a stop while its
@@ -102,6 +114,7 @@ class Supervisor:
                     if codes[index] not in (exitcodes.OK,):
                         self.terminate_nodes()
             self.enforce_grace()
+            self.enforce_time_limit()
             time.sleep(0.1)
         return max(codes.values(), key=lambda c: (c not in (0,), c))
 
@@ -118,6 +131,7 @@ class Supervisor:
             self.excluded = history.load(self.layout.events).excluded_nodes()
             env = self.base_env()
             batch.batch_start(self.layout, env)
+            self.clock = local_grace.TimeLimit(self.spec, time.monotonic())
             self.start_nodes()
             code = self.wait_nodes()
             if self.cancelled:

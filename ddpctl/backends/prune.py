@@ -10,6 +10,7 @@ holds the registry's exclusive lock, so a submit recording its job meanwhile wai
 
 from __future__ import annotations
 
+import shutil
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -17,6 +18,7 @@ from pathlib import Path
 from ddpctl.backends import local_proc
 from ddpctl.backends.local_queue import started, sweep_home
 from ddpctl.backends.names import possibly_live
+from ddpctl.run.layout import RunLayout
 from ddpctl.run.registry import JobRecord, Registry
 
 Live = Callable[[list[JobRecord]], set[str]]  # the job ids among these records that may still run
@@ -60,3 +62,38 @@ def prune(registry: Registry, now: float, older_than_s: float, live: Live = live
         if records or registry.path.exists():
             registry.rewrite(kept)
     return Pruned(len(kept), len(gone))
+
+
+def run_dir_of(record: JobRecord) -> Path | None:
+    """The run dir `ddpctl prune` may remove: a directory, not a link, named after the job and holding its
+    job.yaml; None for anything else (a registry line is not trusted to name what gets deleted)."""
+    path = Path(record.run_dir)
+    if path.name != record.job_id or path.is_symlink() or not path.is_dir():
+        return None
+    return path if RunLayout(path).spec_file.is_file() else None
+
+
+def prune_runs(
+    registry: Registry, now: float, older_than_s: float, live: Live = live_ids, *, dry_run: bool = False
+) -> tuple[list[Path], int]:
+    """`ddpctl prune`: the run dirs (code copy, logs, checkpoints) and records of jobs that certainly ended
+    and were submitted more than `older_than_s` ago; never a live one. Returns the run dirs removed (to be,
+    with `dry_run`) and how many records went."""
+    with registry.locked(exclusive=True):  # a submit meanwhile waits: its new record is never dropped
+        records = registry.records()
+        old = candidates(records, now, older_than_s)
+        still = live(old)
+        ended = [r for r in old if r.job_id not in still]
+        removed = []
+        for record in ended:
+            path = run_dir_of(record)
+            # Asked again just before: a local run is live exactly while someone holds its lock.
+            if path is None or (record.backend == "local" and local_proc.lock_held(path)):
+                continue
+            if not dry_run:
+                shutil.rmtree(path)  # links inside are removed, never followed
+            removed.append(path)
+        if not dry_run:
+            gone = {r.job_id for r in ended}
+            registry.rewrite([r for r in records if r.job_id not in gone])
+    return removed, len(ended)

@@ -29,7 +29,9 @@ from __future__ import annotations
 import contextlib
 import io
 import os
+import shlex
 import signal
+import sys
 import threading
 import time
 import traceback
@@ -78,8 +80,10 @@ def make_executor(spec: JobSpec, run_base: Path, scripts: list[Path], parameters
 
     policy = spec.requeue
     budgets = policy.max_preemptions + policy.max_timeouts + policy.max_failures + policy.max_node_failures
-    # Tasks run submitit and ddpctl with this interpreter (it has both); the workers use spec.python.
-    executor = Executor(folder=RunLayout(run_base / "%j").submitit_dir, max_num_timeout=budgets + 1)
+    # Tasks run submitit and ddpctl with this interpreter (it has both); the workers use spec.python. `-P` (3.11+):
+    # a folder named ddpctl/ in the submit dir (the clone) must not shadow the installed package when unpickling.
+    python = shlex.quote(sys.executable) + (" -P" if sys.version_info >= (3, 11) else "")
+    executor = Executor(folder=RunLayout(run_base / "%j").submitit_dir, max_num_timeout=budgets + 1, python=python)
     executor.update_parameters(**parameters)
     return executor
 

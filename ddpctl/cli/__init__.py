@@ -9,6 +9,7 @@ Command modules import torch/rich/submitit lazily inside their handlers.
 from __future__ import annotations
 
 import argparse
+import difflib
 import importlib
 import os
 import sys
@@ -30,6 +31,7 @@ COMMAND_MODULES = (
     "report",
     "watch",
     "jobs",
+    "prune",
     "logs",
     "preempt",
     "doctor",
@@ -65,12 +67,30 @@ def command_named(argv: Sequence[str]) -> str | None:
     return None
 
 
+def unknown_command(parser: argparse.ArgumentParser, argv: Sequence[str]) -> str | None:
+    """argparse's own answer lists every subparser, the hidden ones too (`internal`, `sweep-results`): this one
+    names the commands a user types, and the nearest of them."""
+    if not argv or argv[0].startswith("-") or argv[0] in COMMAND_MODULES or argv[0] == RESULTS:
+        return None
+    from ddpctl.cli.completion import HIDDEN
+
+    choices = next(a.choices for a in parser._subparsers._group_actions if a.choices) if parser._subparsers else {}
+    shown = [name for name in choices or {} if name not in HIDDEN]
+    if argv[0] in shown:
+        return None
+    guess = difflib.get_close_matches(argv[0], shown, n=1)
+    hint = f"; did you mean {guess[0]!r}?" if guess else ""
+    return f"unknown command {argv[0]!r} (commands: {', '.join(shown)}){hint}"
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     if argv[:2] == ["sweep", "results"]:  # two words, one command: sweep's SPEC would otherwise take "results"
         argv[:2] = [RESULTS]
     parser = build_parser(command_named(argv))
     autocomplete(parser)  # a shell asking for completions gets them here, and the process ends
+    if (unknown := unknown_command(parser, argv)) is not None:
+        parser.error(unknown)  # usage and one line, exit status 2, as argparse's own
     args = parser.parse_args(argv)
     if not getattr(args, "func", None):
         parser.print_help()

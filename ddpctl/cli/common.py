@@ -8,7 +8,7 @@ import gc
 import sys
 from collections.abc import Iterator
 
-from ddpctl.cli.completion import complete_set, complete_with, job_refs
+from ddpctl.cli.completion import complete_set, complete_spec, complete_with, job_refs
 
 # `ddpctl sweep results ...` is parsed as this command (here, not in cli.sweep: every start reads it, and only
 # `sweep` needs that module).
@@ -19,8 +19,12 @@ RESULTS = "sweep-results"
 BACKENDS = ("sbatch", "submitit", "local")
 
 
-def add_spec_args(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("spec", help="job spec YAML file (e.g. jobs/example.yaml)")
+def add_spec_args(parser: argparse.ArgumentParser, first_words: tuple[str, ...] = ()) -> None:
+    """The spec file and `--set`; `first_words`: words completed besides files in the spec's place
+    (`sweep results`)."""
+    spec = parser.add_argument("spec", help="job spec YAML file (e.g. jobs/example.yaml)")
+    if first_words:
+        complete_with(spec, lambda prefix, **kw: complete_spec(first_words, prefix, **kw))
     complete_with(
         parser.add_argument(
             "--set",

@@ -14,6 +14,8 @@ from typing import Any
 
 Completer = Callable[..., list[str]]
 MAX_REFS = 500  # job names and ids offered for one TAB
+# Commands no user types: the node side's `internal`, and `sweep-results`, which `sweep results` becomes.
+HIDDEN = ("internal", "sweep-results")
 
 
 def complete_set(prefix: str, **_: Any) -> list[str]:
@@ -24,6 +26,13 @@ def complete_set(prefix: str, **_: Any) -> list[str]:
     if eq:
         return [f"{key}={choice}" for choice in key_choices(key) if choice.startswith(value)]
     return [f"{name}=" for name in [*spec_keys(), "env.", "sbatch."] if name.startswith(prefix)]
+
+
+def complete_spec(words: tuple[str, ...], prefix: str, **kwargs: Any) -> list[str]:
+    """A spec file, or one of `words` (`sweep results`): files as the shell would complete them."""
+    from argcomplete.completers import FilesCompleter
+
+    return [word for word in words if word.startswith(prefix)] + list(FilesCompleter()(prefix, **kwargs))
 
 
 def job_refs(prefix: str, **_: Any) -> list[str]:
@@ -48,4 +57,4 @@ def autocomplete(parser: argparse.ArgumentParser) -> None:
     if "_ARGCOMPLETE" in os.environ:
         import argcomplete
 
-        argcomplete.autocomplete(parser)
+        argcomplete.autocomplete(parser, exclude=list(HIDDEN))

@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from ddpctl import exitcodes
-from ddpctl.health.report import checkpoint_dir
+from ddpctl.health.report import checkpoint_dir, newest_checkpoint
 from ddpctl.node.exclude import describe
 from ddpctl.run import history
 from ddpctl.run.layout import RunLayout
@@ -70,6 +70,7 @@ def payload(record: JobRecord, state: JobState) -> dict[str, Any]:
         "run_dir": record.run_dir,
         **asdict(completed(record, state, summary)),
         "attempts": summary.attempts,
+        "newest_checkpoint": str(newest) if (newest := newest_checkpoint(layout)) else None,
         "last_step": summary.last_step,
         "checkpoints": str(checkpoint_dir(layout)),
         "stops": [s.as_json() for s in stops],
@@ -91,6 +92,8 @@ def lines(record: JobRecord, state: JobState) -> list[str]:
     out.append(f"  backend {record.backend}, run dir {record.run_dir}")
     if state.terminal:
         out.append(f"  logs: ddpctl logs {record.job_id} --attempt all; checkpoints: {checkpoint_dir(layout)}")
+    if (newest := newest_checkpoint(layout)) is not None:
+        out.append(f"  newest checkpoint: {visible(str(newest))}")
     stops, notes = run_summary(layout, time.time())
     out += [f"  {line}" for line in [*(s.text for s in stops), *notes][-MAX_NOTES:]]
     out += [f"  {visible(line)}" for line in describe(history.load(layout.events))]

@@ -53,6 +53,7 @@ def add(sub: Any) -> None:
     arg("--node", metavar="NAME[,NAME]", help="only ranks that ran on these nodes")
     arg("--attempt", metavar="N|all", help="one attempt (0 = first run) or all; default: the latest")
     arg("--grep", metavar="REGEX", help="only lines matching this Python regular expression")
+    arg("--tail", metavar="N", help="only the last N lines (of the selection, merged)")
     arg("--errors", action="store_true", help="each rank's first error; name the rank that failed first")
     arg("--no-color", action="store_true", help="no colours (also when not a terminal, or NO_COLOR is set)")
     arg("--json", action="store_true", help="JSON lines: attempt, node, rank, text (and time, with -t)")
@@ -72,6 +73,14 @@ def add(sub: Any) -> None:
     parser.set_defaults(func=run)
 
 
+def tail_count(text: str) -> int:
+    from ddpctl.errors import LogsError
+
+    if not text.isdigit() or not 0 < int(text) <= 10_000_000:
+        raise LogsError(f"--tail {text!r}: expected a number of lines from 1 to 10000000")
+    return int(text)
+
+
 def request_from_args(args: argparse.Namespace) -> LogsRequest:
     # Imported here, not at the top: `ddpctl --help` should not pay for the logs machinery.
     from ddpctl.errors import LogsError
@@ -84,6 +93,10 @@ def request_from_args(args: argparse.Namespace) -> LogsRequest:
     )
     from ddpctl.logs.show import LogsRequest
 
+    if args.tail is not None and (args.follow or args.errors):
+        raise LogsError(f"--tail: cannot be combined with {'-f' if args.follow else '--errors'}")
+    if args.tail is not None:
+        args.tail = tail_count(args.tail)
     if args.errors and (args.follow or args.grep is not None):
         flag = "-f" if args.follow else "--grep"
         raise LogsError(f"--errors: cannot be combined with {flag}; allowed with it: --rank, --node, --attempt, --json")
@@ -126,8 +139,15 @@ def run(args: argparse.Namespace) -> int:
         raw=args.raw,
         timestamps=args.timestamps,
     )
+    tail = None
+    if args.tail is not None:
+        from ddpctl.logs.tail import TailSink
+
+        sink = tail = TailSink(sink, args.tail)
     try:
         show_logs(record, request, sink, state_fn=state_fn, config=FollowConfig(notify=not args.poll))
+        if tail is not None:
+            tail.finish()
     except BrokenPipeError:
         # The reader went away (`ddpctl logs JOB | head`): stop quietly; stdout pointed at /dev/null keeps the
         # interpreter's last flush of stdout from complaining too.
@@ -173,4 +193,12 @@ def remote(args: argparse.Namespace) -> int:
         sys.stdout, sys.stderr, os.environ, json_lines=args.json, no_color=args.no_color, raw=args.raw,
         timestamps=args.timestamps,
     )  # fmt: skip
-    return follow.show(transport, [*cluster.ddpctl, *remote_words(args)], sink, __version__)
+    tail = None
+    if args.tail is not None:
+        from ddpctl.logs.tail import TailSink
+
+        sink = tail = TailSink(sink, args.tail)
+    code = follow.show(transport, [*cluster.ddpctl, *remote_words(args)], sink, __version__)
+    if tail is not None:
+        tail.finish()
+    return code

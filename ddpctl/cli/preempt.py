@@ -38,6 +38,7 @@ def add(sub: Any) -> None:
 
 
 LISTENER_WAIT_S = 60.0  # a just-started job's ranks need a moment (torch import, rendezvous) before they listen
+COUNTDOWN_S = 15.0  # how often that wait says how long it has left
 STATE_POLL_S = 1.0  # how often that wait asks whether the job ended meanwhile (squeue on Slurm)
 
 
@@ -140,10 +141,13 @@ def wait_for_listener(
     what = "every node's launcher" if script_signal_of(record) else "a rank"
     say(f"waiting up to {timeout_s:.0f} s for {what} of job {record.job_id} to listen for stops")
     deadline = time.monotonic() + timeout_s
-    next_state = time.monotonic() + STATE_POLL_S
+    next_state, next_said = time.monotonic() + STATE_POLL_S, time.monotonic() + COUNTDOWN_S
     while time.monotonic() < deadline and not ready_now(record):
         if time.monotonic() >= next_state:
             if ask(record).terminal:
                 return
             next_state = time.monotonic() + STATE_POLL_S
+        if time.monotonic() >= next_said:  # a countdown: a minute's silence reads as a hang
+            say(f"still waiting for {what} to listen: {deadline - time.monotonic():.0f} s left, then the stop is sent")
+            next_said = time.monotonic() + COUNTDOWN_S
         time.sleep(0.5)

@@ -32,7 +32,7 @@ def add(sub: Any) -> None:
         "cluster:) sends the code and runs the sweep on that remote cluster; its tasks are recorded here, so the "
         "commands above find them there.",
     )
-    add_spec_args(parser)
+    add_spec_args(parser, first_words=("results",))
     parser.add_argument(
         "--grid",
         action="append",
@@ -206,7 +206,7 @@ def remote_sweeps(args: argparse.Namespace) -> bool:
 
 
 def results_here(args: argparse.Namespace) -> int:
-    from ddpctl.api.sweeps import result_dirs, result_states
+    from ddpctl.api.sweeps import result_dirs, result_points, result_states
     from ddpctl.cli.sweep_output import print_results
     from ddpctl.health.results import rank, read_task
     from ddpctl.run.registry import Registry
@@ -216,5 +216,5 @@ def results_here(args: argparse.Namespace) -> int:
     states = result_states(records, run_dirs)
     ranked = rank([read_task(run_dir) for run_dir in run_dirs], args.metric, args.mode)
     shape = "json" if args.json else "csv" if args.csv else "table"
-    print_results(ranked, args.metric, args.mode, shape, states)
+    print_results(ranked, args.metric, args.mode, shape, states=states, points=result_points(records, run_dirs))
     return 0

@@ -12,7 +12,8 @@ from ddpctl.run.registry import JobRecord
 from ddpctl.run.state import JobState
 
 POLL_S = 1.0
-PROGRESS_EVERY_S = 15.0
+PROGRESS_EVERY_S = 15.0  # at most one line a while for a moving step
+KEEPALIVE_S = 300.0  # a line when nothing changed for this long: the wait is alive
 
 
 def progress(record: JobRecord, state: JobState) -> str:
@@ -37,25 +38,44 @@ def poll_until_terminal(
     clock: Callable[[], float] = time.monotonic,
 ) -> JobState:
     """A live status line is refreshed every poll (state, elapsed, step). Without a terminal, a line is printed
-    on each change of state, and every PROGRESS_EVERY_S while the job runs (with its step and elapsed time)."""
+    only when something changes: the state (or its reason) at once, the step at most every PROGRESS_EVERY_S;
+    and after KEEPALIVE_S with no change, the same line with its elapsed time, so a log shows the wait is alive."""
     from ddpctl.api import Job
 
-    last_text, last_at = [""], [clock()]
+    last_text, last_step, last_at = [""], [""], [clock()]
 
     def on_state(state: JobState) -> None:
-        text = describe_state(state, elapsed=live)
-        due = state.state == "RUNNING" and clock() - last_at[0] >= PROGRESS_EVERY_S
-        if live or text != last_text[0] or due:
-            line = text + progress(record, state)
+        text, step = describe_state(state, elapsed=live), progress(record, state)
+        since = clock() - last_at[0]
+        moved = step != last_step[0] and since >= PROGRESS_EVERY_S
+        if live or text != last_text[0] or moved or since >= KEEPALIVE_S:
+            line = text + step
             if not live and state.state == "RUNNING" and state.elapsed:
                 line += f", elapsed {state.elapsed}"
             show(line)
-            last_text[0], last_at[0] = text, clock()
+            last_text[0], last_step[0], last_at[0] = text, step, clock()
 
     return Job(record, state_fn=query).wait(poll_s=POLL_S, on_state=on_state)
 
 
 def wait_for_job(record: JobRecord) -> int:
+    try:
+        return _wait_for_job(record)
+    except KeyboardInterrupt:
+        print(left_running(record), file=sys.stderr, flush=True)
+        return 130
+
+
+def left_running(record: JobRecord) -> str:
+    """What Ctrl-C during a wait leaves behind: the job, running on without this command."""
+    job = record.job_id
+    return (
+        f"\nstopped waiting; job {job} ({record.name}) keeps running: follow it with `ddpctl status {job}` or "
+        f"`ddpctl logs -f {job}`, stop it with `ddpctl cancel {job}`"
+    )
+
+
+def _wait_for_job(record: JobRecord) -> int:
     label = f"job {record.job_id} ({record.name})"
     if sys.stdout.isatty():
         from rich.console import Console

@@ -19,6 +19,9 @@ from ddpctl.spec import HealthSettings, load_spec
 MAX_CHECKS = 64  # preflight records kept in the report (a node each, the newest attempts' last)
 
 
+MAX_CHECKPOINT_ENTRIES = 10_000  # a checkpoint directory is looked at this far
+
+
 def checkpoint_dir(layout: RunLayout) -> Path:
     try:
         spec = load_spec(layout.spec_file, check_paths=False)
@@ -33,6 +36,28 @@ def health_settings(layout: RunLayout) -> HealthSettings:
         return load_spec(layout.spec_file, check_paths=False).health
     except Exception:
         return HealthSettings()
+
+
+def newest_checkpoint(layout: RunLayout) -> Path | None:
+    """The newest complete checkpoint (runtime.Checkpointer's `step-N` with its COMPLETE marker); for a script
+    with checkpoints of its own, the newest entry of the checkpoint directory (bounded; links not followed)."""
+    directory = checkpoint_dir(layout)
+    found = last_checkpoint(directory)
+    if found is not None:
+        return directory / f"step-{found[0]}"
+    import os
+
+    newest: tuple[float, str] | None = None
+    try:
+        with os.scandir(directory) as entries:
+            for count, entry in enumerate(entries):
+                if count >= MAX_CHECKPOINT_ENTRIES:
+                    break
+                if not entry.name.startswith("."):
+                    newest = max(newest or (0.0, ""), (entry.stat(follow_symlinks=False).st_mtime, entry.name))
+    except OSError:
+        return None
+    return directory / newest[1] if newest else None
 
 
 def collect(run_dir: Path, running: bool, now: float | None = None, past: RunHistory | None = None) -> dict[str, Any]:

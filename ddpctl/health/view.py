@@ -1,7 +1,8 @@
 """The model behind `ddpctl top` (pure, no rich): one row per rank, or per node when the ranks do not fit.
 
-A rank is a STALL when it has not progressed for STALL_STEPS x its median step time (at least STALL_MIN_S) plus,
-while it is in a pause it declared, that pause's allowance (as the hang watchdog counts it: health.hang), a
+A rank is a STALL when it has not progressed for STALL_STEPS x its median step time (at least STALL_MIN_S; before
+its first step, for the start-up allowance health.startup_s) plus, while it is in a pause it declared, that pause's
+allowance (as the hang watchdog counts it: health.hang), a
 STRAGGLER when the straggler rule flags it now or a `straggler` event named it in this attempt. Lag is in steps
 behind the fastest rank. The last log line is made visible (control characters escaped) before any terminal
 sees it: rank output is untrusted.
@@ -78,7 +79,11 @@ def rank_rows(
         seen = last if last is not None else mtime
         since = max(0.0, now - seen) if seen is not None else None
         pause = pause_of(record, policy.pause_s)
-        limit = max(STALL_MIN_S, STALL_STEPS * (step_s or 0.0)) + (pause[0] if pause else 0.0)
+        # Before its first step a rank is starting (torch import, rendezvous, data loading): silence then is normal
+        # start-up, allowed as long as the hang watchdog allows it (health.startup_s), not a few step times.
+        limit = (max(STALL_MIN_S, STALL_STEPS * (step_s or 0.0)) if step is not None else float(policy.startup_s)) + (
+            pause[0] if pause else 0.0
+        )
         done = record.get("phase") == "done"
         rows.append(
             RankRow(

@@ -33,16 +33,31 @@ _ERROR = re.compile(
 )
 
 
+_FRAME = re.compile(r'^\s*File "(?P<path>[^"]+)", line (?P<line>\d+), in (?P<func>\S+)')
+# Frames that are nobody's code of their own: the interpreter's, installed packages' and ddpctl's worker wrapper.
+_NOT_USERS = re.compile(r"^<|/lib/python\d[\d.]*/|/site-packages/|/dist-packages/|/ddpctl/node/worker\.py$")
+
+
 @dataclass(frozen=True)
 class ErrorHit:
     line_no: int  # 1-based: the error line, or a traceback's "Traceback ..." header
     text: str  # the error line; for a traceback its exception line ("RuntimeError: ...")
     collateral: bool
     file: str | None = None  # None: the rank's own log; else the launcher log that told (node-<k>.log)
+    frame: str | None = None  # a traceback's innermost frame in the user's code: "train.py:58 in main"
 
     @property
     def where(self) -> str:
+        if self.frame:
+            return f"{self.frame} (rank log line {self.line_no})"
         return f"{self.file} line {self.line_no}" if self.file else f"line {self.line_no}"
+
+
+def users_frame(path: str, line: str, func: str) -> str | None:
+    """`train.py:58 in main` for a frame of the user's code; None for the interpreter's or a package's (pure)."""
+    if _NOT_USERS.search(path):
+        return None
+    return f"{path.rsplit('/', 1)[-1]}:{line} in {func}"
 
 
 class ErrorScanner:
@@ -52,6 +67,7 @@ class ErrorScanner:
         self.hit: ErrorHit | None = None
         self._line_no = 0
         self._traceback_at = 0
+        self._frame: str | None = None  # the innermost user frame of the traceback so far
 
     def feed(self, line: str) -> bool:
         self._line_no += 1
@@ -59,6 +75,8 @@ class ErrorScanner:
         if self._traceback_at:
             # Frames and source lines are indented; the first flush-left line is the exception.
             if not text.strip() or text[0].isspace():
+                if (match := _FRAME.match(text)) is not None:
+                    self._frame = users_frame(match["path"], match["line"], match["func"]) or self._frame
                 return False
             self._record(self._traceback_at, text)
             return True
@@ -77,7 +95,7 @@ class ErrorScanner:
         return self.hit
 
     def _record(self, line_no: int, text: str) -> None:
-        self.hit = ErrorHit(line_no, text.strip(), is_collateral(text))
+        self.hit = ErrorHit(line_no, text.strip(), is_collateral(text), frame=self._frame)
 
 
 def first_error(lines: list[str]) -> ErrorHit | None:

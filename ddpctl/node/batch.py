@@ -41,12 +41,13 @@ import socket
 import sys
 import time
 from collections.abc import Callable, Mapping
+from dataclasses import replace
 from pathlib import Path
 
 from ddpctl import exitcodes, safeio
 from ddpctl.errors import DdpctlError, WaitTimeout
 from ddpctl.health.records import last_checkpoint, progress_records
-from ddpctl.node.blame import blame, facts_of
+from ddpctl.node.blame import blame, facts_of, last_error
 from ddpctl.node.decide import Decision, Progress, RunOutcome, classify_signal, decide, root_exit
 from ddpctl.node.site import node_site
 from ddpctl.run import envvars, history, notify
@@ -208,7 +209,7 @@ def run_outcome(layout: RunLayout, past: RunHistory, attempt: int, exit_code: in
     this = past.attempt(attempt)
     code, stopped = root_exit(exit_code, this.node_exits), layout.stopped_marker(attempt).exists()
     hung = this.hung or layout.hang_marker(attempt).exists()
-    blamed = blame(facts_of(this, code, stopped, hung))
+    blamed = blame(replace(facts_of(this, code, stopped, hung), launcher_error=batch_error(layout)))
     return RunOutcome(
         exit_code=code,
         stopped=stopped,
@@ -233,6 +234,11 @@ def step_reached(layout: RunLayout, this: Attempt, attempt: int) -> int | None:
     steps = [r.get("step") for r in progress_records(layout, attempt).values()]
     known = [s for s in steps if isinstance(s, int) and not isinstance(s, bool) and 0 <= s < 2**63]
     return max(known) if known else None
+
+
+def batch_error(layout: RunLayout) -> str:
+    """The last error line of the batch output (read bounded, no link followed): see `blame.last_error`."""
+    return last_error((safeio.read_bounded(layout.batch_log, 8192, tail=True) or b"").decode(errors="replace"))
 
 
 def progress_of(layout: RunLayout, past: RunHistory, attempt: int) -> Progress | None:

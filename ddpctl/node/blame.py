@@ -25,6 +25,7 @@ Collateral NCCL/Gloo errors of the surviving ranks therefore never headline whil
 
 from __future__ import annotations
 
+import re
 import signal
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
@@ -101,6 +102,7 @@ class Facts:
     checks: tuple[NodeChecked, ...] = ()  # the nodes' preflight checks (`ddpctl.node.nodecheck`)
     stop_killed: str | None = None  # the local backend killed it after an unacknowledged stop: what was lost
     stop_unacknowledged: bool = False  # a stop's lead time ran out with no rank acknowledging it
+    launcher_error: str = ""  # the last error a launcher printed to the batch output (`last_error`)
 
 
 def blame(facts: Facts) -> Blame | None:
@@ -116,7 +118,8 @@ def blame(facts: Facts) -> Blame | None:
         return preflight_blame(facts.checks)
     if facts.hang is not None or facts.hang_marker:
         return hang_blame(facts.hang)
-    nothing = Blame("script-error", why=f"the step exited {facts.exit_code}; no rank recorded why")
+    said = f"its launcher said: {facts.launcher_error}" if facts.launcher_error else "no rank recorded why"
+    nothing = Blame("script-error", why=f"the step exited {facts.exit_code}; {said}")
     return stop_timeout_blame(facts) or death_blame(facts) or nothing
 
 
@@ -141,6 +144,16 @@ def stop_timeout_blame(facts: Facts) -> Blame | None:
     if facts.stop_unacknowledged and error_blame(facts) is None:
         return Blame("stop-timeout", why=f"{head}: the ranks were killed at the end of the grace time")
     return None
+
+
+_ERROR_LINE = re.compile(r"^(ddpctl: error: .+|[A-Za-z_.]*(Error|Exception)\b.*)$")
+
+
+def last_error(output: str) -> str:
+    """The last error line in the batch output's tail: `ddpctl: error: ...` (the CLI's one-line errors) or a
+    traceback's last line. A launcher that dies before torchrun leaves no rank record: this is its own word."""
+    found = [line.strip() for line in output.splitlines() if _ERROR_LINE.match(line.strip())]
+    return found[-1][:300] if found else ""
 
 
 def death_blame(facts: Facts) -> Blame | None:

@@ -19,7 +19,7 @@ from collections.abc import Mapping
 from dataclasses import replace
 from typing import Any, Protocol
 
-from ddpctl import exitcodes, proc, safeio
+from ddpctl import exitcodes, proc, pyargv, safeio
 from ddpctl.node.torchrun import NodePlan
 from ddpctl.run import history
 from ddpctl.run.history import INFRASTRUCTURE_CAUSES, NodeChecked, NodeExited
@@ -61,9 +61,7 @@ def previous_cause(layout: RunLayout, attempt: int) -> str | None:
 def check_argv(python: str, spec: JobSpec, dist: DistEnv, layout: RunLayout) -> list[str]:
     attempt = dist.restart_count
     return [
-        python,
-        "-m",
-        "ddpctl.node.checkprog",
+        *pyargv.python_module(python, "ddpctl.node.checkprog"),
         f"--result={layout.check_result(attempt, dist.node_rank)}",
         f"--store-file={layout.check_store(attempt)}",
         f"--master-addr={dist.master_addr}",

@@ -10,6 +10,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from typing import Any
 
+from ddpctl import pyargv
 from ddpctl.run import envvars, resumepoint, tracking
 from ddpctl.run.layout import RunLayout
 from ddpctl.slurm.env import DistEnv
@@ -58,9 +59,7 @@ def awaited_endpoint(dist: DistEnv) -> str:
 def standin_argv(spec: JobSpec, dist: DistEnv, python: str) -> list[str]:
     """Test/benchmark-only (envvars.STANDIN): the torch-free stand-in plays this node's ranks."""
     return [
-        python,
-        "-m",
-        "ddpctl.node.standin",
+        *pyargv.python_module(python, "ddpctl.node.standin"),
         f"--nnodes={dist.nnodes}",
         f"--nproc-per-node={dist.nproc_per_node}",
         f"--node-rank={dist.node_rank}",
@@ -77,9 +76,9 @@ def torchrun_argv(
     if dict(spec.env).get(envvars.STANDIN) == "1":
         return standin_argv(spec, dist, python)
     return [
-        python,
-        "-m",
-        "ddpctl.node.agent",  # torchrun, after waiting for the rendezvous host where that saves time
+        *pyargv.python_module(
+            python, "ddpctl.node.agent"
+        ),  # torchrun, after waiting for the rendezvous host where that saves time
         awaited_endpoint(dist),
         f"--nnodes={dist.nnodes}",
         f"--nproc-per-node={dist.nproc_per_node}",
@@ -87,9 +86,7 @@ def torchrun_argv(
         *rendezvous_args(spec, dist, local_addr),
         # ddpctl.node.worker redirects each rank's output to its stable rank-<N>.log and watches for the stop flag.
         "--no-python",
-        python,
-        "-m",
-        "ddpctl.node.worker",
+        *pyargv.python_module(python, "ddpctl.node.worker"),
         spec.script,
         *spec.args,
     ]

@@ -101,8 +101,12 @@ def run_script(script: str, args: Sequence[str]) -> int:
         print(f"ddpctl.worker: script not found: {script}", file=sys.stderr)
         return exitcodes.USAGE
     sys.argv = [script, *args]
-    # `python -m ddpctl.node.worker` put the cwd first on sys.path; `python script.py` puts the script's directory.
-    sys.path[0] = str(path.resolve().parent)
+    # `python script.py` puts the script's directory first on sys.path. The launcher starts this wrapper without
+    # the cwd there (`-P`, or proc's `-c` boot); a plain `python -m ddpctl.node.worker` put the cwd first.
+    if sys.orig_argv[1:2] not in (["-P"], ["-c"]):
+        sys.path[0] = str(path.resolve().parent)
+    else:
+        sys.path.insert(0, str(path.resolve().parent))
     try:
         runpy.run_path(script, run_name="__main__")
     except SystemExit as exc:

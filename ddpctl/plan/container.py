@@ -25,6 +25,7 @@ import shlex
 from dataclasses import dataclass
 from pathlib import Path
 
+from ddpctl import pyargv
 from ddpctl.errors import SpecError
 from ddpctl.snapshot.store import STORE_DIR
 from ddpctl.spec import JobSpec
@@ -42,7 +43,7 @@ class ContainerCommand:
 
     def words(self) -> tuple[str, ...]:
         """The launch command after `srun`, for a run dir given as the last word."""
-        return (*self.srun_options, *self.prefix, self.python, "-m", "ddpctl", "launch")
+        return (*self.srun_options, *self.prefix, *pyargv.python_module(self.python, "ddpctl"), "launch")
 
     def shell(self) -> str:
         return " ".join(shlex.quote(word) for word in self.words())

@@ -16,6 +16,7 @@ from typing import Any
 
 import jinja2
 
+from ddpctl import pyargv
 from ddpctl.errors import SpecError
 from ddpctl.plan.sandbox import make_sandbox, render_bounded
 from ddpctl.plan.tplcache import template_cache
@@ -101,7 +102,8 @@ def template_context(spec: JobSpec, inputs: RenderInputs) -> dict[str, Any]:
         # The run dir's name under run_base, as a shell expression: the job id; an array task's is
         # <array job>_<task> (ddpctl.plan.sweep), the name `scontrol requeue` and squeue use for it.
         "run_id": "${SLURM_JOB_ID}",
-        "python": inputs.python,
+        "python": inputs.python,  # kept for copied templates that still say `{{ python | q }} -m ddpctl`
+        "ddpctl": pyargv.python_module(inputs.python, "ddpctl"),  # never imports from the job's working directory
         "setup": list(spec.setup),
         "env": list(spec.env),
         "stop_signal": spec.requeue.signal,

@@ -7,7 +7,9 @@ and `doctor` say so once, as a warning: a static look can be wrong, so it never 
 
 from __future__ import annotations
 
+import io
 import re
+import tokenize
 from pathlib import Path
 
 from ddpctl.run.history import StopScanned
@@ -22,8 +24,31 @@ SIGNS = re.compile(
 )
 HANDLER = re.compile(r"signal\.signal\s*\(|\bsignal\(\s*SIG|DDPCTL_STOP_FILE|lightning")
 # ddpctl.runtime's StopAgreement announces that its rank listens (listen-rank-<r>.json); `preempt` waits for that
-# announcement only from a script that can make it.
-ANNOUNCES = re.compile(r"ddpctl\.runtime|from\s+ddpctl\s+import\s+runtime|StopAgreement|ddpctl\.integrations")
+# announcement only from a script that can make it. Looked for in the code only: a docstring saying "no
+# ddpctl.runtime" (jobs/own_checkpoint) made `preempt` wait a minute for a listener that could never come.
+ANNOUNCES = re.compile(
+    r"ddpctl\s*\.\s*runtime|from\s+ddpctl\s+import\s+runtime|StopAgreement|ddpctl\s*\.\s*integrations"
+)
+
+
+def code_only(source: str) -> str:
+    """The source without its comments and strings (docstrings included); the source itself where it does not
+    tokenize (a static look never fails)."""
+    skip = {tokenize.COMMENT, tokenize.STRING}
+    try:
+        tokens = tokenize.generate_tokens(io.StringIO(source).readline)
+        return " ".join(t.string for t in tokens if t.type not in skip and not _fstring_part(t.type))
+    except (tokenize.TokenError, SyntaxError, ValueError):
+        return source
+
+
+def _fstring_part(kind: int) -> bool:
+    return kind in {getattr(tokenize, name, -1) for name in ("FSTRING_START", "FSTRING_MIDDLE", "FSTRING_END")}
+
+
+def can_announce(source: str) -> bool:
+    """Whether the script's code (not its comments or docstrings) uses ddpctl.runtime's stop agreement."""
+    return bool(ANNOUNCES.search(code_only(source)))
 
 
 def stop_handling_problem(source: str, script_signal: str | None) -> str | None:
@@ -64,4 +89,4 @@ def scan_event(spec: JobSpec) -> StopScanned:
     """What submit records in the run's events: the warning, if any, and whether the script can announce that
     its ranks listen, so `preempt` knows at once whether waiting for a listener makes sense."""
     source = read_source(spec) or ""
-    return StopScanned(warning=check_script(spec), announces=bool(ANNOUNCES.search(source)))
+    return StopScanned(warning=check_script(spec), announces=can_announce(source))

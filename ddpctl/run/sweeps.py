@@ -31,15 +31,26 @@ def task_id(array_job: str, index: int) -> str:
 
 
 def sweep_tasks(records: Sequence[JobRecord], ref: str) -> list[JobRecord]:
-    """The tasks of the sweep `ref` names, by index: its array job id, or a name whose newest record is a sweep
-    task (its newest sweep of that name). Empty: `ref` is no sweep (a task id is a job, not a sweep)."""
+    """The tasks of the sweep `ref` names, by index: its array job id, or a name (its newest sweep of that name,
+    even where a plain job of that name came later: `sweep results NAME` and `logs NAME_3` name a sweep). Empty:
+    `ref` is no sweep (a task id is a job, not a sweep)."""
     by_array = [r for r in records if r.sweep == ref]
     if not by_array:
-        named = [r for r in records if r.name == ref]
-        if not named or named[-1].sweep is None:
+        named = [r for r in records if r.name == ref and r.sweep is not None]
+        if not named:
             return []
         by_array = [r for r in records if r.sweep == named[-1].sweep]
     return sorted(by_array, key=_index)
+
+
+def sweep_first(records: Sequence[JobRecord], ref: str) -> list[JobRecord]:
+    """For commands that take a job or a sweep (`status`, `cancel`; `logs` and `top` refuse a sweep): the sweep
+    `ref` names where its array job id, or a name whose newest record is a sweep task; a name whose newest job is
+    plain is that job, so a sweep never hides a later job either."""
+    named = [r for r in records if r.name == ref]
+    if named and named[-1].sweep is None and not any(r.sweep == ref for r in records):
+        return []
+    return sweep_tasks(records, ref)
 
 
 def named_task(records: Sequence[JobRecord], ref: str) -> tuple[list[JobRecord], JobRecord | None]:

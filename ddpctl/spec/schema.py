@@ -156,8 +156,12 @@ def _sbatch_options(value: Any, at: At) -> tuple[tuple[str, str | int | bool], .
 def unknown_key(at: At, known: list[str]) -> Exception:
     import difflib  # here: only a misspelt key needs it, and every `render` and `submit` would pay its import
 
+    from ddpctl.spec.hints import hint as alias_hint
+
+    # The tables first: difflib finds `sbatch` in `batch_size`
     guess = difflib.get_close_matches(at.path[-1], known, n=1, cutoff=0.6)
-    hint = f"did you mean '{guess[0]}'?" if guess else "expected one of " + ", ".join(known)
+    hint = alias_hint(at.path[-1], known) or (f"did you mean '{guess[0]}'?" if guess else None)
+    hint = hint or "expected one of " + ", ".join(known)
     return at.error(f"unknown key, {hint}")
 
 

@@ -59,9 +59,25 @@ def test_preempt_waits_for_a_queued_job_to_run_saying_why_once() -> None:
     said: list[str] = []
     seq = states(JobState("PENDING", reason="Resources"), JobState("PENDING", reason="Resources"), JobState("RUNNING"))
     got = wait_until_running(RECORD, 60, said.append, state_fn=seq, poll_s=0.0)
-    assert got.state == "RUNNING" and said == ["waiting for job 29 (ex) to run: PENDING (Resources)"]
+    assert got.state == "RUNNING" and said == [
+        "waiting for job 29 (ex) to run: PENDING (Resources); at most 60 s more (--wait)"
+    ]
     clock = iter([0.0, 0.0, 5.0])
     got = wait_until_running(
         RECORD, 1, said.append, state_fn=lambda _r: JobState("PENDING"), poll_s=0.0, clock=lambda: next(clock)
     )
     assert got.state == "PENDING"  # gave up: control() then says it is not running
+
+
+def test_a_long_queue_wait_counts_down_instead_of_repeating() -> None:
+    """Issue 45: a wait of minutes with one line at its start read as a hang."""
+    from ddpctl.backends.control import wait_until_running
+
+    said: list[str] = []
+    clock = iter([0.0, 0.0, 10.0, 31.0, 50.0, 61.0, 100.0])
+    got = wait_until_running(
+        RECORD, 100, said.append, state_fn=lambda _r: JobState("PENDING", reason="Priority"), poll_s=0.0,
+        clock=lambda: next(clock),
+    )  # fmt: skip
+    assert got.state == "PENDING"
+    assert [line.split("; ")[1] for line in said] == [f"at most {s} s more (--wait)" for s in (100, 69, 39)]

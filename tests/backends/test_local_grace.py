@@ -6,7 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from ddpctl.backends.local_grace import kill_due, lost_text, stray_checkpoint
+from ddpctl.backends.local_grace import TimeLimit, kill_due, lost_text, stray_checkpoint
+from ddpctl.spec import JobSpec, RequeuePolicy
 
 
 @pytest.mark.parametrize(
@@ -53,3 +54,34 @@ def test_stray_checkpoint(tmp_path: Path) -> None:
     assert stray_checkpoint(tmp_path) is None
     (tmp_path / "snapshot.pt").write_text("x")
     assert stray_checkpoint(tmp_path) == str(tmp_path / "snapshot.pt")
+
+
+def clock(time: str | None, lead_s: int = 60, enabled: bool = True) -> TimeLimit:
+    spec = JobSpec(name="j", script="t.py", time=time, requeue=RequeuePolicy(enabled=enabled, lead_s=lead_s))
+    return TimeLimit(spec, started=1000.0)
+
+
+@pytest.mark.parametrize(
+    ("time", "lead_s", "enabled", "warned_at", "killed_at"),
+    [
+        ("2", 60, True, 1060.0, 1121.0),  # 2 minutes: the warning 60 s before, the kill at the limit (+ slack)
+        ("0:30", 60, True, 1000.0, 1031.0),  # a limit shorter than the lead time: the warning at once
+        ("2", 60, False, None, 1121.0),  # no requeue: no --signal, so no warning; the limit still kills
+        (None, 60, True, None, None),  # no time: the partition's, unknown here: nothing
+        ("UNLIMITED", 60, True, None, None),
+    ],
+)
+def test_time_limit(
+    time: str | None, lead_s: int, enabled: bool, warned_at: float | None, killed_at: float | None
+) -> None:
+    limit = clock(time, lead_s, enabled)
+    ticks = [1000.0 + t / 2 for t in range(400)]
+    warnings = [t for t in ticks if limit.warning_due(t)]
+    assert warnings == ([warned_at] if warned_at is not None else [])  # once
+    assert next((t for t in ticks if limit.kill_due(t)), None) == killed_at
+
+
+def test_time_left_for_the_signals_kind() -> None:
+    assert clock("2").left(1060.0) == 60
+    assert clock("2").left(2000.0) == 0
+    assert clock(None).left(1060.0) is None

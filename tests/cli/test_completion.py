@@ -69,6 +69,15 @@ def test_commands_options_and_spec_keys(line: str, expected: list[str], tmp_path
     assert complete(line, tmp_path) == expected
 
 
+def test_hidden_commands_are_not_offered_and_sweep_results_is(tmp_path: Path) -> None:
+    """Issue 45: `internal` and `sweep-results` were offered; `sweep res<TAB>` completed nothing."""
+    everything = complete("ddpctl ", tmp_path)
+    assert "submit" in everything and "status" in everything
+    assert not {"internal", "sweep-results"} & {word.strip() for word in everything}, everything
+    assert complete("ddpctl sweep res", tmp_path) == ["results "]
+    assert "jobs/" in complete("ddpctl sweep jo", tmp_path)  # the spec file, as before
+
+
 def test_every_spec_key_is_offered(tmp_path: Path) -> None:
     from ddpctl.spec.overrides import spec_keys
 

@@ -105,3 +105,14 @@ def test_every_option_of_every_command_is_in_the_readme(commands: dict[str, argp
         if not any(documented(readme, name, option) for option in action.option_strings)
     ]
     assert missing == []
+
+
+def test_an_unknown_command_lists_only_the_commands_a_user_types() -> None:
+    """Issue 45: argparse's answer listed `internal` and `sweep-results` too."""
+    done = subprocess.run(
+        [sys.executable, "-m", "ddpctl", "stauts", "x"], capture_output=True, text=True, timeout=60, check=False
+    )
+    assert done.returncode == 2 and done.stdout == ""
+    error = done.stderr.splitlines()[-1]
+    assert error.startswith("ddpctl: error: unknown command 'stauts' (commands: submit, sweep, status,"), error
+    assert error.endswith("; did you mean 'status'?") and "internal" not in error and "sweep-results" not in error

@@ -60,13 +60,29 @@ def test_finished_status_has_no_empty_fields_and_tells_the_story(tmp_path: Path)
     record = finished_run(tmp_path)
     cancelled = JobState("CANCELLED", 1)  # what scontrol leaves of a cancelled job: no reason, nodes, elapsed
     data = payload(record, cancelled)
-    assert all(value not in ("", None) for key, value in data.items()), data
+    assert all(value not in ("", None) for key, value in data.items() if key != "newest_checkpoint"), data
+    assert data["newest_checkpoint"] is None  # none written: null, not a guess
     assert (data["nodes"], data["last_step"], data["attempts"], data["exit_code"]) == ("node[1-2]", 4, 2, 1)
     text = lines(record, cancelled)
     assert text[0] == "29  ex  CANCELLED (cancelled) restart 1", text
     assert "(None)" not in "\n".join(text) and "restarts 1, last step 4" in text[1], text
     assert "attempt 1: resumed from step 2" in text[-1], text
     assert summarize(RunLayout(Path(record.run_dir))).last_step == 4
+
+
+def test_the_newest_checkpoint_is_in_status_json_and_the_api(tmp_path: Path) -> None:
+    """Issue 45: neither `status` nor the API said which checkpoint a resume would start from."""
+    from ddpctl.api import Job
+
+    record = finished_run(tmp_path)
+    checkpoints = RunLayout(Path(record.run_dir)).default_checkpoints
+    for step in (4, 8):
+        (checkpoints / f"step-{step}").mkdir(parents=True)
+    (checkpoints / "step-4" / "COMPLETE").write_text('{"time": 1.0}')  # step-8 is still being written
+    newest = checkpoints / "step-4"
+    assert f"  newest checkpoint: {newest}" in lines(record, JobState("COMPLETED", 1))
+    assert payload(record, JobState("COMPLETED", 1))["newest_checkpoint"] == str(newest)
+    assert Job(record).newest_checkpoint() == newest
 
 
 def test_wait_shows_state_then_step_and_elapsed(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -85,12 +101,21 @@ def test_wait_shows_state_then_step_and_elapsed(tmp_path: Path, monkeypatch: pyt
     monkeypatch.setattr("ddpctl.cli.waiting.POLL_S", 0.0)
     final = poll_until_terminal(record, shown.append, live=False, query=lambda _r: next(seq), clock=lambda: next(clock))
     assert final.state == "COMPLETED"
-    assert shown == [
+    assert shown == [  # 0:20 and 0:21 changed nothing (the step is still 4): no line repeated
         "PENDING (Resources)",
         "RUNNING, step 4, elapsed 0:05",
-        "RUNNING, step 4, elapsed 0:20",
         "COMPLETED (training completed) restart 1",
     ], shown
+
+
+def test_wait_keeps_alive_after_a_long_time_without_change(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    record = finished_run(tmp_path)
+    seq = iter([JobState("PENDING", reason="Priority")] * 4 + [JobState("COMPLETED", 1, "training completed")])
+    clock = iter([0.0, 0.0, 0.0, 100.0, 299.0, 301.0, 301.0, 302.0, 303.0])
+    shown: list[str] = []
+    monkeypatch.setattr("ddpctl.cli.waiting.POLL_S", 0.0)
+    poll_until_terminal(record, shown.append, live=False, query=lambda _r: next(seq), clock=lambda: next(clock))
+    assert shown == ["PENDING (Priority)", "PENDING (Priority)", "COMPLETED (training completed) restart 1"], shown
 
 
 def cli(home: Path, *args: str, **kw: object) -> subprocess.CompletedProcess[str]:

@@ -109,13 +109,14 @@ def sweep_dir(tmp_path: Path) -> Path:
 
 
 def test_results_table_json_csv(cli: Cli, sweep_dir: Path) -> None:
-    table = cli.run("sweep", "results", str(sweep_dir)).stdout.splitlines()
-    assert table == [  # no job of the registry has these run dirs: no state
-        "   run         state  step  loss final  loss min",
-        "*  7_1         -        12         0.3       0.3",
-        "   7_0         -        10         0.5       0.4",
-        "   7_^[]0;x^G  -         9         0.9       0.8",
+    done = cli.run("sweep", "results", str(sweep_dir))
+    assert done.stdout.splitlines() == [  # no job of the registry has these run dirs: no state column
+        "   run         step  loss final  loss min",
+        "*  7_1           12         0.3       0.3",
+        "   7_0           10         0.5       0.4",
+        "   7_^[]0;x^G     9         0.9       0.8",
     ]
+    assert done.stderr == "no job in the registry has these run dirs: no state to show\n"
     rows = [json.loads(line) for line in cli.run("sweep", "results", str(sweep_dir), "--json").stdout.splitlines()]
     assert [(r["run"], r["state"], r["step"], r["final"], r["best"], r["best_point"]) for r in rows] == [
         ("7_1", None, 12, {"loss": 0.3}, 0.3, True),
@@ -124,9 +125,9 @@ def test_results_table_json_csv(cli: Cli, sweep_dir: Path) -> None:
     ]
     csv = cli.run("sweep", "results", str(sweep_dir / "7_1"), str(sweep_dir / "7_0"), "--csv", "--mode", "max")
     assert csv.stdout.splitlines() == [
-        "run,run_dir,state,step,loss_final,loss_max,best_point",
-        f"7_0,{sweep_dir}/7_0,,10,0.5,2.0,1",
-        f"7_1,{sweep_dir}/7_1,,12,0.3,1.0,0",
+        "point,run,run_dir,state,step,loss_final,loss_max,best_point",
+        f",7_0,{sweep_dir}/7_0,,10,0.5,2.0,1",
+        f",7_1,{sweep_dir}/7_1,,12,0.3,1.0,0",
     ]
 
 

@@ -55,3 +55,23 @@ def test_a_whole_sweep_is_refused_naming_its_tasks(cli: Cli, command: str, ref: 
     assert done.stderr == (
         f"ddpctl: error: {command} {ref}: sweep lr (job array 7) has 2 tasks; name one: 7_0, 7_1 (or lr_<task>)\n"
     )
+
+
+def test_a_later_job_of_the_same_name_hides_no_sweep(tmp_path: Path) -> None:
+    """Issue 45: after a sweep `ex` came a plain job `ex`: `sweep results ex` and `logs ex_0` name the sweep,
+    `status ex` the job; the results start with each task's grid values."""
+    registry = Registry.from_env({"DDPCTL_HOME": str(tmp_path / "home")})
+    for index, lr in enumerate(("0.1", "0.01")):
+        run_dir = tmp_path / "runs" / f"local-1_{index}"
+        run_dir.mkdir(parents=True)
+        registry.add(JobRecord(f"local-1_{index}", "ex", str(run_dir), "local", 1.0, sweep="local-1", point=f"lr={lr}"))
+    (tmp_path / "runs" / "local-2").mkdir()
+    registry.add(JobRecord("local-2", "ex", str(tmp_path / "runs" / "local-2"), "local", 2.0))
+    cli = Cli(tmp_path / "home", cwd=tmp_path)
+    results = cli.run("sweep", "results", "ex", "--csv").stdout.splitlines()
+    assert [line.split(",")[:2] for line in results[1:]] == [["lr=0.1", "local-1_0"], ["lr=0.01", "local-1_1"]]
+    table = cli.run("sweep", "results", "ex").stdout.splitlines()
+    assert table[0].split()[:2] == ["point", "run"] and table[1].split()[:2] == ["lr=0.1", "local-1_0"], table
+    logs = cli.run("logs", "ex_0", check=False)
+    assert "no such job" not in logs.stderr and "local-1_0" in logs.stdout + logs.stderr, logs
+    assert cli.status("ex")["job_id"] == "local-2"

@@ -69,3 +69,16 @@ def test_the_newest_cause_is_shown_below_the_ranks() -> None:
     ]
     text = render(snap(16, 8, causes=causes), width=160, height=40)
     assert causes[1] in text and "attempt 0 ended" not in text, text
+
+
+def test_a_rank_before_its_first_step_is_starting_not_stalled() -> None:
+    """Issue 45: during a normal start-up (torch import, rendezvous) every rank was flagged STALL."""
+    logs = {0: ("", NOW - 60), 1: ("loading data", NOW - 30)}  # quiet logs, no progress record yet
+    records = {1: {"phase": "setup", "node": "n00", "t": NOW - 30}}
+    rows = rank_rows(records, logs, nodes={0: "n00"}, flagged=[], policy=HealthSettings(), now=NOW)
+    assert [(row.rank, row.step, row.stall) for row in rows] == [(0, None, False), (1, None, False)]
+    late = rank_rows({0: {"step": 3, "t": NOW - 60}}, logs, nodes={}, flagged=[], policy=HealthSettings(), now=NOW)
+    assert late[0].stall  # after a first step, 60 s of silence is a stall
+    policy = HealthSettings(startup_s=50)
+    rows = rank_rows(records, logs, nodes={0: "n00"}, flagged=[], policy=policy, now=NOW)
+    assert [row.stall for row in rows] == [True, False]  # silent past the start-up allowance: a stall after all

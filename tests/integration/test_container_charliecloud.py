@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import shlex
 import shutil
 from collections.abc import Callable
 from pathlib import Path
@@ -27,6 +28,8 @@ from test_preemption import (
     decisions,
     submit,
 )
+
+from ddpctl.pyargv import python_module
 
 pytestmark = pytest.mark.slurm
 
@@ -92,8 +95,9 @@ def test_example_preempted_and_resumed_inside_charliecloud(
     pinned = Path(runs.group(1))
     assert pinned.name == train.name and pinned.parent.name == "code" and "JOBID" in pinned.parts, dry
     copy_dir = pinned.parent
-    assert f"--bind {copy_dir}:{copy_dir} --cd {copy_dir} {image} -- python3 -m ddpctl launch" in dry, dry
-    assert "--no-python python3 -m ddpctl.node.worker" in dry, dry
+    ddpctl_words = shlex.join(python_module("python3", "ddpctl"))  # the cwd (a clone named ddpctl/) left off
+    assert f"--bind {copy_dir}:{copy_dir} --cd {copy_dir} {image} -- {ddpctl_words} launch" in dry, dry
+    assert f"--no-python {shlex.join(python_module('python3', 'ddpctl.node.worker'))}" in dry, dry
     job = submit(cli, tmp_path / "runs", cleanup_jobs, "--ckpt-every", "4", "--sleep-per-step", "0.5", sets=sets)
     follower = LogFollower(cli, job.job_id)
     try:

@@ -17,6 +17,7 @@ import json
 import os
 import re
 import resource
+import shlex
 import shutil
 from collections.abc import Callable
 from pathlib import Path
@@ -33,6 +34,8 @@ from test_preemption import (
     decisions,
     submit,
 )
+
+from ddpctl.pyargv import python_module
 
 pytestmark = pytest.mark.slurm
 
@@ -115,7 +118,7 @@ def test_example_preempted_and_resumed_inside_podman(
     copy_dir = Path(runs.group(1)).parent
     assert "podman run --rm --init --sig-proxy=true --cgroups=disabled --network=host --ipc=host" in dry, dry
     assert f"--volume {copy_dir}:{copy_dir} --workdir {copy_dir}" in dry, dry
-    assert f"--rootfs {image}:O python3 -m ddpctl launch" in dry, dry
+    assert f"--rootfs {image}:O {shlex.join(python_module('python3', 'ddpctl'))} launch" in dry, dry
     job = submit(cli, tmp_path / "runs", cleanup_jobs, "--ckpt-every", "4", "--sleep-per-step", "0.5", sets=sets)
     follower = LogFollower(cli, job.job_id)
     try:

@@ -81,8 +81,9 @@ def test_preempt_of_a_plain_script_sends_at_once_and_warns(cli: Cli, tmp_path: P
 
 
 def test_preempt_stops_waiting_for_a_listener_once_the_job_ended(cli: Cli, tmp_path: Path) -> None:
-    # The script names ddpctl.runtime (so a rank could announce that it listens) but never does, and ends soon.
-    header = "# uses ddpctl.runtime elsewhere; StopAgreement not started yet\n"
+    # The script's code names ddpctl.runtime (so a rank could announce that it listens; a comment saying so does
+    # not count) but never does, and ends soon.
+    header = "if False:  # StopAgreement not started yet\n    import ddpctl.runtime\n"
     job_id, run_dir = cli.submit(plain_spec(tmp_path, steps=25, header=header))  # 5 s of training
     cli.wait_for(lambda: "step 1" in logged_steps(run_dir, 0), timeout=120, what="step 1")
     began = time.monotonic()

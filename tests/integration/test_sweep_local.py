@@ -118,6 +118,7 @@ def test_readme_local_sweep_runs_one_task_at_a_time_and_ranks_results(tmp_path: 
     runs = [json.loads(line) for line in ranked.splitlines()]
     assert sorted(r["run"] for r in runs) == ["local-1_0", "local-1_1"] and runs[0]["best_point"]
     assert [r["state"] for r in runs] == ["COMPLETED", "COMPLETED"], runs  # the sweep's name, from the registry
+    assert sorted(r["point"] for r in runs) == ["env.LR=0.01", "env.LR=0.1"], runs  # each task's grid values
     losses = [r["final"]["loss"] for r in runs]
     assert losses == sorted(losses) and len(set(losses)) == 2, "each point trained with its own LR"
     assert "*" in cli.run(*shlex.split(commands[4])[1:]).stdout

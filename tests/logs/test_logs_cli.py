@@ -74,6 +74,26 @@ def test_all_attempts_with_grep_and_node(home: Path) -> None:
     ]
 
 
+def test_tail_shows_the_last_lines_under_their_attempt(home: Path) -> None:
+    """Issue 45: no `logs --tail N`."""
+    proc = ddpctl(home, "train", "--rank", "0,3", "--tail", "3")
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.splitlines() == [
+        "[a1 node1 r3] Traceback (most recent call last):",
+        '[a1 node1 r3]   File "t.py"',
+        "[a1 node1 r3] ValueError: bad lr",
+    ]
+    proc = ddpctl(home, "123", "--attempt", "all", "--node", "node1", "--grep", r"hello|loss", "--tail", "3")
+    assert proc.stdout.splitlines() == [
+        "-- attempt 0 --",  # the banner of the attempt the first kept line belongs to
+        "[a0 node1 r1] a0 r1 hello",
+        "-- attempt 1 --",
+        "[a1 node1 r2] a1 r2 loss 0.5",
+        "[a1 node1 r3] a1 r3 loss 0.5",
+    ]
+    assert ddpctl(home, "train", "--tail", "100").stdout == ddpctl(home, "train").stdout
+
+
 def test_json_lines(home: Path) -> None:
     proc = ddpctl(home, "123", "--json", "--attempt", "0", "--rank", "2")
     assert [json.loads(line) for line in proc.stdout.splitlines()] == [
@@ -101,6 +121,8 @@ def test_errors(home: Path) -> None:
         (["123", "--attempt", "7"], "--attempt 7: this job has no such attempt; allowed: 0, 1 or 'all'"),
         (["123", "--node", "node9"], "--node: no node 'node9' in this job (did you mean 'node"),
         (["123", "--errors", "-f"], "--errors: cannot be combined with -f"),
+        (["123", "--tail", "5", "-f"], "--tail: cannot be combined with -f"),
+        (["123", "--tail", "0"], "--tail '0': expected a number of lines from 1 to 10000000"),
     ],
 )
 def test_bad_input_exits_2_with_one_line(home: Path, args: list[str], message: str) -> None:

@@ -89,7 +89,48 @@ def test_first_error(text: str, line_no: int | None, error: str | None, collater
     if line_no is None:
         assert hit is None
     else:
-        assert hit == ErrorHit(line_no, error or "", bool(collateral))
+        assert hit is not None and (hit.line_no, hit.text, hit.collateral) == (line_no, error or "", bool(collateral))
+
+
+# What a rank's log holds when train.py raises under ddpctl's worker wrapper (Python 3.11, torch installed).
+WRAPPED = """step 3 loss=0.5
+Traceback (most recent call last):
+  File "/venv/lib/python3.11/site-packages/ddpctl/node/worker.py", line 110, in run_script
+    runpy.run_path(script, run_name="__main__")
+  File "<frozen runpy>", line 291, in run_path
+  File "<frozen runpy>", line 98, in _run_module_code
+  File "/home/me/runs/ex/local-3/code/train.py", line 71, in <module>
+    main()
+  File "/home/me/runs/ex/local-3/code/train.py", line 58, in main
+    loss = step(model, batch)
+  File "/home/me/runs/ex/local-3/code/util.py", line 9, in step
+    return model(batch).sum()
+  File "/venv/lib/python3.11/site-packages/torch/nn/modules/module.py", line 1751, in _call_impl
+    return forward_call(*args, **kwargs)
+  File "/usr/lib/python3.11/functools.py", line 12, in wrapper
+RuntimeError: mat1 and mat2 shapes cannot be multiplied (4x3 and 5x2)
+"""
+
+
+INSTALLED = WRAPPED.replace("/home/me/runs/ex/local-3/code/util.py", "/venv/lib/python3.11/site-packages/util.py")
+
+
+@pytest.mark.parametrize(
+    ("text", "where"),
+    [
+        (WRAPPED, "util.py:9 in step (rank log line 2)"),  # the innermost frame of the user's own code
+        (
+            WRAPPED.replace("util.py", "/venv/lib/python3.11/site-packages/lib.py"),
+            "train.py:58 in main (rank log line 2)",
+        ),
+        ('Traceback (most recent call last):\n  File "<string>", line 1, in <module>\nValueError: x\n', "line 1"),
+        ("KeyError: 'lr'\n", "line 1"),  # no traceback: the rank log's line
+    ],
+)
+def test_errors_point_at_the_users_frame(text: str, where: str) -> None:
+    """Issue 45: `logs --errors` said "line 2" (of the rank log) instead of where in the script it failed."""
+    hit = first_error(text.splitlines())
+    assert hit is not None and hit.where == where
 
 
 @pytest.mark.parametrize(

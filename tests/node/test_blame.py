@@ -6,7 +6,7 @@ from typing import Any
 
 import pytest
 
-from ddpctl.node.blame import Blame, blame, facts_of
+from ddpctl.node.blame import Blame, Facts, blame, facts_of, last_error
 from ddpctl.node.decide import Progress, RunOutcome, decide
 from ddpctl.run.history import KINDS, Decided, Kind, RunHistory, parse_event
 from ddpctl.spec import RequeuePolicy
@@ -332,3 +332,32 @@ def test_stops_and_signals_never_count_as_stalled_and_zero_is_off() -> None:
         NONE_USED,
     )
     assert (off.action, off.stalled) == ("requeue", 6)
+
+
+@pytest.mark.parametrize(
+    ("output", "found"),
+    [
+        ("", ""),
+        ("ddpctl local: attempt 0 started\n", ""),
+        (
+            "ddpctl: error: /nonexistent/python3: No such file or directory\nddpctl local: attempt 0 ended (2)\n",
+            "ddpctl: error: /nonexistent/python3: No such file or directory",
+        ),
+        (
+            "Traceback (most recent call last):\n  File \"x\", line 1\nImportError: cannot import name 'v'\n",
+            "ImportError: cannot import name 'v'",
+        ),
+        ("ValueError: first\nsome line\nOSError: second\n", "OSError: second"),  # the last one
+        ("an error occurred somewhere\n", ""),  # prose is not an error line
+    ],
+)
+def test_last_error_of_the_batch_output(output: str, found: str) -> None:
+    assert last_error(output) == found
+
+
+def test_a_launchers_own_error_is_the_reason_where_no_rank_recorded_one() -> None:
+    said = blame(Facts(exit_code=2, launcher_error="ddpctl: error: /x/python: No such file or directory"))
+    assert said == Blame(
+        "script-error", why="the step exited 2; its launcher said: ddpctl: error: /x/python: No such file or directory"
+    )
+    assert blame(Facts(exit_code=2)) == Blame("script-error", why="the step exited 2; no rank recorded why")

@@ -37,9 +37,9 @@ def test_only_the_flag_selects_the_standin() -> None:
     ]
     for env, module in cases:
         argv = torchrun_argv(JobSpec(**{**base, "env": env}), DIST, "py")  # type: ignore[arg-type]
-        assert argv[:3] == ["py", "-m", module]
+        assert (argv[:2], argv[3]) == (["py", "-c"], module)  # `-c` boot: no working directory on sys.path
     argv = torchrun_argv(JobSpec(**{**base, "env": (("DDPCTL_STANDIN", "1"),)}), DIST, "py")  # type: ignore[arg-type]
-    assert argv[3:] == ["--nnodes=2", "--nproc-per-node=3", "--node-rank=1", "--steps", "9"]
+    assert argv[4:] == ["--nnodes=2", "--nproc-per-node=3", "--node-rank=1", "--steps", "9"]
 
 
 def test_local_preempt_stops_every_rank_at_one_step_and_resumes(tmp_path: Path) -> None:

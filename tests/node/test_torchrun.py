@@ -71,10 +71,16 @@ def ddpctl_env(
 
 C10D = ["--rdzv-backend=c10d", "--rdzv-endpoint=n1:23456", "--rdzv-id=77.0"]
 STATIC = ["--master-addr=n1", "--master-port=23456", "--node-rank=1", "--rdzv-backend=static"]
-HEAD = ["/py", "-m", "ddpctl.node.agent", "n1:23456", "--nnodes=2", "--nproc-per-node=2", "--max-restarts=0"]
+# Not this interpreter: the `-c` boot, which leaves the working directory (a clone named ddpctl/) off sys.path.
+BOOT = (
+    'import runpy,sys;sys.path[:1]==[""] and sys.path.pop(0);'
+    'runpy.run_module(sys.argv.pop(1),run_name="__main__",alter_sys=True)'
+)
+PY = ["/py", "-c", BOOT]
+HEAD = [*PY, "ddpctl.node.agent", "n1:23456", "--nnodes=2", "--nproc-per-node=2", "--max-restarts=0"]
 # node 0 hosts the rendezvous: its agent waits for nobody ("-")
-HOST_HEAD = [*HEAD[:3], "-", *HEAD[4:]]
-TAIL = ["--no-python", "/py", "-m", "ddpctl.node.worker", "/w/train.py", "--lr", "0.1"]
+HOST_HEAD = [*HEAD[:4], "-", *HEAD[5:]]
+TAIL = ["--no-python", *PY, "ddpctl.node.worker", "/w/train.py", "--lr", "0.1"]
 NET_ETH0 = [
     ("NCCL_SOCKET_IFNAME", "eth0"),
     ("GLOO_SOCKET_IFNAME", "eth0"),
@@ -124,8 +130,7 @@ NET_ETH0 = [
             dist(),
             ("eth0", "10.0.0.2", {}),
             [
-                "/py",
-                "-m",
+                *PY,
                 "ddpctl.node.agent",
                 "n1:23456",
                 "--nnodes=2",

@@ -17,11 +17,11 @@ from ddpctl.spec import spec_from_mapping, spec_to_mapping
 SRUN = """#!/bin/bash
 sleep 0.2
 """
-# `python -m ddpctl internal WHAT RUN_DIR ...`: decide says what DECISION says; the step after it (chain-drop or
-# scontrol requeue's wait) gets the warning signal a second time, as the time limit's warning arriving late does;
-# on-signal records that it ran.
+# `python -c BOOT ddpctl internal WHAT RUN_DIR ...` (ddpctl.pyargv: not this interpreter): decide says what
+# DECISION says; the step after it (chain-drop or scontrol requeue's wait) gets the warning signal a second time,
+# as the time limit's warning arriving late does; on-signal records that it ran.
 PYTHON = """#!/bin/bash
-shift 2
+shift 3
 case "$1 $2" in
   "internal decide") echo "$DECISION" ;;
   "internal on-signal") echo "$*" >> "$STUB_OUT/on-signal" ;;

@@ -59,7 +59,13 @@ def spec_for(runtime: str, gpus: int = 0, **container: object) -> object:
     )
 
 
-LAUNCH = ["python3", "-m", "ddpctl", "launch"]
+# The image's interpreter runs ddpctl without the working directory on sys.path (a clone named ddpctl/ there).
+BOOT = (
+    'import runpy,sys;sys.path[:1]==[""] and sys.path.pop(0);'
+    'runpy.run_module(sys.argv.pop(1),run_name="__main__",alter_sys=True)'
+)
+LAUNCH = ["python3", "-c", BOOT, "ddpctl", "launch"]
+PROBE = ["python3", "-m", "ddpctl"]  # the version check runs with no mounts: no clone can be in its way
 PODMAN = [
     "podman",
     "run",
@@ -170,7 +176,7 @@ def test_podman_image_name_or_root_directory(image: str, tail: list[str]) -> Non
     words = list(container_command(spec_for("podman", image=image)).words())  # type: ignore[arg-type]
     assert words == [*PODMAN, *tail, *LAUNCH]
     probe = list(probe_argv(spec_for("podman", image=image)))  # type: ignore[arg-type]
-    assert probe == ["podman", "run", "--rm", *tail, *LAUNCH[:3], "--version"]
+    assert probe == ["podman", "run", "--rm", *tail, *PROBE, "--version"]
 
 
 def test_workdir_python_and_options_are_the_users() -> None:
@@ -202,7 +208,8 @@ def test_workdir_python_and_options_are_the_users() -> None:
         "--contain",
         "i.sif",
         "/opt/py/bin/python",
-        "-m",
+        "-c",
+        BOOT,
         "ddpctl",
         "launch",
     )
@@ -335,8 +342,8 @@ def test_doctor_probe_verdict(runtime: str, returncode: int | None, output: str,
 
 
 def test_doctor_probe_argv_and_pyxis_note() -> None:
-    assert probe_argv(spec_for("charliecloud")) == ("ch-run", "/img/train.sqsh", "--", *LAUNCH[:3], "--version")  # type: ignore[arg-type]
-    podman = ("podman", "run", "--rm", "--rootfs", "/img/train.sqsh", *LAUNCH[:3], "--version")
+    assert probe_argv(spec_for("charliecloud")) == ("ch-run", "/img/train.sqsh", "--", *PROBE, "--version")  # type: ignore[arg-type]
+    podman = ("podman", "run", "--rm", "--rootfs", "/img/train.sqsh", *PROBE, "--version")
     assert probe_argv(spec_for("podman")) == podman  # type: ignore[arg-type]
     assert probe_argv(spec_for("pyxis")) is None  # type: ignore[arg-type]
     check = check_container(spec_for("pyxis"), Facts(tools={}))  # type: ignore[arg-type]

@@ -8,7 +8,7 @@ import pytest
 import yaml
 from clitools import ddpctl_in
 
-from ddpctl.plan.stopscan import stop_handling_problem
+from ddpctl.plan.stopscan import can_announce, stop_handling_problem
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -46,3 +46,26 @@ def test_submit_and_doctor_warn_once_about_a_plain_script(tmp_path: Path) -> Non
     done = ddpctl("submit", str(spec), "--backend", "local")
     assert done.returncode == 0, done.stderr
     assert done.stderr.count("shows no sign of handling stops") == 1, done.stderr
+
+
+@pytest.mark.parametrize(
+    ("source", "announces"),
+    [
+        ("import ddpctl.runtime as rt\n", True),
+        ("from ddpctl import runtime\n", True),
+        ("from ddpctl.runtime import StopAgreement\n", True),
+        ("agreement = StopAgreement(group)\n", True),
+        ('"""Own checkpoints (no ddpctl.runtime)."""\nimport torch\n', False),  # a docstring says so: no listener
+        ("# not ddpctl.runtime: a handler of our own\nimport signal\n", False),
+        ("print('StopAgreement is not used here')\n", False),
+        ("def broken(:\n    import ddpctl.runtime\n", True),  # does not tokenize: the raw source is looked at
+    ],
+)
+def test_can_announce_looks_at_code_not_prose(source: str, announces: bool) -> None:
+    assert can_announce(source) is announces
+
+
+def test_the_readmes_own_checkpoint_script_cannot_announce_so_preempt_does_not_wait() -> None:
+    """`preempt` of jobs/own-checkpoint.yaml with requeue.script_signal=null (README) waited 60 s for a listener."""
+    assert can_announce((REPO / "jobs" / "own_checkpoint" / "train.py").read_text()) is False
+    assert can_announce((REPO / "jobs" / "example" / "train.py").read_text()) is True

@@ -72,7 +72,7 @@ def test_sweep_on_a_cluster_is_recorded_here_and_its_tasks_answer_through_it(log
     assert results.returncode == 0, results
     assert [json.loads(line)["state"] for line in results.stdout.splitlines()] == ["COMPLETED", "COMPLETED"]
     explicit = login.cli("results", "--cluster", "login", "--csv", "far-sw", command="sweep")
-    assert explicit.returncode == 0 and explicit.stdout.startswith("run,run_dir,state,"), explicit
+    assert explicit.returncode == 0 and explicit.stdout.startswith("point,run,run_dir,state,"), explicit
 
     listed = login.cli(command="list")
     assert listed.returncode == 0 and listed.stderr == "", listed

@@ -6,7 +6,16 @@ from __future__ import annotations
 import pytest
 
 from ddpctl.run.registry import JobRecord, parse_record
-from ddpctl.run.sweeps import count_line, counts, group, named_task, parse_task_id, sweep_tasks, task_list
+from ddpctl.run.sweeps import (
+    count_line,
+    counts,
+    group,
+    named_task,
+    parse_task_id,
+    sweep_first,
+    sweep_tasks,
+    task_list,
+)
 
 
 @pytest.mark.parametrize(
@@ -87,8 +96,16 @@ def test_sweep_tasks(ref: str, tasks: list[str]) -> None:
     assert [r.job_id for r in sweep_tasks(RECORDS, ref)] == tasks
 
 
-def test_sweep_tasks_of_a_name_whose_newest_job_is_plain() -> None:
-    assert sweep_tasks([*RECORDS, record("11", "sw")], "sw") == []
+def test_a_later_job_of_the_same_name_hides_no_sweep() -> None:
+    """Issue 45: after a sweep `sw`, a plain job `sw`: `sweep results sw` and `logs sw_0` still find the sweep;
+    `status sw` and `cancel sw` (job or sweep) are the newer job."""
+    later = [*RECORDS, record("11", "sw")]
+    assert [r.job_id for r in sweep_tasks(later, "sw")] == ["8_0"]
+    tasks, task = named_task(later, "sw_0")
+    assert ([r.job_id for r in tasks], task.job_id if task else None) == (["8_0"], "8_0")
+    assert sweep_first(later, "sw") == []
+    assert [r.job_id for r in sweep_first(later, "8")] == ["8_0"]  # by its array job id: always the sweep
+    assert [r.job_id for r in sweep_first(RECORDS, "sw")] == ["8_0"]  # the newest of the name is a sweep
 
 
 @pytest.mark.parametrize(

@@ -43,6 +43,17 @@ def spec_error(text: str, overrides: tuple[str, ...] = (), *, check_paths: bool 
         ),
         ("checkpoint:\n  kep: 1\n", "4: checkpoint.kep: unknown key, did you mean 'keep'?"),
         ("zzz: 1\n", "3: zzz: unknown key, expected one of name, script, args, nodes,"),
+        # What people write first (issue 45): launchers' names for our keys, and a script's own values
+        ("nproc: 2\n", "3: nproc: unknown key, did you mean 'nproc_per_node'?"),
+        ("gpus: 4\n", "3: gpus: unknown key, did you mean 'gpus_per_node'?"),
+        ("nnodes: 2\n", "3: nnodes: unknown key, did you mean 'nodes'?"),
+        (
+            "lr: 0.1\n",
+            "3: lr: unknown key, not a ddpctl key: the script's own value goes in args (args: [--lr, ...]) or env "
+            "(env: {LR: ...})",
+        ),
+        ("batch_size: 8\n", "3: batch_size: unknown key, not a ddpctl key: the script's own value goes in args"),
+        ("requeue:\n  lr: 1\n", "4: requeue.lr: unknown key, expected one of "),  # only where args is a key
         ("nodes: true\n", "3: nodes: got true (a boolean), expected an integer in 1..16384"),
         ("nodes: '2'\n", "3: nodes: got '2' (a string), expected an integer in 1..16384"),
         ("nodes: 1.5\n", "3: nodes: got 1.5 (a float), expected an integer in 1..16384"),
