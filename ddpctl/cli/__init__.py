@@ -9,7 +9,6 @@ Command modules import torch/rich/submitit lazily inside their handlers.
 from __future__ import annotations
 
 import argparse
-import difflib
 import importlib
 import os
 import sys
@@ -78,6 +77,8 @@ def unknown_command(parser: argparse.ArgumentParser, argv: Sequence[str]) -> str
     shown = [name for name in choices or {} if name not in HIDDEN]
     if argv[0] in shown:
         return None
+    import difflib  # here: only a mistyped command needs it, and every command would pay its import
+
     guess = difflib.get_close_matches(argv[0], shown, n=1)
     hint = f"; did you mean {guess[0]!r}?" if guess else ""
     return f"unknown command {argv[0]!r} (commands: {', '.join(shown)}){hint}"

@@ -65,11 +65,13 @@ install_packages() {
     done
     # openssh-server: the remote-cluster tests run their own sshd on loopback (tests/remote/test_remote_sshd.py).
     [[ -x /usr/sbin/sshd ]] || missing+=(sshd)
+    # chromium: the run report's browser test opens the report headless (tests/integration/test_report_local.py).
+    command -v chromium >/dev/null 2>&1 || missing+=(chromium)
     ((${#missing[@]} == 0)) && return 0
     command -v apt-get >/dev/null 2>&1 ||
         die "missing ${missing[*]} and no apt-get: this script installs Slurm from Debian 12's packages"
     log "installing slurmctld slurmd slurm-client munge iproute2 charliecloud debootstrap podman crun catatonit" \
-        "openssh-server" \
+        "openssh-server chromium" \
         "(missing: ${missing[*]})"
     trap cleanup EXIT
     # No init system here: stop the packages' postinst from starting daemons (invoke-rc.d honours exit 101).
@@ -88,7 +90,7 @@ install_packages() {
         DEBIAN_FRONTEND=noninteractive apt-get update -qq &&
             DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends \
                 -o Dpkg::Options::=--force-unsafe-io slurmctld slurmd slurm-client munge iproute2 charliecloud debootstrap \
-                podman crun catatonit openssh-server
+                podman crun catatonit openssh-server chromium
     } >"$apt_log" 2>&1 || rc=$?
     cleanup
     if ((rc != 0)); then
