@@ -130,11 +130,13 @@ TOP_KEYS = [
     "tracking",
     "cluster",
     "notify",
+    "resume",
 ]
 SUB_KEYS = {
     "nccl": ["socket_ifname", "ib_disable", "debug", "timeout_s", "async_error_handling"],
     "requeue": ["enabled", "signal", "lead_s", "max_preemptions", "max_timeouts", "max_failures"],
-    "checkpoint": ["dir", "keep"],
+    "checkpoint": ["dir", "keep", "pattern"],
+    "resume": ["preset", "args"],
     "notify": [
         "on",
         "webhook_env",
@@ -165,6 +167,12 @@ OVERRIDE = st.one_of(
 NOTIFY_VALUE = st.sampled_from(
     ["HOOK", "a@example.org", ["a@example.org"], "mail:25", "h:99999", ["finish", "hang"], ["/bin/true"], "slack", 5]
 )
+# This round's resume block and `$NAME` in args: presets, placeholders, variables the job sets and does not.
+RESUME_VALUE = st.sampled_from(
+    ["hf-trainer", "lightning", "nanogpt", "torch-snapshot", "nope", ["--resume_from_checkpoint", "{latest}"],
+     ["--ckpt", "{ckpt_dir}/x"], ["{oops}"], ["$DDPCTL_CKPT_DIR/a", "${UNSET_THING}", "$$5", "$"], "step-{step}.pt",
+     "checkpoint-{step}/", "{step}{step}", "../{step}"]
+)  # fmt: skip
 GOOD = {"name": "fuzz", "script": TRAIN, "backend": "sbatch", "nodes": 2}
 
 
@@ -179,6 +187,10 @@ def spec_text(draw: st.DrawFn) -> str:
     if draw(st.integers(0, 3)) == 0:  # a notify block of known keys, so its cross-key checks are reached too
         keys = draw(st.lists(st.sampled_from(SUB_KEYS["notify"]), max_size=4))
         data["notify"] = {key: draw(st.one_of(VALUE, NOTIFY_VALUE)) for key in keys}
+    if draw(st.integers(0, 3)) == 0:  # a resume block, a checkpoint pattern and args with `$NAME`
+        data["resume"] = {key: draw(RESUME_VALUE) for key in draw(st.lists(st.sampled_from(["preset", "args"])))}
+        data["checkpoint"] = {"pattern": draw(st.one_of(RESUME_VALUE, VALUE))}
+        data["args"] = draw(st.lists(st.one_of(TEXT, st.sampled_from(["$DDPCTL_CKPT_DIR", "${NOPE}", "$$"]))))
     if draw(st.booleans()):
         data[draw(TEXT)] = draw(VALUE)
     return yaml.safe_dump(data, allow_unicode=draw(st.booleans()), sort_keys=False)
