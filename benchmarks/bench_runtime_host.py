@@ -19,6 +19,11 @@ model, in alternating blocks so that drift hits all alike:
 Prints, per P, each variant's median block time per step and the microseconds it adds over plain, by the medians
 and by the fastest blocks (on a loaded machine the fastest block is the better estimate of a fixed cost).
 
+On a loaded machine a step's own noise hides 10 us; so the script also times each part on its own ("parts"), the
+best of several repeats of many calls: `beat.step(...)` alone, `should_stop()` alone (its all-reduce launches
+amortised at the spacing training gets), and the wait-timing hooks as the backward pass of a one-parameter model
+with and without them, times the number of Python hooks a step runs, counted on the models of both sizes.
+
     python benchmarks/bench_runtime_host.py [--params 10 500] [--rounds 150] [--steps 20]
 """
 
@@ -100,6 +105,64 @@ def measure(count: int, rounds: int, steps: int, ctx: runtime.DistContext) -> di
     return blocks
 
 
+def best_us(fn: Callable[[], object], calls: int = 2000, repeats: int = 7) -> float:
+    """The best of `repeats` runs of `calls` calls, in this thread's CPU microseconds per call."""
+    best = float("inf")
+    for _ in range(repeats):
+        start = time.thread_time_ns()
+        for _ in range(calls):
+            fn()
+        best = min(best, (time.thread_time_ns() - start) / 1e3 / calls)
+    return best
+
+
+def hooks_per_step(count: int) -> int:
+    """How many Python hooks Heartbeat(model=)'s timer puts on a P-parameter model (each runs once a step)."""
+    model = Wrapped(Flat(count))
+    runtime.Heartbeat(model=model, every_s=3600.0)
+    forward = len(model._forward_pre_hooks) + len(model.module._forward_pre_hooks)
+    grads = sum(len(getattr(p, "_post_accumulate_grad_hooks", None) or {}) for p in model.parameters())
+    return forward + grads
+
+
+def parts(ctx: runtime.DistContext) -> None:
+    beat = runtime.Heartbeat(every_s=3600.0)  # no write inside the timing: a write is once a second, timed apart
+    counter = [0]
+
+    def step() -> None:
+        counter[0] += 1
+        beat.step(counter[0], epoch=0, samples=32, loss=0.5)
+
+    stop = runtime.StopAgreement(ctx)
+    one = Wrapped(Flat(1))
+    hooked = Wrapped(Flat(1))
+    runtime.Heartbeat(model=hooked, every_s=3600.0)
+    x = torch.ones(1)
+    bare = best_us(lambda: one(x).backward(), calls=500)
+    with_hook = best_us(lambda: hooked(x).backward(), calls=500)
+    per_hook = max(0.0, with_hook - bare) / max(1, hooks_per_step(1))
+    beat_us, stop_us = best_us(step), best_us(stop.should_stop, calls=20000)
+    stop.close()
+    # Every check point launches (and later waits for) one all-reduce: its cost, spread over the steps of
+    # min_interval_s (0.1 s) at a fast GPU loop's 3.1 ms steps (H200, issue 41).
+    every = runtime.StopAgreement(ctx, min_interval_s=0.0)
+    launch_us = best_us(every.should_stop, calls=500)
+    every.close()
+    at_3ms = launch_us * 3.1e-3 / 0.1 + stop_us
+    print("\nparts, best of 7 repeats, this thread's CPU us per call:")
+    print(f"  beat.step(...)            {beat_us:6.2f} us")
+    print(f"  StopAgreement.should_stop {stop_us:6.2f} us (spacing every {stop.every} steps)")
+    print(f"  ... one check point        {launch_us:6.2f} us (launch + wait of its all-reduce)")
+    print(f"  ... at 3.1 ms steps        {at_3ms:6.2f} us per step (a check point every 0.1 s = 32 steps)")
+    print(f"  one wait-timing hook      {per_hook:6.2f} us")
+    for count in (10, 500):
+        hooks = hooks_per_step(count)
+        total = beat_us + at_3ms + hooks * per_hook
+        print(
+            f"  P={count:<4} hooks per step: {hooks}; beat.step + hooks + should_stop at 3.1 ms steps = {total:.2f} us"
+        )
+
+
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--params", type=int, nargs="+", default=[10, 500])
@@ -121,6 +184,7 @@ def main() -> None:
             print(f"{count:>6} {name:<11} {med[name]:>10.1f} {added_med:>+14.1f} {added_low:>+15.1f}")
         print(f"{count:>6} {'plain':<11} {med['plain']:>10.1f} {'(baseline)':>14}")
     print("target: beat, beat+model, stop and all add <= 10 us per step, the same at every P (plain2: noise floor)")
+    parts(ctx)
     ctx.close()
 
 
