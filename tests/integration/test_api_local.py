@@ -87,7 +87,7 @@ def test_a_failed_run_says_its_first_error_in_status_wait_and_the_cli(tmp_path: 
     job = ddpctl.submit(spec, backend="local", overrides=["nodes=1"])
     final = job.wait(timeout=300)
     assert final.state == "FAILED", final
-    said = "first error in attempt 0: rank 1 on local1, line"
+    said = "first error in attempt 0: rank 1 on local1, train.py:"  # the user's frame (issue 45 item 6)
     assert "failure budget spent" in final.reason and said in final.reason, final.reason
     assert final.reason.endswith("RuntimeError: injected crash at step 3 on rank 1"), final.reason
     assert job.status().reason == final.reason  # what `status` and `submit --wait` print

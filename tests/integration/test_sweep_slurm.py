@@ -112,7 +112,8 @@ def test_a_throttled_grid_runs_each_point_in_its_own_run_dir(cli: Cli, tmp_path:
     listed = cli.run("list").stdout
     assert f"{job} (sweep)" in listed and "4 tasks: 0 running / 0 pending / 4 completed / 0 failed" in listed, listed
     best = cli.run("sweep", "results", str(tmp_path / "runs" / "sw")).stdout.splitlines()[1]
-    assert best.split()[:2] == ["*", f"{job}_0"], best  # 0.5 * 1 / 3: the lowest final loss
+    # Each row leads with its point's values (issue 45 item 4); 0.5 * 1 / 3 is the lowest final loss.
+    assert best.split()[:4] == ["*", "env.LR=0.5", "env.SEED=1", f"{job}_0"], best
 
 
 def test_cancel_of_one_task_then_of_the_sweep_ends_every_task(cli: Cli, tmp_path: Path, cleanup_jobs) -> None:  # type: ignore[no-untyped-def]
@@ -149,7 +150,11 @@ def test_a_task_failing_on_its_point_fails_alone(cli: Cli, tmp_path: Path, clean
     ], listed
     # Ranked by the sweep's name: the two that reported a loss (SEED 1 best), then the failed one with its state.
     ranked = [line.split()[:3] for line in cli.run("sweep", "results", "sw").stdout.splitlines()[1:]]
-    assert ranked == [["*", f"{job}_0", "COMPLETED"], [f"{job}_2", "COMPLETED", "3"], [f"{job}_1", "FAILED", "-"]]
+    assert ranked == [
+        ["*", "env.SEED=1", f"{job}_0"],
+        ["env.SEED=3", f"{job}_2", "COMPLETED"],
+        ["env.SEED=0", f"{job}_1", "FAILED"],
+    ], ranked
     assert "SEED=0: not a seed" in cli.run("logs", "sw_1").stdout  # the sweep's name and the task
     assert f"{job}_2" in cli.run("top", "--once", "sw_2").stdout
 
