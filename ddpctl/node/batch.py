@@ -47,9 +47,10 @@ from pathlib import Path
 from ddpctl import exitcodes, safeio
 from ddpctl.errors import DdpctlError, WaitTimeout
 from ddpctl.health.records import last_checkpoint, progress_records
-from ddpctl.node.blame import blame, facts_of, last_error
+from ddpctl.node.blame import blame, facts_of
 from ddpctl.node.decide import Decision, Progress, RunOutcome, classify_signal, decide, root_exit
 from ddpctl.node.site import node_site
+from ddpctl.node.torchreport import last_error
 from ddpctl.run import envvars, history, notify
 from ddpctl.run.history import Attempt, AttemptStarted, Hung, Kind, RunHistory, Signalled, StopUnacknowledged
 from ddpctl.run.layout import RunLayout

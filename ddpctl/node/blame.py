@@ -25,7 +25,6 @@ Collateral NCCL/Gloo errors of the surviving ranks therefore never headline whil
 
 from __future__ import annotations
 
-import re
 import signal
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
@@ -144,16 +143,6 @@ def stop_timeout_blame(facts: Facts) -> Blame | None:
     if facts.stop_unacknowledged and error_blame(facts) is None:
         return Blame("stop-timeout", why=f"{head}: the ranks were killed at the end of the grace time")
     return None
-
-
-_ERROR_LINE = re.compile(r"^(ddpctl: error: .+|[A-Za-z_.]*(Error|Exception)\b.*)$")
-
-
-def last_error(output: str) -> str:
-    """The last error line in the batch output's tail: `ddpctl: error: ...` (the CLI's one-line errors) or a
-    traceback's last line. A launcher that dies before torchrun leaves no rank record: this is its own word."""
-    found = [line.strip() for line in output.splitlines() if _ERROR_LINE.match(line.strip())]
-    return found[-1][:300] if found else ""
 
 
 def death_blame(facts: Facts) -> Blame | None:

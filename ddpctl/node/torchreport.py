@@ -63,6 +63,17 @@ def is_collateral(text: str) -> bool:
     return bool(_COLLATERAL.search(text)) and not is_setup_error(text)
 
 
+# What a launcher that died before torchrun printed last: the CLI's one-line error, or a traceback's last line.
+_ERROR_LINE = re.compile(r"^(ddpctl: error: .+|[A-Za-z_.]*(Error|Exception)\b.*)$")
+
+
+def last_error(output: str) -> str:
+    """The last error line in the batch output's tail: `ddpctl: error: ...` (the CLI's one-line errors) or a
+    traceback's last line. A launcher that dies before torchrun leaves no rank record: this is its own word."""
+    found = [line.strip() for line in output.splitlines() if _ERROR_LINE.match(line.strip())]
+    return found[-1][:300] if found else ""
+
+
 def is_setup_error(text: str) -> bool:
     """An error of the job's setup (`_SETUP`): it repeats on every attempt and blames no node."""
     return bool(_SETUP.search(text))

@@ -6,8 +6,9 @@ from typing import Any
 
 import pytest
 
-from ddpctl.node.blame import Blame, Facts, blame, facts_of, last_error
+from ddpctl.node.blame import Blame, Facts, blame, facts_of
 from ddpctl.node.decide import Progress, RunOutcome, decide
+from ddpctl.node.torchreport import last_error
 from ddpctl.run.history import KINDS, Decided, Kind, RunHistory, parse_event
 from ddpctl.spec import RequeuePolicy
 
