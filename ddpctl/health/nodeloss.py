@@ -7,7 +7,11 @@ peers), so nodes' clocks need not agree. A peer is lost when
 - its heartbeat has not changed for LOST_S (it died, froze, or can no longer reach the shared run dir), or
 - it never wrote one within NEVER_S of this launcher's start, or
 - every rank placed on it went silent (no progress record rewritten for RANKS_SILENT_S; a live rank rewrites its
-  record every runtime.progress.PULSE_S, 5 s, even while blocked in a collective) while a rank elsewhere is fresh,
+  record every runtime.progress.PULSE_S, 5 s, even while blocked in a collective) while a rank elsewhere of the
+  same torchrun round is fresh (a round is one worker group of torchrun's own restarts, max_restarts: when a
+  rank dies every node's torchrun starts a new group, and a node whose new workers are slower to start than
+  another's still shows the old round's records, silent, beside the other's fresh ones; that node is starting,
+  not lost, and torchrun's rendezvous timeout bounds a start that never comes),
 - or it is cut off from the others' network (`cut_off`, from the nodes' network beat, ddpctl.health.probe): its
   predecessor in the ring has not reached it for CUT_S, nor it its successor.
 
@@ -57,10 +61,14 @@ class LostVerdict:
 
 
 def lost_node(
-    beats: Mapping[int, PeerBeat], rank_ages: Mapping[str, list[float]], own_node: str | None = None
+    beats: Mapping[int, PeerBeat],
+    rank_ages: Mapping[str, list[float]],
+    own_node: str | None = None,
+    rounds: Mapping[str, int] | None = None,
 ) -> LostVerdict | None:
     """The first lost peer (lowest node rank), or None. `beats`: every peer node rank but the reader's own.
-    `rank_ages`: node name -> the age of each of its ranks' progress records (ranks done left out)."""
+    `rank_ages`: node name -> the age of each of its ranks' progress records (ranks done left out). `rounds`:
+    node name -> the oldest torchrun round among its ranks' records (absent: 0)."""
     for node_rank in sorted(beats):
         beat = beats[node_rank]
         if beat.done:
@@ -71,17 +79,22 @@ def lost_node(
         if not beat.seen and beat.age_s > NEVER_S:
             why = f"it wrote no heartbeat in {beat.age_s:.0f} s since the attempt started (allowed {NEVER_S:g} s)"
             return LostVerdict(node_rank, beat.node, why, round(beat.age_s, 1))
-    return _silent_ranks(beats, rank_ages, own_node)
+    return _silent_ranks(beats, rank_ages, own_node, rounds or {})
 
 
 def _silent_ranks(
-    beats: Mapping[int, PeerBeat], rank_ages: Mapping[str, list[float]], own_node: str | None
+    beats: Mapping[int, PeerBeat], rank_ages: Mapping[str, list[float]], own_node: str | None, rounds: Mapping[str, int]
 ) -> LostVerdict | None:
-    fresh_elsewhere = {node for node, ages in rank_ages.items() if ages and min(ages) <= RANKS_FRESH_S}
+    fresh = {node: rounds.get(node, 0) for node, ages in rank_ages.items() if ages and min(ages) <= RANKS_FRESH_S}
     for node_rank in sorted(beats):
         beat = beats[node_rank]
         ages = rank_ages.get(beat.node or "", [])
-        if beat.done or not ages or beat.node == own_node or not fresh_elsewhere - {beat.node}:
+        if beat.done or not ages or beat.node == own_node:
+            continue
+        # Only a rank of this node's own round (or an older one) is evidence: one of a newer round means this
+        # node's workers were restarted and its new ones have not written yet.
+        own_round = rounds.get(beat.node or "", 0)
+        if not any(node != beat.node and round_ <= own_round for node, round_ in fresh.items()):
             continue
         if min(ages) > RANKS_SILENT_S:
             why = f"all {len(ages)} of its ranks went silent {min(ages):.0f} s ago while other nodes' ranks answer"

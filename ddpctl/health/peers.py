@@ -106,10 +106,10 @@ class PeerWatch:
         """One look: True once this node ended its attempt for a lost node."""
         now = time.monotonic()
         judge = self._fresh.look(now)
-        beats, rank_ages = self.peer_beats(now), self.rank_ages(now)
+        beats, (rank_ages, rounds) = self.peer_beats(now), self.rank_ages(now)
         if self.layout.node_lost_marker(self.attempt).exists():
             self.ended = True
-        elif judge and (lost := nodeloss.lost_node(beats, rank_ages, self.node) or self.cut_off(beats)) is not None:
+        elif judge and (lost := nodeloss.lost_node(beats, rank_ages, self.node, rounds) or self.cut_off(beats)) is not None:
             self.lost, self.ended = lost, True
             if self._claim(lost):
                 event = history.append(
@@ -160,14 +160,19 @@ class PeerWatch:
             )
         return out
 
-    def rank_ages(self, now: float) -> dict[str, list[float]]:
-        out: dict[str, list[float]] = {}
+    def rank_ages(self, now: float) -> tuple[dict[str, list[float]], dict[str, int]]:
+        """Per node, its ranks' record ages, and the oldest torchrun round among them (nodeloss.lost_node)."""
+        ages: dict[str, list[float]] = {}
+        rounds: dict[str, int] = {}
         for rank, record in self.view.records(0.9 * POLL_S).items():
             node = record.get("node")
             if record.get("phase") == "done" or not isinstance(node, str):
                 continue
-            out.setdefault(node, []).append(self._fresh.age(("rank", rank), record.get("written"), now))
-        return out
+            ages.setdefault(node, []).append(self._fresh.age(("rank", rank), record.get("written"), now))
+            round_ = record.get("round")
+            round_ = round_ if isinstance(round_, int) and not isinstance(round_, bool) and 0 <= round_ < 2**31 else 0
+            rounds[node] = min(rounds.get(node, round_), round_)
+        return ages, rounds
 
     def _claim(self, lost: LostVerdict) -> bool:
         """Only one node records the event: the one that creates node-lost.json."""

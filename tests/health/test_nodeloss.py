@@ -46,6 +46,23 @@ def test_lost_node_table(
     assert (None if found is None else (found.node_rank, found.node)) == expected
 
 
+# torchrun's restart rounds (max_restarts): node -> the oldest round among its ranks' records
+ROUND_CASES = [
+    ({"n1": 1, "n2": 0}, None),  # n2's ranks are the old round's: its new workers are starting, not lost
+    ({"n1": 1, "n2": 1}, (1, "n2")),  # the same round: n2's silence is its own
+    ({"n1": 0, "n2": 1}, (1, "n2")),  # an older fresh round elsewhere is still a rank that answers
+    ({}, (1, "n2")),  # records without a round (an older runtime): round 0 everywhere, as before
+]
+
+
+@pytest.mark.parametrize(("rounds", "expected"), ROUND_CASES)
+def test_silence_is_judged_against_ranks_of_the_same_torchrun_round(
+    rounds: dict[str, int], expected: tuple[int, str | None] | None
+) -> None:
+    found = lost_node({1: ALIVE}, {"n1": [1.0, 2.0], "n2": [21.0, 25.0]}, own_node="n1", rounds=rounds)
+    assert (None if found is None else (found.node_rank, found.node)) == expected
+
+
 def test_own_node_is_never_judged_by_its_ranks() -> None:
     assert lost_node({1: ALIVE}, {"n1": [30.0, 30.0], "n2": [1.0]}, own_node="n1") is None
 
