@@ -6,16 +6,15 @@ peers), so nodes' clocks need not agree. A peer is lost when
 
 - its heartbeat has not changed for LOST_S (it died, froze, or can no longer reach the shared run dir), or
 - it never wrote one within NEVER_S of this launcher's start, or
-- every rank placed on it went silent (no progress record rewritten for RANKS_SILENT_S; a live rank rewrites its
-  record every runtime.progress.PULSE_S, 5 s, even while blocked in a collective) while a rank elsewhere of the
-  same torchrun round is fresh (a round is one worker group of torchrun's own restarts, max_restarts: when a
-  rank dies every node's torchrun starts a new group, and a node whose new workers are slower to start than
-  another's still shows the old round's records, silent, beside the other's fresh ones; that node is starting,
-  not lost, and torchrun's rendezvous timeout bounds a start that never comes),
-- or it is cut off from the others' network (`cut_off`, from the nodes' network beat, ddpctl.health.probe): its
+- it is cut off from the others' network (`cut_off`, from the nodes' network beat, ddpctl.health.probe): its
   predecessor in the ring has not reached it for CUT_S, nor it its successor.
 
-A peer whose launcher said it is done (its torchrun exited, it left cleanly) is never lost.
+A peer whose launcher said it is done (its torchrun exited, it left cleanly) is never lost. Nor is one whose
+launcher beats while its ranks are silent: a rank that holds the GIL in C code, or waits out a declared pause, or
+is wedged, is the hang watchdog's matter, judged with its allowances (ddpctl.health.watchdog). Judging ranks here
+ended healthy runs: a node whose ranks were slower to come back from torchrun's own restart, or one whose only
+rank held the GIL for 30 s inside a declared pause, was called lost beside a peer whose pulse thread kept writing.
+A node that really died or froze stops its launcher's beat too, and that is what is judged.
 
 Why LOST_S = 15 s cannot end a healthy run: the heartbeat is written by a thread of the launcher that does nothing
 else (the launcher itself only polls torchrun), so neither the ranks' work nor a collective blocked on a dead peer
@@ -34,8 +33,6 @@ from dataclasses import dataclass
 BEAT_S = 2.0  # how often each launcher rewrites its heartbeat
 LOST_S = 15.0  # a heartbeat unchanged this long: the node is lost
 NEVER_S = 60.0  # a node that never wrote one this long after this launcher started: lost (it never came up)
-RANKS_SILENT_S = 20.0  # as ddpctl.health.watchdog.SILENT_S: a rank's record this old means its process stopped
-RANKS_FRESH_S = 10.0  # some rank elsewhere rewrote its record this recently: the silence is that node's own
 POLL_GAP_S = 5.0  # a reader whose own polls were this far apart judges nothing until it has looked again
 CUT_S = 15.0  # a node's network beat has failed this long: as LOST_S, seven missed beats' worth
 
@@ -60,15 +57,8 @@ class LostVerdict:
     silent_s: float  # since its last sign of life, as this reader measured it
 
 
-def lost_node(
-    beats: Mapping[int, PeerBeat],
-    rank_ages: Mapping[str, list[float]],
-    own_node: str | None = None,
-    rounds: Mapping[str, int] | None = None,
-) -> LostVerdict | None:
-    """The first lost peer (lowest node rank), or None. `beats`: every peer node rank but the reader's own.
-    `rank_ages`: node name -> the age of each of its ranks' progress records (ranks done left out). `rounds`:
-    node name -> the oldest torchrun round among its ranks' records (absent: 0)."""
+def lost_node(beats: Mapping[int, PeerBeat]) -> LostVerdict | None:
+    """The first lost peer (lowest node rank), or None. `beats`: every peer node rank but the reader's own."""
     for node_rank in sorted(beats):
         beat = beats[node_rank]
         if beat.done:
@@ -79,26 +69,6 @@ def lost_node(
         if not beat.seen and beat.age_s > NEVER_S:
             why = f"it wrote no heartbeat in {beat.age_s:.0f} s since the attempt started (allowed {NEVER_S:g} s)"
             return LostVerdict(node_rank, beat.node, why, round(beat.age_s, 1))
-    return _silent_ranks(beats, rank_ages, own_node, rounds or {})
-
-
-def _silent_ranks(
-    beats: Mapping[int, PeerBeat], rank_ages: Mapping[str, list[float]], own_node: str | None, rounds: Mapping[str, int]
-) -> LostVerdict | None:
-    fresh = {node: rounds.get(node, 0) for node, ages in rank_ages.items() if ages and min(ages) <= RANKS_FRESH_S}
-    for node_rank in sorted(beats):
-        beat = beats[node_rank]
-        ages = rank_ages.get(beat.node or "", [])
-        if beat.done or not ages or beat.node == own_node:
-            continue
-        # Only a rank of this node's own round (or an older one) is evidence: one of a newer round means this
-        # node's workers were restarted and its new ones have not written yet.
-        own_round = rounds.get(beat.node or "", 0)
-        if not any(node != beat.node and round_ <= own_round for node, round_ in fresh.items()):
-            continue
-        if min(ages) > RANKS_SILENT_S:
-            why = f"all {len(ages)} of its ranks went silent {min(ages):.0f} s ago while other nodes' ranks answer"
-            return LostVerdict(node_rank, beat.node, why, round(min(ages), 1))
     return None
 
 

@@ -1,8 +1,8 @@
 """The nodes of an attempt watch each other: every launcher's heartbeat thread (`ddpctl launch`).
 
 Each node's launcher writes its heartbeat (`beat-node-<r>.json`) every nodeloss.BEAT_S, whatever its ranks do,
-and reads its peers' heartbeats and the ranks' progress records (through the view it shares with the watchdog,
-ddpctl.health.summary: a node summary carries each rank's `written` time). When the verdict (ddpctl.health.nodeloss)
+and reads its peers' (the ranks' own silence is the watchdog's to judge, never a lost node: ddpctl.health.nodeloss
+says why). When the verdict (ddpctl.health.nodeloss)
 finds a peer lost, the first node to create the attempt's node-lost.json records the `node-lost` event; every node that
 sees that file ends its torchrun (the ranks cannot agree on a step with a dead peer: the newest complete
 checkpoint is the resume point), and the batch shell, which tests for the file while it waits for srun, stops
@@ -106,10 +106,10 @@ class PeerWatch:
         """One look: True once this node ended its attempt for a lost node."""
         now = time.monotonic()
         judge = self._fresh.look(now)
-        beats, (rank_ages, rounds) = self.peer_beats(now), self.rank_ages(now)
+        beats = self.peer_beats(now)
         if self.layout.node_lost_marker(self.attempt).exists():
             self.ended = True
-        elif judge and (lost := nodeloss.lost_node(beats, rank_ages, self.node, rounds) or self.cut_off(beats)) is not None:
+        elif judge and (lost := nodeloss.lost_node(beats) or self.cut_off(beats)) is not None:
             self.lost, self.ended = lost, True
             if self._claim(lost):
                 event = history.append(
@@ -159,20 +159,6 @@ class PeerWatch:
                 unreachable_s=seconds(record.get("unreachable_s")),
             )
         return out
-
-    def rank_ages(self, now: float) -> tuple[dict[str, list[float]], dict[str, int]]:
-        """Per node, its ranks' record ages, and the oldest torchrun round among them (nodeloss.lost_node)."""
-        ages: dict[str, list[float]] = {}
-        rounds: dict[str, int] = {}
-        for rank, record in self.view.records(0.9 * POLL_S).items():
-            node = record.get("node")
-            if record.get("phase") == "done" or not isinstance(node, str):
-                continue
-            ages.setdefault(node, []).append(self._fresh.age(("rank", rank), record.get("written"), now))
-            round_ = record.get("round")
-            round_ = round_ if isinstance(round_, int) and not isinstance(round_, bool) and 0 <= round_ < 2**31 else 0
-            rounds[node] = min(rounds.get(node, round_), round_)
-        return ages, rounds
 
     def _claim(self, lost: LostVerdict) -> bool:
         """Only one node records the event: the one that creates node-lost.json."""

@@ -71,8 +71,6 @@ class Heartbeat:
             "node": env.get(envvars.NODE_NAME, "?"),
             "pid": os.getpid(),
             "attempt": attempt,
-            # torchrun's restart round inside the attempt (max_restarts): the node-loss rule compares like rounds
-            "round": int(r) if (r := env.get("TORCHELASTIC_RESTART_COUNT", "0")).isdigit() and len(r) < 10 else 0,
             "total_steps": self.total_steps,
         }
         self.step_times: deque[float] = deque(maxlen=window)

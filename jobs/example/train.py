@@ -49,6 +49,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--eval-at-step", type=int, default=0, help="first attempt only: rank 0 evaluates --eval-s")
     p.add_argument("--eval-s", type=float, default=0.0, help="... while the other ranks wait at a barrier")
     p.add_argument("--eval-undeclared", action="store_true", help="... without declaring it (beat.pause)")
+    p.add_argument("--eval-holds-gil", action="store_true", help="... in C code that holds the GIL throughout")
     p.add_argument("--slow-rank", type=int, default=-1, help="this rank sleeps --slow-s after every step")
     p.add_argument("--slow-s", type=float, default=0.0)
     p.add_argument("--backend", default=None, help="process group backend (default: NCCL on GPUs, else Gloo)")
@@ -181,12 +182,21 @@ def evaluate(t: Trainer) -> None:
     pause, declared to the hang watchdog with `beat.pause` (unless --eval-undeclared)."""
     if t.ctx.rank == 0:
         print(f"[example] rank 0 evaluates for {t.args.eval_s:g} s", flush=True)
+        wait = hold_gil if t.args.eval_holds_gil else time.sleep
         if t.beat is not None and not t.args.eval_undeclared:
-            with t.beat.pause("eval"):
-                time.sleep(t.args.eval_s)
+            with t.beat.pause("eval", allowance_s=600 if t.args.eval_holds_gil else None):
+                wait(t.args.eval_s)
         else:
-            time.sleep(t.args.eval_s)
+            wait(t.args.eval_s)
     t.ctx.barrier()
+
+
+def hold_gil(seconds: float) -> None:
+    """C-level work that never releases the GIL (libc's sleep called through PyDLL, which keeps it), as a C
+    extension's long call does: every thread of the rank, its heartbeat's included, stands still meanwhile."""
+    import ctypes
+
+    ctypes.PyDLL(None).sleep(int(seconds))
 
 
 def after_step(t: Trainer, ckpt: runtime.Checkpointer, stop: runtime.StopAgreement, loss: float) -> None:

@@ -18,57 +18,27 @@ from ddpctl.run.layout import RunLayout
 
 ALIVE = PeerBeat(1.0, seen=True, done=False, node="n2")
 
-# (peer beats by node rank, rank record ages by node, expected (node rank, node) or None)
+# (peer beats by node rank, expected (node rank, node) or None)
 CASES = [
-    ({1: ALIVE}, {}, None),
-    ({1: PeerBeat(14.9, seen=True, done=False, node="n2")}, {}, None),
-    ({1: PeerBeat(15.1, seen=True, done=False, node="n2")}, {}, (1, "n2")),
-    ({1: PeerBeat(300.0, seen=True, done=True, node="n2")}, {}, None),  # it left: never lost
-    ({1: PeerBeat(59.0, seen=False, done=False)}, {}, None),  # not up yet
-    ({1: PeerBeat(61.0, seen=False, done=False)}, {}, (1, None)),  # never came up
-    ({1: ALIVE, 2: PeerBeat(20.0, seen=True, done=False, node="n3")}, {}, (2, "n3")),
-    ({1: PeerBeat(16.0, seen=True, done=False, node="n2"), 2: PeerBeat(30.0, seen=True, done=False)}, {}, (1, "n2")),
-    # every rank of n2 silent while n1's answer
-    ({1: ALIVE}, {"n1": [1.0, 2.0], "n2": [21.0, 25.0]}, (1, "n2")),
-    ({1: ALIVE}, {"n1": [1.0, 2.0], "n2": [21.0, 3.0]}, None),  # one of its ranks answers
-    ({1: ALIVE}, {"n1": [11.0, 12.0], "n2": [21.0, 25.0]}, None),  # nobody answers: a hang, not a lost node
-    ({1: ALIVE}, {"n2": [21.0, 25.0]}, None),  # no rank elsewhere to compare with
-    ({1: ALIVE}, {"n1": [1.0], "n2": [19.0, 19.5]}, None),
-    ({1: PeerBeat(1.0, seen=True, done=True, node="n2")}, {"n1": [1.0], "n2": [40.0]}, None),
+    ({1: ALIVE}, None),
+    ({1: PeerBeat(14.9, seen=True, done=False, node="n2")}, None),
+    ({1: PeerBeat(15.1, seen=True, done=False, node="n2")}, (1, "n2")),
+    ({1: PeerBeat(300.0, seen=True, done=True, node="n2")}, None),  # it left: never lost
+    ({1: PeerBeat(59.0, seen=False, done=False)}, None),  # not up yet
+    ({1: PeerBeat(61.0, seen=False, done=False)}, (1, None)),  # never came up
+    ({1: ALIVE, 2: PeerBeat(20.0, seen=True, done=False, node="n3")}, (2, "n3")),
+    ({1: PeerBeat(16.0, seen=True, done=False, node="n2"), 2: PeerBeat(30.0, seen=True, done=False)}, (1, "n2")),
 ]
 
 
-@pytest.mark.parametrize(("beats", "ages", "expected"), CASES)
-def test_lost_node_table(
-    beats: dict[int, PeerBeat], ages: dict[str, list[float]], expected: tuple[int, str | None] | None
-) -> None:
-    found = lost_node(beats, ages, own_node="n1")
+@pytest.mark.parametrize(("beats", "expected"), CASES)
+def test_lost_node_table(beats: dict[int, PeerBeat], expected: tuple[int, str | None] | None) -> None:
+    found = lost_node(beats)
     assert (None if found is None else (found.node_rank, found.node)) == expected
-
-
-# torchrun's restart rounds (max_restarts): node -> the oldest round among its ranks' records
-ROUND_CASES = [
-    ({"n1": 1, "n2": 0}, None),  # n2's ranks are the old round's: its new workers are starting, not lost
-    ({"n1": 1, "n2": 1}, (1, "n2")),  # the same round: n2's silence is its own
-    ({"n1": 0, "n2": 1}, (1, "n2")),  # an older fresh round elsewhere is still a rank that answers
-    ({}, (1, "n2")),  # records without a round (an older runtime): round 0 everywhere, as before
-]
-
-
-@pytest.mark.parametrize(("rounds", "expected"), ROUND_CASES)
-def test_silence_is_judged_against_ranks_of_the_same_torchrun_round(
-    rounds: dict[str, int], expected: tuple[int, str | None] | None
-) -> None:
-    found = lost_node({1: ALIVE}, {"n1": [1.0, 2.0], "n2": [21.0, 25.0]}, own_node="n1", rounds=rounds)
-    assert (None if found is None else (found.node_rank, found.node)) == expected
-
-
-def test_own_node_is_never_judged_by_its_ranks() -> None:
-    assert lost_node({1: ALIVE}, {"n1": [30.0, 30.0], "n2": [1.0]}, own_node="n1") is None
 
 
 def test_verdict_says_why_and_how_long() -> None:
-    found = lost_node({1: PeerBeat(16.04, seen=True, done=False, node="n2")}, {})
+    found = lost_node({1: PeerBeat(16.04, seen=True, done=False, node="n2")})
     assert found == LostVerdict(1, "n2", "its heartbeat stopped 16 s ago (allowed 15 s)", 16.0)
 
 
@@ -162,23 +132,27 @@ def test_lingering_after_a_crash_finds_the_dead_peer(tmp_path: Path, monkeypatch
     assert one.ended and json.loads(layout.node_lost_marker(0).read_text())["node"] == "n2"
 
 
-def test_silent_ranks_of_a_node_whose_launcher_beats(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(nodeloss, "RANKS_SILENT_S", 0.6)
-    monkeypatch.setattr(nodeloss, "RANKS_FRESH_S", 0.5)
+def test_silent_ranks_of_a_node_whose_launcher_beats_are_no_lost_node(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Issue 46.3: n2's ranks stop writing (a GIL held in C code, a declared pause, torchrun restarting them) while
+    n1's keep writing and n2's launcher beats: that is the watchdog's matter, never a lost node. Before, the ranks'
+    silence alone (20 s against a fresh rank elsewhere) called n2 lost and ended a healthy attempt."""
     monkeypatch.setattr(peers, "POLL_S", 0.1)
     layout = RunLayout(tmp_path)
     layout.attempt_dir(0).mkdir()
     one = peers.PeerWatch(JobView(Seat(layout, 0, "n1", 0, 2)), end_attempt=lambda: None)
+    two = peers.PeerWatch(JobView(Seat(layout, 0, "n2", 1, 2)), end_attempt=lambda: None)
     write_progress(layout, 2, "n2")
     write_progress(layout, 3, "n2")
-    one.beat()
-    peers.PeerWatch(JobView(Seat(layout, 0, "n2", 1, 2)), end_attempt=lambda: None).beat()
-    for _ in range(12):  # n1's ranks keep writing, n2's are silent (its launcher's beat is not judged stale yet)
-        write_progress(layout, 0, "n1")
-        if one.check():
-            break
-        time.sleep(0.1)
-    assert one.lost is not None and one.lost.node == "n2" and "ranks went silent" in one.lost.why
+    clock = [1e9]
+    monkeypatch.setattr(time, "monotonic", lambda: clock[0])
+    for _ in range(40):  # 40 s by the readers' clock: twice the silence bound the ranks used to be judged by
+        write_progress(layout, 0, "n1")  # n1's ranks write on, n2's stay silent ...
+        two.beat()  # ... while n2's launcher beats
+        assert not one.check()
+        clock[0] += 1.0
+    assert one.lost is None
 
 
 def test_lingering_ends_as_soon_as_a_live_peer_beats(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

@@ -10,7 +10,7 @@ import json
 from pathlib import Path
 
 import pytest
-from clitools import REPO, Cli, events, example_spec, final_hash, write_spec
+from clitools import EXAMPLE_ARGS, EXAMPLE_SCRIPT, REPO, Cli, events, example_spec, final_hash, write_spec
 
 from ddpctl.health.stacks import DUMP_MARK
 
@@ -116,6 +116,32 @@ def test_an_evaluation_longer_than_the_floor_is_no_hang_when_declared_and_a_rest
         ("requeue", "node_failure", "node_failure (hang): requeue 1 of 5"),
         ("finish", None, "training completed"),
     ]
+
+
+def test_a_rank_holding_the_gil_in_a_declared_pause_is_no_lost_node(cli: Cli, tmp_path: Path) -> None:
+    """Issue 46.3: 2 nodes x 1 rank; rank 0 holds the GIL in C code for 26 s inside a declared pause (600 s
+    allowance), so its heartbeat thread cannot write, while rank 1's, blocked at the barrier, writes on and both
+    launchers beat. Before, the ranks' silence (20 s, a fresh rank elsewhere) called node 0 lost: the attempt
+    ended, max_node_failures was charged and the healthy node excluded. Now it is one uninterrupted run."""
+    job_id, run_dir = cli.submit(
+        write_spec(
+            tmp_path / "gil.yaml",
+            name="gil",
+            script=str(EXAMPLE_SCRIPT),
+            args=[*EXAMPLE_ARGS, *EVAL, "--eval-s", "26", "--eval-holds-gil"],
+            nodes=2,
+            nproc_per_node=1,
+            run_dir=str(tmp_path / "runs"),
+            env={"OMP_NUM_THREADS": "1"},
+            backend="local",
+        )
+    )
+    status = cli.wait_terminal(job_id, timeout=400)
+    seen = events(run_dir)
+    assert (status["state"], status["restarts"]) == ("COMPLETED", 0), seen
+    assert [e for e in seen if e["event"] in ("node-lost", "hang", "node-excluded")] == [], seen
+    log = (run_dir / "attempt-0" / "rank-0.log").read_text()
+    assert "rank 0 evaluates for 26 s" in log, log
 
 
 def test_a_slow_rank_is_flagged_as_straggler_and_the_job_finishes(cli: Cli, tmp_path: Path) -> None:
