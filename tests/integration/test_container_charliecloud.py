@@ -74,6 +74,8 @@ def trainer_copy(tmp_path: Path) -> Path:
     return train
 
 
+# On the second pair (debug2): one preemption, mostly waiting, beside the first pair's lane.
+@pytest.mark.second_pair
 def test_example_preempted_and_resumed_inside_charliecloud(
     tmp_path: Path, cleanup_jobs: Callable[[str], str], reference: Reference, image: Path
 ) -> None:
@@ -84,7 +86,7 @@ def test_example_preempted_and_resumed_inside_charliecloud(
         pytest.skip("Charliecloud needs user namespaces, which the 24.11 test cluster's chrooted jobs cannot create")
     cli = Cli(tmp_path / "home", extra_env={"USER": os.environ.get("USER", "root")})
     train = trainer_copy(tmp_path)
-    sets = (f"script={train}", "container.runtime=charliecloud", f"container.image={image}")
+    sets = (f"script={train}", "partition=debug2", "container.runtime=charliecloud", f"container.image={image}")
     dry = cli.run(
         "submit", str(REPO / "jobs" / "example.yaml"), *[a for s in sets for a in ("--set", s)], "--dry-run"
     ).stdout
@@ -117,7 +119,8 @@ def test_example_preempted_and_resumed_inside_charliecloud(
     # The stop signal (scancel --signal to the step's tasks) reached both in-container launchers through ch-run,
     # besides the stop files; each launcher started torchrun with the image's interpreter.
     got = sorted((e["node"], e["signal"]) for e in job.events("stop-signal") if e.get("attempt") == 0)
-    assert got == [("node1", "SIGUSR2"), ("node2", "SIGUSR2")], job.dump()
+    launched = sorted({e["node"] for e in job.events("launch") if e.get("attempt") == 0})
+    assert len(launched) == 2 and got == [(node, "SIGUSR2") for node in launched], job.dump()
     assert {e["argv"][0] for e in job.events("launch")} == {"/usr/bin/python3"}, job.dump()
     # Every rank of both attempts ran on the image's Python with the image's ddpctl and torch.
     for attempt in (0, 1):

@@ -94,6 +94,8 @@ def trainer_copy(tmp_path: Path) -> Path:
     return train
 
 
+# On the second pair (debug2): one preemption, mostly waiting, beside the first pair's lane.
+@pytest.mark.second_pair
 def test_example_preempted_and_resumed_inside_podman(
     tmp_path: Path, cleanup_jobs: Callable[[str], str], reference: Reference, image: Path
 ) -> None:
@@ -106,6 +108,7 @@ def test_example_preempted_and_resumed_inside_podman(
     options = json.dumps(limit_options())
     sets = (
         f"script={train}",
+        "partition=debug2",
         "container.runtime=podman",
         f"container.image={image}:O",
         f"container.options={options}",
@@ -138,7 +141,8 @@ def test_example_preempted_and_resumed_inside_podman(
     # The stop signal (scancel --signal to the step's tasks, i.e. podman) reached both in-container launchers
     # through podman's proxy and PID 1; each launcher started torchrun with the image's interpreter.
     got = sorted((e["node"], e["signal"]) for e in job.events("stop-signal") if e.get("attempt") == 0)
-    assert got == [("node1", "SIGUSR2"), ("node2", "SIGUSR2")], job.dump()
+    launched = sorted({e["node"] for e in job.events("launch") if e.get("attempt") == 0})
+    assert len(launched) == 2 and got == [(node, "SIGUSR2") for node in launched], job.dump()
     assert {e["argv"][0] for e in job.events("launch")} == {"/usr/bin/python3"}, job.dump()
     # Every rank of both attempts ran in a podman container under catatonit, on the image's Python, ddpctl and
     # torch, inside the Slurm step's own cgroup (--cgroups=disabled).

@@ -53,26 +53,31 @@ def dump(run_dir: Path, job_id: str) -> str:
 
 
 def preempt_for_real(
-    cli: Cli, tmp_path: Path, cleanup: Callable[[str], str], args: list[str], *sets: str
+    cli: Cli, tmp_path: Path, cleanup: Callable[[str], str], args: list[str], *sets: str, pair: str = ""
 ) -> tuple[str, Path, dict[str, Any]]:
+    """`pair`: "" for the first pair's partitions (debug, urgent), "2" for the second pair's."""
     options = ["--set", f"run_dir={tmp_path / 'runs'}", "--set", f"args={json.dumps(args)}"]
+    options += ["--set", f"partition=debug{pair}"]
     for item in sets:
         options += ["--set", item]
     job_id, run_dir = cli.submit(SPEC, *options)
     cleanup(job_id)
     cli.wait_for(lambda: len(steps(run_dir, 0)) >= 12, timeout=240, what=f"attempt 0 of job {job_id} at step 12")
-    cleanup(sbatch_text("sleep 1", "-p", "urgent", "-N2", "-J", "ddpctl-test-urgent"))
+    cleanup(sbatch_text("sleep 1", "-p", f"urgent{pair}", "-N2", "-J", "ddpctl-test-urgent"))
     cli.wait_for(lambda: steps(run_dir, 1), timeout=180, what=f"attempt 1 of job {job_id} training")
     status = cli.wait_terminal(job_id, timeout=300)
     return job_id, run_dir, status
 
 
+# On the second pair: the grace period and the restart from scratch are waiting, beside the first pair's lane.
+@pytest.mark.second_pair
 def test_plain_script_preempted_for_real_is_reported_unacknowledged_and_restarted_from_scratch(
     cli: Cli, tmp_path: Path, cleanup_jobs: Callable[[str], str]
 ) -> None:
     # Long enough to be killed at the end of the partition's grace time (10 s) rather than finish inside it.
     args = ["--steps", "80", "--save-every", "0", "--sleep", "0.3"]
-    job_id, run_dir, status = preempt_for_real(cli, tmp_path, cleanup_jobs, args, "requeue.script_signal=null")
+    sets = ("requeue.script_signal=null",)
+    job_id, run_dir, status = preempt_for_real(cli, tmp_path, cleanup_jobs, args, *sets, pair="2")
     info = dump(run_dir, job_id)
     assert status["state"] == "COMPLETED" and status["restarts"] == 1, f"{status}\n{info}"
     assert steps(run_dir, 1)[0] == 1, info  # it really restarted from scratch

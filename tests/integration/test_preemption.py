@@ -387,17 +387,21 @@ def test_preempt_warning_stops_all_ranks_at_one_step_and_resumes_exactly(
 
 
 # --- 2. real preemption by a job on the `urgent` partition, three times -----------------------------------------
+# On the second pair (debug2, preempted by urgent2): three grace periods and requeues are mostly waiting on Slurm,
+# so it runs beside the first pair's lane rather than lengthening it (tests/cluster/README.md).
+@pytest.mark.second_pair
 def test_three_real_preemptions_by_the_urgent_partition(
     cli: Cli, tmp_path: Path, cleanup_jobs: Callable[[str], str], reference: Reference
 ) -> None:
     # With every tracker on (tracking): the preempted run must stay one tracker run with each step once.
     trackers = [f"env.{name}={value}" for name, value in tracker_env(tmp_path / "mlruns").items()]
-    job = paced(cli, tmp_path, cleanup_jobs, 4, "0.5", "tracking=[wandb, mlflow, tensorboard]", *trackers)
+    sets = ("partition=debug2", "tracking=[wandb, mlflow, tensorboard]", *trackers)
+    job = paced(cli, tmp_path, cleanup_jobs, 4, "0.5", *sets)
     stops: list[int] = []
     for attempt in range(3):
         # RUNNING and made progress in this attempt: at least one new step since it (re)started.
         job.wait_step(attempt, stops[-1] + 1 if stops else 1)
-        cleanup_jobs(sbatch_text("sleep 1", "-p", "urgent", "-N2", "-J", "ddpctl-test-urgent"))
+        cleanup_jobs(sbatch_text("sleep 1", "-p", "urgent2", "-N2", "-J", "ddpctl-test-urgent"))
         decision = job.wait_requeued(attempt)
         assert decision["kind"] == "preemption", f"{decision}\n{job.dump()}"
         stops.append(assert_stop_agreed(job, attempt))
@@ -437,15 +441,16 @@ def slurm_final(job: Job, settle_s: float = 4.0, timeout: float = 120) -> dict[s
     raise AssertionError(f"job {job.job_id} never ended in Slurm: {job_info(job.job_id)}\n{job.dump()}")
 
 
+@pytest.mark.second_pair  # beside the first pair's lane, as the three preemptions above
 def test_a_run_failing_after_a_real_preemption_ends_failed_in_slurm_too(
     cli: Cli, tmp_path: Path, cleanup_jobs: Callable[[str], str]
 ) -> None:
     """Slurm >= 24.05 requeues such a job once more after its failure (tests/cluster/README.md): that start
     must not train, and must not end the job COMPLETED in Slurm's record (sacct, scontrol) either."""
     # A killed rank is an infrastructure failure (issue 26): with no budget for those, it ends the run.
-    job = paced(cli, tmp_path, cleanup_jobs, 2, "0.5", "requeue.max_node_failures=0")
+    job = paced(cli, tmp_path, cleanup_jobs, 2, "0.5", "requeue.max_node_failures=0", "partition=debug2")
     job.wait_step(0, 1)
-    cleanup_jobs(sbatch_text("sleep 1", "-p", "urgent", "-N2", "-J", "ddpctl-test-urgent"))
+    cleanup_jobs(sbatch_text("sleep 1", "-p", "urgent2", "-N2", "-J", "ddpctl-test-urgent"))
     assert job.wait_requeued(0)["kind"] == "preemption", job.dump()
     job.wait_step(1, assert_stop_agreed(job, 0) + 1)
     os.kill(job.worker_pid(1, 3), signal.SIGKILL)

@@ -63,7 +63,7 @@ class Hung(Event):
 @dataclass(frozen=True, kw_only=True)
 class NodeLost(Event):
     """A node's launcher found a peer node lost (ddpctl.health.peers): its heartbeat stopped, it never wrote one,
-    or its ranks all went silent; every node then ended its torchrun."""
+    or it was cut off from the others' network; every node then ended its torchrun."""
 
     NAME = "node-lost"
     attempt: int
