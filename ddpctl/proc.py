@@ -236,6 +236,14 @@ STDOUT = subprocess.STDOUT
 DEVNULL = subprocess.DEVNULL
 
 
+def wait_bounded(started: Popen, timeout_s: float) -> int | None:
+    """Wait up to `timeout_s` for a started command; its exit status, or None while it still runs."""
+    try:
+        return started.wait(timeout=timeout_s)
+    except subprocess.TimeoutExpired:
+        return None
+
+
 def signal_named(name: str) -> signal.Signals:
     """Accept "USR2", "SIGUSR2", "usr2" or "12", the way Slurm's `--signal` does."""
     text = name.strip().upper()

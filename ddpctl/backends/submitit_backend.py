@@ -169,7 +169,7 @@ class Lead:
         if self.exit_code is None:
             self.record_signal(force=True)  # submitit's handler ran before the launcher: the signal is here
         code = exitcodes.FAILURE if self.exit_code is None else self.exit_code
-        decision = batch.decide_run(self.layout, self.env, code)
+        decision = batch.decide_run(self.layout, self.env, code, in_slurm_job=True)
         print(f"ddpctl: attempt {self.attempt} ended ({code}): {decision.action}: {decision.reason}", flush=True)
         return decision
 

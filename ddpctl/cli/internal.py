@@ -114,7 +114,7 @@ def run_on_signal(args: argparse.Namespace) -> int:
 def run_decide(args: argparse.Namespace) -> int:
     from ddpctl.node import batch
 
-    decision = batch.decide_run(batch.run_dir_arg(args.run_dir), dict(os.environ), args.exit_code)
+    decision = batch.decide_run(batch.run_dir_arg(args.run_dir), dict(os.environ), args.exit_code, in_slurm_job=True)
     print(decision.action)
     print(f"ddpctl: {decision.action}: {decision.reason}", file=sys.stderr, flush=True)
     return decision.exit_code

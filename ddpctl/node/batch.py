@@ -256,8 +256,9 @@ def progress_of(layout: RunLayout, past: RunHistory, attempt: int) -> Progress |
     return Progress(resumed.step, newest[0] if newest else None, before.stalled or 0 if before is not None else 0)
 
 
-def decide_run(layout: RunLayout, env: Mapping[str, str], exit_code: int) -> Decision:
-    """Decide the attempt's end and record it; the run's history is read once, before anything else."""
+def decide_run(layout: RunLayout, env: Mapping[str, str], exit_code: int, *, in_slurm_job: bool = False) -> Decision:
+    """Decide the attempt's end and record it; the run's history is read once, before anything else.
+    `in_slurm_job`: the caller ends the Slurm job right after, so its notice is waited for (ddpctl.run.notify)."""
     past = history.load(layout.events)
     record_start_if_missing(layout, env, past)
     spec = run_spec(layout)
@@ -268,7 +269,8 @@ def decide_run(layout: RunLayout, env: Mapping[str, str], exit_code: int) -> Dec
         # Before the event: wherever a finish is recorded, the batch shell's restart guard sees this marker.
         safeio.touch(layout.finished_marker)
     decided = history.append(layout.events, decision.as_event(attempt, exit_code, outcome.stopped))
-    notify.on_event(layout, decided, RunHistory((*past.events, decided)), spec)  # in the background, never raises
+    wait_s = notify.SLURM_NOTICE_WAIT_S if in_slurm_job else 0.0  # never raises
+    notify.on_event(layout, decided, RunHistory((*past.events, decided)), spec, wait_s)
     if decision.action == "requeue" and decision.kind in ("failure", "node_failure"):
         exclude_blamed(layout, env, RunHistory((*past.events, decided)), attempt)
     if decision.action == "finish" and spec.tracking:  # the tracker run created at submit ends with the run

@@ -3,7 +3,11 @@
 Called right where an event is decided (`on_event`: the attempt's decision in ddpctl.node.batch, a hang in the
 watchdog, a lost node in the launcher's peer watch). The sending happens in a detached process
 (`python -m ddpctl.run.notifysend`, its own session, no pipes): a webhook that hangs or a mail host that is down
-can neither delay nor break the job, even when the caller (the batch shell's `internal decide`) exits at once.
+can neither delay nor break the job. One exception, bounded: a decision made inside a Slurm job (the batch
+shell's `internal decide`, submitit's lead task) is the job's last act, and Slurm kills every process left in the
+job's cgroup as soon as the job script exits, the detached sender with them (measured on the test cluster: the
+finish notice never arrived). There the decision waits for its sender up to `SLURM_NOTICE_WAIT_S`; the training
+is over by then, so it delays only the job's end (or its requeue), and a healthy channel answers in a second.
 Nothing here raises: a notification is never worth a job.
 """
 
@@ -26,6 +30,10 @@ BUDGETS = {
     "node_failure": "max_node_failures",
 }
 SENDER = "ddpctl.run.notifysend"
+# How long a decision inside a Slurm job waits for its sender (above): a healthy webhook, sendmail or command ends
+# in a second or two; one that hangs for its whole timeout_s and retry would hold the requeue for 20 s or more,
+# and that is not worth it: past this bound the notice may be lost with the job (the run's events still say it).
+SLURM_NOTICE_WAIT_S = 15.0
 
 
 def about(event: Event, past: RunHistory, policy: RequeuePolicy) -> str | None:
@@ -69,8 +77,15 @@ def message(kind: str, event: Event, spec: JobSpec, layout: RunLayout) -> dict[s
             "run_dir": str(layout.root), "t": event.t}  # fmt: skip
 
 
-def on_event(layout: RunLayout, event: Event, past: RunHistory | None = None, spec: JobSpec | None = None) -> None:
-    """Send what `event` is worth to the spec's channels, in the background; never raises, never waits."""
+def on_event(
+    layout: RunLayout,
+    event: Event,
+    past: RunHistory | None = None,
+    spec: JobSpec | None = None,
+    wait_s: float = 0.0,
+) -> None:
+    """Send what `event` is worth to the spec's channels, in the background; never raises. It waits for the
+    sender only up to `wait_s` (0: not at all; SLURM_NOTICE_WAIT_S where the caller's process is about to end)."""
     try:
         if spec is None:
             from ddpctl.run.rundir import run_spec
@@ -81,15 +96,17 @@ def on_event(layout: RunLayout, event: Event, past: RunHistory | None = None, sp
         kind = about(event, past if past is not None else RunHistory((event,)), spec.requeue)
         if kind is None or kind not in spec.notify.on:
             return
-        start(layout, message(kind, event, spec, layout))
+        sender = start(layout, message(kind, event, spec, layout))
+        if wait_s > 0:
+            proc.wait_bounded(sender, wait_s)
     except Exception as err:  # a notification is never worth a job: say so on stderr and go on
         print(f"ddpctl: notification not sent: {err}", file=sys.stderr, flush=True)
 
 
-def start(layout: RunLayout, notice: dict[str, Any]) -> None:
+def start(layout: RunLayout, notice: dict[str, Any]) -> proc.Popen:
     """The detached sender (its own session, no pipes to the caller, stdin/stdout/stderr to /dev/null)."""
     with open(os.devnull, "wb") as null:  # noqa: PTH123 - a plain sink for the child's output
-        proc.spawn(
+        return proc.spawn(
             [sys.executable, "-m", SENDER, str(layout.root), json.dumps(notice)],
             stdin=proc.DEVNULL,
             stdout=null,
