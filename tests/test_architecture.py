@@ -11,6 +11,8 @@ from pathlib import Path
 
 import pytest
 
+from ddpctl.spec.capabilities import BACKENDS as CAPABILITY_TABLE
+
 PKG = Path(__file__).resolve().parents[1] / "ddpctl"
 
 # Lower layers first; a module may import from its own package or from a strictly lower layer only.
@@ -278,7 +280,7 @@ def test_only_safeio_renames_a_written_file_into_place() -> None:
     assert calls_outside({"ddpctl.safeio", "ddpctl.snapshot.store"}, renames) == []
 
 
-BACKEND_NAMES = {"sbatch", "submitit", "local"}
+BACKEND_NAMES = set(CAPABILITY_TABLE)
 
 
 def names_a_backend(node: ast.AST) -> bool:

@@ -12,7 +12,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from ddpctl.cli.common import BACKENDS, add_spec_args
+from ddpctl.cli.common import add_spec_args, backend_choices
 
 POLL_S = 1.0
 
@@ -41,7 +41,7 @@ def add(sub: Any) -> None:
         "--steps", type=int, metavar="N", help="cancel each run once every rank passed step N (default: let it finish)"
     )
     parser.add_argument("--warmup", type=int, default=5, metavar="N", help="steps excluded as warm-up (default 5)")
-    parser.add_argument("--backend", choices=BACKENDS, help="override the spec's backend")
+    parser.add_argument("--backend", choices=backend_choices(), help="override the spec's backend")
     parser.add_argument("--out", type=Path, help="where scaling.json/png go (default <run_dir>/<name>-scale)")
     parser.set_defaults(func=run)
 

@@ -6,7 +6,7 @@ import argparse
 import sys
 from typing import TYPE_CHECKING, Any
 
-from ddpctl.cli.common import BACKENDS, add_cluster_arg, add_spec_args
+from ddpctl.cli.common import add_cluster_arg, add_spec_args, backend_choices
 
 if TYPE_CHECKING:
     from ddpctl.api import Job
@@ -27,7 +27,7 @@ def add(sub: Any) -> None:
     )
     add_spec_args(parser)
     parser.add_argument(
-        "--backend", choices=BACKENDS, help="override the spec's backend (default: the spec's, else sbatch)"
+        "--backend", choices=backend_choices(), help="override the spec's backend (default: the spec's, else sbatch)"
     )
     parser.add_argument(
         "--dry-run",
