@@ -14,6 +14,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import json
 import os
@@ -192,16 +193,37 @@ def read_json(path: Path | str, limit: int = MAX_RECORD_BYTES) -> dict[str, Any]
     return value if isinstance(value, dict) else None
 
 
+NOT_A_DIRECTORY, NOT_MINE, OPEN_TO_OTHERS = "not a directory", "owned by another user", "writable by others"
+
+
+def private_dir_problem(path: Path, *, parents: bool = True, narrow: bool = False) -> tuple[str | None, os.stat_result]:
+    """The one test of "a directory only this user can change", creating `path` (0o700) where missing: a real
+    directory, not a symlink, owned by this user and writable by no one else. Returns what it is not (None: it
+    is; else NOT_A_DIRECTORY, NOT_MINE or OPEN_TO_OTHERS) and its lstat, so the caller words its own refusal.
+    `narrow`: a private one that others may still read or enter is made 0o700. OSError where it cannot be made."""
+    if parents:
+        path.parent.mkdir(parents=True, exist_ok=True)
+    with contextlib.suppress(FileExistsError):  # whatever is there is judged below, never followed
+        path.mkdir(mode=0o700)
+    info = os.lstat(path)
+    if not stat.S_ISDIR(info.st_mode):
+        return NOT_A_DIRECTORY, info
+    if info.st_uid != os.geteuid():
+        return NOT_MINE, info
+    if info.st_mode & (stat.S_IWGRP | stat.S_IWOTH):
+        return OPEN_TO_OTHERS, info
+    if narrow and info.st_mode & 0o077:
+        path.chmod(0o700)
+    return None, info
+
+
 def private_dir(path: Path) -> bool:
-    """Whether `path` is a directory only this user can change, creating it (0o700) where missing: a real
-    directory, not a symlink, owned by this user and writable by no one else. A cache of compiled code lives
-    only in such a directory."""
+    """Whether `path` is a directory only this user can change (`private_dir_problem`), creating it where
+    missing. A cache of compiled code lives only in such a directory."""
     try:
-        path.mkdir(mode=0o700, parents=True, exist_ok=True)
-        info = os.lstat(path)
+        return private_dir_problem(path)[0] is None
     except OSError:
         return False
-    return stat.S_ISDIR(info.st_mode) and _private(info)
 
 
 def read_private(path: Path, limit: int) -> bytes | None:

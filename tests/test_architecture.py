@@ -1,6 +1,6 @@
 """The layout's promises, checked on the source: packages import one way along the data flow, no module walk
 bounces back, and each "one place" claim (commands, signal names, run-dir names and patterns, safe file opening
-and atomic writing) holds."""
+and atomic writing) holds, and no module or function outgrows what a reader takes in at once."""
 
 from __future__ import annotations
 
@@ -10,6 +10,8 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
+
+from ddpctl.spec.capabilities import BACKENDS as CAPABILITY_TABLE
 
 PKG = Path(__file__).resolve().parents[1] / "ddpctl"
 
@@ -216,7 +218,7 @@ def test_run_dir_names_are_spelled_in_layout_only(name: str) -> None:
 
     # The submitit backend's name is also "submitit"; the capability table, its backend and the CLI's --backend
     # choices use it as a name, not a path.
-    # A checkpoint directory's rank-<r>.pt/.json are the runtime's own layout (ddpctl.runtime.checkpoint).
+    # A checkpoint directory's rank-<r>.pt/.json are the runtime's own layout (ddpctl.runtime.ckptdir).
     backend_name = {
         "ddpctl.backends",
         "ddpctl.spec.capabilities",
@@ -227,7 +229,7 @@ def test_run_dir_names_are_spelled_in_layout_only(name: str) -> None:
     allowed = {
         "ddpctl.run.layout",
         *(backend_name if name == "submitit" else ()),
-        *(("ddpctl.runtime.checkpoint",) if name == "rank-" else ()),
+        *(("ddpctl.runtime.ckptdir",) if name == "rank-" else ()),
     }
     assert calls_outside(allowed, spells) == []
 
@@ -278,7 +280,7 @@ def test_only_safeio_renames_a_written_file_into_place() -> None:
     assert calls_outside({"ddpctl.safeio", "ddpctl.snapshot.store"}, renames) == []
 
 
-BACKEND_NAMES = {"sbatch", "submitit", "local"}
+BACKEND_NAMES = set(CAPABILITY_TABLE)
 
 
 def names_a_backend(node: ast.AST) -> bool:
@@ -359,3 +361,22 @@ def test_no_module_defines_a_name_twice() -> None:
         names = top_level_names(tree)
         twice += sorted(f"{module}.{name}" for name in set(names) if names.count(name) > 1)
     assert twice == []
+
+
+MAX_MODULE_LINES = 300  # a reader opens one file per concept; past this a module holds two
+MAX_FUNCTION_LINES = 48
+
+
+def test_no_module_is_over_the_line_ceiling() -> None:
+    lines = {module_name(p): len(p.read_text().splitlines()) for p in sorted(PKG.rglob("*.py"))}
+    assert {module: n for module, n in lines.items() if n > MAX_MODULE_LINES} == {}
+
+
+def test_no_function_is_over_the_line_ceiling() -> None:
+    spans = [
+        (f"{module}.{node.name}:{node.lineno}", (node.end_lineno or node.lineno) - node.lineno + 1)
+        for module, tree in modules().items()
+        for node in ast.walk(tree)
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef))
+    ]
+    assert [(name, n) for name, n in spans if n > MAX_FUNCTION_LINES] == []

@@ -195,3 +195,27 @@ def test_a_linked_registry_is_refused_before_submit_and_never_appended_through(t
         registry.add(RECORD)
     assert err.value.errno == errno.ELOOP
     assert outside.read_text() == ""
+
+
+def test_a_private_directory_is_judged_in_one_place(tmp_path: Path) -> None:
+    """safeio.private_dir_problem: the snapshot store, the ssh socket directory and the template cache ask it."""
+    made = tmp_path / "a" / "b"
+    assert safeio.private_dir_problem(made)[0] is None and stat.S_IMODE(made.stat().st_mode) == 0o700
+    (tmp_path / "file").write_text("x")
+    (tmp_path / "link").symlink_to(made)
+    assert safeio.private_dir_problem(tmp_path / "file")[0] == safeio.NOT_A_DIRECTORY
+    assert safeio.private_dir_problem(tmp_path / "link")[0] == safeio.NOT_A_DIRECTORY  # never followed
+    shared = tmp_path / "shared"
+    shared.mkdir()
+    shared.chmod(0o777)
+    assert safeio.private_dir_problem(shared, narrow=True)[0] == safeio.OPEN_TO_OTHERS  # refused, not narrowed
+    assert stat.S_IMODE(shared.stat().st_mode) == 0o777
+    readable = tmp_path / "readable"
+    readable.mkdir()
+    readable.chmod(0o755)
+    assert safeio.private_dir_problem(readable)[0] is None and stat.S_IMODE(readable.stat().st_mode) == 0o755
+    assert safeio.private_dir_problem(readable, narrow=True)[0] is None
+    assert stat.S_IMODE(readable.stat().st_mode) == 0o700
+    assert not safeio.private_dir(tmp_path / "file") and safeio.private_dir(made)
+    with pytest.raises(OSError):
+        safeio.private_dir_problem(tmp_path / "missing" / "x", parents=False)

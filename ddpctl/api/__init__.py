@@ -54,11 +54,13 @@ __all__ = [
     "plan",
     "spec_of",
     "submit",
+    "submit_checked",
     "submit_plan",
     "sweep",
 ]
 
 SpecLike = JobSpec | str | Path
+Warn = Callable[[str], None]
 
 
 def load_spec(path: str | Path, overrides: Overrides = (), *, cwd: str | Path | None = None) -> JobSpec:
@@ -124,20 +126,29 @@ def plan(
 
 
 def submit(
-    spec_or_path: SpecLike, *, backend: str | None = None, overrides: Overrides = (), cluster: str | None = None
+    spec_or_path: SpecLike,
+    *,
+    backend: str | None = None,
+    overrides: Overrides = (),
+    cluster: str | None = None,
+    allow_duplicate: bool = False,
+    warn: Warn | None = None,
 ) -> Job:
     """Submit a spec (a `JobSpec` or a spec file) and record it in the registry; returns at once.
 
-    `backend` overrides the spec's (`sbatch`, `submitit` or `local`). Raises `SpecError` for a bad spec,
-    `BackendUnavailable` when the backend cannot run here, `CommandError` when sbatch refuses the job.
-    `cluster` (or the spec's `cluster:`): submit on that remote cluster of clusters.yaml over SSH, as `ddpctl
-    submit --cluster` does (a spec file then, not a `JobSpec`); the handle is a `RemoteJob`.
+    The same policy as `ddpctl submit` (`submit_checked`): a live job of the same name refuses it
+    (`DuplicateName`) unless `allow_duplicate`, and a partition that can never run it raises `SpecError`.
+    `warn` hears the warning `ddpctl submit` prints (a script that does not handle the stop signal); by default
+    it is a `UserWarning`. `backend` overrides the spec's (`sbatch`, `submitit` or `local`). Raises `SpecError`
+    for a bad spec, `BackendUnavailable` when the backend cannot run here, `CommandError` when sbatch refuses
+    the job. `cluster` (or the spec's `cluster:`): submit on that remote cluster of clusters.yaml over SSH, as
+    `ddpctl submit --cluster` does (a spec file then, not a `JobSpec`); the handle is a `RemoteJob`.
     """
     if cluster is not None and not isinstance(cluster, str):
         raise ArgumentError(f"cluster: got {cluster!r}; expected a cluster name of clusters.yaml as a string")
     spec = _spec_of(spec_or_path, overrides, backend)
     if cluster is None and spec.cluster is None:
-        return submit_plan(plan(spec))
+        return submit_checked(spec, allow_duplicate=allow_duplicate, warn=warn or _warning)[0]
     if isinstance(spec_or_path, JobSpec):
         where = cluster or spec.cluster
         raise ArgumentError(f"cluster {where!r}: give the spec file's path (the cluster reads the file), not a JobSpec")
@@ -146,7 +157,54 @@ def submit(
     from ddpctl.api.remote import chosen, submit_on
 
     words = [*as_overrides(overrides), *([f"backend={backend}"] if backend else [])]
-    return submit_on(chosen(cluster, spec), spec, words, tag=uuid.uuid4().hex)[0]
+    return submit_on(chosen(cluster, spec), spec, words, tag=uuid.uuid4().hex, allow_duplicate=allow_duplicate)[0]
+
+
+def submit_checked(spec: JobSpec, *, allow_duplicate: bool, warn: Warn) -> tuple[Job, SubmissionPlan]:
+    """The submit policy every submission here goes through (`ddpctl submit`, `submit`, a remote submit's login
+    node), then the submission: the job and the plan it submitted. A live job of the same name refuses it;
+    the duplicate check and the submission are one step per name (the name's lock in the registry), else
+    three simultaneous submits of one name would all pass the check before any of them is recorded."""
+    if allow_duplicate:
+        return _checked_submit(spec, allow_duplicate=True, warn=warn)
+    registry = Registry.from_env()
+    registry.check_writable()  # its one line, before the lock file is made beside the registry
+    with registry.name_lock(spec.name):
+        return _checked_submit(spec, allow_duplicate=False, warn=warn)
+
+
+def _checked_submit(spec: JobSpec, *, allow_duplicate: bool, warn: Warn) -> tuple[Job, SubmissionPlan]:
+    from ddpctl.plan.preflight import check_runnable
+    from ddpctl.plan.stopscan import check_script
+    from ddpctl.proc import in_background
+
+    # Every controller round trip starts now and runs while the plan is built: the cluster's facts (asked
+    # once: the requeue mode and the partition check both read them) and the duplicate-name check. A plan
+    # error is still the one reported first.
+    cluster = in_background(lambda: cluster_facts(spec))
+    duplicate = in_background(lambda: _check_name(spec, allow_duplicate))
+    submission = plan(spec, cluster=cluster)  # one plan, built once: the submission submits it
+    check_runnable(spec, cluster.result())  # a partition that can never run the spec: reported before a duplicate name
+    duplicate.result()
+    if (warning := check_script(submission.spec)) is not None:
+        warn(warning)
+    return submit_plan(submission), submission
+
+
+def _check_name(spec: JobSpec, allow_duplicate: bool) -> None:
+    """A live job of the same name refuses the submission (squeue: a round trip on the way to sbatch)."""
+    if not allow_duplicate:
+        from ddpctl.backends.names import check_duplicate
+
+        check_duplicate(Registry.from_env(), spec.name)
+
+
+def _warning(text: str) -> None:
+    """The API prints nothing itself: a warning reaches a notebook or a script as Python's warnings do."""
+    import warnings
+
+    # Shown at the caller of `submit` (this, _checked_submit, submit_checked, submit, the caller).
+    warnings.warn(text, UserWarning, stacklevel=5)
 
 
 def submit_plan(submission: SubmissionPlan) -> Job:

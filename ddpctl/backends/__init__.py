@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING, Protocol
 from ddpctl.errors import SpecError
 from ddpctl.run.registry import JobRecord
 from ddpctl.run.state import JobState
-from ddpctl.spec.capabilities import SLURM_BACKENDS, Capabilities
+from ddpctl.spec.capabilities import BACKENDS, SLURM_BACKENDS, Capabilities
 
 __all__ = ["MODULES", "SLURM_BACKENDS", "Backend", "current_state", "get_backend"]
 
@@ -32,11 +32,8 @@ if TYPE_CHECKING:  # the plan (and the node code it previews) is not needed to a
     from ddpctl.run.layout import RunLayout
     from ddpctl.spec import JobSpec
 
-MODULES = {
-    "sbatch": "ddpctl.backends.sbatch",
-    "local": "ddpctl.backends.local",
-    "submitit": "ddpctl.backends.submitit_backend",
-}
+# Each backend's module, from its row of the capability table (the one list of backends).
+MODULES = {name: f"ddpctl.backends.{caps.module or name}" for name, caps in BACKENDS.items()}
 
 
 class Backend(Protocol):

@@ -14,9 +14,14 @@ from ddpctl.cli.completion import complete_set, complete_spec, complete_with, jo
 # `sweep` needs that module).
 RESULTS = "sweep-results"
 
-# Every command's --backend lists them in this order (here, not in cli.submit: `render`, `doctor` and `scale` take
-# --backend too, and need not load the submit command's module to build their parser).
-BACKENDS = ("sbatch", "submitit", "local")
+
+def backend_choices() -> tuple[str, ...]:
+    """Every command's --backend choices: the capability table's backends, in its order (here, not in
+    cli.submit: `render`, `doctor` and `scale` take --backend too). Read when a parser that takes --backend is
+    built, never at start-up: the spec package costs every other command its import time."""
+    from ddpctl.spec.capabilities import BACKENDS
+
+    return tuple(BACKENDS)
 
 
 def add_spec_args(parser: argparse.ArgumentParser, first_words: tuple[str, ...] = ()) -> None:

@@ -9,7 +9,7 @@ from __future__ import annotations
 import argparse
 from typing import TYPE_CHECKING, Any
 
-from ddpctl.cli.common import BACKENDS, add_cluster_arg, add_spec_args
+from ddpctl.cli.common import add_cluster_arg, add_spec_args, backend_choices
 
 if TYPE_CHECKING:
     from collections.abc import Mapping
@@ -32,7 +32,7 @@ def add(sub: Any) -> None:
         "With --cluster (or the spec's cluster:), the remote cluster's ddpctl checks it there.",
     )
     add_spec_args(parser)
-    parser.add_argument("--backend", choices=BACKENDS, help="override the spec's backend")
+    parser.add_argument("--backend", choices=backend_choices(), help="override the spec's backend")
     add_cluster_arg(
         parser,
         "check on this remote cluster (clusters.yaml) over SSH, by its ddpctl, with the spec's code sent "

@@ -203,14 +203,8 @@ def spec_of(request: dict[str, Any]) -> Any:
 
 def submit_job(request: dict[str, Any]) -> dict[str, Any]:
     from ddpctl.cli.submit import submit, submitted
-    from ddpctl.run.registry import Registry
 
-    spec = spec_of(request)
-    registry = Registry.from_env()
-    registry.check_writable()
-    allow = bool(request.get("allow_duplicate"))
-    with registry.name_lock(spec.name):
-        done = submit(spec, allow_duplicate=allow)
+    done = submit(spec_of(request), allow_duplicate=bool(request.get("allow_duplicate")))
     shown = io.StringIO()
     with contextlib.redirect_stdout(shown):
         submitted(argparse.Namespace(wait=False), done)

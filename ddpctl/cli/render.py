@@ -7,7 +7,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from ddpctl.cli.common import BACKENDS, add_spec_args, imports_uncollected
+from ddpctl.cli.common import add_spec_args, backend_choices, imports_uncollected
 
 
 def add(sub: Any) -> None:
@@ -19,7 +19,7 @@ def add(sub: Any) -> None:
     add_spec_args(parser)
     parser.add_argument(
         "--backend",
-        choices=BACKENDS,
+        choices=backend_choices(),
         help="the backend to render for (default: the spec's); only sbatch submits a batch script",
     )
     parser.add_argument("-o", "--output", type=Path, help="write to FILE (atomically) instead of stdout")

@@ -12,7 +12,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from ddpctl.cli.common import BACKENDS, add_spec_args
+from ddpctl.cli.common import add_spec_args, backend_choices
 
 POLL_S = 1.0
 
@@ -41,7 +41,7 @@ def add(sub: Any) -> None:
         "--steps", type=int, metavar="N", help="cancel each run once every rank passed step N (default: let it finish)"
     )
     parser.add_argument("--warmup", type=int, default=5, metavar="N", help="steps excluded as warm-up (default 5)")
-    parser.add_argument("--backend", choices=BACKENDS, help="override the spec's backend")
+    parser.add_argument("--backend", choices=backend_choices(), help="override the spec's backend")
     parser.add_argument("--out", type=Path, help="where scaling.json/png go (default <run_dir>/<name>-scale)")
     parser.set_defaults(func=run)
 
@@ -75,7 +75,9 @@ def measure(spec: Any, steps: int | None, warmup: int) -> Any:
     from ddpctl.run.layout import RunLayout
 
     with deferred_interrupt() as pressed:  # a Ctrl-C during the submission acts once the job is known
-        job = api.submit(spec)  # recorded in the registry: `ddpctl logs/status` work on each size's run
+        # Recorded in the registry: `ddpctl logs/status` work on each size's run. Scale's own sizes, one at a time
+        # under names it derives: submitted as planned, without `submit`'s name check and script warning.
+        job = api.submit_plan(api.plan(spec))
     record = job.record
     print(f"  {spec.nodes} node(s) x {spec.nproc_per_node}: job {record.job_id}, run dir {record.run_dir}", flush=True)
     layout = RunLayout(Path(record.run_dir))

@@ -6,7 +6,7 @@ import argparse
 import sys
 from typing import TYPE_CHECKING, Any
 
-from ddpctl.cli.common import BACKENDS, add_cluster_arg, add_spec_args
+from ddpctl.cli.common import add_cluster_arg, add_spec_args, backend_choices
 
 if TYPE_CHECKING:
     from ddpctl.api import Job
@@ -27,7 +27,7 @@ def add(sub: Any) -> None:
     )
     add_spec_args(parser)
     parser.add_argument(
-        "--backend", choices=BACKENDS, help="override the spec's backend (default: the spec's, else sbatch)"
+        "--backend", choices=backend_choices(), help="override the spec's backend (default: the spec's, else sbatch)"
     )
     parser.add_argument(
         "--dry-run",
@@ -63,36 +63,18 @@ def run(args: argparse.Namespace) -> int:
         return run_remote(args, spec)
     if args.dry_run:
         return dry_run(spec)
-    if args.allow_duplicate:
-        return submitted(args, submit(spec, allow_duplicate=True))
-    from ddpctl.run.registry import Registry
-
-    # The duplicate check and the submission are one step per name: three simultaneous submits of one name
-    # would otherwise all pass the check before any of them is recorded.
-    registry = Registry.from_env()
-    registry.check_writable()  # its one line, before the lock file is made beside the registry
-    with registry.name_lock(spec.name):
-        job = submit(spec, allow_duplicate=False)
-    return submitted(args, job)
+    return submitted(args, submit(spec, allow_duplicate=args.allow_duplicate))
 
 
 def submit(spec: JobSpec, allow_duplicate: bool) -> Submitted:
+    """The API's submission with its policy (ddpctl.api.submit_checked); its warning printed as a line."""
     from ddpctl import api
-    from ddpctl.plan.preflight import check_runnable
-    from ddpctl.plan.stopscan import check_script
-    from ddpctl.proc import in_background
 
-    # Every controller round trip starts now and runs while the plan is built: the cluster's facts (asked
-    # once: the requeue mode and the partition check both read them) and the duplicate-name check. A plan
-    # error is still the one reported first.
-    cluster = in_background(lambda: api.cluster_facts(spec))
-    duplicate = in_background(lambda: check_name(spec, allow_duplicate))
-    plan = api.plan(spec, cluster=cluster)  # one plan, built once: the submission submits it
-    check_runnable(spec, cluster.result())  # a partition that can never run the spec: reported before a duplicate name
-    duplicate.result()
-    if (warning := check_script(plan.spec)) is not None:
-        print(f"ddpctl: warning: {warning}", file=sys.stderr)
-    return api.submit_plan(plan), plan
+    return api.submit_checked(spec, allow_duplicate=allow_duplicate, warn=print_warning)
+
+
+def print_warning(text: str) -> None:
+    print(f"ddpctl: warning: {text}", file=sys.stderr)
 
 
 def submitted(args: argparse.Namespace, done: Submitted) -> int:
@@ -111,15 +93,6 @@ def submitted(args: argparse.Namespace, done: Submitted) -> int:
 
         return wait_for_job(job.record)
     return 0
-
-
-def check_name(spec: JobSpec, allow_duplicate: bool) -> None:
-    """A live job of the same name refuses the submission (squeue: a round trip on the way to sbatch)."""
-    if not allow_duplicate:
-        from ddpctl.backends.names import check_duplicate
-        from ddpctl.run.registry import Registry
-
-        check_duplicate(Registry.from_env(), spec.name)
 
 
 def dry_run(spec: JobSpec) -> int:

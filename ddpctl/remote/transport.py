@@ -10,13 +10,13 @@ instead of ~/.ssh/config (`ssh -F`). Tests inject their own runner at the `runne
 
 from __future__ import annotations
 
-import contextlib
 import os
 import stat
 import tempfile
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
+from ddpctl import safeio
 from ddpctl.errors import CommandTimeout, RemoteError
 from ddpctl.proc import Completed, OutputTooBig, Reading, Runner, run_capped, spawn_reading
 from ddpctl.remote.profiles import Cluster
@@ -39,16 +39,14 @@ def control_dir(env: Mapping[str, str] | None = None) -> Path:
 
 
 def private_dir(path: Path) -> Path:
-    """`path` as a directory only this user can enter; one line naming it when that cannot be."""
+    """`path` as a directory only this user can enter (safeio.private_dir_problem); one line naming it when that
+    cannot be."""
     if not socket_path_fits(path):
         raise RemoteError(f"{path}: too long for ssh control sockets; set {CONTROL_DIR_ENV} to a shorter directory")
-    path.parent.mkdir(parents=True, exist_ok=True)
-    with contextlib.suppress(FileExistsError):
-        path.mkdir(mode=0o700)
-    info = os.lstat(path)
-    if not stat.S_ISDIR(info.st_mode) or info.st_uid != os.geteuid():
+    problem, info = safeio.private_dir_problem(path)
+    if problem in (safeio.NOT_A_DIRECTORY, safeio.NOT_MINE):
         raise RemoteError(f"{path}: not a directory of this user; ssh control sockets need a private directory")
-    if stat.S_IMODE(info.st_mode) != 0o700:
+    if stat.S_IMODE(info.st_mode) != 0o700:  # writable by others too: it is ours, so it is made private
         path.chmod(0o700)  # ours: made private, as ssh's sockets there need
     return path
 

@@ -29,22 +29,12 @@ from ddpctl.run import envvars, history
 from ddpctl.run.history import CheckpointSkipped, Resumed
 from ddpctl.run.layout import RunLayout
 from ddpctl.runtime import ckptio, ckptowner, progress
+from ddpctl.runtime.ckptdir import MARKER, SHARED, default_dir, rank_part, rank_table, step_dirname, step_dirs
 from ddpctl.runtime.dist import DistContext, all_reduce_min, cpu_group
 from ddpctl.runtime.snapshot import SnapshotPool
 
 RANK_KEY = "rank"  # the key of a state dict whose value is this rank's own part
-MARKER = "COMPLETE"
-SHARED = "shared.pt"
 COMMIT_TIMEOUT_S = 600.0
-
-
-def step_dirname(step: int) -> str:
-    return f"step-{step:09d}"
-
-
-def parse_step(name: str) -> int | None:
-    head, _, digits = name.partition("-")
-    return int(digits) if head == "step" and digits.isdigit() else None
 
 
 class Checkpointer:
@@ -62,7 +52,7 @@ class Checkpointer:
         env: Mapping[str, str] | None = None,
     ) -> None:
         env = os.environ if env is None else env
-        self.dir = Path(dir) if dir is not None else _default_dir(env)
+        self.dir = Path(dir) if dir is not None else default_dir(env)
         self.keep = int(env.get(envvars.CKPT_KEEP, "3")) if keep is None else keep
         self.ctx = ctx if ctx is not None else _ctx_from_env(env)
         self._events = Path(env[envvars.RUN_DIR]) if env.get(envvars.RUN_DIR) else None
@@ -144,7 +134,7 @@ class Checkpointer:
             # A failed save (disk full, ...) takes its partial files with it; the previous complete checkpoint
             # is untouched and stays the one load_latest finds.
             rank = self.ctx.rank
-            own = (f"rank-{rank}.pt", f"rank-{rank}.json", *((SHARED, ckptowner.OWNER) if self.ctx.is_main else ()))
+            own = (rank_part(rank), rank_table(rank), *((SHARED, ckptowner.OWNER) if self.ctx.is_main else ()))
             ckptio.remove_files(path, own, remove_dir=self.ctx.is_main)
             raise
 
@@ -154,9 +144,9 @@ class Checkpointer:
         if self.ctx.is_main:
             shared = {k: v for k, v in state.items() if k != RANK_KEY}
             files[SHARED] = ckptio.atomic_torch_save(shared, path / SHARED)
-        name = f"rank-{rank}.pt"
+        name = rank_part(rank)
         files[name] = ckptio.atomic_torch_save(state.get(RANK_KEY, {}), path / name)
-        ckptio.atomic_write_json({"rank": rank, "files": files}, path / f"rank-{rank}.json")
+        ckptio.atomic_write_json({"rank": rank, "files": files}, path / rank_table(rank))
 
     def _commit(self, path: Path, step: int) -> None:
         """Rank 0: once every rank's table is there, write the marker (the caller prunes older checkpoints)."""
@@ -164,7 +154,7 @@ class Checkpointer:
         deadline = time.monotonic() + COMMIT_TIMEOUT_S
         for rank in range(self.ctx.world_size):
             # After the barrier these exist already; for a background save this waits for slower ranks.
-            while (table := ckptio.read_table(path / f"rank-{rank}.json")) is None:
+            while (table := ckptio.read_table(path / rank_table(rank))) is None:
                 if time.monotonic() > deadline:
                     raise TimeoutError(
                         f"rank {rank} never finished its part of {path} "
@@ -183,7 +173,7 @@ class Checkpointer:
 
     def _prune(self, newest: int) -> None:
         complete: list[int] = []
-        for step, path in sorted(self._step_dirs().items(), reverse=True):
+        for step, path in sorted(step_dirs(self.dir).items(), reverse=True):
             # Steps past the one just saved belong to a timeline abandoned by resuming from an older
             # checkpoint (the newer one was damaged); incomplete ones are leftovers of a crash.
             # Only ours (or the one we resumed from) may go: the directory may hold another run's work.
@@ -199,15 +189,9 @@ class Checkpointer:
         for step in complete[self.keep :] if self.keep > 0 else []:
             shutil.rmtree(self.dir / step_dirname(step), ignore_errors=True)
 
-    def _step_dirs(self) -> dict[int, Path]:
-        if not self.dir.is_dir():
-            return {}
-        found = {parse_step(p.name): p for p in self.dir.iterdir() if p.is_dir()}
-        return {step: path for step, path in found.items() if step is not None}
-
     def latest_step(self) -> int | None:
         """Newest step whose directory has a marker (not verified: see `load_latest`)."""
-        steps = [s for s, p in self._step_dirs().items() if (p / MARKER).exists()]
+        steps = [s for s, p in step_dirs(self.dir).items() if (p / MARKER).exists()]
         return max(steps, default=None)
 
     def load_latest(self) -> tuple[int, dict[str, Any]] | None:
@@ -218,7 +202,7 @@ class Checkpointer:
         `checkpoint_skipped` event, in favour of the previous one.
         """
         self.wait()
-        existing = set(self._step_dirs()) if self.ctx.is_main else set()  # before the agreement lets ranks go on
+        existing = set(step_dirs(self.dir)) if self.ctx.is_main else set()  # before the agreement lets ranks go on
         candidates = self._agreed_candidates()
         for step in candidates:
             path = self.dir / step_dirname(step)
@@ -259,7 +243,7 @@ class Checkpointer:
     def _candidates(self) -> tuple[list[int], list[str]]:
         steps: list[int] = []
         foreign: list[str] = []
-        for step, path in sorted(self._step_dirs().items(), reverse=True):
+        for step, path in sorted(step_dirs(self.dir).items(), reverse=True):
             marker = ckptio.read_table(path / MARKER)
             if why := ckptowner.foreign_unresumable(marker, self._owner, self.ctx.world_size):
                 foreign.append(f"{path.name}: {why}")
@@ -275,7 +259,7 @@ class Checkpointer:
     def _try_load(self, path: Path) -> tuple[dict[str, Any] | None, str | None]:
         marker = ckptio.read_table(path / MARKER)
         files = marker.get("files", {}) if isinstance(marker, dict) else {}
-        own = f"rank-{self.ctx.rank}.pt"
+        own = rank_part(self.ctx.rank)
         for name in (SHARED, own):
             problem = ckptio.file_matches(path / name, files.get(name, {}), check_hash=True)
             if problem:
@@ -295,14 +279,6 @@ class Checkpointer:
         if self._events is not None:
             skipped = CheckpointSkipped(step=step, checkpoint=str(path), reason=reason)
             history.append(RunLayout(self._events).events, skipped)
-
-
-def _default_dir(env: Mapping[str, str]) -> Path:
-    if env.get(envvars.CKPT_DIR):
-        return Path(env[envvars.CKPT_DIR])
-    if env.get(envvars.RUN_DIR):
-        return RunLayout(Path(env[envvars.RUN_DIR])).default_checkpoints
-    return Path("checkpoints")
 
 
 def _ctx_from_env(env: Mapping[str, str]) -> DistContext:

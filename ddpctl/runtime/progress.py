@@ -40,6 +40,7 @@ from typing import Any
 from ddpctl import safeio
 from ddpctl.run import envvars
 from ddpctl.run.layout import RunLayout
+from ddpctl.runtime.commtimer import CommTimer
 from ddpctl.runtime.series import Series
 
 HISTORY = 120  # (t, step, samples) points kept in the record, one per write: ~2 minutes at 1 write/s
@@ -66,13 +67,7 @@ class Heartbeat:
         run_dir, attempt = env.get(envvars.RUN_DIR), int(env.get(envvars.ATTEMPT, "0"))
         self.path = RunLayout(Path(run_dir)).progress_file(attempt, self.rank) if run_dir else None
         self.series = Series(RunLayout(Path(run_dir)).series_file(attempt, self.rank) if run_dir else None)
-        self.base = {
-            "rank": self.rank,
-            "node": env.get(envvars.NODE_NAME, "?"),
-            "pid": os.getpid(),
-            "attempt": attempt,
-            "total_steps": self.total_steps,
-        }
+        self.base = _identity(env, self.rank, attempt, self.total_steps)
         self.step_times: deque[float] = deque(maxlen=window)
         self.busy_times: deque[float] = deque(maxlen=window)
         self.history: deque[list[float]] = deque(maxlen=HISTORY)
@@ -95,7 +90,7 @@ class Heartbeat:
         self._dirty = False
         self._lock = threading.Lock()
         self._closed = threading.Event()
-        self._comm = _CommTimer()
+        self._comm = CommTimer()
         if model is not None:
             self._comm.attach(model)
         _ACTIVE[:] = [self]
@@ -221,62 +216,23 @@ class Heartbeat:
             pass  # progress is advisory: a full or flaky filesystem must never stop training
 
 
+def _identity(env: Mapping[str, str], rank: int, attempt: int, total_steps: int | None) -> dict[str, Any]:
+    """The record's fields that never change in this process."""
+    return {
+        "rank": rank,
+        "node": env.get(envvars.NODE_NAME, "?"),
+        "pid": os.getpid(),
+        "attempt": attempt,
+        # torchrun's restart round inside the attempt (max_restarts): the node-loss rule compares like rounds
+        "round": int(r) if (r := env.get("TORCHELASTIC_RESTART_COUNT", "0")).isdigit() and len(r) < 10 else 0,
+        "total_steps": total_steps,
+    }
+
+
 def mark(phase: str) -> None:
     """Flag a phase on the process's heartbeat, if there is one (the Checkpointer calls this)."""
     if _ACTIVE:
         _ACTIVE[0].phase(phase)
-
-
-class _CommTimer:
-    """Per step, the time this rank spent waiting for the others inside DDP, measured without replacing any of
-    DDP's own communication (a Python comm hook would add a copy of every gradient bucket to each step):
-    (1) DDP's pre-forward sync (buffer broadcast): from the DDP module's forward pre-hook to the wrapped module's;
-    (2) from the moment this rank's last gradient was ready to the step report: the gradient all-reduce wait,
-    plus the optimizer step, which costs every rank the same.
-
-    At most three Python hooks a step, whatever the model's size (a hook per parameter cost 4 % of a 3 ms GPU
-    step at 144 parameters). The last gradient is taken to be the first trainable parameter's in module order:
-    backward reaches the input layer last, and DDP's gradient buckets run in reverse order, so that parameter's
-    bucket is the last to start reducing. A parameter used twice (tied embeddings) accumulates once, after both
-    uses. Where it got no gradient this step (an unused branch), the wait counts as busy. The forward hooks
-    only where DDP broadcasts buffers before each forward.
-
-    None on a GPU: the host runs ahead of the device (kernels and NCCL's reductions are only queued), so a host
-    clock cannot see the device's waits, and on a fast GPU loop every microsecond of Python per step shows in
-    the step time. There busy time is the step time (README, "Health").
-    """
-
-    def __init__(self) -> None:
-        self.attached = False
-        self._waited = 0.0
-        self._entered: float | None = None
-        self._ready: float | None = None
-
-    def attach(self, model: Any) -> None:
-        first = next((p for p in model.parameters() if p.requires_grad), None)
-        if first is None or first.device.type != "cpu":
-            return
-        self.attached = True
-        first.register_post_accumulate_grad_hook(self._grad_ready)
-        if getattr(model, "broadcast_buffers", False) and next(model.module.buffers(), None) is not None:
-            model.register_forward_pre_hook(self._enter)
-            model.module.register_forward_pre_hook(self._synced)
-
-    def _enter(self, _module: Any, _args: Any) -> None:
-        self._entered = time.perf_counter()
-
-    def _synced(self, _module: Any, _args: Any) -> None:
-        if self._entered is not None:
-            self._waited += time.perf_counter() - self._entered
-            self._entered = None
-
-    def _grad_ready(self, _param: Any) -> None:
-        self._ready = time.perf_counter()
-
-    def take(self, now: float) -> float:
-        waited, ready = self._waited, self._ready
-        self._waited, self._ready = 0.0, None
-        return waited + (now - ready if ready is not None and now > ready else 0.0)
 
 
 def _median(values: tuple[float, ...]) -> float | None:

@@ -39,31 +39,29 @@ def owner_name(uid: int) -> str:
 
 
 def private_dir(path: Path) -> None:
-    """Make sure `path` is a directory only the current user can write, creating it 0700 if needed; an older,
-    readable one is narrowed to 0700 (never widened); one that others own or can write is refused."""
+    """Make sure `path` is a directory only the current user can write (safeio.private_dir_problem), creating it
+    0700 if needed; an older, readable one is narrowed to 0700 (never widened); one that others own or can write
+    is refused."""
     try:
-        path.mkdir(mode=0o700, exist_ok=True)
-        st = os.lstat(path)
+        problem, st = safeio.private_dir_problem(path, parents=False, narrow=True)
     except OSError as err:
         raise SpecError(
             f"snapshot: cannot create the code snapshot store {path}: {err.strerror or err}; give the job a "
             "run_dir you can write (run_dir: ...), or set snapshot: off"
         ) from err
-    if not stat.S_ISDIR(st.st_mode):
+    if problem == safeio.NOT_A_DIRECTORY:
         raise SpecError(f"snapshot: the code snapshot store {path} is not a directory (a link?); remove it")
-    if st.st_uid != os.geteuid():
+    if problem == safeio.NOT_MINE:
         raise SpecError(
             f"snapshot: the code snapshot store {path} belongs to {owner_name(st.st_uid)}: a store is private "
             "to its owner (0700), so that nobody can plant code your runs would execute; give your jobs a "
             "run_dir of your own (e.g. run_dir: runs-$USER), or set snapshot: off"
         )
-    if st.st_mode & 0o022:
+    if problem == safeio.OPEN_TO_OTHERS:
         raise SpecError(
             f"snapshot: the code snapshot store {path} is writable by others (mode {stat.S_IMODE(st.st_mode):o}), "
             "so its contents cannot be trusted: remove it (it is a cache), then submit again"
         )
-    if st.st_mode & 0o077:
-        path.chmod(0o700)
 
 
 def open_store(run_dir: Path) -> Path:

@@ -3,8 +3,9 @@
 Code outside backends/ asks a capability (`spec.capabilities.chain`), never the backend's name
 (tests/test_architecture.py checks it). The table lives here, low in the flow, because the spec's checks and
 plan/ decide from it and may not import backends/ (which builds on plan/); each backend module exposes its own
-row as `CAPABILITIES`, and a test holds the two together. A new backend is a row here, a module in backends/
-and, if it submits a script, a template.
+row as `CAPABILITIES`, and a test holds the two together. The backend list is this table's keys: the backends'
+modules (`backends.MODULES`) and every command's --backend choices read it. A new backend is a row here, a
+module in backends/ and, if it submits a script, a template.
 """
 
 from __future__ import annotations
@@ -31,6 +32,7 @@ class Capabilities(Record):
     spare_nodes: bool  # a failed attempt restarts inside the job (spare_nodes; none needed where own_attempts)
     python_module: str | None = None  # a module it needs on the submitting host (doctor checks it imports)
     sweeps: str = ""  # ARRAY, QUEUE, or "": it runs no sweeps (yet)
+    module: str = ""  # its module under ddpctl.backends, where not its name (backends.MODULES reads it)
 
 
 BACKENDS: dict[str, Capabilities] = {
@@ -57,6 +59,7 @@ BACKENDS: dict[str, Capabilities] = {
             loopback=False,
             spare_nodes=False,
             python_module="submitit",
+            module="submitit_backend",
         ),
         Capabilities(
             "local",

@@ -32,10 +32,11 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from ddpctl.spec.crossfields import check_files, check_spec
 from ddpctl.spec.model import SECTIONS, JobSpec
 from ddpctl.spec.overrides import apply_override
 from ddpctl.spec.paths import resolve
-from ddpctl.spec.schema import check_files, check_spec, validate
+from ddpctl.spec.schema import validate
 from ddpctl.spec.yamldoc import At, Doc, Key, read_doc
 
 
