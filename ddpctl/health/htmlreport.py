@@ -80,6 +80,7 @@ def sections(data: rr.RunData) -> list[str]:
         line_chart("step-time", rr.step_lines(series), x_label="time (UTC)", y_label="seconds a step", x_time=True),
         "<h2>Throughput per node</h2>",
         line_chart("throughput", rr.rate_lines(series), x_label="time (UTC)", y_label="samples/s", x_time=True),
+        f'<p id="mfu">{esc(data.mfu.text()) if data.mfu else "MFU unknown"}</p>',
     ]
     marks = rr.resume_marks(data.history)
     for name in rr.value_names(series):

@@ -40,6 +40,7 @@ from typing import Any
 from ddpctl import safeio
 from ddpctl.run import envvars
 from ddpctl.run.layout import RunLayout
+from ddpctl.runtime.device import gpu_name
 from ddpctl.runtime.series import Series
 
 HISTORY = 120  # (t, step, samples) points kept in the record, one per write: ~2 minutes at 1 write/s
@@ -74,6 +75,7 @@ class Heartbeat:
             # torchrun's restart round inside the attempt (max_restarts): the node-loss rule compares like rounds
             "round": int(r) if (r := env.get("TORCHELASTIC_RESTART_COUNT", "0")).isdigit() and len(r) < 10 else 0,
             "total_steps": self.total_steps,
+            "gpu": gpu_name(),  # for MFU (ddpctl.health.mfu); None on CPU
         }
         self.step_times: deque[float] = deque(maxlen=window)
         self.busy_times: deque[float] = deque(maxlen=window)

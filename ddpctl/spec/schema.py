@@ -11,7 +11,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from ddpctl.spec import notify
+from ddpctl.spec import mfu, notify
 from ddpctl.spec.capabilities import BACKENDS, with_containers, with_spares
 from ddpctl.spec.fields import (
     CLUSTER_RE,
@@ -120,6 +120,7 @@ SECTIONS: dict[str, dict[str, Conv]] = {
     },
     "notify": notify.TABLE,
     "resume": RESUME_TABLE,
+    "mfu": mfu.TABLE,
 }
 FREE_MAPS = ("env", "sbatch")  # sub-keys are the user's names, checked by pattern
 # SRC[:DST[:OPTS]], absolute; pyxis and apptainer take mounts as one comma-separated list
@@ -280,6 +281,7 @@ def check_spec(spec: JobSpec, doc: Doc) -> None:
     if isinstance(doc.data, Mapping) and "notify" in doc.data:
         notify.check(spec.notify, root.child("notify"))
     check_resume(spec, root)
+    mfu.check(spec.mfu, root.child("mfu"))
     check_env_refs(spec, root)
 
 
