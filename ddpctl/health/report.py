@@ -12,7 +12,16 @@ from ddpctl.health import mfu
 from ddpctl.health.rates import duration, summarize
 from ddpctl.health.records import checked_progress_records, last_checkpoint, latest_attempt
 from ddpctl.run import history
-from ddpctl.run.history import HealthEvent, Hung, NodeChecked, NodeLost, OomKilled, RunHistory, StragglerFlagged
+from ddpctl.run.history import (
+    HealthEvent,
+    Hung,
+    NodeChecked,
+    NodeLost,
+    OomKilled,
+    RunHistory,
+    SlowedDown,
+    StragglerFlagged,
+)
 from ddpctl.run.history.base import E
 from ddpctl.run.layout import RunLayout
 from ddpctl.spec import HealthSettings, JobSpec, load_spec
@@ -91,6 +100,7 @@ def collect(run_dir: Path, running: bool, now: float | None = None, past: RunHis
     events = past.health()
     out["hangs"] = [e.as_json() for e in events if isinstance(e, Hung)]
     out["stragglers"] = [e.as_json() for e in events if isinstance(e, StragglerFlagged)]
+    out["slowdowns"] = [e.as_json() for e in events if isinstance(e, SlowedDown)]
     out["oom"] = [e.as_json() for e in events if isinstance(e, OomKilled)]
     out["nodes_lost"] = [e.as_json() for e in events if isinstance(e, NodeLost)]
     out["preflight"] = [e.as_json() for e in past.all(NodeChecked)][-MAX_CHECKS:]
@@ -110,6 +120,8 @@ def describe_event(event: HealthEvent) -> str:
         return describe_node_lost(event)
     if isinstance(event, OomKilled):
         return describe_oom(event)
+    if isinstance(event, SlowedDown):
+        return describe_slowdown(event)
     return describe_straggler(event)
 
 
@@ -174,6 +186,15 @@ def describe_straggler(event: StragglerFlagged) -> str:
     )
 
 
+def describe_slowdown(event: SlowedDown) -> str:
+    against = event.baseline_s if event.versus == "its own earlier pace" else event.run_s
+    return (
+        f"slowdown in attempt {event.attempt}: node {_v(event.node)} at {event.step_s} s/step = {event.factor}x "
+        f"{_v(event.versus, 40)} ({against} s) for {duration(event.sustained_s)} (threshold {event.threshold}x); "
+        "not fatal: the run goes on"
+    )
+
+
 def progress_line(progress: dict[str, Any]) -> str:
     total = f" of {progress['total_steps']}" if progress.get("total_steps") is not None else ""
     head = f"  step {progress.get('step')}{total} ({progress['ranks']} ranks reporting)"
@@ -205,6 +226,7 @@ def text_lines(report: dict[str, Any]) -> list[str]:
         lines.append(f"  last complete checkpoint: step {ckpt['step']}, {duration(ckpt['age_s'])} ago")
     lines += [f"  {describe_hang(e)}" for e in typed(report, "hangs", Hung)[-3:]]
     lines += [f"  {describe_straggler(e)}" for e in typed(report, "stragglers", StragglerFlagged)[-5:]]
+    lines += [f"  {describe_slowdown(e)}" for e in typed(report, "slowdowns", SlowedDown)[-5:]]
     lines += [f"  {describe_oom(e)}" for e in typed(report, "oom", OomKilled)[-3:]]
     lines += [f"  {describe_node_lost(e)}" for e in typed(report, "nodes_lost", NodeLost)[-3:]]
     lines += [f"  {line}" for line in describe_checks(typed(report, "preflight", NodeChecked))[-2:]]

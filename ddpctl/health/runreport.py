@@ -20,7 +20,16 @@ from ddpctl.health.records import checked_progress_records
 from ddpctl.health.report import run_spec
 from ddpctl.health.svgplot import Line, Mark, Span
 from ddpctl.run import history
-from ddpctl.run.history import Attempt, Decided, NodeChecked, NodeExcluded, NodeLost, RunHistory, Stopped
+from ddpctl.run.history import (
+    Attempt,
+    Decided,
+    NodeChecked,
+    NodeExcluded,
+    NodeLost,
+    RunHistory,
+    SlowedDown,
+    Stopped,
+)
 from ddpctl.run.layout import RunLayout
 from ddpctl.runtime.series import SeriesRead, attempt_series
 
@@ -158,6 +167,8 @@ def _marks(this: Attempt) -> list[Mark]:
             marks.append(Mark(event.t, f"preflight {event.node}: {'ok' if event.ok else 'failed ' + event.stage}"))
         elif isinstance(event, NodeLost):
             marks.append(Mark(event.t, f"node lost: {event.node or '?'} {event.why}"))
+        elif isinstance(event, SlowedDown):
+            marks.append(Mark(event.t, f"slowdown: node {event.node} {event.factor}x {event.versus}"))
         elif isinstance(event, Decided) and event.cause_why:
             marks.append(Mark(event.t, f"{event.cause}: {event.cause_why}"))
     return marks

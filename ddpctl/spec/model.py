@@ -106,7 +106,7 @@ class ContainerSettings(Record):
 class NotifySettings(Record):
     """The spec's `notify:` section (ddpctl.spec.notify checks it, ddpctl.run.notify sends)."""
 
-    on: tuple[str, ...] = ("finish", "failure", "hang", "node-lost", "last-requeue", "vanished", "stalled")
+    on: tuple[str, ...] = ("finish", "failure", "hang", "node-lost", "slowdown", "last-requeue", "vanished", "stalled")
     webhook_env: str | None = None  # the environment variable holding the webhook URL (a secret: never in the spec)
     webhook_file: str | None = None  # ... or a file holding it
     webhook_format: str = "json"  # json (a generic object) or slack (Slack-compatible {"text": ...})
