@@ -180,6 +180,8 @@ class Heartbeat:
             return None
         now = time.time()
         self._take_latest(now)
+        if self.base["gpu"] is None:  # CUDA set up after the heartbeat was made: asked once a write (cheap)
+            self.base["gpu"] = gpu_name()
         point = [round(now, 3), self.current["step"], self.current["samples"]]
         if self.current["step"] is not None and (not self.history or self.history[-1][1:] != point[1:]):
             self.history.append(point)

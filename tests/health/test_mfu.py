@@ -114,3 +114,37 @@ def test_status_gives_mfu_where_known_and_why_not_elsewhere(tmp_path: Path) -> N
     assert "  MFU unknown: a rank ran without CUDA (CPU)" in "\n".join(text_lines(cpu))
     silent = collect(_run_dir(tmp_path / "c", "", H100), True, NOW)
     assert silent["mfu"]["value"] is None and "MFU" not in "\n".join(text_lines(silent))  # no mfu: block
+
+
+class _Cuda:
+    def __init__(self, ready: bool) -> None:
+        self.ready = ready
+
+    def is_initialized(self) -> bool:
+        return self.ready
+
+    def current_device(self) -> int:
+        return 0
+
+    def get_device_name(self, index: int) -> str:
+        return f"NVIDIA H200 #{index}"
+
+
+def test_the_gpu_name_is_asked_only_of_cuda_already_in_use() -> None:
+    """runtime.device never imports torch nor starts CUDA: it asks a torch the script imported, once CUDA is set up."""
+    import sys
+    import types
+
+    from ddpctl.runtime.device import gpu_name
+
+    saved = sys.modules.get("torch")
+    try:
+        sys.modules["torch"] = types.SimpleNamespace(cuda=_Cuda(False))  # type: ignore[assignment]
+        assert gpu_name() is None
+        sys.modules["torch"] = types.SimpleNamespace(cuda=_Cuda(True))  # type: ignore[assignment]
+        assert gpu_name() == "NVIDIA H200 #0" and mfu.peak_tflops("NVIDIA H200 #0") == 989.0
+    finally:
+        if saved is None:
+            sys.modules.pop("torch", None)
+        else:
+            sys.modules["torch"] = saved
