@@ -19,6 +19,7 @@ a node unseen for more than MAX_GAP_S starts its slow streak over.
 
 from __future__ import annotations
 
+import bisect
 import math
 import statistics
 from collections.abc import Mapping
@@ -107,6 +108,7 @@ class SlowdownRule:
     def __init__(self) -> None:
         self.nodes: dict[str, _Node] = {}
         self.told: set[str] = set()
+        self._look: tuple[Mapping[str, float], list[float], list[float]] | None = None
 
     def look(self, now: float, records: Mapping[int, Mapping[str, Any]]) -> list[Slowdown]:
         values = node_values(now, records)
@@ -137,13 +139,32 @@ class SlowdownRule:
 
     def _slow(self, node: str, value: float, values: Mapping[str, float]) -> tuple[str, float | None] | None:
         """Why `node` is slow at this look (OWN or RUN, and the others' median), or None."""
-        others = [v for n, v in values.items() if n != node]
-        run = statistics.median(others) if others else None
+        ordered, ratios = self._ordered(values)
+        run = median_without(ordered, value)
         base = self.nodes[node].baseline
-        ratios = [v / b for n, v in values.items() if n != node and (b := self.nodes[n].baseline)]
-        moved = statistics.median(ratios) if ratios else 1.0
-        if base and value - base >= MIN_EXCESS_S and value > FACTOR * base * max(1.0, moved):
+        moved = median_without(ratios, value / base) if base else (statistics.median(ratios) if ratios else None)
+        if base and value - base >= MIN_EXCESS_S and value > FACTOR * base * max(1.0, moved or 1.0):
             return OWN, run
         if run and value - run >= MIN_EXCESS_S and value > FACTOR * run:
             return RUN, run
         return None
+
+    def _ordered(self, values: Mapping[str, float]) -> tuple[list[float], list[float]]:
+        """This look's values and ratios to their baselines, sorted (once a look: the medians without one node
+        are then read by index, so a look costs O(n log n) in the nodes, not n squared)."""
+        if self._look is None or self._look[0] is not values:
+            ratios = sorted(v / b for n, v in values.items() if (b := self.nodes[n].baseline))
+            self._look = (values, sorted(values.values()), ratios)
+        return self._look[1], self._look[2]
+
+
+def median_without(ordered: list[float], value: float) -> float | None:
+    """The median of sorted `ordered` with one occurrence of `value` left out (None when nothing is left)."""
+    skip, size = bisect.bisect_left(ordered, value), len(ordered) - 1
+    if size <= 0:
+        return None
+
+    def at(k: int) -> float:
+        return ordered[k] if k < skip else ordered[k + 1]
+
+    return at(size // 2) if size % 2 else (at(size // 2 - 1) + at(size // 2)) / 2

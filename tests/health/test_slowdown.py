@@ -13,7 +13,7 @@ import pytest
 from ddpctl.health import runreport as rr
 from ddpctl.health.htmlreport import _slowdowns
 from ddpctl.health.report import collect, text_lines
-from ddpctl.health.slowdown import OWN, RUN, SlowdownRule
+from ddpctl.health.slowdown import OWN, RUN, SlowdownRule, median_without
 from ddpctl.health.summary import JobView, Seat
 from ddpctl.health.watchdog import Watchdog
 from ddpctl.run import history
@@ -141,3 +141,12 @@ def test_the_report_lists_the_slowdowns(tmp_path: Path) -> None:
     history.append(layout.events, SlowedDown(attempt=0, node="<b>", step_s=1.0, baseline_s=0.5, versus=OWN, factor=2.0))
     html = "".join(_slowdowns(rr.collect(layout.root)))
     assert 'id="slowdowns"' in html and "node &lt;b&gt; at 1.0 s/step" in html
+
+
+@pytest.mark.parametrize(
+    ("ordered", "value", "median"),
+    [([1.0], 1.0, None), ([1.0, 2.0], 1.0, 2.0), ([1.0, 2.0], 2.0, 1.0), ([1.0, 2.0, 4.0], 2.0, 2.5),
+     ([1.0, 2.0, 2.0, 9.0], 2.0, 2.0), ([1.0, 3.0, 5.0, 7.0], 7.0, 3.0), ([1.0, 3.0, 5.0, 7.0], 1.0, 5.0)],
+)  # fmt: skip
+def test_median_without_one(ordered: list[float], value: float, median: float | None) -> None:
+    assert median_without(ordered, value) == median
