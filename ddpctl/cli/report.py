@@ -3,10 +3,14 @@
 from __future__ import annotations
 
 import argparse
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 from ddpctl.cli.common import add_job_arg, note
+
+# Opens a written report: None when it did, else one line saying why not (the seam tests inject).
+Opener = Callable[[Path], "str | None"]
 
 
 def add(sub: Any) -> None:
@@ -23,10 +27,13 @@ def add(sub: Any) -> None:
     parser.add_argument(
         "-o", "--output", type=Path, help="where to write it (default: report.html in the run dir, or beside a sweep's)"
     )
+    parser.add_argument(
+        "--open", action="store_true", help="also open it in a browser, where one is found (the path is printed anyway)"
+    )
     parser.set_defaults(func=run)
 
 
-def run(args: argparse.Namespace) -> int:
+def run(args: argparse.Namespace, opener: Opener | None = None) -> int:
     from ddpctl import api, safeio
     from ddpctl.api.sweeps import find_sweep
 
@@ -39,7 +46,31 @@ def run(args: argparse.Namespace) -> int:
     target = args.output or default
     safeio.write_text_atomic(target, text)
     print(target)
+    if getattr(args, "open", False):
+        show(target, opener or browser_open)
     return 0
+
+
+def show(target: Path, opener: Opener) -> None:
+    """Open the written report; where no browser is found, say so in one line (the path is printed already)."""
+    why = opener(target)
+    if why is not None:
+        note(f"ddpctl report: not opened: {why}; the report is {target}")
+
+
+def browser_open(target: Path, find: Callable[[], Any] | None = None) -> str | None:
+    """Python's webbrowser, only when it finds a browser here (`find`: webbrowser.get, or a test's stand-in)."""
+    import webbrowser
+
+    try:
+        browser = (find or webbrowser.get)()
+    except webbrowser.Error:
+        return "no browser found here (set BROWSER to name one)"
+    try:
+        started = browser.open(target.resolve().as_uri())
+    except OSError as err:
+        return f"the browser did not start ({err})"
+    return None if started else "the browser did not start"
 
 
 def job_report(job: Any) -> tuple[str, Path]:

@@ -13,7 +13,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from ddpctl.health import runreport as rr
+from ddpctl.health.report import describe_slowdown
 from ddpctl.health.svgplot import Line, busy_bars, esc, line_chart, timeline
+from ddpctl.run.history import SlowedDown
 
 STYLE = (
     "body{font-family:system-ui,sans-serif;margin:24px;color:#222;max-width:1000px}"
@@ -80,6 +82,8 @@ def sections(data: rr.RunData) -> list[str]:
         line_chart("step-time", rr.step_lines(series), x_label="time (UTC)", y_label="seconds a step", x_time=True),
         "<h2>Throughput per node</h2>",
         line_chart("throughput", rr.rate_lines(series), x_label="time (UTC)", y_label="samples/s", x_time=True),
+        f'<p id="mfu">{esc(data.mfu.text()) if data.mfu else "MFU unknown"}</p>',
+        *_slowdowns(data),
     ]
     marks = rr.resume_marks(data.history)
     for name in rr.value_names(series):
@@ -90,6 +94,14 @@ def sections(data: rr.RunData) -> list[str]:
         out += ["<h2>Loss across attempts</h2>", line_chart("value-loss", [], x_label="step", y_label="loss")]
     out += ["<h2>Busy vs. waiting per rank (newest attempt)</h2>", busy_bars("busy", rr.busy_rows(series))]
     return out
+
+
+def _slowdowns(data: rr.RunData) -> list[str]:
+    found = [e for e in data.history.health() if isinstance(e, SlowedDown)]
+    if not found:
+        return ['<p id="slowdowns" class="empty">no slowdown found (a node slow for minutes)</p>']
+    items = "".join(f"<li>{esc(describe_slowdown(e))}</li>" for e in found[-20:])
+    return [f'<ul id="slowdowns">{items}</ul>']
 
 
 def _attempt_table(data: rr.RunData) -> str:

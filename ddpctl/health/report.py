@@ -8,13 +8,23 @@ from pathlib import Path
 from typing import Any
 
 from ddpctl import sanitize
+from ddpctl.health import mfu
 from ddpctl.health.rates import duration, summarize
 from ddpctl.health.records import checked_progress_records, last_checkpoint, latest_attempt
 from ddpctl.run import history
-from ddpctl.run.history import HealthEvent, Hung, NodeChecked, NodeLost, OomKilled, RunHistory, StragglerFlagged
+from ddpctl.run.history import (
+    HealthEvent,
+    Hung,
+    NodeChecked,
+    NodeLost,
+    OomKilled,
+    RunHistory,
+    SlowedDown,
+    StragglerFlagged,
+)
 from ddpctl.run.history.base import E
 from ddpctl.run.layout import RunLayout
-from ddpctl.spec import HealthSettings, load_spec
+from ddpctl.spec import HealthSettings, JobSpec, load_spec
 
 MAX_CHECKS = 64  # preflight records kept in the report (a node each, the newest attempts' last)
 
@@ -32,10 +42,16 @@ def checkpoint_dir(layout: RunLayout) -> Path:
 
 def health_settings(layout: RunLayout) -> HealthSettings:
     """The run's `health:` settings, as its watchdog reads them (the defaults for an unreadable job.yaml)."""
+    spec = run_spec(layout)
+    return spec.health if spec is not None else HealthSettings()
+
+
+def run_spec(layout: RunLayout) -> JobSpec | None:
+    """The run's spec (job.yaml in the run dir), or None when it cannot be read."""
     try:
-        return load_spec(layout.spec_file, check_paths=False).health
+        return load_spec(layout.spec_file, check_paths=False)
     except Exception:
-        return HealthSettings()
+        return None
 
 
 def newest_checkpoint(layout: RunLayout) -> Path | None:
@@ -70,8 +86,11 @@ def collect(run_dir: Path, running: bool, now: float | None = None, past: RunHis
     if running and attempt is not None:
         records, notes = checked_progress_records(layout, attempt)
         if records:
-            figures = summarize(records, now, health_settings(layout).pause_s).as_json()
+            spec = run_spec(layout)
+            figures = summarize(records, now, (spec.health if spec else HealthSettings()).pause_s).as_json()
             out["progress"] = {"attempt": attempt, "ranks": len(records), **figures}
+            util = mfu.of_records(records, figures["samples_per_s"], spec.mfu if spec else None)
+            out["mfu"] = {**util.as_json(), "asked": bool(spec and (spec.mfu.flops or spec.mfu.peak_tflops))}
         if notes:
             out["record_notes"] = notes
     found = last_checkpoint(checkpoint_dir(layout))
@@ -81,6 +100,7 @@ def collect(run_dir: Path, running: bool, now: float | None = None, past: RunHis
     events = past.health()
     out["hangs"] = [e.as_json() for e in events if isinstance(e, Hung)]
     out["stragglers"] = [e.as_json() for e in events if isinstance(e, StragglerFlagged)]
+    out["slowdowns"] = [e.as_json() for e in events if isinstance(e, SlowedDown)]
     out["oom"] = [e.as_json() for e in events if isinstance(e, OomKilled)]
     out["nodes_lost"] = [e.as_json() for e in events if isinstance(e, NodeLost)]
     out["preflight"] = [e.as_json() for e in past.all(NodeChecked)][-MAX_CHECKS:]
@@ -100,6 +120,8 @@ def describe_event(event: HealthEvent) -> str:
         return describe_node_lost(event)
     if isinstance(event, OomKilled):
         return describe_oom(event)
+    if isinstance(event, SlowedDown):
+        return describe_slowdown(event)
     return describe_straggler(event)
 
 
@@ -164,6 +186,15 @@ def describe_straggler(event: StragglerFlagged) -> str:
     )
 
 
+def describe_slowdown(event: SlowedDown) -> str:
+    against = event.baseline_s if event.versus == "its own earlier pace" else event.run_s
+    return (
+        f"slowdown in attempt {event.attempt}: node {_v(event.node)} at {event.step_s} s/step = {event.factor}x "
+        f"{_v(event.versus, 40)} ({against} s) for {duration(event.sustained_s)} (threshold {event.threshold}x); "
+        "not fatal: the run goes on"
+    )
+
+
 def progress_line(progress: dict[str, Any]) -> str:
     total = f" of {progress['total_steps']}" if progress.get("total_steps") is not None else ""
     head = f"  step {progress.get('step')}{total} ({progress['ranks']} ranks reporting)"
@@ -188,11 +219,14 @@ def text_lines(report: dict[str, Any]) -> list[str]:
     lines = []
     if progress := report.get("progress"):
         lines.append(progress_line(progress))
+    if (found := report.get("mfu")) and found.get("asked"):  # only where the spec has an mfu: block
+        lines.append(f"  {_v(mfu.Mfu(found.get('value'), str(found.get('why'))).text(), 300)}")
     lines += [f"  note: {_v(note, 300)}" for note in report.get("record_notes", [])[:4]]
     if ckpt := report.get("checkpoint"):
         lines.append(f"  last complete checkpoint: step {ckpt['step']}, {duration(ckpt['age_s'])} ago")
     lines += [f"  {describe_hang(e)}" for e in typed(report, "hangs", Hung)[-3:]]
     lines += [f"  {describe_straggler(e)}" for e in typed(report, "stragglers", StragglerFlagged)[-5:]]
+    lines += [f"  {describe_slowdown(e)}" for e in typed(report, "slowdowns", SlowedDown)[-5:]]
     lines += [f"  {describe_oom(e)}" for e in typed(report, "oom", OomKilled)[-3:]]
     lines += [f"  {describe_node_lost(e)}" for e in typed(report, "nodes_lost", NodeLost)[-3:]]
     lines += [f"  {line}" for line in describe_checks(typed(report, "preflight", NodeChecked))[-2:]]

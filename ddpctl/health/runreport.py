@@ -15,9 +15,21 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from ddpctl import safeio
+from ddpctl.health.mfu import Mfu, of_records
+from ddpctl.health.records import checked_progress_records
+from ddpctl.health.report import run_spec
 from ddpctl.health.svgplot import Line, Mark, Span
 from ddpctl.run import history
-from ddpctl.run.history import Attempt, Decided, NodeChecked, NodeExcluded, NodeLost, RunHistory, Stopped
+from ddpctl.run.history import (
+    Attempt,
+    Decided,
+    NodeChecked,
+    NodeExcluded,
+    NodeLost,
+    RunHistory,
+    SlowedDown,
+    Stopped,
+)
 from ddpctl.run.layout import RunLayout
 from ddpctl.runtime.series import SeriesRead, attempt_series
 
@@ -41,6 +53,7 @@ class RunData:
     spec_text: str
     now: float
     problems: list[str] = field(default_factory=list)  # what could not be read, said in the report
+    mfu: Mfu | None = None  # of the newest attempt with a throughput (ddpctl.health.mfu)
 
 
 def collect(run_dir: Path, now: float | None = None) -> RunData:
@@ -57,7 +70,31 @@ def collect(run_dir: Path, now: float | None = None) -> RunData:
                 data.problems.append(f"attempt {attempt} rank {rank}: {read.unreadable} unreadable series line(s)")
             if read.truncated:
                 data.problems.append(f"attempt {attempt} rank {rank}: series larger than the bound, start read")
+    data.mfu = _mfu(layout, data.series)
     return data
+
+
+def _mfu(layout: RunLayout, series: list[RankSeries]) -> Mfu:
+    newest = max((one.attempt for one in series if one.read.points), default=None)
+    if newest is None:
+        return Mfu(None, "no rank wrote a series yet")
+    records = checked_progress_records(layout, newest)[0]
+    spec = run_spec(layout)
+    return of_records(records, steady_samples_per_s(series, newest), spec.mfu if spec else None)
+
+
+def steady_samples_per_s(series: list[RankSeries], attempt: int) -> float | None:
+    """The attempt's samples a second over the second half of each rank's series (past start-up and warm-up),
+    summed over its ranks; None unless every rank has two points there."""
+    total = 0.0
+    ranks = [one for one in series if one.attempt == attempt]
+    for one in ranks:
+        points = [p for p in one.read.points if "samples" in p]
+        half = points[len(points) // 2 :]
+        if len(half) < 2 or half[-1]["t"] <= half[0]["t"]:
+            return None
+        total += (half[-1]["samples"] - half[0]["samples"]) / (half[-1]["t"] - half[0]["t"])
+    return total if ranks else None
 
 
 def _attempt_dirs(layout: RunLayout) -> list[int]:
@@ -130,6 +167,8 @@ def _marks(this: Attempt) -> list[Mark]:
             marks.append(Mark(event.t, f"preflight {event.node}: {'ok' if event.ok else 'failed ' + event.stage}"))
         elif isinstance(event, NodeLost):
             marks.append(Mark(event.t, f"node lost: {event.node or '?'} {event.why}"))
+        elif isinstance(event, SlowedDown):
+            marks.append(Mark(event.t, f"slowdown: node {event.node} {event.factor}x {event.versus}"))
         elif isinstance(event, Decided) and event.cause_why:
             marks.append(Mark(event.t, f"{event.cause}: {event.cause_why}"))
     return marks

@@ -1,4 +1,4 @@
-"""The per-node health thread of `ddpctl launch`: hang watchdog and straggler reports.
+"""The per-node health thread of `ddpctl launch`: hang watchdog, straggler and slowdown reports.
 
 Every node's launcher runs one. It reads its own ranks' progress records and the other nodes' summaries of theirs
 from the shared run dir (ddpctl.health.summary: per poll, its own ranks plus one file per node, and every record no
@@ -24,12 +24,13 @@ from ddpctl import safeio
 from ddpctl.health import DUMP_SIGNAL
 from ddpctl.health.hang import HangVerdict, check_hang
 from ddpctl.health.records import placements
+from ddpctl.health.slowdown import FACTOR, SlowdownRule
 from ddpctl.health.stacks import DUMP_MARK, RankState, culprits, main_frames, node_findings, parse_dump, where
 from ddpctl.health.straggler import find_stragglers
 from ddpctl.health.summary import JobView
 from ddpctl.health.workers import signal_worker
 from ddpctl.run import history, notify
-from ddpctl.run.history import Hung, StragglerFlagged
+from ddpctl.run.history import Hung, SlowedDown, StragglerFlagged
 from ddpctl.spec import HealthSettings
 
 POLL_S = 1.0
@@ -56,6 +57,7 @@ class Watchdog:
         self.found_at = 0.0  # when the hang was found (silences are measured to then)
         self._stop = threading.Event()
         self._flagged: set[int] = set()
+        self._slowdowns = SlowdownRule()
         self._failed = False
         self._thread = threading.Thread(target=self._run, name="ddpctl-watchdog", daemon=True)
 
@@ -88,7 +90,26 @@ class Watchdog:
             return True
         if self.node_rank == 0:
             self.report_stragglers(records)
+            self.report_slowdowns(records, time.time())
         return False
+
+    def report_slowdowns(self, records: dict[int, dict[str, Any]], now: float) -> None:
+        """Beside the stragglers, by node 0 only: a node slow for minutes (health.slowdown), told and notified
+        once per node and attempt; never fatal."""
+        for found in self._slowdowns.look(now, records):
+            event = SlowedDown(
+                attempt=self.attempt,
+                node=found.node,
+                step_s=round(found.step_s, 4),
+                baseline_s=None if found.baseline_s is None else round(found.baseline_s, 4),
+                run_s=None if found.run_s is None else round(found.run_s, 4),
+                versus=found.versus,
+                factor=round(found.factor, 2),
+                threshold=FACTOR,
+                sustained_s=round(found.sustained_s),
+            )
+            history.append(self.layout.events, event)
+            notify.on_event(self.layout, event)  # in the background, never raises
 
     def report_stragglers(self, records: dict[int, dict[str, Any]]) -> None:
         for found in find_stragglers(records, self.policy.straggler_factor, self.policy.straggler_steps):

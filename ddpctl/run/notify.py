@@ -19,7 +19,7 @@ import sys
 from typing import Any
 
 from ddpctl import proc
-from ddpctl.run.history import Decided, Event, Hung, NodeLost, RunHistory, WatchFound
+from ddpctl.run.history import Decided, Event, Hung, NodeLost, RunHistory, SlowedDown, WatchFound
 from ddpctl.run.layout import RunLayout
 from ddpctl.spec import JobSpec, RequeuePolicy
 
@@ -38,6 +38,8 @@ SLURM_NOTICE_WAIT_S = 15.0
 
 def about(event: Event, past: RunHistory, policy: RequeuePolicy) -> str | None:
     """What `event` (already recorded in `past`) is worth telling (a spec.notify event name), or None."""
+    if isinstance(event, SlowedDown):
+        return "slowdown"
     if isinstance(event, Hung | NodeLost | WatchFound):
         return "hang" if isinstance(event, Hung) else "node-lost" if isinstance(event, NodeLost) else watched(event)
     if not isinstance(event, Decided):
@@ -68,6 +70,11 @@ def message(kind: str, event: Event, spec: JobSpec, layout: RunLayout) -> dict[s
         }[kind]
     elif isinstance(event, Hung):
         text = f"{head} hung in attempt {attempt}: no progress for {event.idle_s or 0:.0f} s ({event.allowance})"
+    elif isinstance(event, SlowedDown):
+        text = (
+            f"{head} slowed down on node {event.node} in attempt {attempt}: {event.step_s} s/step, "
+            f"{event.factor}x {event.versus}, for {event.sustained_s} s (the run goes on)"
+        )
     elif isinstance(event, WatchFound):
         text = f"{head} {event.kind} (ddpctl watch): {event.why}"
     else:

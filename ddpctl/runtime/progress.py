@@ -41,6 +41,7 @@ from ddpctl import safeio
 from ddpctl.run import envvars
 from ddpctl.run.layout import RunLayout
 from ddpctl.runtime.commtimer import CommTimer
+from ddpctl.runtime.device import gpu_name
 from ddpctl.runtime.series import Series
 
 HISTORY = 120  # (t, step, samples) points kept in the record, one per write: ~2 minutes at 1 write/s
@@ -171,6 +172,8 @@ class Heartbeat:
             return None
         now = time.time()
         self._take_latest(now)
+        if self.base["gpu"] is None:  # CUDA set up after the heartbeat was made: asked once a write (cheap)
+            self.base["gpu"] = gpu_name()
         point = [round(now, 3), self.current["step"], self.current["samples"]]
         if self.current["step"] is not None and (not self.history or self.history[-1][1:] != point[1:]):
             self.history.append(point)
@@ -223,9 +226,8 @@ def _identity(env: Mapping[str, str], rank: int, attempt: int, total_steps: int 
         "node": env.get(envvars.NODE_NAME, "?"),
         "pid": os.getpid(),
         "attempt": attempt,
-        # torchrun's restart round inside the attempt (max_restarts): the node-loss rule compares like rounds
-        "round": int(r) if (r := env.get("TORCHELASTIC_RESTART_COUNT", "0")).isdigit() and len(r) < 10 else 0,
         "total_steps": total_steps,
+        "gpu": gpu_name(),  # for MFU (ddpctl.health.mfu); None on CPU
     }
 
 

@@ -106,7 +106,7 @@ class ContainerSettings(Record):
 class NotifySettings(Record):
     """The spec's `notify:` section (ddpctl.spec.notify checks it, ddpctl.run.notify sends)."""
 
-    on: tuple[str, ...] = ("finish", "failure", "hang", "node-lost", "last-requeue", "vanished", "stalled")
+    on: tuple[str, ...] = ("finish", "failure", "hang", "node-lost", "slowdown", "last-requeue", "vanished", "stalled")
     webhook_env: str | None = None  # the environment variable holding the webhook URL (a secret: never in the spec)
     webhook_file: str | None = None  # ... or a file holding it
     webhook_format: str = "json"  # json (a generic object) or slack (Slack-compatible {"text": ...})
@@ -123,6 +123,22 @@ class NotifySettings(Record):
         return [name for name, on in (("webhook", webhook), ("command", self.command), ("mail", self.mail_to)) if on]
 
 
+@dataclass(frozen=True, eq=False, repr=False)  # eq, hash, repr: Record (start-up time)
+class MfuSettings(Record):
+    """The spec's `mfu:` section (ddpctl.spec.mfu checks it, ddpctl.health.mfu computes MFU with it)."""
+
+    flops_per_sample: float | None = None  # training FLOPs per sample (forward and backward)
+    params: float | None = None  # ... or a transformer's parameter count, with
+    tokens_per_sample: float | None = None  # ... its tokens per sample: 6 x params x tokens
+    peak_tflops: float | None = None  # one GPU's peak; None: the table of common GPUs (ddpctl.health.mfu)
+
+    @property
+    def flops(self) -> float | None:
+        if self.params is not None and self.tokens_per_sample is not None:
+            return 6.0 * self.params * self.tokens_per_sample  # ddpctl.health.mfu.transformer_flops
+        return self.flops_per_sample
+
+
 # The spec's nested sections: key -> the record its mapping becomes (ddpctl.spec.load builds them).
 SECTIONS: dict[str, type[Record]] = {
     "nccl": NcclSettings,
@@ -132,6 +148,7 @@ SECTIONS: dict[str, type[Record]] = {
     "container": ContainerSettings,
     "notify": NotifySettings,
     "resume": ResumeSettings,
+    "mfu": MfuSettings,
 }
 
 
@@ -161,6 +178,7 @@ class JobSpec(Record):
     container: ContainerSettings = field(default_factory=ContainerSettings)
     notify: NotifySettings = field(default_factory=NotifySettings)
     resume: ResumeSettings = field(default_factory=ResumeSettings)
+    mfu: MfuSettings = field(default_factory=MfuSettings)
     run_dir: str = "runs"
     template: str = "ddp"
     backend: str = "sbatch"

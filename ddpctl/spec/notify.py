@@ -14,7 +14,7 @@ from ddpctl.spec.fields import ENV_NAME_RE, Conv, as_text, choice, integer, text
 from ddpctl.spec.yamldoc import At
 
 # What a notification can be about (ddpctl.run.notify decides which event is which).
-EVENTS = ("finish", "failure", "hang", "node-lost", "last-requeue", "vanished", "stalled")
+EVENTS = ("finish", "failure", "hang", "node-lost", "slowdown", "last-requeue", "vanished", "stalled")
 MAIL_RE = r"[A-Za-z0-9._%+-]+@[A-Za-z0-9.-]+"
 HOST_RE = r"[A-Za-z0-9._-]+(:[0-9]{1,5})?"  # host or host:port
 

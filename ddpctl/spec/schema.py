@@ -11,7 +11,7 @@ import re
 from collections.abc import Mapping
 from typing import Any
 
-from ddpctl.spec import notify
+from ddpctl.spec import mfu, notify
 from ddpctl.spec.capabilities import BACKENDS
 from ddpctl.spec.fields import (
     CLUSTER_RE,
@@ -115,6 +115,7 @@ SECTIONS: dict[str, dict[str, Conv]] = {
     },
     "notify": notify.TABLE,
     "resume": RESUME_TABLE,
+    "mfu": mfu.TABLE,
 }
 FREE_MAPS = ("env", "sbatch")  # sub-keys are the user's names, checked by pattern
 # SRC[:DST[:OPTS]], absolute; pyxis and apptainer take mounts as one comma-separated list

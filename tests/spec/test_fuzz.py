@@ -131,12 +131,14 @@ TOP_KEYS = [
     "cluster",
     "notify",
     "resume",
+    "mfu",
 ]
 SUB_KEYS = {
     "nccl": ["socket_ifname", "ib_disable", "debug", "timeout_s", "async_error_handling"],
     "requeue": ["enabled", "signal", "lead_s", "max_preemptions", "max_timeouts", "max_failures"],
     "checkpoint": ["dir", "keep", "pattern"],
     "resume": ["preset", "args"],
+    "mfu": ["flops_per_sample", "params", "tokens_per_sample", "peak_tflops"],
     "notify": [
         "on",
         "webhook_env",
@@ -173,6 +175,8 @@ RESUME_VALUE = st.sampled_from(
      ["--ckpt", "{ckpt_dir}/x"], ["{oops}"], ["$DDPCTL_CKPT_DIR/a", "${UNSET_THING}", "$$5", "$"], "step-{step}.pt",
      "checkpoint-{step}/", "{step}{step}", "../{step}"]
 )  # fmt: skip
+# The mfu block: counts written as YAML reads them (6e12 is a string to PyYAML), zero, negatives, overflow.
+MFU_VALUE = st.sampled_from([6e12, "6e12", "1.5E+9", "1e999", "6e", 0, -1, 7, 2048, 989.5, True, None, "x", [1]])
 GOOD = {"name": "fuzz", "script": TRAIN, "backend": "sbatch", "nodes": 2}
 
 
@@ -191,6 +195,9 @@ def spec_text(draw: st.DrawFn) -> str:
         data["resume"] = {key: draw(RESUME_VALUE) for key in draw(st.lists(st.sampled_from(["preset", "args"])))}
         data["checkpoint"] = {"pattern": draw(st.one_of(RESUME_VALUE, VALUE))}
         data["args"] = draw(st.lists(st.one_of(TEXT, st.sampled_from(["$DDPCTL_CKPT_DIR", "${NOPE}", "$$"]))))
+    if draw(st.integers(0, 3)) == 0:  # an mfu block of known keys: one way to give the work, or both
+        keys = draw(st.lists(st.sampled_from(SUB_KEYS["mfu"]), max_size=4))
+        data["mfu"] = {key: draw(st.one_of(VALUE, MFU_VALUE)) for key in keys}
     if draw(st.booleans()):
         data[draw(TEXT)] = draw(VALUE)
     return yaml.safe_dump(data, allow_unicode=draw(st.booleans()), sort_keys=False)

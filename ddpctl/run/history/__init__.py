@@ -43,6 +43,7 @@ from ddpctl.run.history.failures import (
     NodeLost,
     OomKilled,
     RankExited,
+    SlowedDown,
     StragglerFlagged,
 )
 from ddpctl.run.history.log import EventLog, append, load, log_of
@@ -83,6 +84,7 @@ __all__ = [
     "RunHistory",
     "ScratchRestart",
     "Signalled",
+    "SlowedDown",
     "SpareRestarted",
     "StopKilled",
     "StopScanned",

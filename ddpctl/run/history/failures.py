@@ -1,5 +1,5 @@
 """What ends an attempt unplanned, and what the health checks found: node and rank exits, OOM kills, hangs, lost
-nodes, stragglers and the nodes excluded for them (pure). `HEALTH` is what `status` shows as health lines.
+nodes, stragglers, slowdowns and the nodes excluded for them (pure). `HEALTH` is what `status` shows as health lines.
 """
 
 from __future__ import annotations
@@ -111,6 +111,23 @@ class StragglerFlagged(Event):
 
 
 @dataclass(frozen=True, kw_only=True)
+class SlowedDown(Event):
+    """A node whose step time stayed well above its own earlier pace or the other nodes' for minutes
+    (ddpctl.health.slowdown); told once per node and attempt, never fatal."""
+
+    NAME = "slowdown"
+    attempt: int
+    node: str
+    step_s: float | None = None  # the node's busy (or step) time a step when found
+    baseline_s: float | None = None  # its own earlier pace
+    run_s: float | None = None  # the other nodes' median then
+    versus: str = ""  # what it was slow against
+    factor: float | None = None
+    threshold: float | None = None
+    sustained_s: float | None = None
+
+
+@dataclass(frozen=True, kw_only=True)
 class NodeExcluded(Event):
     """A node the run's later attempts must not use (ddpctl.node.exclude decided it after `attempt`); `applied`
     False: the bound (the job must still fit its partition) kept it in, `why` says so."""
@@ -123,5 +140,5 @@ class NodeExcluded(Event):
     why: str = ""
 
 
-HEALTH = (Hung, StragglerFlagged, OomKilled, NodeLost)
-HealthEvent = Hung | StragglerFlagged | OomKilled | NodeLost
+HEALTH = (Hung, StragglerFlagged, OomKilled, NodeLost, SlowedDown)
+HealthEvent = Hung | StragglerFlagged | OomKilled | NodeLost | SlowedDown
