@@ -127,6 +127,7 @@ TOP_KEYS = [
     "nccl",
     "requeue",
     "checkpoint",
+    "health",
     "tracking",
     "cluster",
     "notify",
@@ -137,6 +138,7 @@ SUB_KEYS = {
     "requeue": ["enabled", "signal", "lead_s", "max_preemptions", "max_timeouts", "max_failures"],
     "checkpoint": ["dir", "keep", "pattern"],
     "resume": ["preset", "args"],
+    "health": ["preflight", "preflight_timeout_s", "node_check", "node_check_timeout_s", "hang_timeout_s"],
     "notify": [
         "on",
         "webhook_env",
