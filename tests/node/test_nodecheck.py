@@ -3,6 +3,7 @@ what it costs in `status` — literal tables; the check program itself runs for 
 
 from __future__ import annotations
 
+import argparse
 import os
 import subprocess
 import sys
@@ -317,3 +318,23 @@ def test_the_check_is_given_the_node_check_and_a_bound_that_allows_for_it(tmp_pa
     plain = JobSpec(name="x", script="t.py")
     assert not any(a.startswith("--node-check") for a in nodecheck.check_argv("p", plain, DIST, RunLayout(tmp_path)))
     assert nodecheck.bound_s(plain) == nodecheck.START_ALLOWANCE_S + 60
+
+
+def test_the_site_check_comes_first_and_the_built_in_checks_still_say_theirs(tmp_path: Path) -> None:
+    def local(command: str | None, disk: Path) -> dict[str, Any]:
+        args = argparse.Namespace(node_check=command, node_check_timeout=10.0, disk=[disk], gpus=0)
+        result: dict[str, Any] = {"ok": True, "stage": "", "why": ""}
+        checkprog.local_checks(args, result)
+        return result
+
+    assert local("true", tmp_path) == {"ok": True, "stage": "", "why": "", "output": []}
+    unwritable = Path("/proc/self/checkpoints")  # measured at /proc/self, where no file can be made
+    found = local(None, unwritable)
+    assert (found["ok"], found["stage"]) == (False, "hardware")
+    assert found["why"].startswith("/proc/self/checkpoints (at /proc/self) is not writable: "), found
+    both = local("echo broken; exit 2", unwritable)
+    assert (both["stage"], both["why"], both["output"]) == (
+        "site",
+        "node_check exited 2; last output: broken",
+        ["broken"],
+    )
