@@ -8,6 +8,7 @@ sbatch/squeue/scontrol takes a `Runner` so tests can inject their own at this se
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
 import signal
@@ -100,6 +101,46 @@ def run_capped(argv: Sequence[str], *, limit: int, data: bytes | None = None, ti
     if over.is_set():
         raise OutputTooBig(f"{argv[0]} said more than {limit} bytes; it was stopped and not read further")
     return Completed(tuple(argv), child.returncode, outs[0].decode(errors="replace"), outs[1].decode(errors="replace"))
+
+
+@dataclass(frozen=True)
+class Bounded:
+    returncode: int | None  # None: it outlived its timeout and its process group was killed
+    tail: bytes  # the last bytes it said (stdout and stderr together), at most `keep`
+    dropped: int  # bytes it said before those, not kept
+
+
+def run_bounded(argv: Sequence[str], *, keep: int, timeout: float) -> Bounded:
+    """Run argv in a session of its own, stdout and stderr together, keeping only the last `keep` bytes of what
+    it says: a chatty command costs bounded memory, not a failure. At `timeout` its whole process group is
+    killed (a shell's children with it) and what it said so far is still returned. Output a child left running
+    in the background still writes is waited for one second at most."""
+    if shutil.which(argv[0]) is None:
+        raise CommandError(f"command not found: {argv[0]!r} (is it installed and on PATH?)")
+    child = subprocess.Popen(
+        list(argv), stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, start_new_session=True
+    )
+    tail, dropped = bytearray(), [0]
+
+    def pump(stream: IO[bytes]) -> None:
+        while chunk := stream.read1(1 << 16):  # type: ignore[attr-defined]  # a BufferedReader
+            tail.extend(chunk)
+            if len(tail) > keep:
+                dropped[0] += len(tail) - keep
+                del tail[: len(tail) - keep]
+
+    thread = threading.Thread(target=pump, args=(child.stdout,), daemon=True)
+    thread.start()
+    code: int | None
+    try:
+        code = child.wait(timeout)
+    except subprocess.TimeoutExpired:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(child.pid, signal.SIGKILL)
+        child.wait()
+        code = None
+    thread.join(1.0)
+    return Bounded(code, bytes(tail), dropped[0])
 
 
 def _feed(stream: IO[bytes], data: bytes) -> None:

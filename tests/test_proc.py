@@ -110,3 +110,17 @@ def test_run_capped_holds_no_more_than_its_limit_of_an_answer() -> None:
     assert proc.run_capped(noisy, limit=100).returncode == 3
     with pytest.raises(CommandTimeout):
         proc.run_capped([sys.executable, "-c", "import time; time.sleep(30)"], limit=10, timeout=0.5)
+
+
+def test_run_bounded_keeps_the_last_bytes_and_kills_a_shells_children_at_its_timeout() -> None:
+    chatty = proc.run_bounded(["/bin/sh", "-c", "seq 1 20000; echo last >&2; exit 3"], keep=100, timeout=30)
+    assert chatty.returncode == 3
+    assert chatty.tail.endswith(b"19999\n20000\nlast\n") and len(chatty.tail) == 100
+    assert chatty.dropped == len(b"".join(b"%d\n" % i for i in range(1, 20001))) + 5 - 100
+    started = time.monotonic()
+    # The sleep is the shell's child, not the shell: only the group's kill ends it (and frees the pipe).
+    hung = proc.run_bounded(["/bin/sh", "-c", "echo started; sleep 30; echo never"], keep=1000, timeout=1)
+    assert (hung.returncode, hung.tail) == (None, b"started\n")
+    assert time.monotonic() - started < 10
+    with pytest.raises(CommandError, match="command not found"):
+        proc.run_bounded(["no-such-command-anywhere"], keep=10, timeout=1)

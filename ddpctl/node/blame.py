@@ -52,7 +52,7 @@ SIGKILL = -int(signal.SIGKILL)
 WHY_MAX = 300
 # A check that failed on the node itself, before the network (`start`: it ended without a result on its own;
 # `timeout`: it outlived its bound; one ended by a signal, srun's after another node failed, is no evidence).
-LOCAL_STAGES = ("python", "gpu", "start", "timeout")
+LOCAL_STAGES = ("site", "hardware", "python", "gpu", "start", "timeout")
 
 
 @dataclass(frozen=True)

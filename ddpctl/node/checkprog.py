@@ -4,12 +4,16 @@ spec asks for it (`ddpctl.node.nodecheck` decides when, and records the result).
 It runs in the workers' interpreter (the spec's `python`, inside the container where there is one) with
 torchrun's environment, so it proves what training needs there:
 
+0. `site`: the spec's `health.node_check`, the site's own command (`/bin/sh -c`, its output to the node's log, its
+   last lines in the result), within `health.node_check_timeout_s`; `hardware`: the built-in checks of
+   `ddpctl.node.hwcheck` (InfiniBand ports, the run and checkpoint dirs' space and writability, NVML's GPU health);
 1. `python`: torch imports;
 2. `gpu` (with `gpus_per_node` > 0): the node sees that many GPUs and each runs a small kernel;
 3. with more than one node, the network: node 0 serves a store on a port of its own (published in the run dir:
    a fixed port could be another job's), every other node connects to it (`reach`), all join one Gloo group
    (`join`) and all-reduce their verdicts (`allreduce`), each within the spec's bound. A node whose own checks
-   failed still joins, so every node learns of it at once instead of waiting out the bound.
+   failed still joins, so every node learns of it at once instead of waiting out the bound. With a node check, the
+   bound grows by its timeout: another node may still be running its own.
 
 The result goes to a JSON file (`RunLayout.check_result`), what torch says to the node's log. Exit status 0 when
 this node and, by the all-reduce, every node passed.
@@ -20,16 +24,23 @@ from __future__ import annotations
 import argparse
 import datetime
 import json
+import os
 import sys
 import time
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from ddpctl import safeio
+from ddpctl import proc, safeio
+from ddpctl.errors import CommandError
+from ddpctl.node import hwcheck
 
 PORT_POLL_S = 0.1
 WHY_MAX = 300
+OUTPUT_KEEP = 64 << 10  # the node check's output kept for the node's log; what came before is counted, not kept
+OUTPUT_LINES = 5  # its last lines kept in the result (the `preflight` event)
+LINE_MAX = 200
+SYS_ROOT = Path("/sys")
 
 
 class Failed(Exception):
@@ -47,6 +58,9 @@ def parse(argv: Sequence[str] | None) -> argparse.Namespace:
     parser.add_argument("--nnodes", type=int, required=True)
     parser.add_argument("--gpus", type=int, default=0)
     parser.add_argument("--timeout", type=float, required=True)
+    parser.add_argument("--node-check", default=None)
+    parser.add_argument("--node-check-timeout", type=float, default=0.0)
+    parser.add_argument("--disk", type=Path, action="append", default=[])  # the run and checkpoint dirs
     return parser.parse_args(argv)
 
 
@@ -135,26 +149,66 @@ def agree(torch: Any, args: argparse.Namespace, ok: bool, result: dict[str, Any]
     dist.destroy_process_group()
 
 
+def site_check(command: str, timeout: float) -> tuple[str, list[str]]:
+    """Run the site's node check: why it failed ("" when it passed) and its last lines. Its output goes to this
+    program's, the node's log (bounded: the last OUTPUT_KEEP bytes)."""
+    print(f"ddpctl preflight: node check (bound {timeout:g} s): {command}", flush=True)
+    done = proc.run_bounded(["/bin/sh", "-c", command], keep=OUTPUT_KEEP, timeout=timeout)
+    text = done.tail.decode(errors="replace")
+    if done.dropped:
+        print(f"ddpctl preflight: (the node check's first {done.dropped} bytes not kept)", flush=True)
+    sys.stdout.write(text if text.endswith("\n") or not text else text + "\n")
+    lines = [line.strip()[:LINE_MAX] for line in text.splitlines() if line.strip()][-OUTPUT_LINES:]
+    last = f"last output: {lines[-1]}" if lines else "no output"
+    if done.returncode is None:
+        return f"node_check outlived its {timeout:g} s bound and was killed; {last}", lines
+    if done.returncode < 0:
+        return f"node_check was ended by signal {-done.returncode}; {last}", lines
+    if done.returncode:
+        return f"node_check exited {done.returncode}; {last}", lines
+    return "", lines
+
+
+def fail(result: dict[str, Any], stage: str, why: str) -> None:
+    """The first failure is the node's verdict; later stages still run (the network one tells the others)."""
+    if result["ok"]:
+        result.update(ok=False, stage=stage, why=why[:WHY_MAX])
+
+
+def local_checks(args: argparse.Namespace, result: dict[str, Any]) -> None:
+    """The site's check, then the built-in ones (`hwcheck`), into `result`."""
+    if args.node_check:
+        try:
+            why, result["output"] = site_check(args.node_check, args.node_check_timeout)
+        except (OSError, CommandError) as err:
+            why = f"node_check could not start: {first_line(err)}"
+        if why:
+            fail(result, "site", why)
+    if faults := hwcheck.hardware_faults(SYS_ROOT, args.disk, os.environ, args.gpus > 0):
+        fail(result, "hardware", "; ".join(faults))
+
+
 def run(args: argparse.Namespace) -> dict[str, Any]:
     started = time.monotonic()
     result: dict[str, Any] = {"node_rank": args.node_rank, "ok": True, "stage": "", "why": ""}
+    local_checks(args, result)
     try:
         import torch
     except Exception as err:
-        return {**result, "ok": False, "stage": "python", "why": f"import torch failed: {first_line(err)}"[:WHY_MAX]}
+        fail(result, "python", f"import torch failed: {first_line(err)}")
+        return {**result, "seconds": round(time.monotonic() - started, 2)}
     try:
         if args.gpus > 0:
             check_gpus(torch, args.gpus)
     except Failed as failed:
-        result.update(ok=False, stage=failed.stage, why=failed.why)
+        fail(result, failed.stage, failed.why)
     if args.nnodes > 1:
         result["reached"] = False
         safeio.write_json_atomic(args.result, result)
         try:  # the bound starts here: how long torch takes to import differs from node to node
-            agree(torch, args, result["ok"], result, Deadline(args.timeout))
+            agree(torch, args, result["ok"], result, Deadline(args.timeout + args.node_check_timeout))
         except Failed as failed:
-            if result["ok"]:
-                result.update(ok=False, stage=failed.stage, why=failed.why)
+            fail(result, failed.stage, failed.why)
     result["seconds"] = round(time.monotonic() - started, 2)
     return result
 

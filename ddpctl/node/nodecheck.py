@@ -30,6 +30,7 @@ from ddpctl.spec import JobSpec
 START_ALLOWANCE_S = 120  # the check's interpreter start and `import torch` (a cold shared filesystem is slow)
 POLL_S = 0.1
 WHY_MAX = 300
+OUTPUT_LINES, LINE_MAX = 5, 200  # the node check's last lines kept in the event (checkprog keeps as many)
 
 
 class Relay(Protocol):
@@ -40,7 +41,7 @@ class Relay(Protocol):
     def ignore_stop_in_child(self) -> None: ...
 
 
-STAGES = ("", "python", "gpu", "reach", "join", "allreduce", "timeout", "killed", "start")
+STAGES = ("", "site", "hardware", "python", "gpu", "reach", "join", "allreduce", "timeout", "killed", "start")
 
 
 def wanted(setting: bool | None, previous_cause: str | None) -> bool:
@@ -69,7 +70,21 @@ def check_argv(python: str, spec: JobSpec, dist: DistEnv, layout: RunLayout) -> 
         f"--nnodes={dist.nnodes}",
         f"--gpus={spec.gpus_per_node}",
         f"--timeout={spec.health.preflight_timeout_s}",
+        *[f"--disk={path}" for path in (layout.root, layout.checkpoints(spec.checkpoint.dir))],
+        *node_check_args(spec),
     ]
+
+
+def node_check_args(spec: JobSpec) -> list[str]:
+    command = spec.health.node_check
+    return [f"--node-check={command}", f"--node-check-timeout={spec.health.node_check_timeout_s}"] if command else []
+
+
+def bound_s(spec: JobSpec) -> float:
+    """How long the launcher lets the check run: its own node check, the interpreter's start, the network stages
+    (which wait up to one more node check's bound for a slower node)."""
+    site = spec.health.node_check_timeout_s if spec.health.node_check else 0
+    return START_ALLOWANCE_S + spec.health.preflight_timeout_s + 2 * site
 
 
 def checked(dist: DistEnv, record: Mapping[str, Any] | None, status: int | None, seconds: float) -> NodeChecked:
@@ -83,6 +98,7 @@ def checked(dist: DistEnv, record: Mapping[str, Any] | None, status: int | None,
         return value if isinstance(value, kind) and (kind is bool or not isinstance(value, bool)) else None
 
     ok, stage, why = typed("ok", bool), typed("stage", str) or "", typed("why", str) or ""
+    output = typed("output", list) or []
     peers_ok = typed("peers_ok", bool)
     final = ok is not None and "seconds" in got and (status == 0) == (ok and peers_ok is not False)
     if status is None:
@@ -101,6 +117,7 @@ def checked(dist: DistEnv, record: Mapping[str, Any] | None, status: int | None,
         reached=typed("reached", bool),
         peers_ok=peers_ok if final else None,
         seconds=round(seconds, 2),
+        output=tuple(line[:LINE_MAX] for line in output[:OUTPUT_LINES] if isinstance(line, str)),
     )
 
 
@@ -144,7 +161,7 @@ def run_check(
         event = replace(checked(dist, None, 1, 0.0), why=f"cannot run {argv[0]}: {safeio.describe(err)}"[:WHY_MAX])
     else:
         relay.child = child  # Slurm's TERM (the job ends) reaches the check as it would torchrun
-        status = wait_bounded(child, spec.health.preflight_timeout_s + START_ALLOWANCE_S)
+        status = wait_bounded(child, bound_s(spec))
         relay.child = None
         record = safeio.read_json(layout.check_result(dist.restart_count, dist.node_rank))
         event = checked(dist, record, status, time.monotonic() - started)

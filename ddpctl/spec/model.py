@@ -84,6 +84,10 @@ class HealthSettings(Record):
     # None (auto) on the attempt after an infrastructure failure only, so a first start costs nothing.
     preflight: bool | None = None
     preflight_timeout_s: int = 60  # the check's network stages (a node's store, the group, the all-reduce)
+    # The site's own node check (DCGM diagnostics, a vendor script): a shell command run in the preflight before
+    # torch's checks, the user's own like `setup` lines; non-zero or outliving its bound fails the node.
+    node_check: str | None = None
+    node_check_timeout_s: int = 120  # DCGM's quick diagnostic (-r 1) takes seconds, a vendor script a minute
 
 
 @dataclass(frozen=True, eq=False, repr=False)  # eq, hash, repr: Record (start-up time)

@@ -104,6 +104,8 @@ SECTIONS: dict[str, dict[str, Conv]] = {
         "straggler_steps": integer(2),
         "preflight": switch_or_auto,
         "preflight_timeout_s": integer(5, 3600),
+        "node_check": text(nullable=True, what="a shell command (the site's node check)"),
+        "node_check_timeout_s": integer(1, 3600),
     },
     "container": {
         "runtime": choice(CONTAINER_RUNTIMES, nullable=True),

@@ -9,6 +9,9 @@ node3..node6, where Slurm places a 3-node job on node3..node5 when they are free
 node 0, which the rule blames when none of the others reaches it).
 
 On the local backend: `preflight: true` checks the simulated nodes on every attempt and `status` says its cost.
+A site's `health.node_check` that fails on local2 only fails that node's check (stage `site`, its exit status and
+last line in the event) before torchrun starts; local2 is excluded and the requeued attempt completes on local1 and
+local3 (157 s at a load of 14 on 2 cores: two attempts, each checking two nodes and importing torch in each).
 
 The script needs no torch: each attempt costs the check (torch's import), torchrun's start and, on Slurm, a
 requeue's hold (cred_expire + 1 s = 6 s here).
@@ -35,7 +38,7 @@ time.sleep(1)
 BAD = "node4"
 
 
-def check_spec(tmp_path: Path, backend: str, nodes: int, **fields: Any) -> Path:
+def check_spec(tmp_path: Path, backend: str, nodes: int, health: dict[str, Any] | None = None, **fields: Any) -> Path:
     script = tmp_path / "code" / "check_me.py"
     script.parent.mkdir(parents=True, exist_ok=True)
     script.write_text(SCRIPT)
@@ -48,7 +51,7 @@ def check_spec(tmp_path: Path, backend: str, nodes: int, **fields: Any) -> Path:
         gpus_per_node=0,
         run_dir=str(tmp_path / "runs"),
         backend=backend,
-        health={"preflight": True, "preflight_timeout_s": 15},
+        health={"preflight": True, "preflight_timeout_s": 15, **(health or {})},
         **fields,
     )
 
@@ -107,3 +110,30 @@ def test_the_local_backend_checks_its_simulated_nodes_and_status_says_the_cost(t
     assert status["state"] == "COMPLETED", trail(run_dir)
     assert checks(run_dir, 0) == {"local1": (True, ""), "local2": (True, "")}, trail(run_dir)
     assert "preflight check, attempt 0: 2 node(s) passed in" in cli.run("status", job_id).stdout
+
+
+# The site's check fails on the second simulated node only (DDPCTL_NODE: torchrun's environment, which the check has).
+SITE_CHECK = (
+    'echo "diag on $DDPCTL_NODE"; if [ "$DDPCTL_NODE" = local2 ]; then echo "GPU 1: memory test failed"; exit 3; fi'
+)
+
+
+@pytest.mark.torchrun
+def test_a_site_check_that_fails_on_one_node_excludes_it_before_training_on_the_local_backend(tmp_path: Path) -> None:
+    cli = Cli(tmp_path / "home")
+    job_id, run_dir = cli.submit(check_spec(tmp_path, "local", 2, health={"node_check": SITE_CHECK}))
+    status = cli.wait_terminal(job_id, timeout=240)
+    record = trail(run_dir)
+    assert (status["state"], status["restarts"]) == ("COMPLETED", 1), record
+    first = [e for e in record if e["event"] == "preflight" and e["attempt"] == 0]
+    bad = next(e for e in first if e["node"] == "local2")
+    assert (bad["ok"], bad["stage"]) == (False, "site"), record
+    assert bad["why"] == "node_check exited 3; last output: GPU 1: memory test failed", record
+    assert bad["output"] == ["diag on local2", "GPU 1: memory test failed"], record
+    assert not any(e["event"] == "launch" and e["attempt"] == 0 for e in record), "torchrun started after a failure"
+    decision = next(e for e in record if e["event"] == "decision" and e["attempt"] == 0)
+    assert (decision["cause"], decision["cause_node"], decision["kind"]) == ("preflight", "local2", "node_failure")
+    assert [(e["node"], e["cause"]) for e in record if e["event"] == "node-excluded"] == [("local2", "preflight")]
+    assert checks(run_dir, 1) == {"local1": (True, ""), "local3": (True, "")}, record
+    text = cli.run("status", job_id).stdout
+    assert "attempt 0 ended by preflight: local2: site: node_check exited 3; last output: GPU 1: memory" in text, text

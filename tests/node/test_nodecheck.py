@@ -3,6 +3,7 @@ what it costs in `status` — literal tables; the check program itself runs for 
 
 from __future__ import annotations
 
+import argparse
 import os
 import subprocess
 import sys
@@ -14,7 +15,7 @@ import pytest
 
 from ddpctl import safeio
 from ddpctl.health.report import describe_checks
-from ddpctl.node import nodecheck
+from ddpctl.node import checkprog, nodecheck
 from ddpctl.node.blame import Blame, blame, facts_of
 from ddpctl.node.decide import RunOutcome, decide
 from ddpctl.run.history import INFRASTRUCTURE_CAUSES, KINDS, Kind, NodeChecked, RunHistory
@@ -72,6 +73,8 @@ PASSED = {"node_rank": 1, "ok": True, "stage": "", "why": "", "reached": True, "
         # Untrusted types count for nothing.
         ({**PASSED, "ok": "yes", "reached": 1, "stage": ["gpu"]}, 0, (False, "start", None, None)),
         ({**PASSED, "stage": "rm -rf"}, 0, (True, "start", True, True)),
+        ({**PASSED, "ok": False, "stage": "site", "peers_ok": False}, 1, (False, "site", True, False)),
+        ({**PASSED, "ok": False, "stage": "hardware", "peers_ok": False}, 1, (False, "hardware", True, False)),
     ],
 )
 def test_the_result_file_is_read_with_how_the_check_ended(
@@ -157,6 +160,16 @@ def collateral(node: str, rank: int) -> dict[str, Any]:
             ],
             Blame("preflight", None, None, "allreduce: allreduce failed; no one node is to blame"),
             id="all-reached-the-all-reduce-failed",
+        ),
+        pytest.param(
+            [collateral("n1", 0), check("n2", 1, False, "site"), collateral("n3", 2)],
+            Blame("preflight", "n2", None, "site: site failed"),
+            id="the-sites-node-check-failed-on-one-node",
+        ),
+        pytest.param(
+            [check("n1", 0, False, "hardware"), check("n2", 1, False, "hardware")],
+            Blame("preflight", None, None, "hardware on every node: hardware failed; no one node is to blame"),
+            id="every-node-fails-a-built-in-check-the-setup-is-wrong",
         ),
         pytest.param([check("n1", 0, True), check("n2", 1, True)], None, id="passed-then-completed"),
     ],
@@ -259,3 +272,69 @@ def test_three_nodes_on_loopback_pass_and_a_missing_one_is_found_within_the_boun
     found = [safeio.read_json(tmp_path / "missing" / f"r{r}.json") for r in range(2)]
     assert [(r or {}).get("stage") for r in found] == ["join", "join"], found
     assert [(r or {}).get("reached") for r in found] == [True, True]
+
+
+def test_the_node_checks_last_lines_reach_the_event_bounded_and_typed() -> None:
+    record = {**PASSED, "output": ["a", 7, "x" * 500, "b", "c", "d", "e", "f"]}
+    assert nodecheck.checked(DIST, record, 0, 1.0).output == ("a", "x" * 200, "b", "c")
+    assert nodecheck.checked(DIST, {**PASSED, "output": "not a list"}, 0, 1.0).output == ()
+
+
+@pytest.mark.parametrize(
+    ("command", "timeout", "why", "lines"),
+    [
+        ("echo fine", 10, "", ["fine"]),
+        ("echo 'GPU 1: diag failed'; echo '  '; exit 3", 10, "node_check exited 3; last output: GPU 1: diag failed",
+         ["GPU 1: diag failed"]),
+        ("exit 1", 10, "node_check exited 1; no output", []),
+        ("kill -9 $$", 10, "node_check was ended by signal 9; no output", []),
+        ("echo testing; sleep 30", 1, "node_check outlived its 1 s bound and was killed; last output: testing",
+         ["testing"]),
+        ("seq 1 100000", 10, "", ["99996", "99997", "99998", "99999", "100000"]),
+    ],
+)  # fmt: skip
+def test_the_sites_node_check_says_its_status_and_last_line(
+    command: str, timeout: float, why: str, lines: list[str], capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert checkprog.site_check(command, timeout) == (why, lines)
+    logged = capsys.readouterr().out
+    assert logged.startswith(f"ddpctl preflight: node check (bound {timeout:g} s): {command}"), logged[:300]
+    assert len(logged) < checkprog.OUTPUT_KEEP + 1000  # the node's log gets the last 64 KiB, not all of it
+
+
+def test_the_check_is_given_the_node_check_and_a_bound_that_allows_for_it(tmp_path: Path) -> None:
+    from ddpctl.run.layout import RunLayout
+    from ddpctl.spec import HealthSettings, JobSpec
+
+    spec = JobSpec(name="x", script="t.py", health=HealthSettings(node_check="dcgmi diag -r 1", preflight_timeout_s=60))
+    argv = nodecheck.check_argv("python3", spec, DIST, RunLayout(tmp_path))
+    assert argv[-4:] == [
+        f"--disk={tmp_path}",
+        f"--disk={tmp_path / 'checkpoints'}",
+        "--node-check=dcgmi diag -r 1",
+        "--node-check-timeout=120",
+    ]
+    assert nodecheck.bound_s(spec) == nodecheck.START_ALLOWANCE_S + 60 + 2 * 120
+    plain = JobSpec(name="x", script="t.py")
+    assert not any(a.startswith("--node-check") for a in nodecheck.check_argv("p", plain, DIST, RunLayout(tmp_path)))
+    assert nodecheck.bound_s(plain) == nodecheck.START_ALLOWANCE_S + 60
+
+
+def test_the_site_check_comes_first_and_the_built_in_checks_still_say_theirs(tmp_path: Path) -> None:
+    def local(command: str | None, disk: Path) -> dict[str, Any]:
+        args = argparse.Namespace(node_check=command, node_check_timeout=10.0, disk=[disk], gpus=0)
+        result: dict[str, Any] = {"ok": True, "stage": "", "why": ""}
+        checkprog.local_checks(args, result)
+        return result
+
+    assert local("true", tmp_path) == {"ok": True, "stage": "", "why": "", "output": []}
+    unwritable = Path("/proc/self/checkpoints")  # measured at /proc/self, where no file can be made
+    found = local(None, unwritable)
+    assert (found["ok"], found["stage"]) == (False, "hardware")
+    assert found["why"].startswith("/proc/self/checkpoints (at /proc/self) is not writable: "), found
+    both = local("echo broken; exit 2", unwritable)
+    assert (both["stage"], both["why"], both["output"]) == (
+        "site",
+        "node_check exited 2; last output: broken",
+        ["broken"],
+    )

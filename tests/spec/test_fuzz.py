@@ -127,6 +127,7 @@ TOP_KEYS = [
     "nccl",
     "requeue",
     "checkpoint",
+    "health",
     "tracking",
     "cluster",
     "notify",
@@ -139,6 +140,7 @@ SUB_KEYS = {
     "checkpoint": ["dir", "keep", "pattern"],
     "resume": ["preset", "args"],
     "mfu": ["flops_per_sample", "params", "tokens_per_sample", "peak_tflops"],
+    "health": ["preflight", "preflight_timeout_s", "node_check", "node_check_timeout_s", "hang_timeout_s"],
     "notify": [
         "on",
         "webhook_env",

@@ -126,6 +126,10 @@ def spec_error(text: str, overrides: tuple[str, ...] = (), *, check_paths: bool 
         ("health:\n  preflight: maybe\n", "4: health.preflight: got 'maybe' (a string), expected true, false or auto"),
         ("health:\n  preflight: 1\n", "4: health.preflight: got 1 (an integer), expected true, false or auto"),
         ("health:\n  preflight_timeout_s: 2\n", "4: health.preflight_timeout_s: got 2, expected an integer in 5..3600"),
+        ("health:\n  node_check: ''\n", "4: health.node_check: got '', expected a shell command (the site's node"),
+        ("health:\n  node_check: [a]\n", "4: health.node_check: got ['a'] (a list), expected a shell command"),
+        ("health:\n  node_check_timeout_s: 0\n", "4: health.node_check_timeout_s: got 0, expected an integer in"),
+        ("health:\n  node_check_every_min: 5\n", "4: health.node_check_every_min: unknown key, did you mean 'node"),
         ("env:\n  1BAD: x\n", "4: env.1BAD: got '1BAD', expected an environment variable name matching"),
         (
             "env:\n  A-B: x\n",

@@ -77,8 +77,8 @@ class NodeLost(Event):
 @dataclass(frozen=True, kw_only=True)
 class NodeChecked(Event):
     """A node's preflight check before torchrun (ddpctl.node.nodecheck): `ok` its own verdict, `stage` where it
-    failed (python, gpu, reach, join, allreduce, start), `reached` whether it got to node 0's store, `peers_ok`
-    what the all-reduce said of every node (None: not that far, or one node)."""
+    failed (site, hardware, python, gpu, reach, join, allreduce, start), `reached` whether it got to node 0's
+    store, `peers_ok` what the all-reduce said of every node (None: not that far, or one node)."""
 
     NAME = "preflight"
     attempt: int
@@ -90,6 +90,7 @@ class NodeChecked(Event):
     reached: bool | None = None
     peers_ok: bool | None = None
     seconds: float | None = None
+    output: tuple[str, ...] = ()  # the site's node check's last lines (`health.node_check`)
 
     @property
     def passed(self) -> bool:
