@@ -109,7 +109,10 @@ class PeerWatch:
         beats, (rank_ages, rounds) = self.peer_beats(now), self.rank_ages(now)
         if self.layout.node_lost_marker(self.attempt).exists():
             self.ended = True
-        elif judge and (lost := nodeloss.lost_node(beats, rank_ages, self.node, rounds) or self.cut_off(beats)) is not None:
+        elif (
+            judge
+            and (lost := nodeloss.lost_node(beats, rank_ages, self.node, rounds) or self.cut_off(beats)) is not None
+        ):
             self.lost, self.ended = lost, True
             if self._claim(lost):
                 event = history.append(
