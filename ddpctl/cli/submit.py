@@ -77,9 +77,12 @@ def run(args: argparse.Namespace) -> int:
 
 
 def submit(spec: JobSpec, allow_duplicate: bool) -> Submitted:
+    from pathlib import Path
+
     from ddpctl import api
     from ddpctl.plan.preflight import check_runnable
     from ddpctl.plan.stopscan import check_script
+    from ddpctl.plan.strayckpt import check_relative
     from ddpctl.proc import in_background
 
     # Every controller round trip starts now and runs while the plan is built: the cluster's facts (asked
@@ -91,6 +94,8 @@ def submit(spec: JobSpec, allow_duplicate: bool) -> Submitted:
     check_runnable(spec, cluster.result())  # a partition that can never run the spec: reported before a duplicate name
     duplicate.result()
     if (warning := check_script(plan.spec)) is not None:
+        print(f"ddpctl: warning: {warning}", file=sys.stderr)
+    if (warning := check_relative(plan.spec, Path.cwd())) is not None:  # the scripts run where submit runs
         print(f"ddpctl: warning: {warning}", file=sys.stderr)
     return api.submit_plan(plan), plan
 
