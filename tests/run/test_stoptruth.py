@@ -258,3 +258,6 @@ def test_a_rotation_that_deletes_an_earlier_attempts_newer_checkpoint_is_reporte
     )
     assert lines[-1] == rotated, lines
     assert json.loads(layout.events.read_text().splitlines()[-1])["event"] == "checkpoint-rotated"
+    history.append(layout.events, AttemptStarted(attempt=1))
+    _, notes = summary(layout, 60, 2000.0)
+    assert notes[-1] == rotated, notes  # status shows it
