@@ -176,6 +176,7 @@ def submit_checked(spec: JobSpec, *, allow_duplicate: bool, warn: Warn) -> tuple
 def _checked_submit(spec: JobSpec, *, allow_duplicate: bool, warn: Warn) -> tuple[Job, SubmissionPlan]:
     from ddpctl.plan.preflight import check_runnable
     from ddpctl.plan.stopscan import check_script
+    from ddpctl.plan.strayckpt import check_relative
     from ddpctl.proc import in_background
 
     # Every controller round trip starts now and runs while the plan is built: the cluster's facts (asked
@@ -187,6 +188,8 @@ def _checked_submit(spec: JobSpec, *, allow_duplicate: bool, warn: Warn) -> tupl
     check_runnable(spec, cluster.result())  # a partition that can never run the spec: reported before a duplicate name
     duplicate.result()
     if (warning := check_script(submission.spec)) is not None:
+        warn(warning)
+    if (warning := check_relative(submission.spec, Path.cwd())) is not None:  # the scripts run where submit runs
         warn(warning)
     return submit_plan(submission), submission
 

@@ -87,7 +87,7 @@ def gather_host_facts(spec: JobSpec, script: str | None, cluster: ClusterFacts) 
 
     from ddpctl import proc
     from ddpctl.node import netif
-    from ddpctl.plan import stopscan
+    from ddpctl.plan import stopscan, strayckpt
     from ddpctl.plan.doctor import SLURM_TOOLS, Facts
 
     hostname = socket.gethostname()
@@ -109,6 +109,7 @@ def gather_host_facts(spec: JobSpec, script: str | None, cluster: ClusterFacts) 
         run_dir_writable=writable(Path(spec.run_dir)),
         script_syntax_error=bash_syntax_error(script),
         stop_handling=stopscan.check_script(spec),
+        relative_checkpoints=strayckpt.check_relative(spec, Path.cwd()),
         container=probe_container(spec),
         **last_run_excluded(spec.name),
     )

@@ -36,7 +36,7 @@ from ddpctl.logs.merge import DUMP_CHUNK, file_groups, merged
 from ddpctl.logs.output import Sink
 from ddpctl.node.torchreport import LauncherFailure, launcher_failures, oom_limit
 from ddpctl.run import history
-from ddpctl.run.history import Decided, HealthEvent, OomKilled, RunHistory, ScratchRestart
+from ddpctl.run.history import CheckpointRotated, Decided, HealthEvent, OomKilled, RunHistory, ScratchRestart
 from ddpctl.run.layout import NODE_LOG_GLOB, RunLayout
 from ddpctl.run.registry import JobRecord
 from ddpctl.run.state import TERMINAL, JobState, StateFn
@@ -189,6 +189,8 @@ def show_errors(layout: RunLayout, attempts: list[int], flt: LineFilter, sink: S
     for attempt in attempts:  # a script of a known kind that trained from scratch although a checkpoint was there
         if (scratch := past.attempt(attempt).first(ScratchRestart)) is not None:
             sink.note(visible(scratch.text()))
+        if (rotated := past.attempt(attempt).first(CheckpointRotated)) is not None:
+            sink.note(visible(rotated.text()))
     sink.flush()
 
 

@@ -47,6 +47,7 @@ from pathlib import Path
 from ddpctl import exitcodes, safeio
 from ddpctl.errors import DdpctlError, WaitTimeout
 from ddpctl.health.records import last_checkpoint, progress_records
+from ddpctl.node import nogroup
 from ddpctl.node.blame import blame, facts_of
 from ddpctl.node.decide import Decision, Progress, RunOutcome, classify_signal, decide, root_exit
 from ddpctl.node.site import node_site
@@ -265,6 +266,8 @@ def decide_run(layout: RunLayout, env: Mapping[str, str], exit_code: int, *, in_
     attempt = attempt_of(env)
     outcome = run_outcome(layout, past, attempt, exit_code)
     decision = decide(outcome, spec.requeue, past.requeues_used(attempt))
+    if decision.action == "finish" and decision.kind is None and (why := nogroup.warning(layout)) is not None:
+        decision = replace(decision, reason=f"{decision.reason}; {why}")
     if decision.action == "finish":
         # Before the event: wherever a finish is recorded, the batch shell's restart guard sees this marker.
         safeio.touch(layout.finished_marker)

@@ -277,6 +277,6 @@ def launch(run_dir: Path, env: Mapping[str, str]) -> int:
     if code and not (watchdog.hung or relay.stop_received or layout.stopped_marker(dist.restart_count).exists()):
         peers.linger()
     record_oom(layout, dist, *oom.since())
-    if dist.node_rank == 0 and (warning := own.check_end(layout, dist.restart_count)):
+    for warning in own.check_end(layout, dist.restart_count) if dist.node_rank == 0 else []:
         print(f"ddpctl launch [{dist.node_name}]: {warning}", flush=True)
     return record_node_exit(layout, dist, code, watchdog.hung)

@@ -11,10 +11,10 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ddpctl.run import history, resumepoint
-from ddpctl.run.history import ResumePoint, ScratchRestart
+from ddpctl.run.history import CheckpointRotated, ResumePoint, ScratchRestart
 from ddpctl.run.layout import RunLayout
 from ddpctl.spec import JobSpec
-from ddpctl.spec.resume import Latest, resume_args
+from ddpctl.spec.resume import Entry, Latest, resume_args
 
 
 @dataclass(frozen=True)
@@ -23,6 +23,7 @@ class OwnCheckpoints:
     directory: Path
     found: Latest | None
     started: float
+    before: tuple[Entry, ...] = ()  # the checkpoints of the script's kind at the start (for its rotation)
 
     @classmethod
     def at_start(cls, spec: JobSpec, layout: RunLayout) -> OwnCheckpoints:
@@ -30,7 +31,8 @@ class OwnCheckpoints:
         # The script's first save must not fail for a missing directory (the README hands it $DDPCTL_CKPT_DIR).
         with contextlib.suppress(OSError):
             directory.mkdir(parents=True, exist_ok=True)
-        return cls(spec, directory, resumepoint.resume_point(spec, directory), time.time())
+        found, before = resumepoint.resume_point(spec, directory), resumepoint.entries(spec, directory)
+        return cls(spec, directory, found, time.time(), before)
 
     @property
     def resume_from(self) -> str | None:
@@ -46,8 +48,21 @@ class OwnCheckpoints:
         step = self.found.step if self.found is not None else None
         history.append(layout.events, ResumePoint(attempt=attempt, checkpoint=path, step=step, args=args))
 
-    def check_end(self, layout: RunLayout, attempt: int) -> str | None:
-        """Node 0, after torchrun: the warning line when the attempt wrote a checkpoint no newer than its start's."""
+    def check_end(self, layout: RunLayout, attempt: int) -> list[str]:
+        """Node 0, after torchrun: warning lines when the attempt wrote a checkpoint no newer than its start's,
+        and when its rotation deleted an earlier attempt's checkpoint newer than all it wrote."""
+        lines = [self._scratch(layout, attempt)]
+        rotated = resumepoint.rotation_loss(self.spec, self.directory, self.before, self.started)
+        if rotated is not None:
+            gone, own = rotated
+            event = CheckpointRotated(
+                attempt=attempt, deleted=gone.name, deleted_step=gone.step or 0, kept=own.name, kept_step=own.step
+            )
+            history.append(layout.events, event)
+            lines.append(event.text())
+        return [line for line in lines if line]
+
+    def _scratch(self, layout: RunLayout, attempt: int) -> str | None:
         if self.found is None or self.found.step is None:
             return None
         wrote = resumepoint.scratch_restart(self.spec, self.directory, self.found.step, self.started, None)

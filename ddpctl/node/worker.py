@@ -21,7 +21,7 @@ from pathlib import Path
 
 from ddpctl import exitcodes, safeio
 from ddpctl.health import DUMP_SIGNAL
-from ddpctl.node import scriptstop, stamper
+from ddpctl.node import nogroup, scriptstop, stamper
 from ddpctl.run import envvars
 from ddpctl.run.layout import fill_rank, rank_info_of
 from ddpctl.runtime import stopflag
@@ -157,6 +157,8 @@ def main(argv: Sequence[str] | None = None, env: Mapping[str, str] | None = None
     scriptstop.arm(env)  # requeue.script_signal: after the stop flag's handler, so the script's signal wins
     status = run_script(argv[0], argv[1:])
     scriptstop.after_script(status, env)
+    if log is not None:
+        nogroup.record(rank_info_of(log))  # did this rank join a process group? (a completion's warning)
     if log is not None and status != exitcodes.OK:
         record_exit(env, status)
     sys.stdout.flush()

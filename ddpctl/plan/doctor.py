@@ -44,6 +44,7 @@ class Facts:
     script_syntax_error: str | None = None
     container: tuple[bool, str] | None = None  # (ok, detail) of ddpctl in the image; None = no probe
     stop_handling: str | None = None  # stopscan's warning about the training script, if any
+    relative_checkpoints: str | None = None  # strayckpt's warning: checkpoints every job of the spec shares
     # The newest run of the spec's name in the registry: its job id and the nodes it excluded (ddpctl.node.exclude)
     last_run: str | None = None
     last_run_excluded: tuple[str, ...] = ()
@@ -167,6 +168,12 @@ def check_stop_handling(spec: JobSpec, facts: Facts) -> Check:
     return Check(OK, "stop handling", "the script shows a sign of handling stops")
 
 
+def check_checkpoint_place(spec: JobSpec, facts: Facts) -> Check:
+    if facts.relative_checkpoints:
+        return Check(WARN, "checkpoint place", facts.relative_checkpoints)
+    return Check(OK, "checkpoint place", "no sign that the script keeps checkpoints in the working directory")
+
+
 def check_excluded_nodes(spec: JobSpec, facts: Facts) -> Check:
     """The spec's own `sbatch: {exclude}` must leave the partition enough nodes (sbatch refuses the job
     otherwise), and the nodes the newest run of this name excluded are said: a new submit starts without them."""
@@ -207,6 +214,7 @@ CHECKS = (
     check_cores,
     check_requeue,
     check_stop_handling,
+    check_checkpoint_place,
     check_files,
     check_container,
     check_excluded_nodes,

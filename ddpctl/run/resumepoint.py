@@ -11,7 +11,16 @@ from pathlib import Path
 
 from ddpctl import safeio
 from ddpctl.spec import JobSpec
-from ddpctl.spec.resume import PRESETS, Entry, Latest, file_complete, latest, pattern_regex, scratch_evidence
+from ddpctl.spec.resume import (
+    PRESETS,
+    Entry,
+    Latest,
+    file_complete,
+    latest,
+    pattern_regex,
+    rotated_away,
+    scratch_evidence,
+)
 
 MAX_ENTRIES = 10_000  # a checkpoint directory is read at every attempt's start: bounded
 TAIL_BYTES = (1 << 16) + 22  # a zip's end record with the longest comment
@@ -91,3 +100,19 @@ def resume_point(spec: JobSpec, ckpt_dir: Path) -> Latest | None:
     if rule is None:
         return None
     return latest(scan(ckpt_dir, rule), rule.pattern, by_step=rule.by_step)
+
+
+def entries(spec: JobSpec, ckpt_dir: Path) -> tuple[Entry, ...]:
+    """The checkpoints of the spec's kind in `ckpt_dir` now (none when ddpctl cannot tell the kind)."""
+    rule = rule_of(spec)
+    return tuple(scan(ckpt_dir, rule)) if rule is not None else ()
+
+
+def rotation_loss(
+    spec: JobSpec, ckpt_dir: Path, before: tuple[Entry, ...], since: float
+) -> tuple[Latest, Latest] | None:
+    """An earlier attempt's checkpoint, newer than all the attempt wrote, deleted during it (ddpctl.spec.resume)."""
+    rule = rule_of(spec)
+    if rule is None or not before:
+        return None
+    return rotated_away(before, scan(ckpt_dir, rule), rule.pattern, since)

@@ -19,6 +19,7 @@ from ddpctl import safeio
 from ddpctl.run import history
 from ddpctl.run.history import (
     AttemptStarted,
+    CheckpointRotated,
     Hung,
     Resumed,
     ResumePoint,
@@ -52,6 +53,7 @@ class AttemptFacts:
     killed: StopKilled | None = None  # the local backend's kill after the lead time (what it cost)
     point: ResumePoint | None = None  # a script's own checkpoints: what it could resume from, what it was told
     scratch: ScratchRestart | None = None  # ... and proof that it trained from scratch all the same
+    rotated: CheckpointRotated | None = None  # ... and that its rotation deleted an earlier attempt's newer one
 
 
 @dataclass(frozen=True)
@@ -205,6 +207,7 @@ def read_facts(layout: RunLayout, past: RunHistory | None = None) -> list[Attemp
             killed=attempt.first(StopKilled),
             point=attempt.first(ResumePoint),
             scratch=attempt.first(ScratchRestart),
+            rotated=attempt.first(CheckpointRotated),
         )
         for a, attempt in past.attempts.items()
     ]
@@ -231,7 +234,10 @@ def summary(
     facts = read_facts(layout, past)
     stops = [r for f in facts if (r := report(f, lead_s, now)) is not None]
     by_attempt = {f.attempt: f for f in facts}
-    notes = [n for f in facts if (n := restart_note(f, by_attempt.get(f.attempt - 1))) is not None]
+    notes = []
+    for f in facts:
+        said = (restart_note(f, by_attempt.get(f.attempt - 1)), f.rotated.text() if f.rotated else None)
+        notes += [n for n in said if n is not None]
     return stops, notes
 
 

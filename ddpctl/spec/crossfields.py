@@ -8,7 +8,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from ddpctl.spec import notify
+from ddpctl.spec import mfu, notify
 from ddpctl.spec.capabilities import with_containers, with_spares
 from ddpctl.spec.fields import CONTAINER_RUNTIMES, time_to_seconds
 from ddpctl.spec.resumecheck import check_env_refs, check_resume
@@ -45,6 +45,7 @@ def check_spec(spec: JobSpec, doc: Doc) -> None:
     if isinstance(doc.data, Mapping) and "notify" in doc.data:
         notify.check(spec.notify, root.child("notify"))
     check_resume(spec, root)
+    mfu.check(spec.mfu, root.child("mfu"))
     check_env_refs(spec, root)
 
 

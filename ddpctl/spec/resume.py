@@ -147,3 +147,32 @@ def file_complete(size: int, head: bytes, tail: bytes) -> bool:
         return True
     at = tail.rfind(b"PK\x05\x06")
     return at >= 0 and len(tail) - at >= 22
+
+
+def rotated_away(
+    before: Iterable[Entry], after: Iterable[Entry], pattern: str, since: float
+) -> tuple[Latest, Latest] | None:
+    """The newest checkpoint of an earlier attempt (complete in `before`, the attempt's start) that is gone from
+    `after` (its end) although it was newer than everything the attempt itself wrote since `since`: the script's
+    rotation (`save_total_limit`, `save_top_k`) deleted it, and with it the further point to resume from. Returns
+    (that checkpoint, the attempt's own newest); None when no such deletion happened."""
+    regex, wants_dir = pattern_regex(pattern), pattern.endswith("/")
+    present = {e.name for e in after}
+    wrote = [
+        Latest(e.name, step, e.mtime)
+        for e in after
+        if e.is_dir == wants_dir and e.complete and e.mtime >= since and (step := step_of(e.name, regex)) is not None
+    ]
+    if not wrote:
+        return None
+    own = max(wrote, key=lambda w: w.step or 0)
+    gone = [
+        Latest(e.name, step, e.mtime)
+        for e in before
+        if e.is_dir == wants_dir
+        and e.complete
+        and e.name not in present
+        and (step := step_of(e.name, regex)) is not None
+        and step > (own.step or 0)
+    ]
+    return (max(gone, key=lambda g: g.step or 0), own) if gone else None

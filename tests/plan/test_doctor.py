@@ -68,6 +68,7 @@ def test_all_good() -> None:
         (SPEC, replace(GOOD, script_syntax_error="line 3: syntax error"), "batch script", FAIL, "line 3"),
         (SPEC, replace(GOOD, run_dir_writable=False), "run dir", FAIL, "not writable"),
         (SPEC, replace(GOOD, stop_handling="t.py: shows no sign"), "stop handling", WARN, "no sign"),
+        (SPEC, replace(GOOD, relative_checkpoints="t.py names 'ckpt.pt'"), "checkpoint place", WARN, "ckpt.pt"),
     ],
 )
 def test_verdicts(spec: JobSpec, facts: Facts, name: str, status: str, fragment: str) -> None:

@@ -9,7 +9,7 @@ NAMES = {
     "stop-killed", "stop-scan", "resume", "checkpoint_skipped", "decision", "cancelled", "chain-submit", "chain-drop",
     "spare-restart", "node-exit", "rank-exit", "oom", "hang", "node-lost", "preflight", "straggler", "node-excluded",
     "notify-failed", "watch-found", "slowdown",
-    "resume-point", "scratch-restart",
+    "resume-point", "scratch-restart", "checkpoint-rotated",
 }  # fmt: skip
 
 

@@ -218,9 +218,9 @@ def test_an_attempt_that_saves_below_the_step_it_could_resume_from_is_reported(t
     os.utime(ckpt / "step-300.pt", (1000.0, 1000.0))
     own = OwnCheckpoints.at_start(spec, layout)
     own.record_start(layout, 1)
-    assert own.check_end(layout, 1) is None  # nothing written yet
+    assert own.check_end(layout, 1) == []  # nothing written yet
     (ckpt / "step-100.pt").write_bytes(b"saved again, from scratch")
-    warning = own.check_end(layout, 1)
+    [warning] = own.check_end(layout, 1)
     assert warning == (
         f"attempt 1: WARNING: restarted from scratch although step 300 existed ({ckpt / 'step-300.pt'}): it wrote "
         "step-100.pt (step 100) after its start"
@@ -228,3 +228,36 @@ def test_an_attempt_that_saves_below_the_step_it_could_resume_from_is_reported(t
     history.append(layout.events, AttemptStarted(attempt=1))
     _, notes = summary(layout, 60, 2000.0)
     assert notes == [warning]
+
+
+def test_a_rotation_that_deletes_an_earlier_attempts_newer_checkpoint_is_reported(tmp_path: Path) -> None:
+    (tmp_path / "t.py").write_text("")
+    spec = spec_from_mapping({"name": "r", "script": str(tmp_path / "t.py"), "resume": {"preset": "hf-trainer"}}, "x")
+    layout = RunLayout(tmp_path / "run")
+    ckpt = layout.default_checkpoints
+    for step in (200, 300):  # the earlier attempt's, complete (trainer_state.json is written last)
+        (ckpt / f"checkpoint-{step}").mkdir(parents=True)
+        (ckpt / f"checkpoint-{step}" / "trainer_state.json").write_text("{}")
+        os.utime(ckpt / f"checkpoint-{step}" / "trainer_state.json", (1000.0, 1000.0))
+    own = OwnCheckpoints.at_start(spec, layout)
+    (ckpt / "checkpoint-400").mkdir()  # resumed, then saved further: its rotation deletes the oldest (fine)
+    (ckpt / "checkpoint-400" / "trainer_state.json").write_text("{}")
+    (ckpt / "checkpoint-200" / "trainer_state.json").unlink()
+    (ckpt / "checkpoint-200").rmdir()
+    assert own.check_end(layout, 1) == []
+    (ckpt / "checkpoint-400" / "trainer_state.json").unlink()
+    (ckpt / "checkpoint-400").rmdir()
+    (ckpt / "checkpoint-100").mkdir()  # from scratch instead, save_total_limit=1: step 300 is deleted
+    (ckpt / "checkpoint-100" / "trainer_state.json").write_text("{}")
+    (ckpt / "checkpoint-300" / "trainer_state.json").unlink()
+    (ckpt / "checkpoint-300").rmdir()
+    lines = own.check_end(layout, 1)
+    rotated = (
+        "attempt 1: WARNING: the script's checkpoint rotation deleted checkpoint-300 (step 300, an earlier "
+        "attempt's) while its own newest is checkpoint-100 (step 100)"
+    )
+    assert lines[-1] == rotated, lines
+    assert json.loads(layout.events.read_text().splitlines()[-1])["event"] == "checkpoint-rotated"
+    history.append(layout.events, AttemptStarted(attempt=1))
+    _, notes = summary(layout, 60, 2000.0)
+    assert notes[-1] == rotated, notes  # status shows it

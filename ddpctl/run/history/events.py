@@ -176,6 +176,26 @@ class ScratchRestart(Event):
 
 
 @dataclass(frozen=True, kw_only=True)
+class CheckpointRotated(Event):
+    """The script's own checkpoint rotation deleted, during this attempt, an earlier attempt's checkpoint newer
+    than everything the attempt wrote (HF `save_total_limit` after a restart from scratch): the furthest point to
+    resume from is gone."""
+
+    NAME = "checkpoint-rotated"
+    attempt: int
+    deleted: str  # the earlier attempt's checkpoint (name)
+    deleted_step: int
+    kept: str  # the attempt's own newest (name)
+    kept_step: int | None = None
+
+    def text(self) -> str:
+        return (
+            f"attempt {self.attempt}: WARNING: the script's checkpoint rotation deleted {self.deleted} (step "
+            f"{self.deleted_step}, an earlier attempt's) while its own newest is {self.kept} (step {self.kept_step})"
+        )
+
+
+@dataclass(frozen=True, kw_only=True)
 class CheckpointSkipped(Event):
     NAME = "checkpoint_skipped"
     step: int

@@ -1,0 +1,78 @@
+"""Preemption-safe Lightning runs: `Trainer(callbacks=[..., ddpctl.integrations.lightning.StopCallback()])`.
+
+Lightning saves on a stop only through its own SLURM handling (`SLURMEnvironment(auto_requeue=True)`): on
+SIGUSR1 it saves `hpc_ckpt_<n>.ckpt` inside the signal handler and runs `scontrol requeue` itself, which
+fights ddpctl's requeue (two requeues of one job, a checkpoint written from a handler that may interrupt a
+collective). Under torchrun, as ddpctl launches it, Lightning picks `TorchElasticEnvironment` and installs no
+requeue handler, so a ddpctl stop (SIGUSR2 and the stop file) is simply not acted on.
+
+With this callback every rank agrees on the same batch end (`ddpctl.runtime.StopAgreement` over the Gloo control
+group), the Trainer saves `stop-step=<step>.ckpt` there (`trainer.save_checkpoint`: every rank takes part, rank
+0 writes) into the checkpoint directory (the `ModelCheckpoint`'s `dirpath`, else `$DDPCTL_CKPT_DIR`), and every
+rank records the stop and exits 0, so the job requeues and `resume: {preset: lightning}` hands the next attempt
+`--ckpt_path` of that file (the newest complete `.ckpt`). A `SLURMEnvironment(auto_requeue=True)` given to the
+Trainer is switched to `auto_requeue=False` at setup, before Lightning installs its handlers (said on stderr).
+lightning is imported here only.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from pathlib import Path
+from typing import Any
+
+from lightning.fabric.plugins.environments import SLURMEnvironment
+from lightning.pytorch import Callback
+
+from ddpctl import runtime
+from ddpctl.run import envvars
+from ddpctl.runtime import stopflag
+
+
+def stop_checkpoint_dir(trainer: Any, dirpath: str | Path | None = None) -> Path:
+    """Where the stop's checkpoint goes: `dirpath`, the ModelCheckpoint's, `$DDPCTL_CKPT_DIR`, the root dir."""
+    if dirpath is not None:
+        return Path(dirpath)
+    own = getattr(trainer.checkpoint_callback, "dirpath", None)
+    if own:
+        return Path(own)
+    return Path(os.environ.get(envvars.CKPT_DIR) or trainer.default_root_dir)
+
+
+class StopCallback(Callback):  # type: ignore[misc]  # lightning's Callback is untyped here (follow_imports=skip)
+    """Save `stop-step=<step>.ckpt` at the batch end every rank agrees to stop at, then exit 0 for the requeue."""
+
+    def __init__(self, dirpath: str | Path | None = None, min_interval_s: float = 0.1) -> None:
+        self._dirpath = dirpath
+        self._min_interval_s = min_interval_s
+        self._ctx: runtime.DistContext | None = None
+        self._agreement: runtime.StopAgreement | None = None
+
+    def setup(self, trainer: Any, pl_module: Any, stage: str) -> None:
+        # Runs before Lightning registers its signal handlers (Trainer._run): its own requeue is off from here.
+        env = getattr(trainer._accelerator_connector, "cluster_environment", None)
+        if isinstance(env, SLURMEnvironment) and env.auto_requeue:
+            env.auto_requeue = False
+            if trainer.is_global_zero:
+                print("ddpctl: SLURMEnvironment(auto_requeue=True) switched off: ddpctl requeues", file=sys.stderr)
+
+    def on_train_start(self, trainer: Any, pl_module: Any) -> None:
+        # The strategy has made its process group by now; init() adopts it and adds the Gloo control group
+        # (collective: every rank reaches on_train_start).
+        self._ctx = runtime.init()
+        self._agreement = runtime.StopAgreement(self._ctx, self._min_interval_s)
+        stopflag.announce_listener("ddpctl.integrations.lightning.StopCallback")
+
+    def on_train_batch_end(self, trainer: Any, pl_module: Any, outputs: Any, batch: Any, batch_idx: int) -> None:
+        if self._agreement is None or self._ctx is None or not self._agreement.should_stop():
+            return  # should_stop() is True on the same call on every rank
+        self._agreement.close()
+        step = int(trainer.global_step)
+        path = stop_checkpoint_dir(trainer, self._dirpath) / f"stop-step={step}.ckpt"
+        trainer.save_checkpoint(path)  # collective; its barrier makes no rank go on before rank 0 wrote it
+        runtime.finish_for_requeue(self._ctx, step, path)  # exits 0 on every rank
+
+    def on_train_end(self, trainer: Any, pl_module: Any) -> None:
+        if self._agreement is not None:
+            self._agreement.close()
