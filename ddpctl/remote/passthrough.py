@@ -87,3 +87,38 @@ def run_remote(
         [*cluster.ddpctl, *words]
     )
     return answer(cluster, done, local, as_json=as_json)
+
+
+MAX_REPORT = 64 << 20  # a report of a sweep of long runs is a few MiB; far more is not a report
+_ACTIVE_RE = re.compile(r"<\s*(script|iframe|object|embed|link|base|form)\b|javascript:|<[^>]*\son[a-z]+\s*=", re.I)
+_CSP = '<meta http-equiv="Content-Security-Policy" content="default-src \'none\';'
+
+
+def report_problem(html: str) -> str | None:
+    """Why a report the cluster's ddpctl printed is not one to write here and open in a browser (None: it is).
+    The page is ddpctl's own (escaped text, inline SVG, no script), but it comes over the wire from another
+    machine: anything active in it, or a page without the report's own lock-down, is refused, not opened."""
+    if not html.startswith("<!DOCTYPE html>"):
+        return "it printed no HTML page"
+    if _CSP not in html[:4096]:
+        return "its page lacks the report's Content-Security-Policy"
+    if (found := _ACTIVE_RE.search(html)) is not None:
+        return f"its page holds active content ({visible(found.group(0)[:40])!r})"
+    return None
+
+
+def fetch_report(
+    name: str, job: str, local: str, *, runner: Runner | None = None, env: Mapping[str, str] | None = None
+) -> str:
+    """The HTML report of `job` written by cluster `name`'s ddpctl (`report JOB --output=-`), checked."""
+    path = clusters_path(env)
+    cluster = find(read_clusters(path), name, path)
+    transport = Transport(cluster, runner=runner, env=env, timeout=300.0, limit=MAX_REPORT + 1)
+    done = transport.run([*cluster.ddpctl, "report", option("--output", "-"), "--", job])
+    if done.returncode != 0:
+        answer(cluster, done, local, as_json=False)  # its one-line error, with the remote's exit status
+    if len(done.stdout) > MAX_REPORT:
+        raise RemoteError(f"cluster {cluster.name!r}: the remote ddpctl printed more than {MAX_REPORT} bytes")
+    if (problem := report_problem(done.stdout)) is not None:
+        raise RemoteError(f"cluster {cluster.name!r}: report of {visible(job)!r} refused: {problem}")
+    return done.stdout
