@@ -218,11 +218,12 @@ def hang_blame(event: Hung | None) -> Blame:
     rank, node = first.get("rank"), first.get("node")
     idle = f"no progress for {event.idle_s} s" if event is not None and event.idle_s is not None else "no progress"
     where = f" at step {first.get('step')}: {first.get('where')}" if first else ""
+    collective = f"{event.collective}; " if event is not None and event.collective else ""
     return Blame(
         "hang",
         str(node) if node is not None else None,
         rank if isinstance(rank, int) and not isinstance(rank, bool) else None,
-        clip(f"{idle}; stopped first{where}" if first else idle),
+        clip(f"{collective}{idle}; stopped first{where}" if first else f"{collective}{idle}"),
         at=clip(f"{first.get('where')}") if first.get("where") else "",
     )
 
