@@ -155,8 +155,9 @@ def describe_hang(event: Hung) -> str:
         for c in culprits[:4]
     )
     more = f" (+{len(culprits) - 4} more)" if len(culprits) > 4 else ""
+    collective = f"{_v(event.collective, 300)}; " if event.collective else ""
     return (
-        f"hang in attempt {event.attempt}: no progress for {event.idle_s} s "
+        f"hang in attempt {event.attempt}: {collective}no progress for {event.idle_s} s "
         f"(allowed {event.timeout_s} s); stopped first: {names or '?'}{more}{describe_nodes(event)}"
     )
 

@@ -5,9 +5,10 @@ from the shared run dir (ddpctl.health.summary: per poll, its own ranks plus one
 fresh summary covers), so each comes to the same verdict from the same records within a few polls. On a hang each
 node has its own workers dump their stacks (they are the only processes it may signal); the first node to create the
 attempt's hang.json then reads every rank's dump, records the `hang` event naming the ranks that stopped first and
-where, and every node ends its torchrun. The attempt ends with cause `hang`: requeue.max_node_failures decides, and
-the next attempt resumes from the latest complete checkpoint. Stragglers are reported by node 0 only, once per rank
-per attempt, and are never fatal.
+where, and every node ends its torchrun. The ranks are also asked for their flight recorder's dump
+(ddpctl.health.flightrec): the event says which collective the others wait in and which rank never entered it. The
+attempt ends with cause `hang`: requeue.max_node_failures decides, and the next attempt resumes from the latest
+complete checkpoint. Stragglers are reported by node 0 only, once per rank per attempt, and are never fatal.
 """
 
 from __future__ import annotations
@@ -21,7 +22,8 @@ from pathlib import Path
 from typing import Any
 
 from ddpctl import safeio
-from ddpctl.health import DUMP_SIGNAL
+from ddpctl.health import DUMP_SIGNAL, flightrec
+from ddpctl.health.collectives import Finding, summarise
 from ddpctl.health.hang import HangVerdict, check_hang
 from ddpctl.health.records import placements
 from ddpctl.health.slowdown import FACTOR, SlowdownRule
@@ -140,6 +142,7 @@ class Watchdog:
             if verdict
             else "another node found the attempt hung"
         )
+        flightrec.request(self.layout, self.attempt, why)  # the ranks' heartbeat threads answer within a second
         for rank, info in sorted(local.items()):
             dump_stacks(self.layout.rank_log(self.attempt, rank), info.get("pid"), self.torchrun, why)
         time.sleep(DUMP_WAIT_S)
@@ -175,7 +178,9 @@ class Watchdog:
 
     def _record(self, verdict: HangVerdict, records: dict[int, dict[str, Any]]) -> None:
         states = self._rank_states(records, self.found_at)
-        first = culprits(states)
+        first, found = culprits(states), self._collectives(states, records)
+        if not any(s.silent_s is not None for s in first):  # a silent rank is the one the others wait for
+            first = [s for s in states if s.rank in found.missing] or first  # the stacks show all ranks in torch
         hung = history.append(
             self.layout.events,
             Hung(
@@ -188,9 +193,20 @@ class Watchdog:
                 ),
                 ranks={str(s.rank): {"step": s.step, "where": where(list(s.frames))} for s in states},
                 nodes=tuple(node_findings(states)),
+                collective=found.line,
+                collectives=found.ranks or None,
             ),
         )
         notify.on_event(self.layout, hung)  # in the background, never raises
+
+    def _collectives(self, states: list[RankState], records: dict[int, dict[str, Any]]) -> Finding:
+        """The flight recorders' summary. Bounded (flightrec.WAIT_S from the request, mostly spent in the stack
+        dumps' wait already): only the live ranks with a heartbeat can answer, only they are waited for."""
+        alive = [s.rank for s in states if s.silent_s is None and s.rank in records]
+        try:
+            return summarise(flightrec.collect(self.layout, self.attempt, [s.rank for s in states], alive))
+        except Exception as err:  # the hang is recorded from the stacks all the same
+            return Finding(f"flight recorder dumps unreadable: {err!r:.100}", None, (), {})
 
     def _rank_states(self, records: dict[int, dict[str, Any]], now: float) -> list[RankState]:
         """Each rank's step when the hang was found (the records the verdict came from: the stacks were dumped

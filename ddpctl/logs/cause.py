@@ -31,7 +31,8 @@ def failure_cause(layout: RunLayout) -> str | None:
     parts = [f"ended by {said}"] if said else []
     for event in events:
         if isinstance(event, Hung):
-            parts.append(f"hang: no progress for {event.idle_s} s (allowed {event.timeout_s} s)")
+            collective = f"{event.collective}; " if event.collective else ""
+            parts.append(f"hang: {collective}no progress for {event.idle_s} s (allowed {event.timeout_s} s)")
         elif isinstance(event, OomKilled):
             parts.append(f"out of memory on {event.node}")
     if failures:

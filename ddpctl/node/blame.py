@@ -19,7 +19,6 @@ failed rank's own `rank-exit` (its exception, and whether that was collateral). 
   7. only collateral errors (every failed rank saw a peer go): `node-lost` when a node launched but never
      recorded its exit (it vanished with its launcher), else `rank-crash` (a peer died without a record).
   8. a failed step with no record at all: script-error, saying that nothing tells more.
-
 Collateral NCCL/Gloo errors of the surviving ranks therefore never headline while any rank died of its own.
 """
 
@@ -218,11 +217,12 @@ def hang_blame(event: Hung | None) -> Blame:
     rank, node = first.get("rank"), first.get("node")
     idle = f"no progress for {event.idle_s} s" if event is not None and event.idle_s is not None else "no progress"
     where = f" at step {first.get('step')}: {first.get('where')}" if first else ""
+    collective = f"{event.collective}; " if event is not None and event.collective else ""
     return Blame(
         "hang",
         str(node) if node is not None else None,
         rank if isinstance(rank, int) and not isinstance(rank, bool) else None,
-        clip(f"{idle}; stopped first{where}" if first else idle),
+        clip(f"{collective}{idle}; stopped first{where}" if first else f"{collective}{idle}"),
         at=clip(f"{first.get('where')}") if first.get("where") else "",
     )
 

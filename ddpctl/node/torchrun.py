@@ -20,6 +20,12 @@ from ddpctl.spec import JobSpec, resume
 # warning signal must be allowed to finish, so it gets the whole lead time.
 MIN_SHUTDOWN_TIMEOUT_S = 30
 UNSHARED_STORE = "TORCH_DISABLE_SHARE_RDZV_TCP_STORE"  # torch >= 2.4: one worker store per rendezvous round
+# PyTorch's flight recorder: each rank keeps its last N collectives (sequence number, op, sizes, completed or
+# not) in a ring buffer, which the hang watchdog has the ranks dump (ddpctl.runtime.flightrec). Gloo records
+# too. Bounded: a few hundred bytes an entry; the per-step cost is in benchmarks/README.md.
+FR_BUFFER = "TORCH_FR_BUFFER_SIZE"
+FR_BUFFER_OLD = "TORCH_NCCL_TRACE_BUFFER_SIZE"  # its name before torch 2.6, still read by newer ones
+FR_BUFFER_DEFAULT = 2000
 
 
 @dataclass(frozen=True)
@@ -136,6 +142,11 @@ def script_args(spec: JobSpec, env: Mapping[str, str], resume_from: str | None) 
     return tuple(args)
 
 
+def recorder_env(given: Mapping[str, str]) -> list[tuple[str, str]]:
+    """The flight recorder on with a bounded buffer, unless the user set its size (0 turns it off)."""
+    return [] if FR_BUFFER in given or FR_BUFFER_OLD in given else [(FR_BUFFER, str(FR_BUFFER_DEFAULT))]
+
+
 def omp_threads(spec: JobSpec) -> int:
     return max(1, (spec.cpus_per_task or 1) // spec.nproc_per_node)
 
@@ -158,6 +169,7 @@ def node_plan(
     env += tracking.rank_env(trackers or {}, layout, {**(inherited or {}), **dict(spec.env)})
     if "OMP_NUM_THREADS" not in (inherited or {}) and "OMP_NUM_THREADS" not in dict(spec.env):
         env.append(("OMP_NUM_THREADS", str(omp_threads(spec))))
+    env += recorder_env({**(inherited or {}), **dict(spec.env)})
     shutdown = max(MIN_SHUTDOWN_TIMEOUT_S, spec.requeue.lead_s)
     env.append(("TORCH_ELASTIC_SHUTDOWN_TIMEOUT", str(shutdown)))
     if spec.max_restarts > 0 and spec.rendezvous == "c10d":

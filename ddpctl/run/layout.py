@@ -197,6 +197,10 @@ class RunLayout(Record):
     def hang_marker(self, restart: int) -> Path:
         return self.attempt_dir(restart) / "hang.json"
 
+    def flight_record(self, restart: int, rank: int | None = None) -> Path:
+        """A rank's flight-recorder dump; None: the watchdog's request for them (ddpctl.runtime.flightrec)."""
+        return self.attempt_dir(restart) / ("fr-request.json" if rank is None else f"fr-rank-{rank}.json")
+
     def node_beat(self, restart: int, node_rank: int) -> Path:
         """A node's launcher heartbeat, written independently of its ranks (ddpctl.health.peers)."""
         return self.attempt_dir(restart) / f"beat-node-{node_rank}.json"

@@ -42,6 +42,7 @@ from ddpctl.run import envvars
 from ddpctl.run.layout import RunLayout
 from ddpctl.runtime.commtimer import CommTimer
 from ddpctl.runtime.device import gpu_name
+from ddpctl.runtime.flightrec import Answerer
 from ddpctl.runtime.series import Series
 
 HISTORY = 120  # (t, step, samples) points kept in the record, one per write: ~2 minutes at 1 write/s
@@ -66,8 +67,10 @@ class Heartbeat:
         self.total_steps = _int(total_steps)
         self.every_s = every_s
         run_dir, attempt = env.get(envvars.RUN_DIR), int(env.get(envvars.ATTEMPT, "0"))
-        self.path = RunLayout(Path(run_dir)).progress_file(attempt, self.rank) if run_dir else None
-        self.series = Series(RunLayout(Path(run_dir)).series_file(attempt, self.rank) if run_dir else None)
+        layout = RunLayout(Path(run_dir)) if run_dir else None
+        self.path = layout.progress_file(attempt, self.rank) if layout else None
+        self.series = Series(layout.series_file(attempt, self.rank) if layout else None)
+        self.recorder = _recorder(layout, attempt, self.rank)
         self.base = _identity(env, self.rank, attempt, self.total_steps)
         self.step_times: deque[float] = deque(maxlen=window)
         self.busy_times: deque[float] = deque(maxlen=window)
@@ -147,8 +150,11 @@ class Heartbeat:
             _ACTIVE.clear()
 
     def _flusher(self) -> None:
-        """Writes a step followed by silence once `every_s` passed, and an idle record every PULSE_S."""
+        """Writes a step followed by silence once `every_s` passed, and an idle record every PULSE_S; answers the
+        hang watchdog's request for the flight recorder (the main thread may be blocked in a collective)."""
         while not self._closed.wait(min(self.every_s, PULSE_S) / 2):
+            if self.recorder is not None:
+                self.recorder.poll()
             now = time.perf_counter()
             if (self._dirty and now >= self._next_write) or now - self._written_at >= PULSE_S:
                 self._write()
@@ -217,6 +223,11 @@ class Heartbeat:
             safeio.write_text_atomic(self.path, json.dumps(record, allow_nan=False))
         except OSError:
             pass  # progress is advisory: a full or flaky filesystem must never stop training
+
+
+def _recorder(layout: RunLayout | None, attempt: int, rank: int) -> Answerer | None:
+    """On a hang the watchdog asks for the flight recorder's dump, which only this process can read."""
+    return Answerer(layout.flight_record(attempt), layout.flight_record(attempt, rank), rank) if layout else None
 
 
 def _identity(env: Mapping[str, str], rank: int, attempt: int, total_steps: int | None) -> dict[str, Any]:

@@ -46,6 +46,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--crash-in-save", action="store_true", help="crash inside the checkpoint save instead")
     p.add_argument("--hang-at-step", type=int, default=0, help="first attempt only: --hang-rank sleeps forever")
     p.add_argument("--hang-rank", type=int, default=0)
+    p.add_argument("--skip-allreduce-at-step", type=int, default=0, help="first attempt only: the ranks all-reduce")
+    p.add_argument("--skip-rank", type=int, default=0, help="... a metric, but this rank skips it (a desync)")
     p.add_argument("--eval-at-step", type=int, default=0, help="first attempt only: rank 0 evaluates --eval-s")
     p.add_argument("--eval-s", type=float, default=0.0, help="... while the other ranks wait at a barrier")
     p.add_argument("--eval-undeclared", action="store_true", help="... without declaring it (beat.pause)")
@@ -71,6 +73,7 @@ class Trainer:
     beat: runtime.Heartbeat | None = None
     track: Trackers | None = None
     running: float = 0.0
+    side: dist.ProcessGroup | None = None  # --skip-allreduce-at-step: where the skipping rank waits instead
 
     @property
     def total_steps(self) -> int:
@@ -175,6 +178,19 @@ def inject_delays(t: Trainer, step: int) -> None:
         time.sleep(args.slow_s)
     if step == args.eval_at_step and t.ctx.attempt == 0:
         evaluate(t)
+    if step == args.skip_allreduce_at_step and t.ctx.attempt == 0:
+        skip_allreduce(t)
+
+
+def skip_allreduce(t: Trainer) -> None:
+    """A desync: the ranks all-reduce a metric, but --skip-rank takes a branch without it and waits at a barrier
+    of another group, which the others never reach. Each waits in a collective the others never enter; the flight
+    recorder tells which one each is in (the stacks show every rank inside torch)."""
+    if t.ctx.rank == t.args.skip_rank:
+        print(f"[example] rank {t.ctx.rank} skips the all-reduce at step {t.progress.step}", flush=True)
+        dist.barrier(group=t.side)
+    else:
+        dist.all_reduce(torch.zeros(3, device=t.ctx.device))
 
 
 def evaluate(t: Trainer) -> None:
@@ -251,6 +267,8 @@ def main() -> None:
     ctx = runtime.init(args.backend)
     torch.use_deterministic_algorithms(True, warn_only=ctx.device.type == "cuda")
     t = build(args, ctx)
+    if args.skip_allreduce_at_step and ctx.distributed:
+        t.side = dist.new_group(backend="gloo")  # type: ignore[assignment]  # every rank creates every group
     ckpt, stop = runtime.Checkpointer(ctx=ctx), runtime.StopAgreement(ctx)
     found = ckpt.load_latest()
     if found is not None:

@@ -196,3 +196,39 @@ def test_scale_at_1_and_2_nodes_writes_the_table_and_files(cli: Cli, tmp_path: P
     assert [(s["nodes"], s["ranks"]) for s in data["sizes"]] == [(1, 1), (2, 2)]
     assert all(s["samples_per_s"] > 0 and s["state"] == "CANCELLED" for s in data["sizes"])
     assert (out / "scaling.png").read_bytes()[:4] == b"\x89PNG"
+
+
+def test_a_rank_that_skips_an_allreduce_is_named_with_the_collective(cli: Cli, tmp_path: Path) -> None:
+    """Rank 3 skips a metric all-reduce the others enter at step 3 and waits at a barrier of another group: every
+    stack is inside torch, so the flight recorders tell which rank never entered which collective."""
+    job_id, run_dir = cli.submit(
+        spec(
+            tmp_path,
+            "skip",
+            *("--epochs", "1", "--skip-allreduce-at-step", "3", "--skip-rank", "3"),
+            health={"hang_timeout_s": 10},
+        )
+    )
+    status = cli.wait_terminal(job_id, timeout=400)
+    assert (status["state"], status["restarts"]) == ("COMPLETED", 1), events(run_dir)
+    hangs = [e for e in events(run_dir) if e["event"] == "hang"]
+    assert len(hangs) == 1 and hangs[0]["attempt"] == 0, hangs
+    line = hangs[0]["collective"]
+    print(f"hang line: {line}")
+    assert line.startswith("rank 3 never entered all_reduce #") and "(the others wait in it)" in line, line
+    assert "rank 3 waits in barrier #1 (group " in line, line
+    assert [(c["rank"], c["step"]) for c in hangs[0]["culprits"]] == [(3, 3)]
+    entered = hangs[0]["collectives"]
+    assert (
+        entered["0"]["entered"]["sizes"] == "[3]" and entered["0"]["completed"]["seq"] == entered["3"]["entered"]["seq"]
+    )
+    assert sorted(p.name for p in (run_dir / "attempt-0").glob("fr-rank-*.json")) == [
+        f"fr-rank-{r}.json" for r in range(4)
+    ]
+    # Escalation: the dump adds a bounded wait only; every node's torchrun ends within seconds of the record.
+    exits = [e["t"] for e in events(run_dir) if e["event"] == "node-exit" and e.get("attempt") == 0]
+    print(f"nodes exited {max(exits) - hangs[0]['t']:.1f} s after the hang was recorded")
+    assert len(exits) == 2 and max(exits) - hangs[0]["t"] <= 20
+    errors = cli.run("logs", job_id, "--errors", "--attempt", "0", "--no-color").stdout
+    assert "hang in attempt 0: rank 3 never entered all_reduce #" in errors
+    assert "hang in attempt 0: rank 3 never entered all_reduce #" in cli.run("status", job_id).stdout

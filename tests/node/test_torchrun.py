@@ -6,12 +6,13 @@ from pathlib import Path
 
 import pytest
 
-from ddpctl.node.torchrun import NodePlan, node_plan
+from ddpctl.node.torchrun import NodePlan, node_plan, recorder_env
 from ddpctl.run.layout import RunLayout
 from ddpctl.slurm.env import DistEnv
 from ddpctl.spec import CheckpointSettings, JobSpec, NcclSettings, RequeuePolicy
 
 LAYOUT = RunLayout(Path("/runs/job/77"))
+FR = ("TORCH_FR_BUFFER_SIZE", "2000")  # the flight recorder, bounded, for the hang watchdog's dump
 A0 = "/runs/job/77/attempt-0"
 
 
@@ -98,7 +99,7 @@ NET_ETH0 = [
             dist(),
             ("eth0", "10.0.0.2", {}),
             [*HEAD, *C10D, "--local-addr=10.0.0.2", *TAIL],
-            [*NET_ETH0, *ddpctl_env(), ("OMP_NUM_THREADS", "1"), ("TORCH_ELASTIC_SHUTDOWN_TIMEOUT", "120")],
+            [*NET_ETH0, *ddpctl_env(), ("OMP_NUM_THREADS", "1"), FR, ("TORCH_ELASTIC_SHUTDOWN_TIMEOUT", "120")],
         ),
         # rdzv: auto (the default) without in-job restarts: static, as fast to start as a hand-written torchrun
         (
@@ -106,7 +107,7 @@ NET_ETH0 = [
             dist(),
             ("eth0", "10.0.0.2", {}),
             [*HEAD, *STATIC, *TAIL],
-            [*NET_ETH0, *ddpctl_env(), ("OMP_NUM_THREADS", "1"), ("TORCH_ELASTIC_SHUTDOWN_TIMEOUT", "120")],
+            [*NET_ETH0, *ddpctl_env(), ("OMP_NUM_THREADS", "1"), FR, ("TORCH_ELASTIC_SHUTDOWN_TIMEOUT", "120")],
         ),
         # rdzv: auto with max_restarts: c10d, whose re-rendezvous the in-job restarts need
         (
@@ -120,6 +121,7 @@ NET_ETH0 = [
                 *NET_ETH0,
                 *ddpctl_env(),
                 ("OMP_NUM_THREADS", "1"),
+                FR,
                 ("TORCH_ELASTIC_SHUTDOWN_TIMEOUT", "120"),
                 ("TORCH_DISABLE_SHARE_RDZV_TCP_STORE", "1"),
             ],
@@ -142,7 +144,7 @@ NET_ETH0 = [
                 "--rdzv-backend=static",
                 *TAIL,
             ],
-            [*NET_ETH0, *ddpctl_env(), ("OMP_NUM_THREADS", "1"), ("TORCH_ELASTIC_SHUTDOWN_TIMEOUT", "120")],
+            [*NET_ETH0, *ddpctl_env(), ("OMP_NUM_THREADS", "1"), FR, ("TORCH_ELASTIC_SHUTDOWN_TIMEOUT", "120")],
         ),
         # the spec's env first (it may set OMP itself), no interface known, NCCL settings, a requeued attempt
         (
@@ -162,14 +164,16 @@ NET_ETH0 = [
                 ("TORCH_NCCL_ASYNC_ERROR_HANDLING", "0"),
                 ("DDPCTL_PG_TIMEOUT_S", "60"),
                 *ddpctl_env(node=0, attempt=2),
+                FR,
                 ("TORCH_ELASTIC_SHUTDOWN_TIMEOUT", "120"),
             ],
         ),
-        # OMP inherited from the step's environment is left alone; cpus split per process otherwise
+        # OMP and the flight recorder's size inherited from the step's environment are left alone (0: off);
+        # cpus split per process otherwise
         (
             spec(cpus_per_task=8),
             dist(),
-            ("eth0", None, {"OMP_NUM_THREADS": "2"}),
+            ("eth0", None, {"OMP_NUM_THREADS": "2", "TORCH_FR_BUFFER_SIZE": "0"}),
             [*HEAD, *C10D, *TAIL],
             [*NET_ETH0, *ddpctl_env(), ("TORCH_ELASTIC_SHUTDOWN_TIMEOUT", "120")],
         ),
@@ -178,7 +182,7 @@ NET_ETH0 = [
             dist(),
             ("eth0", None, {}),
             [*HEAD, *C10D, *TAIL],
-            [*NET_ETH0, *ddpctl_env(), ("OMP_NUM_THREADS", "4"), ("TORCH_ELASTIC_SHUTDOWN_TIMEOUT", "120")],
+            [*NET_ETH0, *ddpctl_env(), ("OMP_NUM_THREADS", "4"), FR, ("TORCH_ELASTIC_SHUTDOWN_TIMEOUT", "120")],
         ),
         # checkpoint dir/keep and the stop signal from the spec; a short lead time still gets torchrun's 30 s
         (
@@ -193,6 +197,7 @@ NET_ETH0 = [
                 *NET_ETH0,
                 *ddpctl_env(ckpt="/ck", keep="5", signal="USR1", lead="10", script="TERM"),
                 ("OMP_NUM_THREADS", "1"),
+                FR,
                 ("TORCH_ELASTIC_SHUTDOWN_TIMEOUT", "30"),
             ],
         ),
@@ -208,3 +213,9 @@ def test_node_plan(
     ifname, local_addr, inherited = seen
     plan = node_plan(job, where, LAYOUT, python="/py", ifname=ifname, local_addr=local_addr, inherited=inherited)
     assert plan == NodePlan(tuple(argv), tuple(env))
+
+
+def test_the_users_flight_recorder_size_wins() -> None:
+    assert recorder_env({}) == [FR]
+    assert recorder_env({"TORCH_FR_BUFFER_SIZE": "50"}) == []
+    assert recorder_env({"TORCH_NCCL_TRACE_BUFFER_SIZE": "0"}) == []  # its name before torch 2.6

@@ -58,6 +58,10 @@ class Hung(Event):
     culprits: tuple[Mapping[str, Any], ...] = ()
     ranks: Mapping[str, Any] | None = None
     nodes: tuple[Mapping[str, Any], ...] = ()  # the nodes whose ranks went silent or could not be dumped
+    # From the ranks' flight-recorder dumps (ddpctl.health.collectives): "rank 3 never entered all_reduce #57
+    # (the others wait in it)", and per rank its last entered and completed collective.
+    collective: str = ""
+    collectives: Mapping[str, Any] | None = None
 
 
 @dataclass(frozen=True, kw_only=True)
