@@ -5,6 +5,7 @@ test_remote_sshd (its `login` fixture), the local backend there."""
 
 from __future__ import annotations
 
+import subprocess
 from pathlib import Path
 
 import pytest
@@ -51,9 +52,17 @@ def test_the_report_of_a_remote_job_is_written_here(login: Login) -> None:
     page = out.read_text()
     assert report_problem(page) is None and "far" in page and "COMPLETED" in page
     # A job submitted from here needs no --cluster; the default file is named for the cluster and the job.
-    again = login.cli(job, command="report")
-    assert again.returncode == 0, again
-    assert again.stdout.strip().endswith(f"report-login-{job}.html"), again
+    again = subprocess.run(
+        login.argv(job, command="report"),
+        cwd=login.home,
+        env=login.env(),
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert (again.returncode, again.stdout) == (0, f"report-login-{job}.html\n"), again
+    assert report_problem((login.home / f"report-login-{job}.html").read_text()) is None
     unknown = login.cli("--cluster", "login", "nosuch", command="report")
     assert unknown.returncode == 2 and len(unknown.stderr.splitlines()) == 1, unknown
     assert unknown.stderr.startswith("ddpctl: error: cluster 'login': "), unknown.stderr
