@@ -157,6 +157,7 @@ def test_cancel_of_a_chained_run_leaves_no_job_behind(
 
 
 # --- a spent budget ends the chain ---------------------------------------------------------------------------------
+@pytest.mark.one_slurm_version  # ddpctl's budget; the chain itself runs on 24.11 in the tests above and below
 def test_spent_budget_ends_the_chain(cli: Cli, tmp_path: Path, cleanup_jobs: Callable[[str], str]) -> None:
     job = paced(cli, tmp_path, cleanup_jobs, 4, "0.5", *DEBUG2, "requeue.mode=chain", "requeue.max_preemptions=1")
     job.wait_step(0, 1)

@@ -389,7 +389,10 @@ def test_preempt_warning_stops_all_ranks_at_one_step_and_resumes_exactly(
 # --- 2. real preemption by a job on the `urgent` partition, three times -----------------------------------------
 # On the second pair (debug2, preempted by urgent2): three grace periods and requeues are mostly waiting on Slurm,
 # so it runs beside the first pair's lane rather than lengthening it (tests/cluster/README.md).
+# One version in CI: three rounds of the same path; a real preemption by the urgent partition runs on 24.11 in
+# test_a_run_failing_after_a_real_preemption_ends_failed_in_slurm_too and the plain script's (test_plain_scripts).
 @pytest.mark.second_pair
+@pytest.mark.one_slurm_version
 def test_three_real_preemptions_by_the_urgent_partition(
     cli: Cli, tmp_path: Path, cleanup_jobs: Callable[[str], str], reference: Reference
 ) -> None:
@@ -464,7 +467,7 @@ def test_a_run_failing_after_a_real_preemption_ends_failed_in_slurm_too(
 
 
 # --- 3. the preemption budget ends the job ------------------------------------------------------------------------
-@pytest.mark.one_slurm_version  # ddpctl's budget; the preemptions run on 24.11 in test_three_real_preemptions
+@pytest.mark.one_slurm_version  # ddpctl's budget; real preemptions run on 24.11 (test_a_run_failing_after_...)
 def test_preemption_budget_ends_the_job(cli: Cli, tmp_path: Path, cleanup_jobs: Callable[[str], str]) -> None:
     job = paced(cli, tmp_path, cleanup_jobs, 4, "0.5", "requeue.max_preemptions=1")
     job.wait_step(0, 1)

@@ -170,6 +170,9 @@ def paced_pair(cli: Cli, tmp_path: Path, cleanup_jobs: Callable[[str], str], *ex
     return first, second
 
 
+# One version in CI: the array's tasks are ddpctl's runs; the sweep's Slurm side (array, throttle, cancel, a failing
+# task) runs on 24.11 in the other tests here, a preemption's in tests/integration/test_preemption.py.
+@pytest.mark.one_slurm_version
 def test_one_task_preempted_resumes_exactly_while_the_other_runs_untouched(  # type: ignore[no-untyped-def]
     cli: Cli, tmp_path: Path, cleanup_jobs, reference: Reference
 ) -> None:
