@@ -41,6 +41,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--ckpt-every", type=int, default=0, help="checkpoint every N optimizer steps (0: never)")
     p.add_argument("--async-ckpt", action="store_true", help="write periodic checkpoints in the background")
     p.add_argument("--sleep-per-step", type=float, default=0.0, help="seconds; gives tests time to signal")
+    p.add_argument("--late-from-step", type=int, default=0, help="from this step on sleep --late-sleep instead")
+    p.add_argument("--late-sleep", type=float, default=0.0, help="... (a preemption late in the run lands mid-run)")
     p.add_argument("--crash-at-step", type=int, default=0, help="raise after this optimizer step (tests)")
     p.add_argument("--crash-rank", type=int, default=0)
     p.add_argument("--crash-in-save", action="store_true", help="crash inside the checkpoint save instead")
@@ -230,8 +232,9 @@ def after_step(t: Trainer, ckpt: runtime.Checkpointer, stop: runtime.StopAgreeme
     saved = None
     if args.ckpt_every and step % args.ckpt_every == 0 and step < t.total_steps:
         saved = save(t, ckpt, blocking=not args.async_ckpt)
-    if args.sleep_per_step:
-        time.sleep(args.sleep_per_step)
+    pause = args.late_sleep if args.late_from_step and step >= args.late_from_step else args.sleep_per_step
+    if pause:
+        time.sleep(pause)
     if step < t.total_steps and stop.should_stop():
         print(f"[example] rank {t.ctx.rank} stop agreed at step {step}", flush=True)
         ckpt.wait()

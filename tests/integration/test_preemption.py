@@ -399,7 +399,13 @@ def test_three_real_preemptions_by_the_urgent_partition(
     # With every tracker on (tracking): the preempted run must stay one tracker run with each step once.
     trackers = [f"env.{name}={value}" for name, value in tracker_env(tmp_path / "mlruns").items()]
     sets = ("partition=debug2", "tracking=[wandb, mlflow, tensorboard]", *trackers)
-    job = paced(cli, tmp_path, cleanup_jobs, 4, "0.5", *sets)
+    # Slurm's preemption signal came ~10 s after the urgent job's sbatch under CI's load, and the third attempt
+    # starts near the end (step 9 of 12): from step 7 on each step takes 5 s, so its last stop lands mid-run (a
+    # CI run saw the third signal arrive in the last step: the run completed instead of being preempted).
+    job = submit(
+        cli, tmp_path / "runs", cleanup_jobs, "--ckpt-every", "4", "--sleep-per-step", "0.5",
+        "--late-from-step", "7", "--late-sleep", "5", sets=sets,
+    )  # fmt: skip
     stops: list[int] = []
     for attempt in range(3):
         # RUNNING and made progress in this attempt: at least one new step since it (re)started.
