@@ -8,6 +8,7 @@ import subprocess
 import sys
 import time
 from collections.abc import Callable, Mapping
+from dataclasses import dataclass
 from pathlib import Path
 from subprocess import CompletedProcess
 from typing import Any
@@ -160,3 +161,45 @@ def checkout_at(spec: Any, root: Path) -> Any:
 def reached_step(attempt_dir: Path, step: int) -> bool:
     """Whether any rank's progress record in `attempt_dir` is at `step` or later (the fault tests' trigger)."""
     return any((json.loads(p.read_text()).get("step") or 0) >= step for p in attempt_dir.glob("progress-*.json"))
+
+
+@dataclass(frozen=True)
+class PreemptedTrainer:
+    """A trainer's run on the local backend, preempted once mid-run and waited for (preempt_trainer)."""
+
+    cli: Cli
+    job_id: str
+    status: dict[str, Any]
+    run_dir: Path
+    events: list[dict[str, Any]]
+    info: str  # the events and the supervisor's output, for assertion messages
+
+
+def preempt_trainer(
+    tmp_path: Path, name: str, script_text: str, args: list[str], preset: str,
+    *, ready: Callable[[Path], bool], timeout: float,
+) -> PreemptedTrainer:  # fmt: skip
+    """Write `script_text`, run it 2 nodes x 2 ranks on the local backend with the resume `preset`, `ddpctl
+    preempt` it once `ready(run_dir)` holds, and wait for its end (the HF Trainer and Lightning tests)."""
+    cli = Cli(tmp_path / "home")
+    script = tmp_path / f"{name}_train.py"
+    script.write_text(script_text)
+    spec = write_spec(
+        tmp_path / f"{name}.yaml",
+        name=name,
+        script=str(script),
+        args=args,
+        nodes=2,
+        nproc_per_node=2,
+        run_dir=str(tmp_path / "runs"),
+        backend="local",
+        resume={"preset": preset},
+        requeue={"lead_s": 60, "max_preemptions": 2},
+    )
+    job_id, run_dir = cli.submit(spec)
+    cli.wait_for(lambda: ready(run_dir), timeout=timeout, what=f"{name} ready to preempt")
+    cli.run("preempt", job_id)
+    status = cli.wait_terminal(job_id, timeout=timeout + 100)
+    found = events(run_dir)
+    info = json.dumps(found, indent=1)[-6000:] + "\n" + (run_dir / "slurm.out").read_text()[-4000:]
+    return PreemptedTrainer(cli, job_id, status, run_dir, found, info)

@@ -5,11 +5,10 @@ next attempt `--resume_from_checkpoint` of that checkpoint, so it continues from
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 import pytest
-from clitools import Cli, events, write_spec
+from clitools import preempt_trainer
 
 pytest.importorskip("transformers")
 pytestmark = pytest.mark.torchrun
@@ -60,27 +59,11 @@ def rank0(run_dir: Path, attempt: int) -> list[str]:
 
 
 def test_a_preempted_hf_trainer_saves_at_the_agreed_step_and_resumes_there(tmp_path: Path) -> None:
-    cli = Cli(tmp_path / "home")
-    script = tmp_path / "hf_train.py"
-    script.write_text(HF_SCRIPT)
-    spec = write_spec(
-        tmp_path / "hf.yaml",
-        name="hf",
-        script=str(script),
-        args=["--output_dir", "$DDPCTL_CKPT_DIR", "--max_steps", "120"],
-        nodes=2,
-        nproc_per_node=2,
-        run_dir=str(tmp_path / "runs"),
-        backend="local",
-        resume={"preset": "hf-trainer"},
-        requeue={"lead_s": 60, "max_preemptions": 2},
+    args = ["--output_dir", "$DDPCTL_CKPT_DIR", "--max_steps", "120"]
+    ran = preempt_trainer(
+        tmp_path, "hf", HF_SCRIPT, args, "hf-trainer", ready=lambda d: "step 30" in rank0(d, 0), timeout=400
     )
-    job_id, run_dir = cli.submit(spec)
-    cli.wait_for(lambda: "step 30" in rank0(run_dir, 0), timeout=400, what="step 30")
-    cli.run("preempt", job_id)
-    status = cli.wait_terminal(job_id, timeout=500)
-    found = events(run_dir)
-    info = json.dumps(found, indent=1)[-6000:] + "\n" + (run_dir / "slurm.out").read_text()[-4000:]
+    cli, job_id, status, run_dir, found, info = ran.cli, ran.job_id, ran.status, ran.run_dir, ran.events, ran.info
     assert status["state"] == "COMPLETED" and status["restarts"] == 1, (status, info)
     stop = next(e for e in found if e["event"] == "stop")
     step = stop["step"]

@@ -17,7 +17,7 @@ import json
 from pathlib import Path
 
 import pytest
-from clitools import Cli, events, write_spec
+from clitools import preempt_trainer
 
 pytest.importorskip("lightning")
 pytestmark = pytest.mark.torchrun
@@ -116,27 +116,11 @@ def rank0(run_dir: Path, attempt: int) -> list[str]:
 
 
 def test_a_preempted_lightning_run_saves_at_the_agreed_step_and_resumes_to_the_same_weights(tmp_path: Path) -> None:
-    cli = Cli(tmp_path / "home")
-    script = tmp_path / "lit_train.py"
-    script.write_text(LIGHTNING_SCRIPT)
-    spec = write_spec(
-        tmp_path / "lit.yaml",
-        name="lit",
-        script=str(script),
-        args=["--dir", "$DDPCTL_CKPT_DIR", "--max_steps", "50"],
-        nodes=2,
-        nproc_per_node=2,
-        run_dir=str(tmp_path / "runs"),
-        backend="local",
-        resume={"preset": "lightning"},
-        requeue={"lead_s": 60, "max_preemptions": 2},
+    args = ["--dir", "$DDPCTL_CKPT_DIR", "--max_steps", "50"]
+    ran = preempt_trainer(
+        tmp_path, "lit", LIGHTNING_SCRIPT, args, "lightning", ready=lambda d: "step 10" in rank0(d, 0), timeout=300
     )
-    job_id, run_dir = cli.submit(spec)
-    cli.wait_for(lambda: "step 10" in rank0(run_dir, 0), timeout=300, what="step 10")
-    cli.run("preempt", job_id)
-    status = cli.wait_terminal(job_id, timeout=300)
-    found = events(run_dir)
-    info = json.dumps(found, indent=1)[-6000:] + "\n" + (run_dir / "slurm.out").read_text()[-4000:]
+    cli, job_id, status, run_dir, found, info = ran.cli, ran.job_id, ran.status, ran.run_dir, ran.events, ran.info
     assert status["state"] == "COMPLETED" and status["restarts"] == 1, (status, info)
     stop = next(e for e in found if e["event"] == "stop")
     step = stop["step"]
