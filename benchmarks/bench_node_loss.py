@@ -4,13 +4,14 @@ Both sides train jobs/example/train.py (2 nodes x 2 ranks, Gloo on CPU, a checkp
 has done a few steps, the node that is not the batch host dies the way tests/integration/test_node_loss_slurm.py
 kills it (tests/nodefault.py: its slurmd and every process of the job on it SIGKILLed), and the timeline is taken:
 
-- ddpctl (`ddpctl submit jobs/example.yaml`, requeue with the dead node excluded where the partition allows it):
+- ddpctl (`ddpctl submit jobs/example.yaml` in partition `scale`, away from the spare side's nodes by
+  `sbatch.exclude`, so free nodes exist: the next attempt is a successor job that excludes the dead node):
   node death -> the surviving ranks exited (their `rank-exit` events) -> node found lost (`node-lost`) -> all
   ranks stopped (the surviving node's `node-exit`: its launcher and every rank under it gone; the dead node's ranks
   died with it) -> decision (`decision`) -> first resumed training step (the first point of each rank's progress
   history in the resumed attempt; the last rank's). Every time after the fault comes from the run dir's own
-  records (events.jsonl, attempt-<n>/progress-<rank>.json), not from polling. The node is brought back once the
-  decision is recorded (a reboot), so the requeued job can run.
+  records (events.jsonl, attempt-<n>/progress-<rank>.json), not from polling. The node stays dead until the
+  next attempt trained (Slurm gives up on it only after SlurmdTimeout, 300 s by default).
 - ddpctl with a spare (`spare_nodes: 1` in partition `scale`, limited to node3..node6 by `sbatch.exclude`, away
   from the other sides' nodes): the same timeline, the next attempt started inside the same job on the survivor
   and the spare (no requeue); the dead node is brought back only after that.
@@ -148,13 +149,14 @@ def resumed_step(run_dir: Path) -> tuple[int, float, int] | None:
 
 
 SPARE = ["spare_nodes=1", "partition=scale", "sbatch.exclude=node[1-2],node[7-16]"]
+NO_SPARE = ["partition=scale", "sbatch.exclude=node[3-6]"]  # node1, node2 and free nodes from node7 on
 
 
 def submit_ddpctl(workdir: Path, jobs: Jobs, sleep: float, side: str) -> tuple[Round, Path]:
     env = {**os.environ, "DDPCTL_HOME": str(workdir / "home")}
     argv = [sys.executable, "-m", "ddpctl", "submit", str(SPEC), "--set", f"run_dir={workdir / 'runs'}"]
     argv += ["--set", f"args={json.dumps(train_args(sleep))}"]
-    for item in SPARE if side == WITH_SPARE else []:
+    for item in SPARE if side == WITH_SPARE else NO_SPARE:
         argv += ["--set", item]
     done = subprocess.run(argv, cwd=ROOT, env=env, capture_output=True, text=True, check=False, timeout=120)
     if done.returncode != 0:
@@ -173,9 +175,10 @@ def ddpctl_round(workdir: Path, jobs: Jobs, sleep: float, side: str) -> Round:
     rnd.victim = json.loads(read(run_dir / "attempt-0" / "node-1.json"))["node"]  # not the batch host (rank 0)
     fault, _ = kill_node(rnd.victim, rnd.job_id)
     wait_until(lambda: first_event(run_dir, "decision", attempt=0) is not None, rnd.job_id, 120, "decision")
-    if side != WITH_SPARE:
-        restore_nodes()  # the node comes back (a reboot): Slurm can complete the job on it and requeue it
     wait_until(lambda: resumed_step(run_dir) is not None, rnd.job_id, 300, "resumed training step")
+    for event in events(run_dir):  # the successor job that carries the run on: cancelled with the round's jobs
+        if event.get("event") == "chain-submit":
+            jobs.add(str(event["job_id"]))
     ddpctl_timeline(rnd, run_dir, fault)
     return rnd
 
@@ -313,7 +316,7 @@ def cell(values: list[float | None], timeout: float) -> str:
 def summarise(rounds: dict[str, list[Round]], timeout: float) -> None:
     labels = ["surviving ranks exited", "node found lost", "all ranks stopped", "job left RUNNING"]
     labels += ["decision", "first resumed step"]
-    print(f"\n{'node death ->':36s} {'ddpctl (requeue)':22s} {'ddpctl (spare)':22s} hand-written sbatch + torchrun")
+    print(f"\n{'node death ->':36s} {'ddpctl (successor)':22s} {'ddpctl (spare)':22s} hand-written sbatch + torchrun")
     for label in labels:
         mine, spared, theirs = ([r.rows[label] for r in rounds[s] if label in r.rows] for s in SIDES)
         print(f"  {label:34s} {cell(mine, timeout):22s} {cell(spared, timeout):22s} {cell(theirs, timeout)}")

@@ -32,13 +32,14 @@ def run_jobs(record: JobRecord, past: RunHistory | None = None) -> list[str]:
 
 
 def current_job(record: JobRecord, runner: Runner, past: RunHistory | None = None) -> str:
-    """The job that runs the run now: the newest one, unless its predecessor has not left the queue yet (a
-    successor is submitted while its predecessor still checkpoints)."""
+    """The job that runs the run now: the newest one, unless its predecessor is still running (a successor is
+    submitted while its predecessor still checkpoints)."""
     jobs = run_jobs(record, past)
     if len(jobs) == 1:
         return jobs[0]
     row = commands.squeue(jobs[-2], runner)
-    return jobs[-2] if row is not None and row.state != "PENDING" else jobs[-1]
+    # COMPLETING: its batch shell has ended; Slurm may keep it so for minutes around a lost node (ddpctl.node.chain)
+    return jobs[-2] if row is not None and row.state not in ("PENDING", "COMPLETING") else jobs[-1]
 
 
 def chain_state(record: JobRecord, runner: Runner) -> JobState:

@@ -13,6 +13,13 @@ before its decision, still leaves its successor behind (that attempt is then cha
 an attempt Slurm requeued itself is); a `finish` decision cancels it again (`drop_successor`), and a successor
 that starts anyway after a finished or cancelled run ends at once (`may_start`).
 
+One successor depends on nothing: the one after an attempt that lost a node (`node-lost`). Slurm keeps that
+attempt's job COMPLETING, and every job that depends on it pending, until it gives up on the node
+(`SlurmdTimeout`, 300 s by default; a requeue of the job waits as long): tests/cluster/README.md. It is submitted
+only by the decision, as the batch shell's last act, after the step has ended, and two jobs of the run still
+never train at once: Slurm gives the successor no node the predecessor still holds (its batch host until the shell
+has exited, the lost node until Slurm gives up on it) and the successor excludes the lost node.
+
 `ddpctl cancel` writes `cancel-request.json` first and then cancels every job of the chain; `submit_successor`
 checks for it before submitting and again after recording its successor (cancelling it when it appeared), so a
 successor is either seen by `cancel` or cancelled by its submitter.
@@ -28,7 +35,7 @@ from ddpctl import exitcodes
 from ddpctl.errors import CommandError
 from ddpctl.proc import Runner, run
 from ddpctl.run import history
-from ddpctl.run.history import ChainDropped, ChainSubmitted
+from ddpctl.run.history import ChainDropped, ChainSubmitted, NodeLost, RunHistory
 from ddpctl.run.layout import RunLayout
 from ddpctl.slurm import commands
 from ddpctl.slurm.env import JOB_ID, attempt_number
@@ -39,10 +46,11 @@ def submit_successor(layout: RunLayout, env: Mapping[str, str], why: str, runner
     attempt, job_id = attempt_number(env), env.get(JOB_ID, "")
     if layout.cancel_request.exists():
         return None
-    existing = history.load(layout.events).successor_of(attempt)
+    past = history.load(layout.events)
+    existing = past.successor_of(attempt)
     if existing is not None:
         return existing
-    options = [f"--dependency=afterany:{job_id}", f"--output={layout.batch_log}", "--open-mode=append"]
+    options = [*dependency(past, attempt, job_id), f"--output={layout.batch_log}", "--open-mode=append"]
     if layout.excluded_nodes.exists():  # never back to a bad node; replaces the script's own --exclude: merged
         from ddpctl.node.excluding import run_excluded
 
@@ -57,6 +65,11 @@ def submit_successor(layout: RunLayout, env: Mapping[str, str], why: str, runner
         history.append(layout.events, ChainDropped(attempt=attempt, job_id=successor, why="run cancelled"))
         return None
     return successor
+
+
+def dependency(past: RunHistory, attempt: int, job_id: str) -> list[str]:
+    """The successor's sbatch dependency on this job: none after a lost node (see the module's docstring)."""
+    return [] if past.attempt(attempt).first(NodeLost) is not None else [f"--dependency=afterany:{job_id}"]
 
 
 def drop_successor(layout: RunLayout, env: Mapping[str, str], why: str, runner: Runner = run) -> str | None:

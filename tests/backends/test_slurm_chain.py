@@ -59,6 +59,16 @@ def test_a_pending_successor_is_a_requeued_run(tmp_path: Path) -> None:
     assert (state.state, state.restarts, state.reason) == ("REQUEUED", 1, "job 11, 2 of 2 in the chain")
 
 
+def test_a_predecessor_held_completing_by_a_lost_node_is_not_the_current_job(tmp_path: Path) -> None:
+    """Slurm keeps a job that lost a node COMPLETING for up to SlurmdTimeout while its successor trains: `status`
+    said RUNNING in job 10, 1 of 2, for those minutes."""
+    record = chained_run(tmp_path)
+    slurm = Slurm({"10": "COMPLETING", "11": "RUNNING"})
+    assert current_job(record, slurm) == "11"
+    state = chain_state(record, slurm)
+    assert (state.state, state.reason) == ("RUNNING", "job 11, 2 of 2 in the chain")
+
+
 def test_cancel_ends_every_job_of_the_run(tmp_path: Path) -> None:
     record, slurm = chained_run(tmp_path), Slurm({"10": "RUNNING", "11": "PENDING"})
     assert cancel_run(record, slurm) == ["10", "11"]

@@ -189,3 +189,18 @@ def test_pick_reads_the_specs_partition_of_the_22_05_facts(partition: str | None
     known = cluster.parse(CONFIG_22_05 + CONFIG_22_05_MORE, PARTITION_22_05)  # the test cluster's cred_expire=5
     got, reason = pick(JobSpec(name="x", script="t.py", partition=partition), known)
     assert got == chosen and why in reason, reason
+
+
+@pytest.mark.parametrize(
+    ("records", "options"),
+    [
+        ([], ["--dependency=afterany:10"]),
+        ([{"event": "node-lost", "attempt": 2, "node": "node2"}], []),  # Slurm holds job 10 until SlurmdTimeout
+        ([{"event": "node-lost", "attempt": 1, "node": "node2"}], ["--dependency=afterany:10"]),  # an earlier one
+        ([{"event": "hang", "attempt": 2}], ["--dependency=afterany:10"]),
+    ],
+)
+def test_only_the_successor_after_a_lost_node_depends_on_nothing(
+    records: list[dict[str, object]], options: list[str]
+) -> None:
+    assert chain.dependency(RunHistory.from_records(records), 2, "10") == options

@@ -12,6 +12,7 @@ import yaml
 from stubtools import write_command
 
 from ddpctl.plan.render import RenderInputs, render_script
+from ddpctl.run.layout import NODE_LOST
 from ddpctl.spec import spec_from_mapping, spec_to_mapping
 
 SRUN = """#!/bin/bash
@@ -81,3 +82,24 @@ def test_a_stop_during_the_setup_lines_is_kept_and_given_to_the_step(tmp_path: P
     assert done.returncode == 0, (done.returncode, done.stderr)
     assert (out / "on-signal").read_text() == f"internal on-signal {run_dir} --signal USR2 --before-step\n"
     assert "launch" in (out / "srun").read_text()  # the step still started, and took the stop from its files
+
+
+@pytest.mark.parametrize("lost", [True, False])
+def test_an_attempt_that_lost_a_node_continues_in_a_successor_not_a_requeue(tmp_path: Path, lost: bool) -> None:
+    """Slurm keeps a job that lost a node COMPLETING until it gives up on the node (SlurmdTimeout, 300 s by
+    default), and its requeue waits as long: the attempt after a lost node is a successor job that excludes it
+    (ddpctl.node.chain); any other requeue stays a requeue of this job."""
+    lost_file = f'"$RUN_DIR_FOR_STUB/attempt-0/{NODE_LOST}"'
+    srun = f'#!/bin/bash\nmkdir -p "$RUN_DIR_FOR_STUB/attempt-0"\n{"touch" if lost else ":"} {lost_file}\n'
+    python = PYTHON.replace('kill -USR2 "$PPID"; sleep 0.5; echo "$2"', 'echo "$2 $*"')
+    scontrol = '#!/bin/bash\necho "scontrol $*" >> "$STUB_OUT/after"\nkill -TERM "$PPID"\n'
+    stubs = {"srun": srun, "scontrol": scontrol, "python": python}
+    run_dir = tmp_path / "runs" / "ex" / "4242"
+    fields: dict[str, object] = {"requeue": {"mode": "requeue"}}
+    done, out, _ = run_shell(tmp_path, fields, stubs, {"DECISION": "requeue", "RUN_DIR_FOR_STUB": str(run_dir)})
+    after = (out / "after").read_text()
+    if lost:
+        assert "internal chain-next" in after and "a lost node" in after and "scontrol" not in after, after
+        assert done.returncode == 0, done.stderr
+    else:
+        assert "chain-next" not in after and "scontrol requeue 4242" in after, after

@@ -64,5 +64,7 @@ def test_auto_on_the_default_cluster(tmp_path: Path) -> None:
         "requeue mode: requeue (JobRequeue=1, partition debug PreemptMode=REQUEUE; a failed scontrol "
         "requeue falls back to a chained job)" in doctor
     ), doctor
-    assert "internal chain-next" not in dry_run(cli).split("scontrol requeue")[0]
+    # Before the requeue, only the successor after a lost node (ddpctl.node.chain).
+    before = dry_run(cli).split('scontrol requeue "$requeue_id"')[0]
+    assert before.count("internal chain-next") == 1 and 'if [ -e "$lost_file" ]; then' in before, before
     assert "--no-requeue" in dry_run(cli, "partition=lowprio")
