@@ -3,14 +3,19 @@
 `run_page` shows one run: its state and reason, the attempts on a timeline with their causes, step time and
 throughput per node over time, the loss and the user's scalars across attempts with the resume points, busy vs.
 waiting per rank, the spec and the code snapshot. `sweep_page` shows a sweep's points side by side. Every text
-goes through `esc`: node names, value names and reasons come from the ranks and the run dir.
+goes through `esc`: node names, value names and reasons come from the ranks and the run dir. Paths under the
+home directory (the run dir, the spec's paths, checkpoints, the code's source) are shown as `~/...`
+(`home_relative`, over the whole page): a report is shared with colleagues, and the reader's home is not the
+writer's.
 """
 
 from __future__ import annotations
 
+import re
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
+from pathlib import Path
 
 from ddpctl.health import runreport as rr
 from ddpctl.health.report import describe_slowdown
@@ -38,12 +43,25 @@ class Header:
     code: str  # the code snapshot's line (ddpctl.snapshot.summary)
 
 
+def home_relative(text: str, home: str | None = None) -> str:
+    """`text` with each path in the home directory (HOME) written from `~`: `/home/ann/runs/x` is `~/runs/x`."""
+    if home is None:
+        try:
+            home = str(Path("~").expanduser())
+        except RuntimeError:  # no HOME and no passwd entry: nothing to shorten
+            return text
+    home = home.rstrip("/")
+    if not home:  # HOME is /
+        return text
+    return re.sub(r"(?<![\w./~-])" + re.escape(home) + r"(?=/|$|[\s'\",;:)\]<&])", "~", text)
+
+
 def page(title: str, body: Sequence[str]) -> str:
     return (
         '<!DOCTYPE html><html lang="en"><head><meta charset="utf-8">'
         "<meta http-equiv=\"Content-Security-Policy\" content=\"default-src 'none'; style-src 'unsafe-inline'; "
         'img-src data:">'
-        f"<title>{esc(title)}</title><style>{STYLE}</style></head><body>{''.join(body)}</body></html>\n"
+        f"<title>{esc(title)}</title><style>{STYLE}</style></head><body>{home_relative(''.join(body))}</body></html>\n"
     )
 
 

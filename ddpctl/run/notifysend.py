@@ -1,9 +1,10 @@
 """The detached sender of one notice (`python -m ddpctl.run.notifysend RUN_DIR NOTICE_JSON`, ddpctl.run.notify).
 
 Each channel of the run's spec `notify:` block gets the notice: a webhook (a generic JSON object, or Slack's
-`{"text": ...}`), a command (the notice as JSON on its stdin), mail (the site's sendmail, or an SMTP host).
+`{"text": ...}`), a command (the notice as JSON on its stdin), mail (the site's sendmail, or an SMTP host:
+plain, STARTTLS or implicit TLS, with a login where the spec names a user).
 Each gets `timeout_s` and one retry; a channel that still fails is recorded as a `notify-failed` event, whose
-error never holds the webhook URL (it is a secret: from the environment or a file, never printed).
+error never holds the webhook URL or the SMTP password (secrets: from the environment or a file, never printed).
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ import os
 import shutil
 import smtplib
 import socket
+import ssl
 import sys
 import time
 import urllib.request
@@ -26,9 +28,11 @@ from ddpctl.run import history
 from ddpctl.run.history import NotifyFailed
 from ddpctl.run.layout import RunLayout
 from ddpctl.spec.model import NotifySettings
+from ddpctl.spec.notify import smtp_port
 
 RETRY_AFTER_S = 2.0
 MAX_URL_BYTES = 4096
+MAX_PASSWORD_BYTES = 1024
 
 
 class SendError(Exception):
@@ -72,21 +76,65 @@ def send_command(block: NotifySettings, notice: dict[str, Any], _env: Mapping[st
         raise SendError(f"{block.command[0]} exited {done.returncode}: {done.stderr.strip()[-200:]}")
 
 
-def send_mail(block: NotifySettings, notice: dict[str, Any], _env: Mapping[str, str]) -> None:
+def send_mail(block: NotifySettings, notice: dict[str, Any], env: Mapping[str, str]) -> None:
     mail = EmailMessage()
     mail["Subject"] = notice["text"].splitlines()[0][:200]
     mail["From"] = block.mail_from or f"ddpctl@{socket.gethostname()}"
     mail["To"] = ", ".join(block.mail_to)
     mail.set_content(json.dumps(notice, indent=2) + "\n")
     if block.smtp_host:
-        host, _, port = block.smtp_host.partition(":")
-        with smtplib.SMTP(host, int(port or 25), timeout=block.timeout_s) as smtp:
-            smtp.send_message(mail)
+        password = smtp_password(block, env)
+        try:
+            with smtp_session(block, password) as smtp:
+                smtp.send_message(mail)
+        except Exception as err:  # the password is a secret: the error says what happened, never the password
+            text = f"{type(err).__name__}: {err}"
+            raise SendError(text.replace(password, "<password>") if password else text) from None
         return
     sendmail = block.sendmail or shutil.which("sendmail") or "/usr/sbin/sendmail"
     done = proc.run_capped([sendmail, "-t", "-oi"], limit=1 << 16, data=mail.as_bytes(), timeout=block.timeout_s)
     if done.returncode != 0:
         raise SendError(f"{sendmail} exited {done.returncode}: {done.stderr.strip()[-200:]}")
+
+
+def smtp_password(block: NotifySettings, env: Mapping[str, str]) -> str:
+    """The relay's password, where the spec names a user ("" where it does not)."""
+    if not block.smtp_user:
+        return ""
+    if block.smtp_password_env:
+        password = env.get(block.smtp_password_env, "")
+        if not password:
+            raise SendError(
+                f"environment variable {block.smtp_password_env} (notify.smtp_password_env) is not set here"
+            )
+        return password
+    assert block.smtp_password_file is not None
+    data = safeio.read_bounded(Path(block.smtp_password_file).expanduser(), MAX_PASSWORD_BYTES)
+    password = data.decode(errors="replace").rstrip("\r\n") if data else ""
+    if not password:
+        raise SendError(f"notify.smtp_password_file {block.smtp_password_file}: missing, empty or a symlink")
+    return password
+
+
+def smtp_session(block: NotifySettings, password: str) -> smtplib.SMTP:
+    """A connection to the relay, encrypted as the spec says (the certificate checked) and logged in."""
+    assert block.smtp_host is not None
+    host, port = smtp_port(block.smtp_host, block.smtp_tls)
+    ca_file = str(Path(block.smtp_ca_file).expanduser()) if block.smtp_ca_file else None
+    context = ssl.create_default_context(cafile=ca_file) if block.smtp_tls != "none" else None
+    if block.smtp_tls == "ssl":
+        smtp: smtplib.SMTP = smtplib.SMTP_SSL(host, port, timeout=block.timeout_s, context=context)
+    else:
+        smtp = smtplib.SMTP(host, port, timeout=block.timeout_s)
+    try:
+        if block.smtp_tls == "starttls":
+            smtp.starttls(context=context)  # refused by a relay that does not offer it: never sent in clear
+        if block.smtp_user:
+            smtp.login(block.smtp_user, password)
+    except BaseException:
+        smtp.close()
+        raise
+    return smtp
 
 
 Sender = Callable[[NotifySettings, dict[str, Any], Mapping[str, str]], None]

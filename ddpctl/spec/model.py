@@ -118,6 +118,11 @@ class NotifySettings(Record):
     mail_to: tuple[str, ...] = ()
     mail_from: str | None = None  # None: ddpctl@<this host>
     smtp_host: str | None = None  # host[:port]; None: the site's sendmail
+    smtp_tls: str = "none"  # none, starttls (upgrade a plain connection) or ssl (implicit TLS, smtplib.SMTP_SSL)
+    smtp_user: str | None = None  # log in as this user (AUTH), with the password from
+    smtp_password_env: str | None = None  # ... an environment variable (a secret: never in the spec)
+    smtp_password_file: str | None = None  # ... or a file
+    smtp_ca_file: str | None = None  # the CA bundle that vouches for the relay (None: the system's)
     sendmail: str | None = None  # None: "sendmail" on PATH (then /usr/sbin/sendmail)
     timeout_s: int = 10  # per attempt of a channel; one retry
 

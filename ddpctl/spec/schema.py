@@ -230,9 +230,11 @@ TOP: dict[str, Conv] = {
 
 
 def _notify_section(value: Any, at: At) -> dict[str, Any]:
-    """`notify:`, where a webhook URL written in the spec gets its own answer (it is a secret)."""
+    """`notify:`, where a webhook URL or SMTP password written in the spec gets its own answer (a secret)."""
     if isinstance(value, Mapping) and "webhook_url" in value:
         notify.secret_url(value["webhook_url"], at.child("webhook_url"))
+    if isinstance(value, Mapping) and "smtp_password" in value:
+        notify.secret_password(value["smtp_password"], at.child("smtp_password"))
     return dict(section(notify.TABLE)(value, at))
 
 

@@ -85,3 +85,23 @@ def test_a_requeue_gap_cuts_the_line() -> None:
     assert svgplot.segments(points) == [points[:3], points[3:]]
     drawn = svgplot.line_chart("x", [svgplot.Line("n", points)], x_label="t", y_label="y")
     assert drawn.count('data-series="n"') == 2 and drawn.count(">n</text>") == 1
+
+
+def test_paths_in_the_home_directory_are_written_from_tilde(monkeypatch: Any) -> None:
+    """A report goes to colleagues: the writer's home (the run dir, the spec's paths, a checkpoint, a code
+    snapshot's source) is `~`, a path merely containing the home's text is left alone."""
+    monkeypatch.setenv("HOME", "/home/ann")
+    data = run_data()
+    data.run_dir = Path("/home/ann/runs/x")
+    data.history = RunHistory.from_records(
+        [{**e, "checkpoint": "/home/ann/runs/x/checkpoints/step-40"} if e["event"] == "stop" else e for e in EVENTS]
+    )
+    data.spec_text = "script: /home/ann/proj/train.py\nrun_dir: /home/ann/runs\nother: /srv/home/ann/data\n"
+    head = htmlreport.Header("x", "7", "COMPLETED", "", "local", "code: directory /home/ann/proj; snapshot 1: 2 files")
+    page = htmlreport.run_page(head, data)
+    assert "run dir ~/runs/x" in page and "script: ~/proj/train.py" in page and "run_dir: ~/runs\n" in page
+    assert "code: directory ~/proj;" in page and "other: /srv/home/ann/data" in page
+    assert "checkpoint ~/runs/x/checkpoints/step-40</title>" in page
+    assert "/home/ann/" not in page.replace("/srv/home/ann/", "")
+    assert htmlreport.home_relative("/home/annabel/x", "/home/ann") == "/home/annabel/x"
+    assert htmlreport.home_relative("/home/ann/x", "/") == "/home/ann/x"

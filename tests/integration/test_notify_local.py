@@ -1,13 +1,12 @@
 """Notifications (spec `notify:`) of real local-backend runs, received by a webhook server on loopback and a
-minimal SMTP server written here (smtpd is gone from 3.12): a run that finishes and one that fails are told;
-a webhook that hangs or answers 500, and a mail host that is down, neither delay the run nor go unrecorded."""
+minimal SMTP server (tests/smtptools.py; smtpd is gone from 3.12): a run that finishes and one that fails are
+told; a webhook that hangs or answers 500, a mail host that is down and a relay that refuses the password neither
+delay the run nor go unrecorded."""
 
 from __future__ import annotations
 
-import email
 import json
 import os
-import socketserver
 import threading
 import time
 from collections.abc import Iterator
@@ -18,6 +17,7 @@ from typing import Any
 
 import pytest
 from clitools import REPO, Cli, events, example_spec, write_spec
+from smtptools import Relay, serving
 
 pytestmark = pytest.mark.torchrun
 FAILING = "import sys\nprint('failing on purpose', flush=True)\nsys.exit(3)\n"
@@ -54,41 +54,10 @@ def hook() -> Iterator[Any]:
         server.shutdown()
 
 
-class Smtp(socketserver.StreamRequestHandler):
-    """Just enough SMTP for smtplib: greeting, EHLO/MAIL/RCPT answered 250, DATA up to the lone dot, QUIT."""
-
-    def handle(self) -> None:
-        server: Any = self.server
-        self.wfile.write(b"220 sink ESMTP\r\n")
-        lines: list[bytes] | None = None
-        while line := self.rfile.readline():
-            if lines is not None:
-                if line.rstrip(b"\r\n") == b".":
-                    server.mails.append(email.message_from_bytes(b"".join(lines)))
-                    lines = None
-                    self.wfile.write(b"250 queued\r\n")
-                else:
-                    lines.append(line[1:] if line.startswith(b"..") else line)
-                continue
-            verb = line[:4].upper()
-            if verb == b"DATA":
-                lines = []
-                self.wfile.write(b"354 end with .\r\n")
-            elif verb == b"QUIT":
-                self.wfile.write(b"221 bye\r\n")
-                return
-            else:
-                self.wfile.write(b"250 ok\r\n")
-
-
 @pytest.fixture
-def smtp() -> Iterator[Any]:
-    server: Any = socketserver.ThreadingTCPServer(("127.0.0.1", 0), Smtp)
-    server.mails, server.daemon_threads = [], True
-    threading.Thread(target=server.serve_forever, daemon=True).start()
-    server.host = f"127.0.0.1:{server.server_address[1]}"
-    yield server
-    server.shutdown()
+def smtp() -> Iterator[Relay]:
+    with serving(Relay()) as relay:
+        yield relay
 
 
 def cli_with(tmp_path: Path, **env: str) -> Cli:
@@ -180,3 +149,28 @@ def test_unset_secret_is_recorded_not_fatal(tmp_path: Path) -> None:
     (failed,) = [e for e in events(run_dir) if e["event"] == "notify-failed"]
     assert "NOT_SET_ANYWHERE" in failed["error"] and "not set" in failed["error"]
     assert os.environ.get("NOT_SET_ANYWHERE") is None
+
+
+def test_mail_through_a_relay_that_wants_starttls_and_a_login(tmp_path: Path) -> None:
+    """Two failing runs mail through one relay on loopback (STARTTLS with a self-signed certificate, AUTH): the
+    one with the right password (from the job's environment) is delivered, the wrong one is recorded as
+    notify-failed and its run ends as it would have; the password is in no event, status, render or spec copy."""
+    with serving(Relay(tls="starttls", auth=("ops", "right-pa55")), tmp_path) as relay:
+        cli = cli_with(tmp_path, RELAY_OK="right-pa55", RELAY_BAD="wrong-pa55")
+        block = {"mail_to": ["ops@example.org"], "smtp_host": relay.host, "smtp_tls": "starttls",
+                 "smtp_user": "ops", "smtp_ca_file": str(tmp_path / "relay-cert.pem"), "timeout_s": 5}  # fmt: skip
+        good_id, good_dir = cli.submit(failing_spec(tmp_path, "relayok", {**block, "smtp_password_env": "RELAY_OK"}))
+        bad_id, bad_dir = cli.submit(failing_spec(tmp_path, "relaybad", {**block, "smtp_password_env": "RELAY_BAD"}))
+        assert cli.wait_terminal(good_id)["state"] == cli.wait_terminal(bad_id)["state"] == "FAILED"
+        wait(lambda: any(e["event"] == "notify-failed" for e in events(bad_dir)), timeout=60)
+        wait(lambda: len(relay.mails) == 1)
+    (mail,) = relay.mails
+    assert "relayok" in subject(mail) and "failed" in subject(mail) and mail["To"] == "ops@example.org"
+    assert ("PLAIN", "ops", True) in relay.logins and ("PLAIN", "ops", False) in relay.logins
+    assert not [e for e in events(good_dir) if e["event"] == "notify-failed"]
+    (refused,) = [e for e in events(bad_dir) if e["event"] == "notify-failed"]
+    assert (refused["channel"], refused["about"]) == ("mail", "failure") and "535" in refused["error"]
+    for run_dir, job in ((good_dir, good_id), (bad_dir, bad_id)):
+        shown = cli.run("status", job, "--json").stdout + cli.run("render", str(run_dir / "job.yaml")).stdout
+        shown += (run_dir / "events.jsonl").read_text() + (run_dir / "job.yaml").read_text()
+        assert "pa55" not in shown and "smtp_password_env: RELAY_" in shown

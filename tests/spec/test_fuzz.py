@@ -152,6 +152,12 @@ SUB_KEYS = {
         "mail_from",
         "smtp_host",
         "sendmail",
+        "smtp_tls",
+        "smtp_user",
+        "smtp_password_env",
+        "smtp_password_file",
+        "smtp_password",
+        "smtp_ca_file",
         "timeout_s",
     ],
     "sbatch": ["constraint", "exclusive", "job-n", "ntasks-per-n", "outp", "gpus", "gres", "time"],
@@ -169,7 +175,23 @@ OVERRIDE = st.one_of(
     TEXT,
 )
 NOTIFY_VALUE = st.sampled_from(
-    ["HOOK", "a@example.org", ["a@example.org"], "mail:25", "h:99999", ["finish", "hang"], ["/bin/true"], "slack", 5]
+    [
+        "HOOK",
+        "a@example.org",
+        ["a@example.org"],
+        "mail:25",
+        "h:99999",
+        ["finish", "hang"],
+        ["/bin/true"],
+        "slack",
+        5,
+        "starttls",
+        "ssl",
+        "none",
+        "localhost",
+        "ops",
+        "/etc/ssl/ca.pem",
+    ]
 )
 # This round's resume block and `$NAME` in args: presets, placeholders, variables the job sets and does not.
 RESUME_VALUE = st.sampled_from(

@@ -38,6 +38,26 @@ def test_without_a_block_nothing_is_sent() -> None:
     assert spec_from_mapping(BASE, check_paths=False).notify.channels == []
 
 
+MAIL = {"mail_to": "a@b.org"}
+SMTP = {**MAIL, "smtp_host": "mail.example.org"}
+LOGIN = {**SMTP, "smtp_tls": "starttls", "smtp_user": "ops", "smtp_password_env": "RELAY_PASSWORD"}
+
+
+def test_smtp_tls_and_login_are_kept_and_the_port_follows_the_tls_mode() -> None:
+    from ddpctl.spec.notify import smtp_port
+
+    got = notify({**LOGIN, "smtp_ca_file": "~/ca.pem"})
+    assert (got.smtp_tls, got.smtp_user, got.smtp_password_env, got.smtp_ca_file) == (
+        "starttls", "ops", "RELAY_PASSWORD", "~/ca.pem",
+    )  # fmt: skip
+    spec = spec_from_mapping({**BASE, "notify": LOGIN}, check_paths=False)
+    assert spec_from_mapping(spec_to_mapping(spec), check_paths=False).notify == spec.notify
+    assert [smtp_port("h", tls) for tls in ("none", "starttls", "ssl")] == [("h", 25), ("h", 587), ("h", 465)]
+    assert smtp_port("h:2525", "ssl") == ("h", 2525)
+    plain_local = notify({**MAIL, "smtp_host": "localhost", "smtp_user": "ops", "smtp_password_file": "/p"})
+    assert plain_local.smtp_tls == "none", "a login without TLS is allowed to this machine's own relay"
+
+
 @pytest.mark.parametrize(
     ("block", "expected"),
     [
@@ -55,6 +75,48 @@ def test_without_a_block_nothing_is_sent() -> None:
         ({"command": ["x"], "timeout_s": 0}, "<spec>: notify.timeout_s: got 0, expected an integer in 1..60"),
         ({"command": "x"}, "<spec>: notify.command: got 'x' (a string), expected a list of strings"),
         ({"webhook": "x"}, "<spec>: notify.webhook: unknown key, did you mean"),
+        (
+            {**MAIL, "smtp_host": "h:99999"},
+            "<spec>: notify.smtp_host: got 'h:99999', expected host[:port] with a port in 1..65535",
+        ),
+        (
+            {**MAIL, "smtp_host": "h", "smtp_tls": "tls"},
+            "<spec>: notify.smtp_tls: got 'tls', expected one of none, starttls, ssl",
+        ),
+        ({**MAIL, "smtp_tls": "ssl"}, "<spec>: notify.smtp_tls: got 'ssl', expected it only with smtp_host (the relay"),
+        (
+            {**MAIL, "sendmail": "/s", "smtp_user": "ops"},
+            "<spec>: notify.smtp_user: got 'ops', expected it only with smtp_host",
+        ),
+        (
+            {**MAIL, "smtp_host": "h", "smtp_password": "hunter2"},
+            "<spec>: notify.smtp_password: a password is a secret: put it in an environment variable",
+        ),
+        (
+            {**SMTP, "smtp_user": "ops"},
+            "<spec>: notify.smtp_user: got 'ops', expected a user with a password: set smtp_password_env",
+        ),
+        (
+            {**SMTP, "smtp_password_env": "P"},
+            "<spec>: notify.smtp_password_env: got 'P', expected it only with smtp_user",
+        ),
+        (
+            {**LOGIN, "smtp_password_file": "/f"},
+            "<spec>: notify.smtp_password_file: set smtp_password_env or smtp_password_file, not both",
+        ),
+        (
+            {**LOGIN, "smtp_password_env": "1P"},
+            "<spec>: notify.smtp_password_env: got '1P', expected a string matching",
+        ),
+        ({**LOGIN, "smtp_user": "a b"}, "<spec>: notify.smtp_user: got 'a b', expected a string matching"),
+        (
+            {**LOGIN, "smtp_tls": "none"},
+            "<spec>: notify.smtp_tls: got 'none', expected starttls or ssl: a login to mail.example.org would send",
+        ),
+        (
+            {**SMTP, "smtp_ca_file": "/ca.pem"},
+            "<spec>: notify.smtp_ca_file: got '/ca.pem', expected it only with smtp_tls: starttls or ssl",
+        ),
         ("yes", "<spec>: notify: got 'yes' (a string), expected a mapping with keys on, "),
     ],
 )
@@ -63,6 +125,7 @@ def test_bad_blocks_fail_with_one_line(block: Any, expected: str) -> None:
         notify(block)
     assert str(info.value).startswith(expected), str(info.value)
     assert "\n" not in str(info.value)
+    assert "hunter2" not in str(info.value), "a password written in the spec is never echoed"
 
 
 POLICY = RequeuePolicy(max_preemptions=2, max_node_failures=1)
