@@ -67,11 +67,13 @@ install_packages() {
     [[ -x /usr/sbin/sshd ]] || missing+=(sshd)
     # chromium: the run report's browser test opens the report headless (tests/integration/test_report_local.py).
     command -v chromium >/dev/null 2>&1 || missing+=(chromium)
+    # openssl: the mail tests make a self-signed certificate for their TLS relay (tests/smtptools.py).
+    command -v openssl >/dev/null 2>&1 || missing+=(openssl)
     ((${#missing[@]} == 0)) && return 0
     command -v apt-get >/dev/null 2>&1 ||
         die "missing ${missing[*]} and no apt-get: this script installs Slurm from Debian 12's packages"
     log "installing slurmctld slurmd slurm-client munge iproute2 charliecloud debootstrap podman crun catatonit" \
-        "openssh-server chromium" \
+        "openssh-server chromium openssl" \
         "(missing: ${missing[*]})"
     trap cleanup EXIT
     # No init system here: stop the packages' postinst from starting daemons (invoke-rc.d honours exit 101).
@@ -90,7 +92,7 @@ install_packages() {
         DEBIAN_FRONTEND=noninteractive apt-get update -qq &&
             DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends \
                 -o Dpkg::Options::=--force-unsafe-io slurmctld slurmd slurm-client munge iproute2 charliecloud debootstrap \
-                podman crun catatonit openssh-server chromium
+                podman crun catatonit openssh-server chromium openssl
     } >"$apt_log" 2>&1 || rc=$?
     cleanup
     if ((rc != 0)); then
