@@ -9,7 +9,8 @@ waits for it: the launcher's main loop and its heartbeat thread (ddpctl.health.p
 
 The check runs in a session of its own, its output to the attempt's `recheck-node-<r>.log` (rewritten by each
 check; the site's output is bounded by checkprog). One that outlives `bound_s` is killed, its process group by pid,
-and has failed: a check that hangs is a failed check, not a hung launcher. `verdict` (pure) judges the rest:
+and has failed: a check that hangs is a failed check, not a hung launcher. (The site's command runs in a session
+of its own under checkprog, which kills it at its own bound, inside this one.) `verdict` (pure) judges the rest:
 
 - failed (the site's check or a built-in one): a `node-check` event (failed, stage, why, the site's last lines),
   a line in the launcher's output, and the attempt ends (torchrun is stopped as the hang watchdog stops it); the
@@ -36,6 +37,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from ddpctl import proc, pyargv, safeio
+from ddpctl.node.nodecheck import node_check_args
 from ddpctl.node.torchrun import NodePlan
 from ddpctl.run import history
 from ddpctl.run.history import NodeRechecked
@@ -94,8 +96,6 @@ def bound_s(spec: JobSpec) -> float:
 
 
 def check_argv(python: str, spec: JobSpec, dist: DistEnv, layout: RunLayout) -> list[str]:
-    from ddpctl.node.nodecheck import node_check_args
-
     return [
         *pyargv.python_module(python, "ddpctl.node.checkprog"),
         "--local-only",
