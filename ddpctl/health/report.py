@@ -1,5 +1,5 @@
 """What `status` adds from the run dir: progress figures, the last complete checkpoint, hangs and stragglers,
-and what the nodes' preflight checks cost and found."""
+and what the nodes' checks (the preflight, and during training) cost and found."""
 
 from __future__ import annotations
 
@@ -17,6 +17,7 @@ from ddpctl.run.history import (
     Hung,
     NodeChecked,
     NodeLost,
+    NodeRechecked,
     OomKilled,
     RunHistory,
     SlowedDown,
@@ -103,6 +104,7 @@ def collect(run_dir: Path, running: bool, now: float | None = None, past: RunHis
     out["slowdowns"] = [e.as_json() for e in events if isinstance(e, SlowedDown)]
     out["oom"] = [e.as_json() for e in events if isinstance(e, OomKilled)]
     out["nodes_lost"] = [e.as_json() for e in events if isinstance(e, NodeLost)]
+    out["node_checks"] = [e.as_json() for e in events if isinstance(e, NodeRechecked)]
     out["preflight"] = [e.as_json() for e in past.all(NodeChecked)][-MAX_CHECKS:]
     return out
 
@@ -122,7 +124,18 @@ def describe_event(event: HealthEvent) -> str:
         return describe_oom(event)
     if isinstance(event, SlowedDown):
         return describe_slowdown(event)
+    if isinstance(event, NodeRechecked):
+        return describe_recheck(event)
     return describe_straggler(event)
+
+
+def describe_recheck(event: NodeRechecked) -> str:
+    """A node's check during training that failed (it ended the attempt) or could not run."""
+    at = f" at step {event.step}" if event.step is not None else ""
+    head = f"node check in attempt {event.attempt} on {_v(event.node)}{at}"
+    if event.failed:
+        return f"{head} failed: {_v(event.stage)}: {_v(event.why, 300)}; the attempt was ended, blaming the node"
+    return f"{head} could not run: {_v(event.why, 300)}; not counted as a failure"
 
 
 def describe_node_lost(event: NodeLost) -> str:
@@ -230,6 +243,7 @@ def text_lines(report: dict[str, Any]) -> list[str]:
     lines += [f"  {describe_slowdown(e)}" for e in typed(report, "slowdowns", SlowedDown)[-5:]]
     lines += [f"  {describe_oom(e)}" for e in typed(report, "oom", OomKilled)[-3:]]
     lines += [f"  {describe_node_lost(e)}" for e in typed(report, "nodes_lost", NodeLost)[-3:]]
+    lines += [f"  {describe_recheck(e)}" for e in typed(report, "node_checks", NodeRechecked)[-3:]]
     lines += [f"  {line}" for line in describe_checks(typed(report, "preflight", NodeChecked))[-2:]]
     return lines
 

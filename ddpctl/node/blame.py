@@ -8,7 +8,8 @@ failed rank's own `rank-exit` (its exception, and whether that was collateral). 
   1b. stop-timeout: a stop nobody acknowledged, and the attempt was killed after the lead time (the local
      backend's `stop-killed`; on Slurm, ranks killed by a signal after `stop-unacknowledged`).
   2. node-lost: a node was recorded lost (`Facts.lost`).
-  2b. preflight: a node's check before torchrun failed (`preflight_blame` says which node, where it can tell).
+  2b. preflight, node-check: a node's check failed before torchrun (`preflight_blame` says which node, where
+     it can tell), or during training (ddpctl.node.recheck: that node, in its check's words).
   3. hang: the hang watchdog ended the attempt (its first culprit named).
   4. a rank killed by a signal of its own (torchrun's SIGTERM to the survivors is collateral): `oom` where its
      node counted an OOM kill and the signal is SIGKILL, else `rank-crash`; the earliest one torchrun noticed.
@@ -39,6 +40,7 @@ from ddpctl.run.history import (
     NodeChecked,
     NodeExited,
     NodeLost,
+    NodeRechecked,
     OomKilled,
     RankExited,
     StopKilled,
@@ -98,6 +100,7 @@ class Facts:
     own: tuple[Death, ...] = ()  # workers' own rank-exit records
     silent_nodes: tuple[str, ...] = ()  # launched but no node-exit recorded
     checks: tuple[NodeChecked, ...] = ()  # the nodes' preflight checks (`ddpctl.node.nodecheck`)
+    rechecks: tuple[NodeRechecked, ...] = ()  # the nodes' failed checks during training (`ddpctl.node.recheck`)
     stop_killed: str | None = None  # the local backend killed it after an unacknowledged stop: what was lost
     stop_unacknowledged: bool = False  # a stop's lead time ran out with no rank acknowledging it
     launcher_error: str = ""  # the last error a launcher printed to the batch output (`last_error`)
@@ -109,16 +112,21 @@ def blame(facts: Facts) -> Blame | None:
         return Blame("stop", why=stop_why(facts.stop, facts.stop_step))
     if facts.exit_code == exitcodes.OK:
         return None
-    if facts.lost:
-        node, why = facts.lost[0]
-        return Blame("node-lost", node, None, why)
-    if any(not check.passed for check in facts.checks):
-        return preflight_blame(facts.checks)
-    if facts.hang is not None or facts.hang_marker:
-        return hang_blame(facts.hang)
     said = f"its launcher said: {facts.launcher_error}" if facts.launcher_error else "no rank recorded why"
     nothing = Blame("script-error", why=f"the step exited {facts.exit_code}; {said}")
-    return stop_timeout_blame(facts) or death_blame(facts) or nothing
+    found = infra_blame(facts) or stop_timeout_blame(facts) or signal_blame(facts) or error_blame(facts)
+    return found or collateral_blame(facts) or nothing
+
+
+def infra_blame(facts: Facts) -> Blame | None:
+    """Rules 2 to 3: a lost node, a failed check (before torchrun or during training), a hang."""
+    if facts.lost:
+        return Blame("node-lost", facts.lost[0][0], None, facts.lost[0][1])
+    if any(not check.passed for check in facts.checks):
+        return preflight_blame(facts.checks)
+    if first := next(iter(facts.rechecks), None):
+        return Blame("node-check", first.node, None, clip(f"{first.stage}: {first.why}"))
+    return hang_blame(facts.hang) if facts.hang is not None or facts.hang_marker else None
 
 
 def stop_why(stop: Stopped | None, step: int | None) -> str:
@@ -142,10 +150,6 @@ def stop_timeout_blame(facts: Facts) -> Blame | None:
     if facts.stop_unacknowledged and error_blame(facts) is None:
         return Blame("stop-timeout", why=f"{head}: the ranks were killed at the end of the grace time")
     return None
-
-
-def death_blame(facts: Facts) -> Blame | None:
-    return signal_blame(facts) or error_blame(facts) or collateral_blame(facts)
 
 
 def signal_blame(facts: Facts) -> Blame | None:
@@ -218,13 +222,9 @@ def hang_blame(event: Hung | None) -> Blame:
     idle = f"no progress for {event.idle_s} s" if event is not None and event.idle_s is not None else "no progress"
     where = f" at step {first.get('step')}: {first.get('where')}" if first else ""
     collective = f"{event.collective}; " if event is not None and event.collective else ""
-    return Blame(
-        "hang",
-        str(node) if node is not None else None,
-        rank if isinstance(rank, int) and not isinstance(rank, bool) else None,
-        clip(f"{collective}{idle}; stopped first{where}" if first else f"{collective}{idle}"),
-        at=clip(f"{first.get('where')}") if first.get("where") else "",
-    )
+    why = clip(f"{collective}{idle}; stopped first{where}" if first else f"{collective}{idle}")
+    at = clip(f"{first.get('where')}") if first.get("where") else ""
+    return Blame("hang", str(node) if node is not None else None, whole(rank), why, at=at)
 
 
 def earliest(deaths: Iterable[Death]) -> Death | None:
@@ -265,6 +265,7 @@ def facts_of(attempt: Attempt, exit_code: int, stopped: bool, hang_marker: bool 
         ),
         silent_nodes=tuple(dict.fromkeys(e.node for e in attempt.all(Launched) if e.node not in exited)),
         checks=tuple(attempt.all(NodeChecked)),
+        rechecks=tuple(e for e in attempt.all(NodeRechecked) if e.failed),
         stop_killed=killed.lost or "work since the last checkpoint is lost" if killed is not None else None,
         stop_unacknowledged=attempt.first(StopUnacknowledged) is not None,
     )
@@ -283,18 +284,16 @@ def lost_node(event: NodeLost, launched: Sequence[Launched]) -> tuple[str | None
     return None, f"{rank}{event.why}"
 
 
+def whole(value: object) -> int | None:
+    """An integer from an untrusted record (never a bool); None otherwise."""
+    return value if isinstance(value, int) and not isinstance(value, bool) else None
+
+
 def reported_deaths(event: NodeExited) -> list[Death]:
     out = []
     for entry in event.failed:
-        rank, code, t = entry.get("rank"), entry.get("exitcode"), entry.get("t")
-        if not isinstance(code, int) or isinstance(code, bool) or code == 0:
-            continue  # untrusted record: a malformed entry tells nothing
-        out.append(
-            Death(
-                event.node,
-                rank if isinstance(rank, int) and not isinstance(rank, bool) else None,
-                code,
-                float(t) if isinstance(t, (int, float)) and not isinstance(t, bool) else None,
-            )
-        )
+        code, t = whole(entry.get("exitcode")), entry.get("t")
+        if code:  # else untrusted and malformed: it tells nothing
+            seen = float(t) if isinstance(t, (int, float)) and not isinstance(t, bool) else None
+            out.append(Death(event.node, whole(entry.get("rank")), code, seen))
     return out

@@ -41,6 +41,7 @@ OUTPUT_KEEP = 64 << 10  # the node check's output kept for the node's log; what 
 OUTPUT_LINES = 5  # its last lines kept in the result (the `preflight` event)
 LINE_MAX = 200
 SYS_ROOT = Path("/sys")
+CANNOT_START = (126, 127)  # the shell's own statuses: found but not executable, not found
 
 
 class Failed(Exception):
@@ -61,6 +62,8 @@ def parse(argv: Sequence[str] | None) -> argparse.Namespace:
     parser.add_argument("--node-check", default=None)
     parser.add_argument("--node-check-timeout", type=float, default=0.0)
     parser.add_argument("--disk", type=Path, action="append", default=[])  # the run and checkpoint dirs
+    # The check during training (ddpctl.node.recheck): the site's and the built-in checks only, no torch, no network.
+    parser.add_argument("--local-only", action="store_true")
     return parser.parse_args(argv)
 
 
@@ -149,9 +152,9 @@ def agree(torch: Any, args: argparse.Namespace, ok: bool, result: dict[str, Any]
     dist.destroy_process_group()
 
 
-def site_check(command: str, timeout: float) -> tuple[str, list[str]]:
-    """Run the site's node check: why it failed ("" when it passed) and its last lines. Its output goes to this
-    program's, the node's log (bounded: the last OUTPUT_KEEP bytes)."""
+def site_check(command: str, timeout: float) -> tuple[str, list[str], int | None]:
+    """Run the site's node check: why it failed ("" when it passed), its last lines and its exit status (None:
+    killed at its bound). Its output goes to this program's, the node's log (bounded: the last OUTPUT_KEEP bytes)."""
     print(f"ddpctl preflight: node check (bound {timeout:g} s): {command}", flush=True)
     done = proc.run_bounded(["/bin/sh", "-c", command], keep=OUTPUT_KEEP, timeout=timeout)
     text = done.tail.decode(errors="replace")
@@ -160,13 +163,12 @@ def site_check(command: str, timeout: float) -> tuple[str, list[str]]:
     sys.stdout.write(text if text.endswith("\n") or not text else text + "\n")
     lines = [line.strip()[:LINE_MAX] for line in text.splitlines() if line.strip()][-OUTPUT_LINES:]
     last = f"last output: {lines[-1]}" if lines else "no output"
-    if done.returncode is None:
-        return f"node_check outlived its {timeout:g} s bound and was killed; {last}", lines
-    if done.returncode < 0:
-        return f"node_check was ended by signal {-done.returncode}; {last}", lines
-    if done.returncode:
-        return f"node_check exited {done.returncode}; {last}", lines
-    return "", lines
+    code = done.returncode
+    if code is None:
+        return f"node_check outlived its {timeout:g} s bound and was killed; {last}", lines, code
+    if code < 0:
+        return f"node_check was ended by signal {-code}; {last}", lines, code
+    return (f"node_check exited {code}; {last}" if code else ""), lines, code
 
 
 def fail(result: dict[str, Any], stage: str, why: str) -> None:
@@ -176,13 +178,18 @@ def fail(result: dict[str, Any], stage: str, why: str) -> None:
 
 
 def local_checks(args: argparse.Namespace, result: dict[str, Any]) -> None:
-    """The site's check, then the built-in ones (`hwcheck`), into `result`."""
+    """The site's check, then the built-in ones (`hwcheck`), into `result`. During training (`--local-only`) a
+    site check that could not start (no shell, or the shell's 126/127: not executable, not found) is recorded as
+    `unstarted`, not failed: ddpctl.node.recheck decides what it means."""
     if args.node_check:
+        code: int | None = None
         try:
-            why, result["output"] = site_check(args.node_check, args.node_check_timeout)
+            why, result["output"], code = site_check(args.node_check, args.node_check_timeout)
         except (OSError, CommandError) as err:
-            why = f"node_check could not start: {first_line(err)}"
-        if why:
+            why, code = f"node_check could not start: {first_line(err)}", CANNOT_START[-1]
+        if why and getattr(args, "local_only", False) and code in CANNOT_START:
+            result["unstarted"] = why[:WHY_MAX]
+        elif why:
             fail(result, "site", why)
     if faults := hwcheck.hardware_faults(SYS_ROOT, args.disk, os.environ, args.gpus > 0):
         fail(result, "hardware", "; ".join(faults))
@@ -192,6 +199,8 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     started = time.monotonic()
     result: dict[str, Any] = {"node_rank": args.node_rank, "ok": True, "stage": "", "why": ""}
     local_checks(args, result)
+    if args.local_only:
+        return {**result, "seconds": round(time.monotonic() - started, 2)}
     try:
         import torch
     except Exception as err:

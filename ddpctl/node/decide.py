@@ -71,10 +71,11 @@ class RunOutcome:
 
     @property
     def infra(self) -> Cause | None:
-        """A hang, a lost node or a failed preflight check: it ended the run, whatever signal came afterwards."""
+        """A hang, a lost node or a failed node check (preflight, or during training): it ended the run, whatever
+        signal came afterwards."""
         if self.infra_cause is not None:
             return self.infra_cause
-        ended = ("hang", "node-lost", "preflight")
+        ended = ("hang", "node-lost", "preflight", "node-check")
         return self.blame.cause if self.blame is not None and self.blame.cause in ended else None
 
 

@@ -11,7 +11,7 @@ After an attempt fails, the node blamed for it is read from the run's history:
   supervisor end the other nodes only after it), for an out-of-memory kill there ("oom") or else for the
   attempt's failure ("script-error").
 
-Infrastructure causes (`INFRASTRUCTURE_CAUSES`: a hang, a lost node, a crashed rank, a failed preflight) exclude
+Infrastructure causes (`INFRASTRUCTURE_CAUSES`: a hang, a lost node, a crashed rank, a failed node check) exclude
 the node at once, but for a rank crashed by a signal its own code raised (`OWN_SIGNALS`: a segfault, an abort);
 a setup error (the same on every node: ddpctl.node.blame) never excludes one. A crash by its own signal, and any
 other cause,

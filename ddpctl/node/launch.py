@@ -21,7 +21,7 @@ from typing import Any
 
 from ddpctl import exitcodes, proc, safeio
 from ddpctl.errors import DdpctlError, SlurmEnvError
-from ddpctl.node import gpus, nodecheck
+from ddpctl.node import gpus, nodecheck, recheck
 from ddpctl.node.ackwatch import AckWatch
 from ddpctl.node.oom import OomCounter
 from ddpctl.node.ownckpt import OwnCheckpoints
@@ -271,7 +271,13 @@ def launch(run_dir: Path, env: Mapping[str, str]) -> int:
     # The nodes watch each other (a heartbeat each, independent of the ranks): a lost node ends every node's ranks.
     peers = PeerWatch(view, end_attempt=relay.end_attempt, address=probe_address(spec, dist, env))
     peers.start()
+    checks = recheck.begin(  # the node's checks during training, where the spec asks for them
+        spec, dist, layout, plan, env, end_attempt=relay.end_attempt,
+        ending=lambda: relay.stop_received or watchdog.hung or peers.ended,
+    )  # fmt: skip
     code = wait_torchrun(relay)
+    if checks is not None:
+        checks.stop()
     peers.stop()
     watchdog.stop()
     if code and not (watchdog.hung or relay.stop_received or layout.stopped_marker(dist.restart_count).exists()):

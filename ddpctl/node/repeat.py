@@ -8,7 +8,7 @@ rule also works when no checkpoint exists yet, where requeue.max_stalled_attempt
 
 Conservative, since ending a healthy run is as bad as missing a fault: a rank killed by a signal, a hang and an
 OOM kill count as the same only at a known, equal step (a sick fleet can kill two ranks with SIGKILL anywhere);
-a lost node or a failed preflight never repeats this way (the excluded node is gone); an error at no known step
+a lost node or a failed node check never repeats this way (the excluded node is gone); an error at no known step
 (before the first, or a script without a heartbeat) repeats only on another node, since the same error on the
 same node twice is a bad node (ddpctl.node.exclude excludes it and the run goes on) — except a setup error,
 which fails alike everywhere.

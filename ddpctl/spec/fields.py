@@ -116,13 +116,16 @@ def integer(low: int, high: int = INT_MAX, *, nullable: bool = False) -> Conv:
     return conv
 
 
-def number(low: float, *, above: bool = False) -> Conv:
-    expected = f"a number {'>' if above else '>='} {low}"
+def number(low: float, high: float | None = None, *, above: bool = False, nullable: bool = False) -> Conv:
+    expected = f"a number {'>' if above else '>='} {low}" if high is None else f"a number in {low:g}..{high:g}"
+    expected += " or null" if nullable else ""
 
-    def conv(value: Any, at: At) -> float:
+    def conv(value: Any, at: At) -> float | None:
+        if value is None and nullable:
+            return None
         if isinstance(value, bool) or not isinstance(value, (int, float)):
             raise at.fail(value, expected, typed=True)
-        if not math.isfinite(value) or value < low or (above and value == low):
+        if not math.isfinite(value) or value < low or (above and value == low) or (high is not None and value > high):
             raise at.fail(value, expected)
         return float(value)
 

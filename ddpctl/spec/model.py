@@ -88,6 +88,9 @@ class HealthSettings(Record):
     # torch's checks, the user's own like `setup` lines; non-zero or outliving its bound fails the node.
     node_check: str | None = None
     node_check_timeout_s: int = 120  # DCGM's quick diagnostic (-r 1) takes seconds, a vendor script a minute
+    # None: off. Every this many minutes while training runs, each launcher runs the node check and the built-in
+    # checks again in the background (ddpctl.node.recheck); a failure ends the attempt, blaming that node.
+    node_check_every_min: float | None = None
 
 
 @dataclass(frozen=True, eq=False, repr=False)  # eq, hash, repr: Record (start-up time)

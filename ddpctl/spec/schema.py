@@ -45,6 +45,9 @@ from ddpctl.spec.yamldoc import At, Doc
 # node or per rank (dry run, hostlists, log merging) stays fast.
 MAX_NODES = 16_384
 MAX_PER_NODE = 4096
+# health.node_check_every_min: each check costs an interpreter start; more often than every 3 s it is a busy loop
+# beside training, not a check (tests use the floor).
+MIN_EVERY_MIN = 0.05
 
 # sbatch options ddpctl writes itself: a second value would fight the template (or break signals/logs).
 RESERVED_SBATCH = {
@@ -106,6 +109,7 @@ SECTIONS: dict[str, dict[str, Conv]] = {
         "preflight_timeout_s": integer(5, 3600),
         "node_check": text(nullable=True, what="a shell command (the site's node check)"),
         "node_check_timeout_s": integer(1, 3600),
+        "node_check_every_min": number(MIN_EVERY_MIN, 1440, nullable=True),  # a day at most
     },
     "container": {
         "runtime": choice(CONTAINER_RUNTIMES, nullable=True),

@@ -8,7 +8,7 @@ NAMES = {
     "submit", "requeue-mode", "attempt-start", "launch", "stop-signal", "signal", "stop", "stop-unacknowledged",
     "stop-killed", "stop-scan", "resume", "checkpoint_skipped", "decision", "cancelled", "chain-submit", "chain-drop",
     "spare-restart", "node-exit", "rank-exit", "oom", "hang", "node-lost", "preflight", "straggler", "node-excluded",
-    "notify-failed", "watch-found", "slowdown",
+    "notify-failed", "watch-found", "slowdown", "node-check",
     "resume-point", "scratch-restart", "checkpoint-rotated",
 }  # fmt: skip
 

@@ -140,7 +140,14 @@ SUB_KEYS = {
     "checkpoint": ["dir", "keep", "pattern"],
     "resume": ["preset", "args"],
     "mfu": ["flops_per_sample", "params", "tokens_per_sample", "peak_tflops"],
-    "health": ["preflight", "preflight_timeout_s", "node_check", "node_check_timeout_s", "hang_timeout_s"],
+    "health": [
+        "preflight",
+        "preflight_timeout_s",
+        "node_check",
+        "node_check_timeout_s",
+        "node_check_every_min",
+        "hang_timeout_s",
+    ],
     "notify": [
         "on",
         "webhook_env",

@@ -11,6 +11,7 @@ import yaml
 
 from ddpctl.spec import (
     CheckpointSettings,
+    HealthSettings,
     JobSpec,
     NcclSettings,
     RequeuePolicy,
@@ -125,6 +126,8 @@ def test_values(body: str, field: str, expected: Any, workdir: Path) -> None:
         (("env.X=1:30", "env.Y=a=b"), "env", (("A", "1"), ("X", "1:30"), ("Y", "a=b"))),
         (("sbatch.exclusive=false", "sbatch.mail-type=END"), "sbatch", (("mail-type", "END"),)),
         ((" nodes = 3",), "nodes", 3),
+        (("health.node_check_every_min=10",), "health", HealthSettings(node_check_every_min=10.0)),
+        (("health.node_check_every_min=null",), "health", HealthSettings()),
         (("name=2024-01-01",), "name", "2024-01-01"),
     ],
 )

@@ -20,12 +20,21 @@ Action = Literal["requeue", "finish"]
 # stop-timeout: a stop nobody acknowledged, the attempt killed at the end of its lead time (by Slurm's grace time, or
 # the local backend standing in for it): the stop's own end, charged to its kind, never the script's error.
 Cause = Literal[
-    "stop", "stop-timeout", "node-lost", "rank-crash", "oom", "hang", "script-error", "setup-error", "preflight"
+    "stop",
+    "stop-timeout",
+    "node-lost",
+    "rank-crash",
+    "oom",
+    "hang",
+    "script-error",
+    "setup-error",
+    "preflight",
+    "node-check",
 ]
 CAUSES: tuple[Cause, ...] = get_args(Cause)
 # The causes charged to requeue.max_node_failures and blamed on the node at their first time: the one list that
 # blame, exclude and the preflight's "after an infrastructure failure" read.
-INFRASTRUCTURE_CAUSES: frozenset[Cause] = frozenset({"node-lost", "hang", "rank-crash", "preflight"})
+INFRASTRUCTURE_CAUSES: frozenset[Cause] = frozenset({"node-lost", "hang", "rank-crash", "preflight", "node-check"})
 SIGNAL_KINDS: tuple[Kind, ...] = ("timeout", "preemption")  # what a warning/preemption signal can mean
 
 

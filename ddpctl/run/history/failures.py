@@ -103,6 +103,25 @@ class NodeChecked(Event):
 
 
 @dataclass(frozen=True, kw_only=True)
+class NodeRechecked(Event):
+    """A node's check during training (`health.node_check_every_min`, ddpctl.node.recheck), recorded only when it
+    said something: `failed` True ended the attempt, blaming the node (cause `node-check`); False: the check could
+    not be run (the site's command could not start) and counts as no verdict. `stage`: site, hardware, timeout
+    (the check outlived its bound and was killed) or start; `step`: the newest step the node's ranks recorded."""
+
+    NAME = "node-check"
+    attempt: int
+    node: str
+    node_rank: int
+    failed: bool
+    stage: str = ""
+    why: str = ""
+    seconds: float | None = None
+    step: int | None = None
+    output: tuple[str, ...] = ()  # the site's node check's last lines
+
+
+@dataclass(frozen=True, kw_only=True)
 class StragglerFlagged(Event):
     NAME = "straggler"
     attempt: int
@@ -145,5 +164,5 @@ class NodeExcluded(Event):
     why: str = ""
 
 
-HEALTH = (Hung, StragglerFlagged, OomKilled, NodeLost, SlowedDown)
-HealthEvent = Hung | StragglerFlagged | OomKilled | NodeLost | SlowedDown
+HEALTH = (Hung, StragglerFlagged, OomKilled, NodeLost, SlowedDown, NodeRechecked)
+HealthEvent = Hung | StragglerFlagged | OomKilled | NodeLost | SlowedDown | NodeRechecked
