@@ -35,7 +35,7 @@ from ddpctl.run import history, tracking
 from ddpctl.run.history import RequeueModeChosen, Submitted
 from ddpctl.run.layout import RunLayout, batch_output
 from ddpctl.run.registry import JobRecord
-from ddpctl.run.rundir import link_batch_output
+from ddpctl.run.rundir import claim, link_batch_output
 from ddpctl.run.sweeps import task_id
 from ddpctl.slurm import commands
 from ddpctl.snapshot import take_each
@@ -128,7 +128,7 @@ def staged(plan: ArrayPlan, trackers: list[dict[str, object]]) -> Path:
 def commit(
     plan: ArrayPlan, stage: Path, job: str, spec_path: Path, written: list[Path], *, batch_link: bool = True
 ) -> list[JobRecord]:
-    """The staging dir becomes `sweep-<job>`, each task dir `<job>_<task>` (each name claimed by mkdir, as a
+    """The staging dir becomes `sweep-<job>`, each task dir `<job>_<task>` (each name claimed by rundir.claim, as a
     single run's commit does); `written` collects what was made, for the caller's clean-up. `batch_link`: link
     each run dir's slurm.out to the file Slurm writes (not for the local backend: its supervisor writes it)."""
     base = plan.run_base
@@ -158,16 +158,6 @@ def commit(
     with contextlib.suppress(OSError):
         (home / "tasks").rmdir()
     return records
-
-
-def claim(path: Path) -> Path:
-    try:
-        path.mkdir()
-    except FileExistsError:
-        raise FileExistsError(
-            f"run dir {path} already exists: another registry (DDPCTL_HOME) or tool uses this run_dir too"
-        ) from None
-    return path  # the rename onto it replaces the empty dir atomically: claimed, then taken over
 
 
 def task_states(records: list[JobRecord]) -> list[str]:
