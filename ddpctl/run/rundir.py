@@ -20,7 +20,7 @@ import yaml
 from ddpctl import safeio
 from ddpctl.errors import DdpctlError, SpecError
 from ddpctl.run import tracking
-from ddpctl.run.layout import RunLayout, batch_output
+from ddpctl.run.layout import STAGING, RunLayout, batch_output
 from ddpctl.snapshot import take
 from ddpctl.spec import JobSpec, load_spec, spec_to_mapping
 
@@ -28,7 +28,7 @@ from ddpctl.spec import JobSpec, load_spec, spec_to_mapping
 @contextmanager
 def staging(spec: JobSpec, script_text: str | None) -> Iterator[RunLayout]:
     base = spec.run_base
-    stage = RunLayout(base / f".staging-{uuid.uuid4().hex[:12]}")
+    stage = RunLayout(base / f"{STAGING}{uuid.uuid4().hex[:12]}")
     try:
         stage.root.mkdir(parents=True)
     except OSError as err:  # read-only, a file in the way, no space: the user's run_dir, one line
