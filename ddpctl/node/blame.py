@@ -92,7 +92,7 @@ class Facts:
     stop: Stopped | None = None  # the stop event (its source and checkpoint: the decision's words)
     lost: tuple[tuple[str | None, str], ...] = ()  # (node, why) of nodes recorded lost (None: which one is unknown)
     hang: Hung | None = None
-    hang_marker: bool = False
+    hang_reported: bool = False  # a launcher recorded that its node hung (its node-exit), with or without the hang
     oom_nodes: tuple[str, ...] = ()
     reported: tuple[Death, ...] = ()  # torchrun's failure reports, all nodes
     own: tuple[Death, ...] = ()  # workers' own rank-exit records
@@ -114,7 +114,7 @@ def blame(facts: Facts) -> Blame | None:
         return Blame("node-lost", node, None, why)
     if any(not check.passed for check in facts.checks):
         return preflight_blame(facts.checks)
-    if facts.hang is not None or facts.hang_marker:
+    if facts.hang is not None or facts.hang_reported:
         return hang_blame(facts.hang)
     said = f"its launcher said: {facts.launcher_error}" if facts.launcher_error else "no rank recorded why"
     nothing = Blame("script-error", why=f"the step exited {facts.exit_code}; {said}")
@@ -244,8 +244,8 @@ def clip(text: str) -> str:
     return text if len(text) <= WHY_MAX else text[: WHY_MAX - 3] + "..."
 
 
-def facts_of(attempt: Attempt, exit_code: int, stopped: bool, hang_marker: bool = False) -> Facts:
-    """An attempt's facts from its events (the caller checked the stopped and hang markers)."""
+def facts_of(attempt: Attempt, exit_code: int, stopped: bool) -> Facts:
+    """An attempt's facts from its events alone (ddpctl.run.markers turned its markers into events)."""
     exits = attempt.all(NodeExited)
     exited = {e.node for e in exits}
     stop, killed = attempt.last(Stopped), attempt.first(StopKilled)
@@ -256,7 +256,7 @@ def facts_of(attempt: Attempt, exit_code: int, stopped: bool, hang_marker: bool 
         stop=stop,
         lost=tuple(lost_node(e, attempt.all(Launched)) for e in attempt.all(NodeLost)),
         hang=attempt.first(Hung),
-        hang_marker=hang_marker or any(e.hang for e in exits),
+        hang_reported=any(e.hang for e in exits),
         oom_nodes=tuple(e.node for e in attempt.all(OomKilled) if e.kills),
         reported=tuple(d for e in exits for d in reported_deaths(e)),
         own=tuple(
