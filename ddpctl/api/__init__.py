@@ -138,11 +138,12 @@ def submit(
 
     The same policy as `ddpctl submit` (`submit_checked`): a live job of the same name refuses it
     (`DuplicateName`) unless `allow_duplicate`, and a partition that can never run it raises `SpecError`.
-    `warn` hears the warning `ddpctl submit` prints (a script that does not handle the stop signal); by default
-    it is a `UserWarning`. `backend` overrides the spec's (`sbatch`, `submitit` or `local`). Raises `SpecError`
-    for a bad spec, `BackendUnavailable` when the backend cannot run here, `CommandError` when sbatch refuses
-    the job. `cluster` (or the spec's `cluster:`): submit on that remote cluster of clusters.yaml over SSH, as
-    `ddpctl submit --cluster` does (a spec file then, not a `JobSpec`); the handle is a `RemoteJob`.
+    `warn` hears the warning `ddpctl submit` prints (a script that does not handle the stop signal; on a cluster,
+    after its login node submitted); by default it is a `UserWarning`. `backend` overrides the spec's (`sbatch`,
+    `submitit` or `local`). Raises `SpecError` for a bad spec, `BackendUnavailable` when the backend cannot run
+    here, `CommandError` when sbatch refuses the job. `cluster` (or the spec's `cluster:`): submit on that
+    remote cluster of clusters.yaml over SSH, as `ddpctl submit --cluster` does (a spec file then, not a
+    `JobSpec`); the handle is a `RemoteJob`.
     """
     if cluster is not None and not isinstance(cluster, str):
         raise ArgumentError(f"cluster: got {cluster!r}; expected a cluster name of clusters.yaml as a string")
@@ -157,7 +158,12 @@ def submit(
     from ddpctl.api.remote import chosen, submit_on
 
     words = [*as_overrides(overrides), *([f"backend={backend}"] if backend else [])]
-    return submit_on(chosen(cluster, spec), spec, words, tag=uuid.uuid4().hex, allow_duplicate=allow_duplicate)[0]
+    job, _sent, outcome = submit_on(
+        chosen(cluster, spec), spec, words, tag=uuid.uuid4().hex, allow_duplicate=allow_duplicate
+    )
+    for text in outcome.warnings:  # the policy ran on the login node: its warnings reach the caller here
+        (warn or _remote_warning)(text)
+    return job
 
 
 def submit_checked(spec: JobSpec, *, allow_duplicate: bool, warn: Warn) -> tuple[Job, SubmissionPlan]:
@@ -208,6 +214,12 @@ def _warning(text: str) -> None:
 
     # Shown at the caller of `submit` (this, _checked_submit, submit_checked, submit, the caller).
     warnings.warn(text, UserWarning, stacklevel=5)
+
+
+def _remote_warning(text: str) -> None:
+    import warnings
+
+    warnings.warn(text, UserWarning, stacklevel=3)  # at the caller of `submit`
 
 
 def submit_plan(submission: SubmissionPlan) -> Job:

@@ -21,6 +21,7 @@ from ddpctl.run.registry import JobRecord
 from ddpctl.run.state import JobState
 
 if TYPE_CHECKING:
+    from ddpctl.api.outcome import SubmitOutcome
     from ddpctl.remote.profiles import Cluster
     from ddpctl.remote.send import Sent
     from ddpctl.spec.model import JobSpec
@@ -171,33 +172,42 @@ def chosen(name: str | None, spec: JobSpec | None) -> Cluster:
 
 def submit_on(
     cluster: Cluster, spec: JobSpec, overrides: Sequence[str], *, tag: str, **extra: Any
-) -> tuple[RemoteJob, Sent, list[str]]:
+) -> tuple[RemoteJob, Sent, SubmitOutcome]:
     """Send the spec's code (only what the cluster lacks) and submit it there (ddpctl.remote.send); the job is
-    recorded here under its cluster. Returns its handle, what was sent and the lines the cluster's submit said."""
+    recorded here under its cluster. Returns its handle, what was sent and the outcome the cluster answered."""
     from ddpctl.remote import send
     from ddpctl.remote.transport import Transport
 
     code = send.local_code(spec)
     request = send.request_of(spec, code, cluster, overrides, **extra)
-    sent, outcome = send.submit_code(Transport(cluster), code, request, version(), tag)
-    record, lines = recorded(cluster.name, spec.source, outcome)
-    return RemoteJob(record, cluster.name), sent, lines
+    sent, answered = send.submit_code(Transport(cluster), code, request, version(), tag)
+    record, outcome = recorded(cluster.name, spec.source, answered)
+    return RemoteJob(record, cluster.name), sent, outcome
 
 
-def recorded(cluster: str, source: str, outcome: object) -> tuple[JobRecord, list[str]]:
+def recorded(cluster: str, source: str, answered: object) -> tuple[JobRecord, SubmitOutcome]:
     """The submission's outcome as a record here (under the cluster), or its one-line error."""
     import time
 
+    from ddpctl.api.outcome import outcome_from
     from ddpctl.remote.jobs import registry_of
+    from ddpctl.sanitize import visible
+
+    outcome = outcome_from(succeeded(cluster, answered), cluster)
+    job_id, name = visible(outcome.job_id), visible(outcome.name)
+    run_dir, backend = visible(outcome.run_dir), visible(outcome.backend)  # shown by list, status
+    record = JobRecord(job_id, name, run_dir, backend, time.time(), str(source))
+    registry_of(cluster).add(record)
+    return record, outcome
+
+
+def shown_here(outcome: SubmitOutcome, cluster: str) -> list[str]:
+    """The lines `submit` prints of a job submitted on the cluster, as they read here (made visible, and each
+    command they name with `--cluster`)."""
     from ddpctl.remote.passthrough import for_here
     from ddpctl.sanitize import visible
 
-    outcome = succeeded(cluster, outcome)
-    job_id, name = visible(str(outcome["job_id"])), visible(str(outcome["name"]))
-    run_dir, backend = visible(str(outcome["run_dir"])), visible(str(outcome["backend"]))  # shown by list, status
-    record = JobRecord(job_id, name, run_dir, backend, time.time(), str(source))
-    registry_of(cluster).add(record)
-    return record, [for_here(visible(str(line)), cluster) for line in outcome.get("lines", [])]
+    return [for_here(visible(line), cluster) for line in outcome.lines()]
 
 
 def succeeded(cluster: str, outcome: object) -> dict[str, Any]:

@@ -19,15 +19,11 @@ from ddpctl import safeio
 from ddpctl.backends import local_proc
 from ddpctl.run import history, sweepqueue
 from ddpctl.run.history import Cancelled
-from ddpctl.run.layout import RunLayout
+from ddpctl.run.layout import RunLayout, sweep_dir
 from ddpctl.run.registry import JobRecord
 
 DECIDE = "queue.decide"
 CANCELLED = "cancelled"  # in the sweep dir: the sweep was cancelled, no further task starts
-
-
-def sweep_dir(run_base: Path, sweep_id: str) -> Path:
-    return run_base / f"sweep-{sweep_id}"  # as ddpctl.backends.sbatch_array names it
 
 
 def sweep_home(record: JobRecord) -> Path:

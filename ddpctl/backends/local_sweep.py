@@ -28,7 +28,7 @@ from ddpctl.plan.stopscan import scan_event
 from ddpctl.plan.sweep import ArrayPlan
 from ddpctl.run import history, sweepqueue
 from ddpctl.run.history import RequeueModeChosen, Submitted
-from ddpctl.run.layout import RunLayout
+from ddpctl.run.layout import SWEEP_DIR, RunLayout
 from ddpctl.run.registry import JobRecord, Registry
 
 QUEUE_LOG = "queue.log"
@@ -85,7 +85,7 @@ def start_queue(home: Path, number: int, max_parallel: int | None) -> int:
 
 def task_dirs(home: Path) -> list[Path]:
     points = safeio.read_json(home / sbatch_array.POINTS) or {}
-    sweep_id = home.name.removeprefix("sweep-")
+    sweep_id = home.name.removeprefix(SWEEP_DIR)
     return [home.parent / f"{sweep_id}_{index}" for index in range(len(points))]
 
 

@@ -33,9 +33,9 @@ from ddpctl.plan.stopscan import scan_event
 from ddpctl.plan.sweep import ArrayPlan
 from ddpctl.run import history, tracking
 from ddpctl.run.history import RequeueModeChosen, Submitted
-from ddpctl.run.layout import RunLayout, batch_output
+from ddpctl.run.layout import STAGED_TASKS, STAGING, RunLayout, batch_output, sweep_dir
 from ddpctl.run.registry import JobRecord
-from ddpctl.run.rundir import link_batch_output
+from ddpctl.run.rundir import claim, link_batch_output
 from ddpctl.run.sweeps import task_id
 from ddpctl.slurm import commands
 from ddpctl.snapshot import take_each
@@ -43,10 +43,6 @@ from ddpctl.spec import spec_to_mapping
 
 SCRIPT = "array.sbatch"
 POINTS = "points.json"
-
-
-def sweep_dir(run_base: Path, array_job: str) -> Path:
-    return run_base / f"sweep-{array_job}"
 
 
 def submit_array(jobs: SlurmJobs, plan: ArrayPlan, spec_path: Path, requeue_why: str) -> list[JobRecord]:
@@ -96,7 +92,7 @@ def withdraw(trackers: list[dict[str, object]]) -> None:
 def staged(plan: ArrayPlan, trackers: list[dict[str, object]]) -> Path:
     """The sweep dir before its name is known: script, points, each task's job.yaml and own code copy."""
     spec = plan.sweep.spec
-    stage = spec.run_base / f".staging-{uuid.uuid4().hex[:12]}"
+    stage = spec.run_base / f"{STAGING}{uuid.uuid4().hex[:12]}"
     try:
         stage.mkdir(parents=True)
     except OSError as err:
@@ -109,14 +105,14 @@ def staged(plan: ArrayPlan, trackers: list[dict[str, object]]) -> Path:
         points = {str(point.index): point.overrides for point, _ in plan.sweep.points}
         (stage / POINTS).write_text(json.dumps(points, indent=1) + "\n")
         for point, point_spec in plan.sweep.points:
-            task = RunLayout(stage / "tasks" / str(point.index))
+            task = RunLayout(stage / STAGED_TASKS / str(point.index))
             task.root.mkdir(parents=True)
             task.spec_file.write_text(yaml.safe_dump(spec_to_mapping(point_spec), sort_keys=False))
             if plan.successor is not None:  # requeue.mode chain: what the task's successor job runs
                 task.script_file.write_text(plan.successor)
             # Each task is its own tracker run; the sweep's name groups them (W&B's run group).
             trackers.append(tracking.prepare(point_spec, task, os.environ, Path.cwd(), group=spec.name, point=point))
-        tasks = [RunLayout(stage / "tasks" / str(point.index)) for point, _ in plan.sweep.points]
+        tasks = [RunLayout(stage / STAGED_TASKS / str(point.index)) for point, _ in plan.sweep.points]
         take_each(spec, [(task.snapshot_file, task.code_dir) for task in tasks])
     except BaseException:
         withdraw(trackers)
@@ -128,7 +124,7 @@ def staged(plan: ArrayPlan, trackers: list[dict[str, object]]) -> Path:
 def commit(
     plan: ArrayPlan, stage: Path, job: str, spec_path: Path, written: list[Path], *, batch_link: bool = True
 ) -> list[JobRecord]:
-    """The staging dir becomes `sweep-<job>`, each task dir `<job>_<task>` (each name claimed by mkdir, as a
+    """The staging dir becomes `sweep-<job>`, each task dir `<job>_<task>` (each name claimed by rundir.claim, as a
     single run's commit does); `written` collects what was made, for the caller's clean-up. `batch_link`: link
     each run dir's slurm.out to the file Slurm writes (not for the local backend: its supervisor writes it)."""
     base = plan.run_base
@@ -140,7 +136,7 @@ def commit(
         task = task_id(job, point.index)
         layout = RunLayout(claim(base / task))
         written.append(layout.root)
-        (home / "tasks" / str(point.index)).rename(layout.root)
+        (home / STAGED_TASKS / str(point.index)).rename(layout.root)
         if batch_link:
             link_batch_output(layout, point_spec, task)
         records.append(
@@ -156,18 +152,8 @@ def commit(
             )
         )
     with contextlib.suppress(OSError):
-        (home / "tasks").rmdir()
+        (home / STAGED_TASKS).rmdir()
     return records
-
-
-def claim(path: Path) -> Path:
-    try:
-        path.mkdir()
-    except FileExistsError:
-        raise FileExistsError(
-            f"run dir {path} already exists: another registry (DDPCTL_HOME) or tool uses this run_dir too"
-        ) from None
-    return path  # the rename onto it replaces the empty dir atomically: claimed, then taken over
 
 
 def task_states(records: list[JobRecord]) -> list[str]:

@@ -53,6 +53,11 @@ def note(text: str) -> None:
     print(text, file=sys.stderr, flush=True)
 
 
+def print_warning(text: str) -> None:
+    """The submit policy's warning (ddpctl.api.submit_checked), as `submit` says it, here or from a cluster."""
+    print(f"ddpctl: warning: {text}", file=sys.stderr)
+
+
 def add_cluster_arg(
     parser: argparse.ArgumentParser,
     help_text: str = "the job of this remote cluster (clusters.yaml): its ddpctl does it over SSH",

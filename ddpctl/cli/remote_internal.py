@@ -113,7 +113,7 @@ def lacking(request: dict[str, Any]) -> dict[str, Any] | None:
 
 
 def submit_request(request: dict[str, Any]) -> dict[str, Any]:
-    """The outcome of one request: the job, with what `submit` printed, or the one-line error."""
+    """The outcome of one request: the job (ddpctl.api.outcome) or the sweep, or the one-line error."""
     from ddpctl.errors import DdpctlError
 
     try:
@@ -142,7 +142,7 @@ def run_preview(args: argparse.Namespace) -> int:
 
 
 def with_freed(outcome: dict[str, Any], request: dict[str, Any]) -> dict[str, Any]:
-    """The outcome of a request that built or reused its tree, with a line saying what pruning the cluster's
+    """The outcome of a request that built or reused its tree, with a note saying what pruning the cluster's
     code store freed (ddpctl.remote.storegc); pruning never fails a request."""
     from ddpctl.errors import DdpctlError
     from ddpctl.remote.receive import home, items_of, store_of
@@ -158,7 +158,7 @@ def with_freed(outcome: dict[str, Any], request: dict[str, Any]) -> dict[str, An
     except (OSError, DdpctlError):
         return outcome
     line = freed.line() if freed is not None else None
-    return {**outcome, "lines": [*outcome.get("lines", []), line]} if line else outcome
+    return {**outcome, "notes": [*outcome.get("notes", []), line]} if line else outcome
 
 
 def previewed(request: dict[str, Any]) -> dict[str, Any]:
@@ -202,12 +202,13 @@ def spec_of(request: dict[str, Any]) -> Any:
 
 
 def submit_job(request: dict[str, Any]) -> dict[str, Any]:
-    from ddpctl.cli.submit import submit, submitted
+    """The request submitted here through the API's submit policy; the outcome as fields (job, run dir, what
+    `submit` says of it, the policy's warnings), which the laptop prints as `submit` prints them here."""
+    from ddpctl import api
+    from ddpctl.api.outcome import outcome_of
 
-    done = submit(spec_of(request), allow_duplicate=bool(request.get("allow_duplicate")))
-    shown = io.StringIO()
-    with contextlib.redirect_stdout(shown):
-        submitted(argparse.Namespace(wait=False), done)
-    job = done[0]
-    lines = [line for line in shown.getvalue().splitlines() if not line.startswith("logs:")]
-    return {"job_id": job.job_id, "name": job.name, "run_dir": str(job.run_dir), "backend": job.backend, "lines": lines}
+    warnings: list[str] = []
+    job, plan = api.submit_checked(
+        spec_of(request), allow_duplicate=bool(request.get("allow_duplicate")), warn=warnings.append
+    )
+    return outcome_of(job, plan, warnings).as_json()

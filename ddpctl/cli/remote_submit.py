@@ -21,7 +21,9 @@ if TYPE_CHECKING:
 
 def run_remote(args: argparse.Namespace, spec: JobSpec | None = None) -> int:
     from ddpctl import api
-    from ddpctl.api.remote import chosen, submit_on
+    from ddpctl.api.remote import chosen, shown_here, submit_on
+    from ddpctl.cli.common import print_warning
+    from ddpctl.sanitize import visible
 
     if args.dry_run:
         return run_preview(args, "dry-run", spec)
@@ -31,8 +33,10 @@ def run_remote(args: argparse.Namespace, spec: JobSpec | None = None) -> int:
     if spec is None:
         spec = api.spec_of(args.spec, backend=args.backend, overrides=args.overrides)
     extra = {"backend": args.backend, "allow_duplicate": args.allow_duplicate}
-    job, sent, lines = submit_on(cluster, spec, args.overrides, tag=args.tag or uuid.uuid4().hex, **extra)
-    for line in lines:
+    job, sent, outcome = submit_on(cluster, spec, args.overrides, tag=args.tag or uuid.uuid4().hex, **extra)
+    for warning in outcome.warnings:  # the submit policy's, given there: said here as a submit here says them
+        print_warning(visible(warning))
+    for line in shown_here(outcome, cluster.name):
         print(line)
     print(sent_line(sent, cluster.name))
     print(f"logs:     ddpctl logs -f --cluster {cluster.name} {job.job_id}", flush=True)
@@ -89,7 +93,7 @@ def show_preview(cluster: Cluster, code: Code, request: dict[str, Any]) -> int:
 
     sent, outcome = send.preview_code(Transport(cluster), code, request, version())
     outcome = succeeded(cluster.name, outcome)
-    for line in outcome.get("lines", []):
+    for line in [*outcome.get("lines", []), *outcome.get("notes", [])]:  # notes: the code store's pruning
         print(for_here(visible(str(line)), cluster.name))
     print(sent_line(sent, cluster.name))
     code_there = outcome.get("code")

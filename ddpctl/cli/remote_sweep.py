@@ -75,7 +75,7 @@ def recorded(cluster: str, source: str, outcome: object) -> tuple[str, list[str]
     if not records:
         raise ArgumentError(f"cluster {cluster!r}: its sweep answered no tasks: {visible(str(done))[:80]}")
     registry_of(cluster).add_all(records)
-    said = [for_here(visible(str(line)), cluster) for line in done.get("lines", [])]
+    said = [for_here(visible(str(line)), cluster) for line in [*done.get("lines", []), *done.get("notes", [])]]
     return records[0].name, [line for line in said if not line.startswith(THERE_ONLY)]
 
 

@@ -6,7 +6,7 @@ import argparse
 import sys
 from typing import TYPE_CHECKING, Any
 
-from ddpctl.cli.common import add_cluster_arg, add_spec_args, backend_choices
+from ddpctl.cli.common import add_cluster_arg, add_spec_args, backend_choices, print_warning
 
 if TYPE_CHECKING:
     from ddpctl.api import Job
@@ -73,18 +73,11 @@ def submit(spec: JobSpec, allow_duplicate: bool) -> Submitted:
     return api.submit_checked(spec, allow_duplicate=allow_duplicate, warn=print_warning)
 
 
-def print_warning(text: str) -> None:
-    print(f"ddpctl: warning: {text}", file=sys.stderr)
-
-
 def submitted(args: argparse.Namespace, done: Submitted) -> int:
+    from ddpctl.api.outcome import outcome_of
+
     job, plan = done
-    print(f"submitted {job.name}: job {job.job_id} ({job.backend})")
-    print(f"script:   {plan.spec.script}")  # relative paths in a spec file start at its directory: say where
-    print(f"run dir:  {job.run_dir}")
-    requeue = plan.spec.requeue
-    print(f"requeue:  {requeue.mode} ({plan.requeue_why})" if requeue.enabled else "requeue:  disabled in the spec")
-    for line in code_lines(str(job.run_dir)):
+    for line in outcome_of(job, plan).lines():  # its warnings were printed as the policy gave them
         print(line)
     print(f"logs:     ddpctl logs -f {job.job_id}")
     sys.stdout.flush()
@@ -139,18 +132,6 @@ def print_torch(spec: JobSpec, torch: Pending[TorchFacts | None] | None) -> int:
     for line in dry_run_lines(spec, torch.result() if torch else None):
         print(line)
     return 0
-
-
-def code_lines(run_dir: str) -> list[str]:
-    from pathlib import Path
-
-    from ddpctl.run.layout import RunLayout
-    from ddpctl.snapshot import left_out_lines, read_info, summary
-
-    info = read_info(RunLayout(Path(run_dir)).snapshot_file)
-    if info is None:
-        return [summary(None)]
-    return [f"{summary(info)}; runs {info.script}", *left_out_lines(info.skipped, info.left_out)]
 
 
 def code_line(run_dir: str) -> str:

@@ -55,6 +55,7 @@ from ddpctl.node.torchreport import last_error
 from ddpctl.run import envvars, history, notify
 from ddpctl.run.history import Attempt, AttemptStarted, Hung, Kind, RunHistory, Signalled, StopUnacknowledged
 from ddpctl.run.layout import RunLayout
+from ddpctl.run.markers import with_markers
 from ddpctl.run.rundir import run_spec, wait_for_run_dir
 from ddpctl.run.stoptruth import launchers_armed, read_listeners
 from ddpctl.slurm.env import attempt_number
@@ -147,7 +148,8 @@ def checkpoints_present(layout: RunLayout) -> bool | None:
 def record_unacknowledged(layout: RunLayout, attempt: int, past: RunHistory) -> None:
     """The previous attempt was signalled but nobody stopped and nothing was recorded (Slurm killed the job,
     launchers included, before the lead time ran out): say so now, once."""
-    if past.unacknowledged_unrecorded(attempt) and not layout.stopped_marker(attempt).exists():
+    past = with_markers(layout, attempt, past)  # its stop, if rank 0 wrote the marker and died before the event
+    if past.unacknowledged_unrecorded(attempt) and past.attempt(attempt).first(history.Stopped) is None:
         history.append(
             layout.events,
             StopUnacknowledged(attempt=attempt, waited_s=None, listeners=read_listeners(layout, attempt), killed=True),
@@ -207,16 +209,15 @@ def on_signal(
 
 
 def run_outcome(layout: RunLayout, past: RunHistory, attempt: int, exit_code: int) -> RunOutcome:
-    """The outcome of `attempt` from the run's history (read once by the caller) and its stopped marker."""
+    """The outcome of `attempt` from the run's events alone (read once by the caller; markers: run.markers)."""
     this = past.attempt(attempt)
-    code, stopped = root_exit(exit_code, this.node_exits), layout.stopped_marker(attempt).exists()
-    hung = this.hung or layout.hang_marker(attempt).exists()
-    blamed = blame(replace(facts_of(this, code, stopped, hung), launcher_error=batch_error(layout)))
+    code, stopped, hung = root_exit(exit_code, this.node_exits), this.first(history.Stopped) is not None, this.hung
+    blamed = blame(replace(facts_of(this, code, stopped), launcher_error=batch_error(layout)))
     return RunOutcome(
         exit_code=code,
         stopped=stopped,
         signal_kind=this.signal_kind,
-        infra_cause="node-lost" if layout.node_lost_marker(attempt).exists() else "hang" if hung else None,
+        infra_cause="node-lost" if this.first(history.NodeLost) is not None else "hang" if hung else None,
         blame=blamed,
         progress=progress_of(layout, past, attempt),
         attempt=attempt,
@@ -264,6 +265,7 @@ def decide_run(layout: RunLayout, env: Mapping[str, str], exit_code: int, *, in_
     record_start_if_missing(layout, env, past)
     spec = run_spec(layout)
     attempt = attempt_of(env)
+    past = with_markers(layout, attempt, past)  # the one reader of the attempt's markers: from here, events alone
     outcome = run_outcome(layout, past, attempt, exit_code)
     decision = decide(outcome, spec.requeue, past.requeues_used(attempt))
     if decision.action == "finish" and decision.kind is None and (why := nogroup.warning(layout)) is not None:

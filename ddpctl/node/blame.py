@@ -94,7 +94,7 @@ class Facts:
     stop: Stopped | None = None  # the stop event (its source and checkpoint: the decision's words)
     lost: tuple[tuple[str | None, str], ...] = ()  # (node, why) of nodes recorded lost (None: which one is unknown)
     hang: Hung | None = None
-    hang_marker: bool = False
+    hang_reported: bool = False  # a launcher recorded that its node hung (its node-exit), with or without the hang
     oom_nodes: tuple[str, ...] = ()
     reported: tuple[Death, ...] = ()  # torchrun's failure reports, all nodes
     own: tuple[Death, ...] = ()  # workers' own rank-exit records
@@ -126,7 +126,7 @@ def infra_blame(facts: Facts) -> Blame | None:
         return preflight_blame(facts.checks)
     if first := next(iter(facts.rechecks), None):
         return Blame("node-check", first.node, None, clip(f"{first.stage}: {first.why}"))
-    return hang_blame(facts.hang) if facts.hang is not None or facts.hang_marker else None
+    return hang_blame(facts.hang) if facts.hang is not None or facts.hang_reported else None
 
 
 def stop_why(stop: Stopped | None, step: int | None) -> str:
@@ -244,8 +244,8 @@ def clip(text: str) -> str:
     return text if len(text) <= WHY_MAX else text[: WHY_MAX - 3] + "..."
 
 
-def facts_of(attempt: Attempt, exit_code: int, stopped: bool, hang_marker: bool = False) -> Facts:
-    """An attempt's facts from its events (the caller checked the stopped and hang markers)."""
+def facts_of(attempt: Attempt, exit_code: int, stopped: bool) -> Facts:
+    """An attempt's facts from its events alone (ddpctl.run.markers turned its markers into events)."""
     exits = attempt.all(NodeExited)
     exited = {e.node for e in exits}
     stop, killed = attempt.last(Stopped), attempt.first(StopKilled)
@@ -256,7 +256,7 @@ def facts_of(attempt: Attempt, exit_code: int, stopped: bool, hang_marker: bool 
         stop=stop,
         lost=tuple(lost_node(e, attempt.all(Launched)) for e in attempt.all(NodeLost)),
         hang=attempt.first(Hung),
-        hang_marker=hang_marker or any(e.hang for e in exits),
+        hang_reported=any(e.hang for e in exits),
         oom_nodes=tuple(e.node for e in attempt.all(OomKilled) if e.kills),
         reported=tuple(d for e in exits for d in reported_deaths(e)),
         own=tuple(

@@ -19,7 +19,7 @@ from ddpctl import exitcodes
 from ddpctl.node import repeat
 from ddpctl.node.blame import Blame
 from ddpctl.node.repeat import Failure, place_key
-from ddpctl.run.history import Action, Cause, Decided, Kind
+from ddpctl.run.history import RUN_ENDING_CAUSES, Action, Cause, Decided, Kind
 from ddpctl.spec import RequeuePolicy
 
 # The warning is sent lead_s before the limit, but Slurm checks limits only every 30 s, so it can arrive up
@@ -75,8 +75,7 @@ class RunOutcome:
         signal came afterwards."""
         if self.infra_cause is not None:
             return self.infra_cause
-        ended = ("hang", "node-lost", "preflight", "node-check")
-        return self.blame.cause if self.blame is not None and self.blame.cause in ended else None
+        return self.blame.cause if self.blame is not None and self.blame.cause in RUN_ENDING_CAUSES else None
 
 
 @dataclass(frozen=True)

@@ -11,10 +11,10 @@ from dataclasses import dataclass, field
 
 from ddpctl.plan import gpucheck
 from ddpctl.plan.clusterfacts import cluster_lines
-from ddpctl.plan.preflight import limit_s
+from ddpctl.plan.preflight import exceeded, limit_s
 from ddpctl.plan.torchprobe import TRACKER_PACKAGES, TorchFacts
 from ddpctl.slurm.cluster import ClusterFacts
-from ddpctl.spec import JobSpec, time_to_seconds
+from ddpctl.spec import JobSpec
 
 OK, WARN, FAIL = "ok", "warn", "fail"
 SLURM_TOOLS = ("sbatch", "srun", "squeue", "scontrol", "scancel")
@@ -68,11 +68,11 @@ def check_partition(spec: JobSpec, facts: Facts) -> Check:
         why = f" ({facts.cluster.why_missing})" if facts.cluster and facts.cluster.why_missing else ""
         return Check(FAIL, "partition", f"partition {spec.partition or '(default)'!r} not found by scontrol{why}")
     name, nodes, max_s = part.name, part.total_nodes, limit_s(part)
-    if nodes is not None and spec.alloc_nodes > nodes:
-        return Check(FAIL, "partition", f"{name} has {nodes} nodes, the spec asks for {spec.alloc_nodes}")
-    wanted = time_to_seconds(spec.time) if spec.time else None
-    if max_s is not None and wanted is not None and wanted > max_s:
-        return Check(FAIL, "partition", f"time {spec.time} exceeds {name}'s limit of {max_s} s")
+    over = exceeded(spec, part)  # the rule submit refuses by (ddpctl.plan.preflight)
+    if over is not None and over.what == "nodes":
+        return Check(FAIL, "partition", f"{name} has {over.limit} nodes, the spec asks for {spec.alloc_nodes}")
+    if over is not None:
+        return Check(FAIL, "partition", f"time {spec.time} exceeds {name}'s limit of {over.limit} s")
     limit = "none" if max_s is None else f"{max_s} s"
     return Check(OK, "partition", f"{name}: {'?' if nodes is None else nodes} nodes, time limit {limit}")
 

@@ -9,6 +9,9 @@ the last word.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+from typing import Literal
+
 from ddpctl.errors import SpecError
 from ddpctl.slurm.cluster import ClusterFacts, Partition
 from ddpctl.spec import JobSpec, time_to_seconds
@@ -20,6 +23,25 @@ def limit_s(part: Partition) -> int | None:
         return time_to_seconds(part.max_time or "UNLIMITED")
     except ValueError:  # "n/a", or a spelling of a later Slurm: sbatch has the last word
         return None
+
+
+@dataclass(frozen=True)
+class Exceeded:
+    """A partition limit a spec exceeds: its node count, or its MaxTime (`limit` in seconds)."""
+
+    what: Literal["nodes", "time"]
+    limit: int
+
+
+def exceeded(spec: JobSpec, part: Partition) -> Exceeded | None:
+    """The partition limit this spec can never run within (its nodes first, then its time), None where it fits
+    or the limit is unknown: the one rule behind submit's refusal and doctor's partition check (pure)."""
+    if part.total_nodes is not None and spec.alloc_nodes > part.total_nodes:
+        return Exceeded("nodes", part.total_nodes)
+    wanted, most = (time_to_seconds(spec.time) if spec.time else None), limit_s(part)
+    if most is not None and wanted is not None and wanted > most:
+        return Exceeded("time", most)
+    return None
 
 
 def _asked(spec: JobSpec) -> str:
@@ -38,20 +60,18 @@ def problem(spec: JobSpec, facts: ClusterFacts) -> str | None:
             f"{', '.join(sorted(names))} (partitions on this cluster, per scontrol show partition)"
         )
     part = facts.partition(spec.partition)
-    if part is None or part.total_nodes is None:
+    over = exceeded(spec, part) if part is not None else None
+    if part is None or over is None:
         return None
-    if spec.alloc_nodes > part.total_nodes:
+    if over.what == "nodes":
         return (
-            f"{spec.source}: nodes: got {_asked(spec)}, partition {part.name} has {part.total_nodes} node(s); the job "
+            f"{spec.source}: nodes: got {_asked(spec)}, partition {part.name} has {over.limit} node(s); the job "
             "would pend forever (PartitionNodeLimit)"
         )
-    wanted, most = (time_to_seconds(spec.time) if spec.time else None), limit_s(part)
-    if most is not None and wanted is not None and wanted > most:
-        return (
-            f"{spec.source}: time: got {spec.time}, partition {part.name} allows at most {most} s; the "
-            "job would pend forever (PartitionTimeLimit)"
-        )
-    return None
+    return (
+        f"{spec.source}: time: got {spec.time}, partition {part.name} allows at most {over.limit} s; the "
+        "job would pend forever (PartitionTimeLimit)"
+    )
 
 
 def check_runnable(spec: JobSpec, facts: ClusterFacts) -> None:

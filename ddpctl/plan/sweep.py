@@ -24,7 +24,7 @@ from pathlib import Path
 from ddpctl.errors import SpecError
 from ddpctl.plan.render import RenderInputs, node_python, render_script, sbatch_options
 from ddpctl.plan.requeue_mode import resolve_mode
-from ddpctl.run.layout import slurm_filename
+from ddpctl.run.layout import ARRAY_OUTPUT, slurm_filename
 from ddpctl.slurm.cluster import ClusterFacts
 from ddpctl.spec import JobSpec
 from ddpctl.spec.capabilities import QUEUE, SCRIPT
@@ -121,7 +121,7 @@ def plan_sweep(sweep: Sweep) -> ArrayPlan:
 
 def array_script(spec: JobSpec, inputs: RenderInputs, array: str) -> str:
     options = [
-        ("output", str(Path(slurm_filename(inputs.run_base)) / ".slurm-%A_%a.out")) if key == "output" else (key, value)
+        ("output", str(Path(slurm_filename(inputs.run_base)) / ARRAY_OUTPUT)) if key == "output" else (key, value)
         for key, value in sbatch_options(spec, inputs.run_base)
     ]
     options.append(("array", array))

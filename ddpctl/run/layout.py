@@ -5,15 +5,12 @@
     job.sbatch          rendered batch script (sbatch backend)
     snapshot.json       the code snapshot every attempt runs (ddpctl.snapshot; absent with snapshot: off)
     code/               this run's own copy of the snapshot: every attempt runs the script from here
-    slurm.out           batch-shell output, appended across requeues (--open-mode=append); with the sbatch
-                        backend a hard link to <run_dir>/<name>/.slurm-<job_id>.out, where Slurm writes it
-    events.jsonl        one JSON object per line, appended: the run's history (ddpctl.run.history declares each
-                        event type: submit, attempt-start, launch, signal, stop, decision, node-exit, ...)
+    slurm.out           batch-shell output, appended across requeues; sbatch: a link to ../.slurm-<job_id>.out
+    events.jsonl        one JSON object per line, appended: the run's history (each event: ddpctl.run.history)
     checkpoints/        default checkpoint directory (spec checkpoint.dir overrides)
     preempt-request.json  left by `ddpctl preempt --as KIND` just before it signals; consumed by the decision
     cancel-request.json   left by `ddpctl cancel` of a chained run: no successor may start after it
-    finished            left by the decision that ends the run, before it records that decision: a requeued or
-                        chained start that finds neither it nor cancel-request.json may train without asking
+    finished            left by the decision that ends the run, before its event (the batch shell's cheap test)
     excluded-nodes      the nodes the run excluded (its `node-excluded` events; the user's own `exclude`
                         merged in), one a line: the requeue path updates the job's ExcNodeList where it exists
     supervisor.pid      local backend: the supervisor playing the batch shell (pid and start time)
@@ -30,9 +27,10 @@
         hang.json                 exists once a node's watchdog declared the attempt hung
         beat-node-<node rank>.json  that node's launcher heartbeat (ddpctl.health.peers, rewritten every 2 s)
         summary-node-<node rank>.json  that node's ranks' progress, digested (ddpctl.health.summary, every poll)
-        node-lost.json            exists once a node's launcher declared a peer node lost (the batch shell
-                                  tests for it, by this name, while it waits for srun: templates/ddp.sbatch.j2)
+        node-lost.json            exists once a node's launcher declared a peer node lost (the batch shell tests it)
         listen-rank-<rank>.json   a rank announced that it listens for stops (and how)
+<run_dir>/<name>/.staging-<token>/  a run dir (or a sweep's, its tasks in tasks/<index>/) before its commit
+<run_dir>/<name>/sweep-<job_id>/    a sweep's own dir (its array script, points), beside its tasks' <job>_<task>/
 """
 
 from __future__ import annotations
@@ -57,15 +55,16 @@ RANK_INFO_GLOB = "rank-*.json"
 RANK_PLACEHOLDER = "{rank}"  # filled in by each worker (it learns its rank from torchrun)
 FINISHED = "finished"
 CANCEL_REQUEST = "cancel-request.json"
-# Run-dir files whose presence means the run may have ended: the batch shell tests for them before it pays an
-# interpreter start for `internal chain-check` on a requeued or chained start (templates/ddp.sbatch.j2).
+# The run may have ended: the batch shell tests for them before it pays for `internal chain-check`.
 ENDED_MARKERS = (FINISHED, CANCEL_REQUEST)
-# Exists once the run excluded a node: the batch shell tests for it before it pays an interpreter start for
-# `internal exclude` at a requeue.
-EXCLUDED_NODES = "excluded-nodes"
+EXCLUDED_NODES = "excluded-nodes"  # the run excluded a node: the batch shell tests it before `internal exclude`
 SPARE_RESTARTS = "spare-restarts-"  # + the job id; the batch shell reads it (the template gets it from here)
 NODE_LOST = "node-lost.json"  # per attempt; the batch shell knows the name (the template gets it from here)
 NODE_LEFT = "left-node-"  # + node rank, per attempt: that launcher recorded its exit (the batch shell counts them)
+STAGING = ".staging-"  # + a random token: committed by renaming it to its job id (ddpctl.run.rundir)
+STAGED_TASKS = "tasks"  # in a staged sweep dir: each task's run dir, by point index, until its commit
+SWEEP_DIR = "sweep-"  # + the sweep's job id
+ARRAY_OUTPUT = ".slurm-%A_%a.out"  # a job array's tasks' batch output, as `sbatch_output` (%A: the array's id)
 
 
 @dataclass(frozen=True, eq=False, repr=False)  # eq, hash, repr: Record (start-up time)
@@ -226,11 +225,8 @@ class RunLayout(Record):
 
 
 def fill_rank(pattern: str, rank: str) -> Path:
-    """The rank log path from `$DDPCTL_RANK_LOG_PATTERN`: `{rank}` is replaced in the file name only.
-
-    Paths are data, never format strings: the directory part (the user's run_dir) may hold `{x}`, `%` or even
-    `{rank}` and is used exactly as written.
-    """
+    """The rank log path from `$DDPCTL_RANK_LOG_PATTERN`: `{rank}` is replaced in the file name only (the
+    directory, the user's run_dir, is data: it may hold `{x}`, `%` or even `{rank}`)."""
     path = Path(pattern)
     return path.parent / path.name.replace(RANK_PLACEHOLDER, rank)
 
@@ -284,6 +280,10 @@ def rank_of_info(filename: str) -> int | None:
 def rank_of_progress(filename: str) -> int | None:
     """The rank a progress record (`progress-<r>.json`) is for."""
     return _number(PROGRESS_RE, filename)
+
+
+def sweep_dir(run_base: Path, sweep_id: str) -> Path:
+    return run_base / f"{SWEEP_DIR}{sweep_id}"
 
 
 def sweep_report_file(run_base: Path, sweep: str) -> Path:

@@ -20,7 +20,7 @@ import yaml
 from ddpctl import safeio
 from ddpctl.errors import DdpctlError, SpecError
 from ddpctl.run import tracking
-from ddpctl.run.layout import RunLayout, batch_output
+from ddpctl.run.layout import STAGING, RunLayout, batch_output
 from ddpctl.snapshot import take
 from ddpctl.spec import JobSpec, load_spec, spec_to_mapping
 
@@ -28,7 +28,7 @@ from ddpctl.spec import JobSpec, load_spec, spec_to_mapping
 @contextmanager
 def staging(spec: JobSpec, script_text: str | None) -> Iterator[RunLayout]:
     base = spec.run_base
-    stage = RunLayout(base / f".staging-{uuid.uuid4().hex[:12]}")
+    stage = RunLayout(base / f"{STAGING}{uuid.uuid4().hex[:12]}")
     try:
         stage.root.mkdir(parents=True)
     except OSError as err:  # read-only, a file in the way, no space: the user's run_dir, one line
@@ -58,20 +58,26 @@ class RunDirTaken(DdpctlError, FileExistsError):
 def commit(stage: RunLayout, spec: JobSpec, job_id: str) -> RunLayout:
     """Rename the staging dir to the job id, claiming that name atomically (mkdir), never into a run dir of
     someone else's. `RunDirTaken` (also a FileExistsError, an OSError) names the run dir that is in the way."""
-    final = RunLayout(spec.run_base / job_id)
-    try:
-        final.root.mkdir()
-    except FileExistsError:
-        raise RunDirTaken(
-            f"run dir {final.root} already exists: another registry (DDPCTL_HOME) or tool uses the run_dir "
-            f"{spec.run_base.parent} too; job ids there must be unique"
-        ) from None
+    final = RunLayout(claim(spec.run_base / job_id))
     try:
         stage.root.rename(final.root)  # onto the empty directory just made: ours, replaced atomically
     except OSError:
         final.root.rmdir()
         raise
     return final
+
+
+def claim(path: Path) -> Path:
+    """Claim a run dir's name (a job's, a sweep's, a sweep task's) by making it empty, atomically (mkdir): the
+    caller renames its staged directory onto it. `RunDirTaken` names it when another registry or tool has it."""
+    try:
+        path.mkdir()
+    except FileExistsError:
+        raise RunDirTaken(
+            f"run dir {path} already exists: another registry (DDPCTL_HOME) or tool uses the run_dir "
+            f"{path.parent.parent} too; job ids there must be unique"
+        ) from None
+    return path
 
 
 def link_batch_output(layout: RunLayout, spec: JobSpec, job_id: str) -> None:

@@ -109,7 +109,7 @@ def test_the_outcome_comes_from_the_events_the_caller_read(tmp_path: Path) -> No
 
 
 def test_a_lost_node_is_the_attempts_cause_and_charged_to_node_failures(tmp_path: Path) -> None:
-    # The launchers' node-lost.json, not the step's status (srun killed by the batch shell: 137), nor a hang
+    # The launchers' node-lost record, not the step's status (srun killed by the batch shell: 137), nor a hang
     # found meanwhile, says what ended the attempt; max_failures (0) is not touched.
     layout = run_dir(tmp_path)
     layout.attempt_dir(0).mkdir()
@@ -117,7 +117,7 @@ def test_a_lost_node_is_the_attempts_cause_and_charged_to_node_failures(tmp_path
     layout.node_lost_marker(0).write_text(json.dumps({"node": "n2"}))
     history.append(layout.events, NodeLost(attempt=0, node="n2", node_rank=1, why="its heartbeat stopped 16 s ago"))
     history.append(layout.events, NodeExited(node="n1", attempt=0, exit=1))  # its ranks died of the reset
-    assert run_outcome(layout, RunHistory.from_records([]), 0, 137).infra_cause == "node-lost"
+    assert run_outcome(layout, history.load(layout.events), 0, 137).infra_cause == "node-lost"
     decision = decide_run(layout, {}, 137)
     assert decision.blame is not None
     assert (decision.blame.cause, decision.blame.node) == ("node-lost", "n2")

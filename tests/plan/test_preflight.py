@@ -64,3 +64,26 @@ def test_submit_refuses_what_the_cluster_cannot_run(tmp_path: Path) -> None:
     big = cli.run("submit", spec, "--set", "nodes=3", "--set", runs, check=False)
     assert big.returncode == 2 and "nodes: got 3, partition debug has 2 node(s)" in big.stderr, big.stderr
     assert not (tmp_path / "runs").exists() and not (tmp_path / "home" / "registry.jsonl").exists()
+
+
+@pytest.mark.parametrize(
+    "spec",
+    [
+        SPEC,
+        replace(SPEC, nodes=3),
+        replace(SPEC, partition="short", time="01:00:00"),
+        replace(SPEC, partition="short", nodes=3, time="01:00:00"),
+        replace(SPEC, partition="gpu", nodes=4, time="1-00:00:00"),
+        replace(SPEC, partition="gpu", time="1-00:00:01"),
+    ],
+)
+def test_submit_and_doctor_judge_a_partitions_limits_by_one_rule(spec: JobSpec) -> None:
+    """Submit refuses exactly what doctor's partition check fails, for the same limit (plan.preflight.exceeded)."""
+    from ddpctl.plan.doctor import FAIL, Facts, check_partition
+
+    refusal = problem(spec, FACTS)
+    check = check_partition(spec, Facts(tools={}, cluster=FACTS))
+    assert (refusal is not None) == (check.status == FAIL), (refusal, check)
+    if refusal is not None:
+        key = refusal.split(": ")[1]  # "nodes" or "time"
+        assert ("nodes" in check.detail) == (key == "nodes") and ("time" in check.detail) == (key == "time")

@@ -169,6 +169,12 @@ def test_submit_sends_only_the_code_the_cluster_lacks_and_logs_come_through_it(l
     job = job_of(first)
     assert "sent:     3 objects, " in first.stdout and "(0 already on login)" in first.stdout, first
     assert f"logs:     ddpctl logs -f --cluster login {job}\n" in first.stdout
+    said = first.stdout.splitlines()  # from the fields the login node answered, as `submit` says them there
+    assert [line[:10] for line in said[:4]] == ["submitted ", "script:   ", "run dir:  ", "requeue:  "], said
+    assert said[0] == f"submitted far: job {job} (local)" and said[2].endswith(f"/work/runs/far/{job}"), said
+    # The submit policy's warning, given on the login node, is said here as a submit here says it.
+    assert first.stderr.startswith("ddpctl: warning: ") and "shows no sign of handling stops" in first.stderr
+    assert first.stderr.count("\n") == 1, first.stderr
     # Asked again with its tag (as after a dropped connection): the same job, not a second one.
     again = login.cli(str(spec), "--cluster", "login", "--tag", tag, command="submit")
     assert job_of(again) == job

@@ -90,10 +90,14 @@ def test_a_requests_answer_says_what_was_freed(tmp_path: Path, monkeypatch: pyte
     items = built[-1][0]
     request = {"tree": [[i.path, i.kind, i.mode, i.ref, i.size] for i in items]}
     assert Resolved(items, 0).tree_id == built[-1][1].name
-    outcome = with_freed({"ok": True, "lines": ["submitted"]}, request)
-    assert outcome["lines"] == [
-        "submitted",
-        f"code store: freed 2 code trees and 2 objects (0.0 MB) on the cluster; {KEEP_TREES} trees kept",
-    ]
+    outcome = with_freed({"ok": True, "job_id": "7", "notes": ["earlier"]}, request)
+    assert outcome == {  # a note beside the outcome's fields, which stay as the submission gave them
+        "ok": True,
+        "job_id": "7",
+        "notes": [
+            "earlier",
+            f"code store: freed 2 code trees and 2 objects (0.0 MB) on the cluster; {KEEP_TREES} trees kept",
+        ],
+    }
     assert with_freed({"ok": False, "missing": ["x"]}, request) == {"ok": False, "missing": ["x"]}
     assert with_freed({"ok": False, "error": "e"}, {"tree": [["?"]]}) == {"ok": False, "error": "e"}

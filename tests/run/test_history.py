@@ -269,3 +269,24 @@ def test_a_decision_reads_the_log_once(tmp_path: Path) -> None:
 def test_node_exits_are_typed_for_the_decision() -> None:
     past = RunHistory((NodeExited(node="a", attempt=0, exit=0), NodeExited(node="b", attempt=0, exit=3)))
     assert past.attempt(0).node_exits == [0, 3]
+
+
+def test_every_cause_has_one_class_and_the_cause_sets_are_read_from_it() -> None:
+    """The cause classes are one table (run/history/base.CAUSE_CLASS); the sets blame, exclude, the preflight and
+    the decision read are made from it, and no module spells a set of infrastructure causes again."""
+    import ast
+
+    from ddpctl.run.history import CAUSE_CLASS, CAUSES, INFRASTRUCTURE_CAUSES, RUN_ENDING_CAUSES
+
+    assert set(CAUSE_CLASS) == set(CAUSES)
+    assert {"node-lost", "hang", "rank-crash", "preflight"} == INFRASTRUCTURE_CAUSES
+    assert {"node-lost", "hang", "preflight"} == RUN_ENDING_CAUSES
+    package = Path(history.__file__).resolve().parents[2]
+    spelled = []
+    for path in sorted(package.rglob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, (ast.Set, ast.Tuple, ast.List)):
+                words = {e.value for e in node.elts if isinstance(e, ast.Constant) and isinstance(e.value, str)}
+                if words <= set(CAUSES) and len(words & RUN_ENDING_CAUSES) >= 2 and path.name != "base.py":
+                    spelled.append(f"{path.relative_to(package)}:{node.lineno}")
+    assert spelled == []

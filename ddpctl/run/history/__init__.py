@@ -8,7 +8,19 @@ Writers append one typed event: `history.append(layout.events, Decided(attempt=.
 they want to know; nothing else parses events.jsonl or compares event names.
 """
 
-from ddpctl.run.history.base import CAUSES, INFRASTRUCTURE_CAUSES, KINDS, SIGNAL_KINDS, Action, Cause, Event, Kind
+from ddpctl.run.history.base import (
+    CAUSE_CLASS,
+    CAUSES,
+    INFRASTRUCTURE_CAUSES,
+    KINDS,
+    RUN_ENDING_CAUSES,
+    SIGNAL_KINDS,
+    Action,
+    Cause,
+    CauseClass,
+    Event,
+    Kind,
+)
 from ddpctl.run.history.catalog import TYPES, parse_event
 from ddpctl.run.history.events import (
     AttemptStarted,
@@ -53,9 +65,11 @@ from ddpctl.run.history.runhistory import Attempt, RunHistory
 
 __all__ = [
     "CAUSES",
+    "CAUSE_CLASS",
     "HEALTH",
     "INFRASTRUCTURE_CAUSES",
     "KINDS",
+    "RUN_ENDING_CAUSES",
     "SIGNAL_KINDS",
     "TYPES",
     "Action",
@@ -63,6 +77,7 @@ __all__ = [
     "AttemptStarted",
     "Cancelled",
     "Cause",
+    "CauseClass",
     "ChainDropped",
     "ChainSubmitted",
     "CheckpointRotated",

@@ -32,9 +32,26 @@ Cause = Literal[
     "node-check",
 ]
 CAUSES: tuple[Cause, ...] = get_args(Cause)
-# The causes charged to requeue.max_node_failures and blamed on the node at their first time: the one list that
-# blame, exclude and the preflight's "after an infrastructure failure" read.
-INFRASTRUCTURE_CAUSES: frozenset[Cause] = frozenset({"node-lost", "hang", "rank-crash", "preflight", "node-check"})
+CauseClass = Literal["stop", "infrastructure", "script", "setup"]
+# Each cause's class, the one table of them: a stop (charged to its signal's kind), the infrastructure (charged to
+# requeue.max_node_failures, blamed on the node at its first time), the script's own (an OOM: its memory use), or
+# the setup's (fails alike on every node).
+CAUSE_CLASS: dict[Cause, CauseClass] = {
+    "stop": "stop",
+    "stop-timeout": "stop",
+    "node-lost": "infrastructure",
+    "rank-crash": "infrastructure",
+    "oom": "script",
+    "hang": "infrastructure",
+    "script-error": "script",
+    "setup-error": "setup",
+    "preflight": "infrastructure",
+    "node-check": "infrastructure",
+}
+# What blame, exclude and the preflight's "after an infrastructure failure" read.
+INFRASTRUCTURE_CAUSES: frozenset[Cause] = frozenset(c for c, of in CAUSE_CLASS.items() if of == "infrastructure")
+# Those that end the run whatever signal comes after them; a rank crash does not (a stop's kill can crash a rank).
+RUN_ENDING_CAUSES: frozenset[Cause] = INFRASTRUCTURE_CAUSES - {"rank-crash"}
 SIGNAL_KINDS: tuple[Kind, ...] = ("timeout", "preemption")  # what a warning/preemption signal can mean
 
 
