@@ -74,9 +74,14 @@ def test_the_shell_ends_a_step_srun_cannot_end_once_a_node_is_lost(tmp_path: Pat
     assert done.returncode == 0, done.stderr
     assert "a node was lost" in done.stderr and "srun still waits for it: ending the step" in done.stderr
     assert took < 1 + LOST_WAIT_S + 1 + 15, took  # lost after 1 s; the wait; the watch's poll; decide's start
-    decision = [json.loads(line) for line in (run_dir / "events.jsonl").read_text().splitlines()][-1]
+    records = [json.loads(line) for line in (run_dir / "events.jsonl").read_text().splitlines()]
+    decision = next(e for e in records if e["event"] == "decision")
     assert (decision["action"], decision["kind"], decision["step_exit"]) == ("requeue", "node_failure", 137)
-    assert recorded_argv(tmp_path / "out", "scontrol") == ["requeue", "4242"]
+    # Not a requeue of this job (Slurm holds it until it gives up on the node): a successor depending on nothing.
+    sbatch = recorded_argv(tmp_path / "out", "sbatch")
+    assert not any(a.startswith("--dependency") for a in sbatch) and sbatch[-2:] == [str(run_dir), "1"], sbatch
+    assert records[-1]["event"] == "chain-submit" and records[-1]["job_id"] == "99", records[-1]
+    assert not (tmp_path / "out" / "scontrol").exists()
     for _ in range(50):  # the step's scancel runs in the background
         if (tmp_path / "out" / "scancel" / "env.0").exists():
             break

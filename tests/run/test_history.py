@@ -279,8 +279,8 @@ def test_every_cause_has_one_class_and_the_cause_sets_are_read_from_it() -> None
     from ddpctl.run.history import CAUSE_CLASS, CAUSES, INFRASTRUCTURE_CAUSES, RUN_ENDING_CAUSES
 
     assert set(CAUSE_CLASS) == set(CAUSES)
-    assert {"node-lost", "hang", "rank-crash", "preflight"} == INFRASTRUCTURE_CAUSES
-    assert {"node-lost", "hang", "preflight"} == RUN_ENDING_CAUSES
+    assert {"node-lost", "hang", "rank-crash", "preflight", "node-check"} == INFRASTRUCTURE_CAUSES
+    assert {"node-lost", "hang", "preflight", "node-check"} == RUN_ENDING_CAUSES
     package = Path(history.__file__).resolve().parents[2]
     spelled = []
     for path in sorted(package.rglob("*.py")):
