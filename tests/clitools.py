@@ -177,10 +177,12 @@ class PreemptedTrainer:
 
 def preempt_trainer(
     tmp_path: Path, name: str, script_text: str, args: list[str], preset: str,
-    *, ready: Callable[[Path], bool], timeout: float,
+    *, ready: Callable[[Path], bool], timeout: float, backend: str = "local",
+    fields: dict[str, Any] | None = None, submitted: Callable[[str], object] | None = None,
 ) -> PreemptedTrainer:  # fmt: skip
-    """Write `script_text`, run it 2 nodes x 2 ranks on the local backend with the resume `preset`, `ddpctl
-    preempt` it once `ready(run_dir)` holds, and wait for its end (the HF Trainer and Lightning tests)."""
+    """Write `script_text`, run it 2 nodes x 2 ranks on `backend` (the local one unless said) with the resume
+    `preset` and the spec's other `fields`, `ddpctl preempt` it once `ready(run_dir)` holds, and wait for its end
+    (the HF Trainer and Lightning tests); `submitted` gets the job id at once (the cluster tests' cleanup)."""
     cli = Cli(tmp_path / "home")
     script = tmp_path / f"{name}_train.py"
     script.write_text(script_text)
@@ -192,11 +194,14 @@ def preempt_trainer(
         nodes=2,
         nproc_per_node=2,
         run_dir=str(tmp_path / "runs"),
-        backend="local",
+        backend=backend,
         resume={"preset": preset},
         requeue={"lead_s": 60, "max_preemptions": 2},
+        **(fields or {}),
     )
     job_id, run_dir = cli.submit(spec)
+    if submitted is not None:
+        submitted(job_id)
     cli.wait_for(lambda: ready(run_dir), timeout=timeout, what=f"{name} ready to preempt")
     cli.run("preempt", job_id)
     status = cli.wait_terminal(job_id, timeout=timeout + 100)
