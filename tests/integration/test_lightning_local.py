@@ -1,19 +1,32 @@
-"""A real Lightning run (a tiny model and data made here: nothing downloaded), 2 nodes x 2 ranks on the local backend,
-preempted mid-run (issue 42): `ddpctl.integrations.lightning.StopCallback` saves `stop-step=<step>.ckpt` at the
-agreed step and exits 0 on every rank, `resume: {preset: lightning}` hands the next attempt `--ckpt_path` of that
-file, and the run ends with the weights of an uninterrupted one.
+"""Real Lightning runs (a tiny model and data made here: nothing downloaded), preempted mid-run (issue 42).
+
+The 2 nodes x 2 ranks run on the local backend is a LightningCLI script given `StopCallback` on its command line
+(`--trainer.callbacks+=ddpctl.integrations.lightning.StopCallback`), with the same `args` on every attempt: the
+callback saves `stop-step=<step>.ckpt` at the agreed step and exits 0 on every rank, `resume: {preset: lightning}`
+appends `--ckpt_path` of that file (the `fit` subcommand's own argument), and the run ends with the weights of an
+uninterrupted one. Its `logger: false` keeps the log directory (`$DDPCTL_RUN_DIR`) the same on both attempts, so
+attempt 1 also needs the callback to let LightningCLI overwrite the first attempt's config.yaml.
+
+A plain `Trainer(callbacks=[..., StopCallback()])` script is covered by one process without ddpctl's launcher
+(cheaper: lightning is imported once): the launcher's variables are set by the test, the script touches the stop
+file itself, and a second `fit(ckpt_path=...)` in the same process plays the restart. It also runs under a
+`SLURMEnvironment(auto_requeue=True)` with Slurm's variables set, which the callback must switch off before
+Lightning installs its SIGUSR1 requeue handler.
 
 Lightning restarts a plain DataLoader's epoch on a mid-epoch resume, so each step's batch is made from the step
 and the rank (not from the loader): the final weights then depend only on the model and optimizer state carried
-through the checkpoint (SGD with momentum, float64), and are compared with a replay of the same 4-rank DDP steps
-in this process. They agree to within 1e-6, not bit for bit (measured: 1.7e-8 after 80 steps with the stop at 72;
-the source of that difference is not pinned down), while one step lost or repeated at the stop, or the momentum
-lost, moves them by more than 1e-3 (`test_the_replay_tells_a_lost_step_or_lost_momentum_apart`).
+through the checkpoint (SGD with momentum, float64), and are compared with a replay of the same DDP steps in this
+process. They agree to within 1e-6, not bit for bit (measured: 1.7e-8 after 80 steps with the stop at 72; the
+source of that difference is not pinned down), while one step lost or repeated at the stop, or the momentum lost,
+moves them by more than 1e-3 (`test_the_replay_tells_a_lost_step_or_lost_momentum_apart`).
 """
 
 from __future__ import annotations
 
 import json
+import os
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -22,15 +35,11 @@ from clitools import preempt_trainer
 pytest.importorskip("lightning")
 pytestmark = pytest.mark.torchrun
 
-LIGHTNING_SCRIPT = """
-import json, os, sys, time
+# What both scripts share: each step's batch from the step and the rank, and rank 0's lines the tests read.
+MODEL = """
+import json, os, signal, sys, time
 import torch
 import lightning as L
-from lightning.pytorch.callbacks import ModelCheckpoint
-from ddpctl.integrations.lightning import StopCallback
-
-def arg(name):
-    return sys.argv[sys.argv.index(name) + 1] if name in sys.argv else None
 
 def batch(step, rank):
     g = torch.Generator().manual_seed(1000 * step + rank)
@@ -38,40 +47,74 @@ def batch(step, rank):
     return x, x.sum(1, keepdim=True)
 
 class Model(L.LightningModule):
-    def __init__(self):
+    def __init__(self, first_step_s: float = 0.3):
         super().__init__()
         torch.manual_seed(0)
         self.net = torch.nn.Linear(8, 1)
+        self.first_step_s = first_step_s
     def training_step(self, _batch, _idx):
         x, y = batch(self.global_step, self.global_rank)
-        # The first attempt slow enough to be preempted mid-run whatever the machine's load; the second fast.
-        time.sleep(0.3 if os.environ.get("DDPCTL_ATTEMPT") == "0" else 0.02)
+        # The first attempt slow enough to be preempted mid-run whatever the machine's load; the next fast.
+        time.sleep(self.first_step_s if os.environ.get("DDPCTL_ATTEMPT") == "0" else 0.02)
+        if self.trainer.is_global_zero:  # the step this batch makes (the callbacks' batch end runs first)
+            print(f"step {self.global_step + 1}", flush=True)
         return torch.nn.functional.mse_loss(self.net(x), y)
     def configure_optimizers(self):
         return torch.optim.SGD(self.parameters(), lr=0.02, momentum=0.9)
-
-class Pace(L.Callback):
-    def on_train_batch_end(self, trainer, *_):
-        if trainer.is_global_zero:
-            print(f"step {trainer.global_step}", flush=True)
-
-local = int(os.environ["LOCAL_WORLD_SIZE"])
-trainer = L.Trainer(
-    accelerator="cpu", devices=local, num_nodes=int(os.environ["WORLD_SIZE"]) // local, strategy="ddp",
-    precision="64-true", max_steps=int(arg("--max_steps")), logger=False, enable_progress_bar=False,
-    enable_model_summary=False, default_root_dir=arg("--dir"),
-    callbacks=[ModelCheckpoint(dirpath=arg("--dir"), every_n_train_steps=10), Pace(), StopCallback()],
-)
-data = torch.utils.data.DataLoader(torch.utils.data.TensorDataset(torch.zeros(100000, 1)), batch_size=1)
-ckpt = arg("--ckpt_path")
-model = Model()
-if trainer.is_global_zero:
-    print(f"ckpt_path={ckpt}", flush=True)
-trainer.fit(model, data, ckpt_path=ckpt)
-if trainer.is_global_zero:
-    print("weights " + json.dumps([v.hex() for v in torch.cat([p.flatten() for p in model.parameters()]).tolist()]))
-    print(f"finished at step {trainer.global_step}", flush=True)
+    def train_dataloader(self):
+        return torch.utils.data.DataLoader(torch.utils.data.TensorDataset(torch.zeros(100000, 1)), batch_size=1)
+    def on_train_start(self):
+        if self.trainer.is_global_zero:  # what Lightning restored from, and whether SIGUSR1 is still untouched
+            usr1 = "default" if signal.getsignal(signal.SIGUSR1) == signal.SIG_DFL else "handled"
+            print(f"ckpt_path={self.trainer.ckpt_path} sigusr1={usr1}", flush=True)
+    def on_train_end(self):
+        if self.trainer.is_global_zero:
+            flat = torch.cat([p.flatten() for p in self.parameters()]).tolist()
+            print("weights " + json.dumps([v.hex() for v in flat]), flush=True)
+            print(f"finished at step {self.trainer.global_step}", flush=True)
 """
+
+CLI_SCRIPT = (
+    MODEL
+    + """
+from lightning.pytorch.cli import LightningCLI
+LightningCLI(Model)
+"""
+)
+
+# The launcher's part played by the test: the stop file appears at step 3, the restart is a second fit.
+PLAIN_SCRIPT = (
+    MODEL
+    + """
+from pathlib import Path
+from lightning.fabric.plugins.environments import SLURMEnvironment
+from lightning.pytorch.callbacks import ModelCheckpoint
+from ddpctl.integrations.lightning import StopCallback
+from ddpctl.runtime import stopflag
+
+class StopAt3(L.Callback):
+    def on_train_batch_end(self, trainer, *_):
+        if trainer.global_step == 3 and os.environ["DDPCTL_ATTEMPT"] == "0":
+            Path(os.environ["DDPCTL_STOP_FILE"]).touch()
+
+def attempt(n, ckpt_path):
+    os.environ["DDPCTL_ATTEMPT"] = str(n)
+    trainer = L.Trainer(
+        accelerator="cpu", devices=1, precision="64-true", max_steps=20, logger=False, enable_progress_bar=False,
+        enable_model_summary=False, default_root_dir=sys.argv[1], plugins=[SLURMEnvironment(auto_requeue=True)],
+        callbacks=[ModelCheckpoint(dirpath=sys.argv[1], every_n_train_steps=5), StopAt3(), StopCallback()],
+    )
+    trainer.fit(Model(first_step_s=0.1), ckpt_path=ckpt_path)
+
+try:
+    attempt(0, None)
+except SystemExit as stop:
+    print(f"exit {stop.code}", flush=True)
+Path(os.environ["DDPCTL_STOP_FILE"]).unlink()
+stopflag.reset()
+attempt(1, str(next(Path(os.environ["DDPCTL_CKPT_DIR"]).glob("stop-step=*.ckpt"))))
+"""
+)
 
 
 def replay(steps: int, world: int = 4, skip: int | None = None, reset: int | None = None) -> list[float]:
@@ -115,10 +158,25 @@ def rank0(run_dir: Path, attempt: int) -> list[str]:
     return [line for line in lines if line.startswith(("step ", "ckpt_path=", "finished", "weights "))]
 
 
-def test_a_preempted_lightning_run_saves_at_the_agreed_step_and_resumes_to_the_same_weights(tmp_path: Path) -> None:
-    args = ["--dir", "$DDPCTL_CKPT_DIR", "--max_steps", "50"]
+# A new user's LightningCLI command line, the same on every attempt; resume: {preset: lightning} appends
+# `--ckpt_path` on a restart. `--trainer.default_root_dir=$DDPCTL_RUN_DIR` puts config.yaml in the run directory.
+CLI_ARGS = [
+    "fit", "--trainer.accelerator=cpu", "--trainer.devices=2", "--trainer.num_nodes=2", "--trainer.strategy=ddp",
+    "--trainer.precision=64-true", "--trainer.max_steps=50", "--trainer.logger=false",
+    "--trainer.enable_progress_bar=false", "--trainer.enable_model_summary=false",
+    "--trainer.default_root_dir=$DDPCTL_RUN_DIR",
+    "--trainer.callbacks+=ModelCheckpoint", "--trainer.callbacks.dirpath=$DDPCTL_CKPT_DIR",
+    "--trainer.callbacks.every_n_train_steps=10",
+    "--trainer.callbacks+=ddpctl.integrations.lightning.StopCallback",
+]  # fmt: skip
+
+
+def test_a_preempted_lightningcli_run_saves_at_the_agreed_step_and_resumes_to_the_same_weights(
+    tmp_path: Path,
+) -> None:
+    pytest.importorskip("jsonargparse")  # LightningCLI's parser (lightning[pytorch-extra])
     ran = preempt_trainer(
-        tmp_path, "lit", LIGHTNING_SCRIPT, args, "lightning", ready=lambda d: "step 10" in rank0(d, 0), timeout=300
+        tmp_path, "lit", CLI_SCRIPT, CLI_ARGS, "lightning", ready=lambda d: "step 10" in rank0(d, 0), timeout=300
     )
     cli, job_id, status, run_dir, found, info = ran.cli, ran.job_id, ran.status, ran.run_dir, ran.events, ran.info
     assert status["state"] == "COMPLETED" and status["restarts"] == 1, (status, info)
@@ -129,12 +187,43 @@ def test_a_preempted_lightning_run_saves_at_the_agreed_step_and_resumes_to_the_s
     decision = next(e for e in found if e["event"] == "decision")
     assert (decision["action"], decision["kind"], decision["cause"]) == ("requeue", "preemption", "stop"), info
     first, second = rank0(run_dir, 0), rank0(run_dir, 1)
-    assert first[0] == "ckpt_path=None" and f"step {step}" == first[-1], first
-    assert second[0] == f"ckpt_path={ckpt}" and second[1] == f"step {step + 1}", second
+    assert first[0] == "ckpt_path=None sigusr1=default" and f"step {step}" == first[-1], first
+    assert second[0] == f"ckpt_path={ckpt} sigusr1=default" and second[1] == f"step {step + 1}", second
     assert second[-1] == "finished at step 50", second
+    assert "config.yaml is overwritten" in (run_dir / "attempt-1" / "rank-0.log").read_text()
+    assert (run_dir / "config.yaml").exists()
     resumed = next(e for e in found if e["event"] == "resume-point" and e["attempt"] == 1)
     assert resumed["step"] == step, info
     weights = [float.fromhex(v) for v in json.loads(second[-2].removeprefix("weights "))]
     assert distance(weights, replay(50)) < 1e-6, (weights, replay(50))
     shown = cli.run("status", job_id).stdout
     assert f"attempt 1: resumed from step {step} ({ckpt}), given --ckpt_path {ckpt}" in shown, shown
+
+
+def test_a_plain_trainer_saves_at_the_stop_into_the_ckpt_dir_and_resumes_with_slurm_requeue_switched_off(
+    tmp_path: Path,
+) -> None:
+    script, periodic, ckpts, run_dir = (tmp_path / name for name in ("plain.py", "periodic", "ckpts", "run"))
+    script.write_text(PLAIN_SCRIPT)
+    ckpts.mkdir()
+    slurm = {"SLURM_NTASKS": "1", "SLURM_PROCID": "0", "SLURM_LOCALID": "0", "SLURM_NODEID": "0", "SLURM_JOB_NAME": "t"}
+    stop_file = tmp_path / "stop"  # the launcher's variables, as a node's launcher hands them to a rank
+    ddpctl = {"DDPCTL_RUN_DIR": str(run_dir), "DDPCTL_CKPT_DIR": str(ckpts), "DDPCTL_STOP_FILE": str(stop_file)}
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("SLURM_", "DDPCTL_"))} | slurm | ddpctl
+    argv = [sys.executable, str(script), str(periodic)]
+    done = subprocess.run(argv, check=False, env=env, capture_output=True, text=True, timeout=240)
+    out = done.stdout.splitlines()
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    assert "ddpctl: SLURMEnvironment(auto_requeue=True) switched off: ddpctl requeues" in done.stderr, done.stderr
+    assert f"ddpctl: ModelCheckpoint writes to {periodic}, outside $DDPCTL_CKPT_DIR ({ckpts})" in done.stderr
+    stopped = json.loads((run_dir / "attempt-0" / "stopped.json").read_text())
+    step = stopped["step"]
+    ckpt = ckpts / f"stop-step={step}.ckpt"
+    assert 3 <= step < 20 and stopped["checkpoint"] == str(ckpt), stopped
+    out = [line for line in out if not line.startswith("ddpctl.runtime: stopped")]
+    at = out.index("exit 0")
+    assert out[0] == "ckpt_path=None sigusr1=default" and out[at - 1] == f"step {step}", out
+    assert out[at + 1 : at + 3] == [f"ckpt_path={ckpt} sigusr1=default", f"step {step + 1}"], out
+    assert out[-1] == "finished at step 20", out
+    weights = [float.fromhex(v) for v in json.loads(out[-2].removeprefix("weights "))]
+    assert distance(weights, replay(20, world=1)) < 1e-6, (weights, replay(20, world=1))
