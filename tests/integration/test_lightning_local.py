@@ -7,9 +7,9 @@ appends `--ckpt_path` of that file (the `fit` subcommand's own argument), and th
 uninterrupted one. Its `logger: false` keeps the log directory (`$DDPCTL_RUN_DIR`) the same on both attempts, so
 attempt 1 also needs the callback to let LightningCLI overwrite the first attempt's config.yaml.
 
-A plain `Trainer(callbacks=[..., StopCallback()])` script is covered by one process without ddpctl's launcher
-(cheaper: lightning is imported once): the launcher's variables are set by the test, the script touches the stop
-file itself, and a second `fit(ckpt_path=...)` in the same process plays the restart. It also runs under a
+A plain `Trainer(callbacks=[..., StopCallback()])` is covered in the test's own process, which has imported
+lightning already (a second 2 x 2 run, or a script of its own, would pay lightning's import again): the test
+plays the launcher (its variables, the stop file, the restart as a second `fit(ckpt_path=...)`), under a
 `SLURMEnvironment(auto_requeue=True)` with Slurm's variables set, which the callback must switch off before
 Lightning installs its SIGUSR1 requeue handler.
 
@@ -25,9 +25,9 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
-import sys
+import signal
 from pathlib import Path
+from typing import Any
 
 import pytest
 from clitools import preempt_trainer
@@ -55,7 +55,7 @@ class Model(L.LightningModule):
     def training_step(self, _batch, _idx):
         x, y = batch(self.global_step, self.global_rank)
         # The first attempt slow enough to be preempted mid-run whatever the machine's load; the next fast.
-        time.sleep(self.first_step_s if os.environ.get("DDPCTL_ATTEMPT") == "0" else 0.02)
+        time.sleep(self.first_step_s if os.environ.get("DDPCTL_ATTEMPT") == "0" else 0)
         if self.trainer.is_global_zero:  # the step this batch makes (the callbacks' batch end runs first)
             print(f"step {self.global_step + 1}", flush=True)
         return torch.nn.functional.mse_loss(self.net(x), y)
@@ -65,7 +65,8 @@ class Model(L.LightningModule):
         return torch.utils.data.DataLoader(torch.utils.data.TensorDataset(torch.zeros(100000, 1)), batch_size=1)
     def on_train_start(self):
         if self.trainer.is_global_zero:  # what Lightning restored from, and whether SIGUSR1 is still untouched
-            usr1 = "default" if signal.getsignal(signal.SIGUSR1) == signal.SIG_DFL else "handled"
+            self.usr1 = signal.getsignal(signal.SIGUSR1)
+            usr1 = "default" if self.usr1 == signal.SIG_DFL else "handled"
             print(f"ckpt_path={self.trainer.ckpt_path} sigusr1={usr1}", flush=True)
     def on_train_end(self):
         if self.trainer.is_global_zero:
@@ -79,40 +80,6 @@ CLI_SCRIPT = (
     + """
 from lightning.pytorch.cli import LightningCLI
 LightningCLI(Model)
-"""
-)
-
-# The launcher's part played by the test: the stop file appears at step 3, the restart is a second fit.
-PLAIN_SCRIPT = (
-    MODEL
-    + """
-from pathlib import Path
-from lightning.fabric.plugins.environments import SLURMEnvironment
-from lightning.pytorch.callbacks import ModelCheckpoint
-from ddpctl.integrations.lightning import StopCallback
-from ddpctl.runtime import stopflag
-
-class StopAt3(L.Callback):
-    def on_train_batch_end(self, trainer, *_):
-        if trainer.global_step == 3 and os.environ["DDPCTL_ATTEMPT"] == "0":
-            Path(os.environ["DDPCTL_STOP_FILE"]).touch()
-
-def attempt(n, ckpt_path):
-    os.environ["DDPCTL_ATTEMPT"] = str(n)
-    trainer = L.Trainer(
-        accelerator="cpu", devices=1, precision="64-true", max_steps=20, logger=False, enable_progress_bar=False,
-        enable_model_summary=False, default_root_dir=sys.argv[1], plugins=[SLURMEnvironment(auto_requeue=True)],
-        callbacks=[ModelCheckpoint(dirpath=sys.argv[1], every_n_train_steps=5), StopAt3(), StopCallback()],
-    )
-    trainer.fit(Model(first_step_s=0.1), ckpt_path=ckpt_path)
-
-try:
-    attempt(0, None)
-except SystemExit as stop:
-    print(f"exit {stop.code}", flush=True)
-Path(os.environ["DDPCTL_STOP_FILE"]).unlink()
-stopflag.reset()
-attempt(1, str(next(Path(os.environ["DDPCTL_CKPT_DIR"]).glob("stop-step=*.ckpt"))))
 """
 )
 
@@ -166,7 +133,7 @@ CLI_ARGS = [
     "--trainer.enable_progress_bar=false", "--trainer.enable_model_summary=false",
     "--trainer.default_root_dir=$DDPCTL_RUN_DIR",
     "--trainer.callbacks+=ModelCheckpoint", "--trainer.callbacks.dirpath=$DDPCTL_CKPT_DIR",
-    "--trainer.callbacks.every_n_train_steps=10",
+    "--trainer.callbacks.every_n_train_steps=5",
     "--trainer.callbacks+=ddpctl.integrations.lightning.StopCallback",
 ]  # fmt: skip
 
@@ -176,14 +143,14 @@ def test_a_preempted_lightningcli_run_saves_at_the_agreed_step_and_resumes_to_th
 ) -> None:
     pytest.importorskip("jsonargparse")  # LightningCLI's parser (lightning[pytorch-extra])
     ran = preempt_trainer(
-        tmp_path, "lit", CLI_SCRIPT, CLI_ARGS, "lightning", ready=lambda d: "step 10" in rank0(d, 0), timeout=300
+        tmp_path, "lit", CLI_SCRIPT, CLI_ARGS, "lightning", ready=lambda d: "step 7" in rank0(d, 0), timeout=300
     )
     cli, job_id, status, run_dir, found, info = ran.cli, ran.job_id, ran.status, ran.run_dir, ran.events, ran.info
     assert status["state"] == "COMPLETED" and status["restarts"] == 1, (status, info)
     stop = next(e for e in found if e["event"] == "stop")
     step = stop["step"]
     ckpt = run_dir / "checkpoints" / f"stop-step={step}.ckpt"
-    assert step >= 10 and stop["checkpoint"] == str(ckpt), info
+    assert step >= 7 and stop["checkpoint"] == str(ckpt), info
     decision = next(e for e in found if e["event"] == "decision")
     assert (decision["action"], decision["kind"], decision["cause"]) == ("requeue", "preemption", "stop"), info
     first, second = rank0(run_dir, 0), rank0(run_dir, 1)
@@ -200,30 +167,83 @@ def test_a_preempted_lightningcli_run_saves_at_the_agreed_step_and_resumes_to_th
     assert f"attempt 1: resumed from step {step} ({ckpt}), given --ckpt_path {ckpt}" in shown, shown
 
 
+def plain_trainer(periodic: Path, *callbacks: Any) -> Any:
+    lightning = pytest.importorskip("lightning")
+    from lightning.fabric.plugins.environments import SLURMEnvironment
+    from lightning.pytorch.callbacks import ModelCheckpoint
+
+    from ddpctl.integrations.lightning import StopCallback
+
+    return lightning.Trainer(
+        accelerator="cpu", devices=1, precision="64-true", max_steps=20, logger=False, enable_progress_bar=False,
+        enable_model_summary=False, default_root_dir=periodic, plugins=[SLURMEnvironment(auto_requeue=True)],
+        callbacks=[ModelCheckpoint(dirpath=periodic, every_n_train_steps=5), *callbacks, StopCallback()],
+    )  # fmt: skip
+
+
+def as_launched(monkeypatch: pytest.MonkeyPatch, run_dir: Path, ckpts: Path, stop_file: Path) -> None:
+    """A rank's environment as a node's launcher hands it over, on a Slurm node (for SLURMEnvironment)."""
+    for name in [n for n in os.environ if n.startswith(("SLURM_", "DDPCTL_"))] + ["RANK", "WORLD_SIZE"]:
+        monkeypatch.delenv(name, raising=False)
+    for name, value in {"SLURM_NTASKS": "1", "SLURM_PROCID": "0", "SLURM_LOCALID": "0", "SLURM_NODEID": "0",
+                        "SLURM_JOB_NAME": "t", "DDPCTL_RUN_DIR": str(run_dir), "DDPCTL_CKPT_DIR": str(ckpts),
+                        "DDPCTL_STOP_FILE": str(stop_file), "DDPCTL_ATTEMPT": "0"}.items():  # fmt: skip
+        monkeypatch.setenv(name, value)
+
+
 def test_a_plain_trainer_saves_at_the_stop_into_the_ckpt_dir_and_resumes_with_slurm_requeue_switched_off(
-    tmp_path: Path,
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    script, periodic, ckpts, run_dir = (tmp_path / name for name in ("plain.py", "periodic", "ckpts", "run"))
-    script.write_text(PLAIN_SCRIPT)
+    """In this process (lightning is imported here already; a script of its own would import it again): the test
+    plays the launcher (its variables, the stop file at step 3, the restart as a second fit), under
+    `SLURMEnvironment(auto_requeue=True)` with Slurm's variables set, beside a ModelCheckpoint writing elsewhere."""
+    from ddpctl.runtime import stopflag
+
+    periodic, ckpts, run_dir, stop_file = (tmp_path / name for name in ("periodic", "ckpts", "run", "stop"))
     ckpts.mkdir()
-    slurm = {"SLURM_NTASKS": "1", "SLURM_PROCID": "0", "SLURM_LOCALID": "0", "SLURM_NODEID": "0", "SLURM_JOB_NAME": "t"}
-    stop_file = tmp_path / "stop"  # the launcher's variables, as a node's launcher hands them to a rank
-    ddpctl = {"DDPCTL_RUN_DIR": str(run_dir), "DDPCTL_CKPT_DIR": str(ckpts), "DDPCTL_STOP_FILE": str(stop_file)}
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("SLURM_", "DDPCTL_"))} | slurm | ddpctl
-    argv = [sys.executable, str(script), str(periodic)]
-    done = subprocess.run(argv, check=False, env=env, capture_output=True, text=True, timeout=240)
-    out = done.stdout.splitlines()
-    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
-    assert "ddpctl: SLURMEnvironment(auto_requeue=True) switched off: ddpctl requeues" in done.stderr, done.stderr
-    assert f"ddpctl: ModelCheckpoint writes to {periodic}, outside $DDPCTL_CKPT_DIR ({ckpts})" in done.stderr
-    stopped = json.loads((run_dir / "attempt-0" / "stopped.json").read_text())
-    step = stopped["step"]
-    ckpt = ckpts / f"stop-step={step}.ckpt"
-    assert 3 <= step < 20 and stopped["checkpoint"] == str(ckpt), stopped
-    out = [line for line in out if not line.startswith("ddpctl.runtime: stopped")]
-    at = out.index("exit 0")
-    assert out[0] == "ckpt_path=None sigusr1=default" and out[at - 1] == f"step {step}", out
-    assert out[at + 1 : at + 3] == [f"ckpt_path={ckpt} sigusr1=default", f"step {step + 1}"], out
-    assert out[-1] == "finished at step 20", out
-    weights = [float.fromhex(v) for v in json.loads(out[-2].removeprefix("weights "))]
+    as_launched(monkeypatch, run_dir, ckpts, stop_file)
+    monkeypatch.setattr(stopflag._FLAG, "watcher", None)  # restored after: this test's watcher is not the next's
+    ns: dict[str, Any] = {}
+    exec(compile(MODEL, "model", "exec"), ns)  # noqa: S102  # the CLI script's own model, as Python here
+    lightning = pytest.importorskip("lightning")
+
+    class StopAt3(lightning.Callback):  # type: ignore[misc,name-defined]  # the launcher's stop file
+        def on_train_batch_end(self, trainer: Any, *_: Any) -> None:
+            if trainer.global_step == 3:
+                stop_file.touch()
+
+    usr1_before = signal.getsignal(signal.SIGUSR1)
+    first = ns["Model"](first_step_s=0.1)
+    try:
+        with pytest.raises(SystemExit) as stopped_exit:
+            plain_trainer(periodic, StopAt3()).fit(first)
+        assert stopped_exit.value.code == 0
+        stop_file.unlink()
+        stopflag.reset()
+        stopped = json.loads((run_dir / "attempt-0" / "stopped.json").read_text())
+        step, ckpt = stopped["step"], ckpts / f"stop-step={stopped['step']}.ckpt"
+        assert 3 <= step < 20 and stopped["checkpoint"] == str(ckpt), stopped
+        monkeypatch.setenv("DDPCTL_ATTEMPT", "1")
+        second = ns["Model"]()
+        trainer = plain_trainer(periodic)
+        trainer.fit(second, ckpt_path=str(ckpt))
+    finally:
+        stopflag.reset()
+        if torch_distributed().is_initialized():
+            torch_distributed().destroy_process_group()
+    out, err = capsys.readouterr()
+    assert first.usr1 == second.usr1 == usr1_before, (first.usr1, second.usr1, usr1_before)
+    assert err.count("ddpctl: SLURMEnvironment(auto_requeue=True) switched off: ddpctl requeues") == 2, err
+    assert f"ddpctl: ModelCheckpoint writes to {periodic}, outside $DDPCTL_CKPT_DIR ({ckpts})" in err, err
+    lines = [line for line in out.splitlines() if line.startswith(("step ", "ckpt_path=", "finished", "weights "))]
+    at = next(i for i, line in enumerate(lines) if line.startswith(f"ckpt_path={ckpt} "))
+    assert lines[at - 1] == f"step {step}" and lines[at + 1] == f"step {step + 1}", lines
+    assert lines[-1] == "finished at step 20" and trainer.global_step == 20, lines
+    weights = [float.fromhex(v) for v in json.loads(lines[-2].removeprefix("weights "))]
     assert distance(weights, replay(20, world=1)) < 1e-6, (weights, replay(20, world=1))
+
+
+def torch_distributed() -> Any:
+    import torch.distributed
+
+    return torch.distributed
