@@ -8,7 +8,7 @@ requeue handler, so a ddpctl stop (SIGUSR2 and the stop file) is simply not acte
 
 With this callback every rank agrees on the same batch end (`ddpctl.runtime.StopAgreement` over the Gloo control
 group), the Trainer saves `stop-step=<step>.ckpt` there (`trainer.save_checkpoint`: every rank takes part, rank
-0 writes) into the checkpoint directory (the `ModelCheckpoint`'s `dirpath`, else `$DDPCTL_CKPT_DIR`), and every
+0 writes) into `$DDPCTL_CKPT_DIR` (the callback's `dirpath` when given; outside ddpctl the ModelCheckpoint's), and every
 rank records the stop and exits 0, so the job requeues and `resume: {preset: lightning}` hands the next attempt
 `--ckpt_path` of that file (the newest complete `.ckpt`). A `SLURMEnvironment(auto_requeue=True)` given to the
 Trainer is switched to `auto_requeue=False` at setup, before Lightning installs its handlers (said on stderr).
