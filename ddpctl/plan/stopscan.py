@@ -31,6 +31,11 @@ ANNOUNCES = re.compile(
 )
 
 
+# A callback named on the script's command line, as a LightningCLI takes it
+# (`--trainer.callbacks+=ddpctl.integrations.lightning.StopCallback`): the script's code never names it.
+CALLBACK_ARG = re.compile(r"ddpctl\.integrations\.\w+\.\w+")
+
+
 def code_only(source: str) -> str:
     """The source without its comments and strings (docstrings included); the source itself where it does not
     tokenize (a static look never fails)."""
@@ -86,7 +91,9 @@ def check_script(spec: JobSpec) -> str | None:
 
 
 def scan_event(spec: JobSpec) -> StopScanned:
-    """What submit records in the run's events: the warning, if any, and whether the script can announce that
-    its ranks listen, so `preempt` knows at once whether waiting for a listener makes sense."""
+    """What submit records in the run's events: the warning, if any, and whether the script (its code, or a
+    ddpctl callback in its args) can announce that its ranks listen, so `preempt` knows at once whether waiting
+    for a listener makes sense."""
     source = read_source(spec) or ""
-    return StopScanned(warning=check_script(spec), announces=can_announce(source))
+    in_args = any(CALLBACK_ARG.search(arg) for arg in spec.args)
+    return StopScanned(warning=check_script(spec), announces=can_announce(source) or in_args)

@@ -8,7 +8,8 @@ import pytest
 import yaml
 from clitools import ddpctl_in
 
-from ddpctl.plan.stopscan import can_announce, stop_handling_problem
+from ddpctl.plan.stopscan import can_announce, scan_event, stop_handling_problem
+from ddpctl.spec.load import spec_from_mapping
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -69,3 +70,13 @@ def test_the_readmes_own_checkpoint_script_cannot_announce_so_preempt_does_not_w
     """`preempt` of jobs/own-checkpoint.yaml with requeue.script_signal=null (README) waited 60 s for a listener."""
     assert can_announce((REPO / "jobs" / "own_checkpoint" / "train.py").read_text()) is False
     assert can_announce((REPO / "jobs" / "example" / "train.py").read_text()) is True
+
+
+def test_a_lightningcli_given_the_stop_callback_in_its_args_can_announce(tmp_path: Path) -> None:
+    """Its code names only LightningCLI; without the args, `preempt` would not wait for its ranks to listen."""
+    script = tmp_path / "main.py"
+    script.write_text("from lightning.pytorch.cli import LightningCLI\nLightningCLI(Model)\n")
+    base = {"name": "lit", "script": str(script), "backend": "local"}
+    callback = "--trainer.callbacks+=ddpctl.integrations.lightning.StopCallback"
+    assert scan_event(spec_from_mapping({**base, "args": ["fit", callback]})).announces is True
+    assert scan_event(spec_from_mapping({**base, "args": ["fit"]})).announces is False
