@@ -12,6 +12,8 @@ Polling design (works on NFS/Lustre, where inotify never hears about writes made
 On a local filesystem (logs_notify decides) inotify events wake the follower instead: 0.025 s after a poll that
 read something, at once on an event when idle; the state query still runs every 2 s, and a full pass over the
 files every 10 s anyway, in case an event was lost.
+Under saturation the follower's lag is bounded (ddpctl.logs.behind: an ordering window, skipping ahead with a
+note), where the config asks for it (the command does, the Python API's reader sets its own pace).
 When the state is terminal the follower moves to any newer attempt, reads every file to its end, prints
 partial last lines (their writers are gone) and a closing banner naming the state.
 """
@@ -27,10 +29,11 @@ from pathlib import Path
 
 from ddpctl.errors import CommandError
 from ddpctl.logs.asker import Answer, Asker
+from ddpctl.logs.behind import Skipped, release_mark
 from ddpctl.logs.core import LineFilter, attempt_banner, end_banner
-from ddpctl.logs.files import AttemptFiles, list_attempts
+from ddpctl.logs.files import CHUNK, AttemptFiles, list_attempts
 from ddpctl.logs.merge import HOLD_S, Merger
-from ddpctl.logs.notify import Notifier
+from ddpctl.logs.notify import Backoff, Notifier
 from ddpctl.logs.output import Sink
 from ddpctl.run.layout import RunLayout
 from ddpctl.run.state import JobState
@@ -50,15 +53,9 @@ class FollowConfig:
     notified_gap: float = 0.025  # with inotify: pause after a poll that read something (batches a burst)
     notified_sweep: float = 10.0  # with inotify: a full pass this often even without events
     wall: Callable[[], float] = time.time  # the clock write times are compared with (a test sets its own)
-
-
-class Backoff:
-    def __init__(self, fast: float, slow: float) -> None:
-        self.fast, self.slow, self.current = fast, slow, fast
-
-    def next(self, active: bool) -> float:
-        self.current = self.fast if active else min(self.current * 2, self.slow)
-        return self.current
+    window: float | None = None  # the longest a line waits for an older one (None: as long as it takes)
+    skip_after: float | None = None  # skip bytes seen this long ago and not shown yet (None: never skip)
+    chunk: int = CHUNK  # the most bytes one pass reads from one file
 
 
 class Pacer:
@@ -110,7 +107,7 @@ def drain(
         tail.final = tail.final or final
     started = wall()
     while poll_files(files, flt, merger, started) and time.monotonic() < deadline:
-        merger.release(sink, watermark(files, started))
+        merger.release(sink, watermark(files, started, None))
         sink.flush()
         started = wall()
     if final:
@@ -128,13 +125,19 @@ def flush_partials(files: AttemptFiles, flt: LineFilter, merger: Merger) -> None
             merger.add(tail.stamps.last or time.time(), tail.source, lines)
 
 
-def poll_files(files: AttemptFiles, flt: LineFilter, merger: Merger, started: float) -> bool:
+def poll_files(
+    files: AttemptFiles, flt: LineFilter, merger: Merger, started: float, skip: tuple[float, Skipped] | None = None
+) -> bool:
     """One pass over the files, started at wall time `started`: their new lines (as read: bytes, decoded by the
-    sink) into `merger`; True if any of them grew. `files.behind`: some file has more to read already."""
+    sink) into `merger`; True if any of them grew. `files.behind`: some file has more to read already. With
+    `skip` (after, tally): bytes seen more than `after` seconds before the pass are skipped, and counted."""
     active = behind = False
     now = started - HOLD_S  # lines of a log without times count as written when the pass began: they pass at once
+    seen, cutoff = (started, started - skip[0]) if skip is not None else (None, None)
     for tail in files.tails.values():
-        timed = tail.poll_raw()
+        timed = tail.poll_raw(None, seen, cutoff)
+        if skip is not None and tail.skipped[1]:
+            skip[1].add(tail.source.rank, *tail.skipped)
         if timed is None:
             continue
         active = True
@@ -150,17 +153,16 @@ def poll_files(files: AttemptFiles, flt: LineFilter, merger: Merger, started: fl
     return active
 
 
-def watermark(files: AttemptFiles | None, started: float) -> float:
-    """Lines written up to this time can be printed: no followed file can still deliver an older one.
+def watermark(files: AttemptFiles | None, started: float, window: float | None) -> float:
+    """Lines written up to this time can be printed: no followed file can still deliver an older one (or, with
+    `window`, none older than that: ddpctl.logs.behind.release_mark).
 
     `started` is when the last pass over the files began, not the time now: a file read early in a pass may
     since have got a line older than those of files read later in it (a pass over 512 busy files takes longer
     than HOLD_S on a loaded machine); only what was written before the pass began is in for every file."""
-    mark = started - HOLD_S
-    for tail in files.tails.values() if files is not None else ():
-        if tail.unread and tail.stamps.last is not None:
-            mark = min(mark, tail.stamps.last)
-    return mark
+    tails = files.tails.values() if files is not None else ()
+    held = [tail.stamps.last for tail in tails if tail.unread and tail.stamps.last is not None]
+    return release_mark(started, HOLD_S, window, held)
 
 
 class Follower:
@@ -180,7 +182,7 @@ class Follower:
         self.asker = Asker(query)
         self.config = config or FollowConfig()
         self.pinned = pinned
-        self.files = AttemptFiles(layout, attempt, flt) if attempt is not None else None
+        self.files = AttemptFiles(layout, attempt, flt, self.config.chunk) if attempt is not None else None
         self.clock: Callable[[], float] = time.monotonic
         self.pacer = Pacer(self.config, layout.root)
         if self.files is not None:
@@ -191,6 +193,7 @@ class Follower:
         self._waiting = ""
         self.merger = Merger()
         self._pass_started = self.config.wall()
+        self.skipped = Skipped()
 
     def run(self) -> JobState:
         try:
@@ -201,7 +204,9 @@ class Follower:
                 if changed or self.clock() >= next_sweep:
                     next_sweep = self.clock() + self.config.notified_sweep
                     active = self._step()
-                self.merger.release(self.sink, watermark(self.files, self._pass_started))
+                self.merger.release(self.sink, watermark(self.files, self._pass_started, self.config.window))
+                if self.skipped and self.files is not None:
+                    self.sink.note(self.skipped.note(self.job_id, self.files.attempt, self.config.skip_after or 0.0))
                 self.sink.flush()
                 answer = None
                 if self.clock() >= next_state:
@@ -234,7 +239,9 @@ class Follower:
         if self._changed("attempt", str(self.files.path), forced):
             self.files.rescan()
         self._pass_started = self.config.wall()
-        return poll_files(self.files, self.flt, self.merger, self._pass_started)
+        after = self.config.skip_after
+        skip = (after, self.skipped) if after is not None else None
+        return poll_files(self.files, self.flt, self.merger, self._pass_started, skip)
 
     def _changed(self, key: str, path: str, forced: bool) -> bool:
         mtime = _mtime_ns(path)
@@ -250,7 +257,7 @@ class Follower:
                 drain(self.files, self.sink, self.flt, self.merger, final=True, wall=self.config.wall)
                 self.files.close()
                 self.sink.note(attempt_banner(attempt))
-            self.files = AttemptFiles(self.layout, attempt, self.flt)
+            self.files = AttemptFiles(self.layout, attempt, self.flt, self.config.chunk)
             self.pacer.watch(self.files.path)
             self._seen["attempt"] = _mtime_ns(str(self.files.path))  # before listing: a later file changes it
             self.files.rescan()

@@ -77,3 +77,14 @@ class Notifier:
 
     def close(self) -> None:
         os.close(self.fd)
+
+
+class Backoff:
+    """The pause between polls: `fast` after one that read something, doubling while idle up to `slow`."""
+
+    def __init__(self, fast: float, slow: float) -> None:
+        self.fast, self.slow, self.current = fast, slow, fast
+
+    def next(self, active: bool) -> float:
+        self.current = self.fast if active else min(self.current * 2, self.slow)
+        return self.current

@@ -8,6 +8,7 @@ held back until their record arrives (the stamper writes it right after the byte
 
 from __future__ import annotations
 
+import bisect
 import itertools
 import os
 import resource
@@ -111,6 +112,12 @@ class Stamps:
             self._head = 0
         self._ends += ends
         self._times += times
+
+    def skip(self, offset: int) -> None:
+        """The log's bytes before `offset` were passed over: so are their records."""
+        head = bisect.bisect_right(self._ends, offset, lo=self._head)
+        if head > self._head:
+            self.last, self._head = self._times[head - 1], head
 
     def split(self, start: int, data: bytes, splitter: LineSplitter) -> list[Group]:
         """Lines of `data` (the log's bytes from offset `start`) grouped by the write that completed them."""
