@@ -4,13 +4,16 @@ A follower of many busy ranks can fall behind: Python pays ~1-2 µs a line, `tai
 machine the writers take the CPU it would need. Reading everything in order then shows lines later and later
 (seconds, then minutes), which is no use to someone watching a job. So the follower bounds its lag instead:
 
-  * ordering window (`WINDOW_S`): a line is held back for an older one still to come from a slower rank at most
-    this long; after it, it is shown even if a rank read later in the pass turns out to have older lines
-    (those are shown when read, out of order by more than the window);
+  * ordering window (`WINDOW_S`): lines are shown in write-time order within this window: a line may come
+    after a newer one of another rank by at most this much (so a pass need not wait for the next to show what
+    it read), and no line waits longer than this for a rank that is behind (whose lines are then shown when
+    read, out of order by more than the window);
   * skipping ahead (`SKIP_AFTER_S`): bytes of a rank log the follower has known about for longer than this
     without showing them are passed over (up to a whole line), and one visible line says how many lines and
     bytes of which ranks were skipped. Nothing is lost on disk: the rank files keep everything, and
-    `ddpctl logs JOB` without -f reads them.
+    `ddpctl logs JOB` without -f reads them. A line read is shown at the end of the pass that read it, so its
+    age is the bound plus (at most) a cycle of the follower; where cycles are long (a loaded machine) the
+    bound shrinks (`skip_bound`, down to `SKIP_MIN_S`), which makes the passes shorter too (less to read).
 
 When the follower saw bytes is known only at each pass (an `lstat` per file): bytes that appeared between two
 passes are taken as having arrived evenly between the two (`seen_by`). Skipping never happens when the writers
@@ -24,6 +27,8 @@ from collections.abc import Callable, Iterable, Sequence
 
 WINDOW_S = 0.5  # the longest a line waits for an older one from a slower rank
 SKIP_AFTER_S = 0.5  # bytes seen this long ago and still not shown are skipped
+SKIP_MIN_S = 0.1  # ... or this long, where the follower's cycles are slow
+LAG_TARGET_S = 0.8  # what the bound and a cycle may add up to (a shown line's age)
 SKIP_BLOCK = 1 << 20  # skipped bytes are read (to count their lines) this much at a time
 
 Seen = tuple[int, float]  # (file size, when a pass saw it)
@@ -43,13 +48,24 @@ def seen_by(points: Sequence[Seen], cutoff: float) -> int:
     return upto
 
 
+def skip_bound(most: float, cycle: float) -> float:
+    """How long seen bytes may stay unshown before they are skipped, after a cycle (pass, release, pause) of
+    `cycle` seconds: `most`, or less so that the bound and a cycle stay within LAG_TARGET_S, never under
+    SKIP_MIN_S."""
+    return min(most, max(SKIP_MIN_S, LAG_TARGET_S - cycle))
+
+
 def release_mark(started: float, hold: float, window: float | None, held_back: Iterable[float]) -> float:
-    """Lines written up to this time may be shown after a pass that began at `started`: no rank can still
-    deliver an older one (`held_back`: the last time shown of each rank with bytes left unread), except that no
-    line waits longer than `window` for a slower rank (None: as long as it takes)."""
-    mark = min(held_back, default=started - hold)
-    mark = min(mark, started - hold)
-    return mark if window is None else max(mark, min(started - hold, started - window))
+    """Lines written up to this time may be shown after a pass that began at `started`.
+
+    Strictly (`window` None), only lines no rank can still better with an older one: every rank read in full
+    was seen after `started`, so what it still holds was written after `started - hold`; a rank left with bytes
+    unread (`held_back`: the last time shown of each) can still deliver lines from that time on. With a window,
+    lines up to `window` newer than that go too (an older line that comes later is at most `window` older), and
+    no line waits for a slow rank longer than `window` after the pass began (that rank's lines are then shown
+    when read, out of order by more than the window)."""
+    strict = min(min(held_back, default=started - hold), started - hold)
+    return strict if window is None else max(strict + window, started - window)
 
 
 def count_lines(read: Callable[[int, int], bytes], start: int, limit: int) -> tuple[int, int]:
@@ -83,6 +99,7 @@ class Skipped:
     def __init__(self) -> None:
         self.lines: dict[int, int] = {}
         self.bytes: dict[int, int] = {}
+        self.bound = SKIP_AFTER_S  # the bound of the latest skip, for the note
 
     def __bool__(self) -> bool:
         return bool(self.bytes)
@@ -91,11 +108,14 @@ class Skipped:
         self.lines[rank] = self.lines.get(rank, 0) + lines
         self.bytes[rank] = self.bytes.get(rank, 0) + size
 
-    def note(self, job_id: str, attempt: int, bound: float) -> str:
+    def note(self, job_id: str, attempt: int) -> str:
         lines, size, ranks = sum(self.lines.values()), sum(self.bytes.values()), rank_ranges(self.bytes)
         self.lines, self.bytes = {}, {}
         return (
-            f"[ddpctl] -f fell behind the writers by more than {bound:g} s: skipped {lines:,} lines "
+            f"[ddpctl] -f fell behind the writers by more than {self.bound:g} s: skipped {lines:,} lines "
             f"({size:,} bytes) of rank{'s' if ',' in ranks or '-' in ranks else ''} {ranks} in attempt {attempt}; "
             f"they are in the rank files: `ddpctl logs {job_id} --attempt {attempt}` (without -f) shows them"
         )
+
+
+Skip = tuple[float, Skipped, Callable[[], float]]  # skip bytes seen this long ago, counted here, by this clock

@@ -12,8 +12,7 @@ Polling design (works on NFS/Lustre, where inotify never hears about writes made
 On a local filesystem (logs_notify decides) inotify events wake the follower instead: 0.025 s after a poll that
 read something, at once on an event when idle; the state query still runs every 2 s, and a full pass over the
 files every 10 s anyway, in case an event was lost.
-Under saturation the follower's lag is bounded (ddpctl.logs.behind: an ordering window, skipping ahead with a
-note), where the config asks for it (the command does, the Python API's reader sets its own pace).
+With `window`/`skip_after` (the command's, not the Python API's) the lag is bounded: ddpctl.logs.behind.
 When the state is terminal the follower moves to any newer attempt, reads every file to its end, prints
 partial last lines (their writers are gone) and a closing banner naming the state.
 """
@@ -29,7 +28,7 @@ from pathlib import Path
 
 from ddpctl.errors import CommandError
 from ddpctl.logs.asker import Answer, Asker
-from ddpctl.logs.behind import Skipped, release_mark
+from ddpctl.logs.behind import Skip, Skipped, release_mark, skip_bound
 from ddpctl.logs.core import LineFilter, attempt_banner, end_banner
 from ddpctl.logs.files import CHUNK, AttemptFiles, list_attempts
 from ddpctl.logs.merge import HOLD_S, Merger
@@ -125,16 +124,17 @@ def flush_partials(files: AttemptFiles, flt: LineFilter, merger: Merger) -> None
             merger.add(tail.stamps.last or time.time(), tail.source, lines)
 
 
-def poll_files(
-    files: AttemptFiles, flt: LineFilter, merger: Merger, started: float, skip: tuple[float, Skipped] | None = None
-) -> bool:
+def poll_files(files: AttemptFiles, flt: LineFilter, merger: Merger, started: float, skip: Skip | None = None) -> bool:
     """One pass over the files, started at wall time `started`: their new lines (as read: bytes, decoded by the
     sink) into `merger`; True if any of them grew. `files.behind`: some file has more to read already. With
-    `skip` (after, tally): bytes seen more than `after` seconds before the pass are skipped, and counted."""
+    `skip` (after, tally, clock): bytes seen more than `after` s before each file is looked at (its own time: a
+    pass over 512 busy files can take seconds on a loaded machine) are skipped, and counted."""
     active = behind = False
     now = started - HOLD_S  # lines of a log without times count as written when the pass began: they pass at once
-    seen, cutoff = (started, started - skip[0]) if skip is not None else (None, None)
+    seen = cutoff = None
     for tail in files.tails.values():
+        if skip is not None:
+            cutoff = (seen := skip[2]()) - skip[0]
         timed = tail.poll_raw(None, seen, cutoff)
         if skip is not None and tail.skipped[1]:
             skip[1].add(tail.source.rank, *tail.skipped)
@@ -206,7 +206,7 @@ class Follower:
                     active = self._step()
                 self.merger.release(self.sink, watermark(self.files, self._pass_started, self.config.window))
                 if self.skipped and self.files is not None:
-                    self.sink.note(self.skipped.note(self.job_id, self.files.attempt, self.config.skip_after or 0.0))
+                    self.sink.note(self.skipped.note(self.job_id, self.files.attempt))
                 self.sink.flush()
                 answer = None
                 if self.clock() >= next_state:
@@ -238,9 +238,11 @@ class Follower:
             return False
         if self._changed("attempt", str(self.files.path), forced):
             self.files.rescan()
-        self._pass_started = self.config.wall()
-        after = self.config.skip_after
-        skip = (after, self.skipped) if after is not None else None
+        started, self._pass_started = self._pass_started, self.config.wall()
+        skip = None
+        if self.config.skip_after is not None:  # bounded by how long the last cycle took
+            self.skipped.bound = skip_bound(self.config.skip_after, self._pass_started - started)
+            skip = (self.skipped.bound, self.skipped, self.config.wall)
         return poll_files(self.files, self.flt, self.merger, self._pass_started, skip)
 
     def _changed(self, key: str, path: str, forced: bool) -> bool:

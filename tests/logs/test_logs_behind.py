@@ -10,7 +10,7 @@ import pytest
 from test_logs_support import FAST, FollowThread, JobStateSwitch, Recorder, append, make_attempt
 
 from ddpctl.logs import behind
-from ddpctl.logs.behind import Skipped, count_lines, rank_ranges, release_mark, seen_by
+from ddpctl.logs.behind import Skipped, count_lines, rank_ranges, release_mark, seen_by, skip_bound
 from ddpctl.logs.core import Source
 from ddpctl.logs.files import FileTail
 
@@ -37,17 +37,27 @@ def test_seen_by(points: list[tuple[int, float]], cutoff: float, expected: int) 
 MARKS = [
     (10.0, 0.1, None, [], 9.9),
     (10.0, 0.1, None, [5.0], 5.0),  # no window: a slow rank holds everyone back, however long
-    (10.0, 0.1, 0.5, [5.0], 9.5),  # window: no line waits more than 0.5 s for it
-    (10.0, 0.1, 0.5, [9.7], 9.7),  # a rank within the window still holds lines back
+    (10.0, 0.1, None, [9.95], 9.9),
+    (10.0, 0.1, 0.5, [], 10.4),  # what was written up to 0.5 s after the pass began (by the hold) goes too
+    (10.0, 0.1, 0.5, [9.7], 10.2),  # a rank behind but within the window: up to 0.5 s past its last line
+    (10.0, 0.1, 0.5, [5.0], 9.5),  # a rank far behind: no line waits more than 0.5 s for it
     (10.0, 0.1, 0.5, [9.7, 2.0], 9.5),
-    (10.0, 0.1, 0.5, [], 9.9),
-    (10.0, 0.1, 0.05, [3.0], 9.9),  # a window under the hold never shows what the hold keeps back
 ]
 
 
 @pytest.mark.parametrize(("started", "hold", "window", "held", "expected"), MARKS)
 def test_release_mark(started: float, hold: float, window: float | None, held: list[float], expected: float) -> None:
     assert release_mark(started, hold, window, held) == pytest.approx(expected)
+
+
+# the most, the follower's last cycle -> the bound used
+BOUNDS = [(0.5, 0.05, 0.5), (0.5, 0.3, 0.5), (0.5, 0.5, 0.3), (0.5, 0.65, 0.15), (0.5, 0.7, 0.1), (0.5, 9.0, 0.1)]
+BOUNDS += [(0.05, 9.0, 0.05), (2.0, 0.2, 0.6)]  # never over the most asked for, nor over the lag target's share
+
+
+@pytest.mark.parametrize(("most", "cycle", "expected"), BOUNDS)
+def test_skip_bound_shrinks_with_slow_cycles(most: float, cycle: float, expected: float) -> None:
+    assert skip_bound(most, cycle) == pytest.approx(expected)
 
 
 COUNTS = [
@@ -84,7 +94,8 @@ def test_skipped_note_names_counts_ranks_and_how_to_read_them() -> None:
     skipped.add(3, 10, 700)
     skipped.add(4, 5, 300)
     skipped.add(3, 1, 70)
-    assert skipped.note("42", 1, 0.5) == (
+    skipped.bound = 0.5
+    assert skipped.note("42", 1) == (
         "[ddpctl] -f fell behind the writers by more than 0.5 s: skipped 16 lines (1,070 bytes) of ranks 3-4 in "
         "attempt 1; they are in the rank files: `ddpctl logs 42 --attempt 1` (without -f) shows them"
     )
@@ -152,7 +163,8 @@ def test_follower_behind_by_more_than_the_bound_skips_ahead_and_says_so(tmp_path
     shown = sink.texts(rank=0)
     skipped = 1000 - len(shown)
     assert 0 < len(shown) < 1000 and shown == [f"r0 {i:05d}" for i in range(len(shown))]
-    assert notes[0].startswith(f"[ddpctl] -f fell behind the writers by more than 0.5 s: skipped {skipped:,} lines ")
+    # every pass comes seconds after the last here: the bound is at its least
+    assert notes[0].startswith(f"[ddpctl] -f fell behind the writers by more than 0.1 s: skipped {skipped:,} lines ")
     assert f"({skipped * 9:,} bytes) of rank 0 in attempt 0;" in notes[0]
     assert "`ddpctl logs 123 --attempt 0` (without -f)" in notes[0]
     assert sink.texts(rank=1) == ["r1 only line"]
