@@ -24,11 +24,13 @@ from __future__ import annotations
 
 import itertools
 from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass
 
 WINDOW_S = 0.5  # the longest a line waits for an older one from a slower rank
 SKIP_AFTER_S = 0.5  # bytes seen this long ago and still not shown are skipped
 SKIP_MIN_S = 0.1  # ... or this long, where the follower's cycles are slow
 LAG_TARGET_S = 0.8  # what the bound and a cycle may add up to (a shown line's age)
+SHOW_EVERY_S = 0.25  # a pass that runs longer shows what it read this often
 SKIP_BLOCK = 1 << 20  # skipped bytes are read (to count their lines) this much at a time
 
 Seen = tuple[int, float]  # (file size, when a pass saw it)
@@ -118,4 +120,14 @@ class Skipped:
         )
 
 
-Skip = tuple[float, Skipped, Callable[[], float]]  # skip bytes seen this long ago, counted here, by this clock
+@dataclass
+class Pace:
+    """How a follower's pass keeps up: bytes seen more than `after` s before a file is looked at (`clock`) are
+    skipped and counted in `skipped`; when the pass runs longer than `every` s, what it read so far is shown
+    (`show`) every `every` s, so a starved follower does not hold a whole pass's lines until it ends."""
+
+    after: float
+    skipped: Skipped
+    clock: Callable[[], float]
+    show: Callable[[], None]
+    every: float = SHOW_EVERY_S

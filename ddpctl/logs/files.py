@@ -155,10 +155,12 @@ class FileTail:
             self.seen = []
         self._inode = st.st_ino
         self.size_seen = st.st_size
-        limit = self.stamps.refresh(st.st_size)
+        # Skipped first (bytes without their times yet too: their records are passed over when they come), so
+        # the records of what was skipped need not be parsed.
+        self._keep_up(st.st_size, seen, cutoff)
+        limit = self.stamps.refresh(st.st_size, self.offset)
         if limit is None or self.final:
             limit = st.st_size
-        self._keep_up(st.st_size, limit, seen, cutoff)
         if limit <= self.offset:
             return ([last] * len(restarted), restarted) if restarted else None
         try:
@@ -175,7 +177,7 @@ class FileTail:
             return [last] * len(restarted) + times, restarted + lines
         return times, lines
 
-    def _keep_up(self, size: int, limit: int, when: float | None, cutoff: float | None) -> None:
+    def _keep_up(self, size: int, when: float | None, cutoff: float | None) -> None:
         """Note the size a pass at `when` saw; skip the bytes seen by `cutoff` (ddpctl.logs.behind)."""
         seen = self.seen
         if when is not None and not seen:  # what the file held when first seen: all of it seen then
@@ -184,7 +186,7 @@ class FileTail:
             seen.append((size, when))
         while len(seen) > 1 and seen[1][0] <= self.offset:  # one point at or before the offset is enough
             del seen[0]
-        if cutoff is not None and (target := min(limit, seen_by(seen, cutoff))) > self.offset:
+        if cutoff is not None and (target := min(size, seen_by(seen, cutoff))) > self.offset:
             self.skip(target)
 
     def skip(self, limit: int) -> None:

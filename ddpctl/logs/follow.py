@@ -24,15 +24,14 @@ import sys
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
-from pathlib import Path
 
 from ddpctl.errors import CommandError
 from ddpctl.logs.asker import Answer, Asker
-from ddpctl.logs.behind import Skip, Skipped, release_mark, skip_bound
+from ddpctl.logs.behind import Pace, Skipped, release_mark, skip_bound
 from ddpctl.logs.core import LineFilter, attempt_banner, end_banner
 from ddpctl.logs.files import CHUNK, AttemptFiles, list_attempts
 from ddpctl.logs.merge import HOLD_S, Merger
-from ddpctl.logs.notify import Backoff, Notifier
+from ddpctl.logs.notify import Pacer
 from ddpctl.logs.output import Sink
 from ddpctl.run.layout import RunLayout
 from ddpctl.run.state import JobState
@@ -55,35 +54,6 @@ class FollowConfig:
     window: float | None = None  # the longest a line waits for an older one (None: as long as it takes)
     skip_after: float | None = None  # skip bytes seen this long ago and not shown yet (None: never skip)
     chunk: int = CHUNK  # the most bytes one pass reads from one file
-
-
-class Pacer:
-    """The wait between polls: backoff polling, or inotify wake-ups where they can be trusted."""
-
-    def __init__(self, config: FollowConfig, root: Path) -> None:
-        self.config = config
-        self.backoff = Backoff(config.fast, config.slow)
-        self.notifier = Notifier.open(root) if config.notify else None
-        self.watch(root)
-
-    def watch(self, directory: Path) -> None:
-        if self.notifier is not None and not self.notifier.watch(directory):
-            self.close()  # missing directory, or out of inotify watches: poll instead
-
-    def pause(self, active: bool, until_state: float) -> bool:
-        """Wait; True if the files may have changed (always, when polling)."""
-        if self.notifier is None:
-            time.sleep(self.backoff.next(active))
-            return True
-        if active:
-            time.sleep(self.config.notified_gap)
-            return True
-        return self.notifier.wait(max(0.0, until_state))
-
-    def close(self) -> None:
-        if self.notifier is not None:
-            self.notifier.close()
-            self.notifier = None
 
 
 def _mtime_ns(path: str) -> int:
@@ -124,20 +94,25 @@ def flush_partials(files: AttemptFiles, flt: LineFilter, merger: Merger) -> None
             merger.add(tail.stamps.last or time.time(), tail.source, lines)
 
 
-def poll_files(files: AttemptFiles, flt: LineFilter, merger: Merger, started: float, skip: Skip | None = None) -> bool:
+def poll_files(files: AttemptFiles, flt: LineFilter, merger: Merger, started: float, pace: Pace | None = None) -> bool:
     """One pass over the files, started at wall time `started`: their new lines (as read: bytes, decoded by the
     sink) into `merger`; True if any of them grew. `files.behind`: some file has more to read already. With
-    `skip` (after, tally, clock): bytes seen more than `after` s before each file is looked at (its own time: a
-    pass over 512 busy files can take seconds on a loaded machine) are skipped, and counted."""
+    `pace` (ddpctl.logs.behind.Pace), bytes seen too long before each file is looked at (its own time: a pass
+    over 512 busy files can take seconds on a loaded machine) are skipped, and what was read is shown as the
+    pass goes when it runs long."""
     active = behind = False
     now = started - HOLD_S  # lines of a log without times count as written when the pass began: they pass at once
     seen = cutoff = None
+    shown = started
     for tail in files.tails.values():
-        if skip is not None:
-            cutoff = (seen := skip[2]()) - skip[0]
+        if pace is not None:
+            cutoff = (seen := pace.clock()) - pace.after
+            if seen - shown >= pace.every:
+                pace.show()
+                shown = seen
         timed = tail.poll_raw(None, seen, cutoff)
-        if skip is not None and tail.skipped[1]:
-            skip[1].add(tail.source.rank, *tail.skipped)
+        if pace is not None and tail.skipped[1]:
+            pace.skipped.add(tail.source.rank, *tail.skipped)
         if timed is None:
             continue
         active = True
@@ -184,7 +159,9 @@ class Follower:
         self.pinned = pinned
         self.files = AttemptFiles(layout, attempt, flt, self.config.chunk) if attempt is not None else None
         self.clock: Callable[[], float] = time.monotonic
-        self.pacer = Pacer(self.config, layout.root)
+        self.pacer = Pacer(
+            self.config.fast, self.config.slow, self.config.notified_gap, self.config.notify, layout.root
+        )
         if self.files is not None:
             self.pacer.watch(self.files.path)
         self._seen = {"root": -2, "attempt": -2}
@@ -204,10 +181,7 @@ class Follower:
                 if changed or self.clock() >= next_sweep:
                     next_sweep = self.clock() + self.config.notified_sweep
                     active = self._step()
-                self.merger.release(self.sink, watermark(self.files, self._pass_started, self.config.window))
-                if self.skipped and self.files is not None:
-                    self.sink.note(self.skipped.note(self.job_id, self.files.attempt))
-                self.sink.flush()
+                self._show(watermark(self.files, self._pass_started, self.config.window))
                 answer = None
                 if self.clock() >= next_state:
                     next_state = self.clock() + self.config.state_every
@@ -239,11 +213,18 @@ class Follower:
         if self._changed("attempt", str(self.files.path), forced):
             self.files.rescan()
         started, self._pass_started = self._pass_started, self.config.wall()
-        skip = None
+        pace = None
         if self.config.skip_after is not None:  # bounded by how long the last cycle took
             self.skipped.bound = skip_bound(self.config.skip_after, self._pass_started - started)
-            skip = (self.skipped.bound, self.skipped, self.config.wall)
-        return poll_files(self.files, self.flt, self.merger, self._pass_started, skip)
+            pace = Pace(self.skipped.bound, self.skipped, self.config.wall, self._show)
+        return poll_files(self.files, self.flt, self.merger, self._pass_started, pace)
+
+    def _show(self, upto: float | None = None) -> None:
+        """Lines written up to `upto` (all read so far for None), and a note of what was skipped."""
+        self.merger.release(self.sink, upto)
+        if self.skipped and self.files is not None:
+            self.sink.note(self.skipped.note(self.job_id, self.files.attempt))
+        self.sink.flush()
 
     def _changed(self, key: str, path: str, forced: bool) -> bool:
         mtime = _mtime_ns(path)

@@ -13,6 +13,7 @@ from ddpctl.logs import behind
 from ddpctl.logs.behind import Skipped, count_lines, rank_ranges, release_mark, seen_by, skip_bound
 from ddpctl.logs.core import Source
 from ddpctl.logs.files import FileTail
+from ddpctl.run import logtimes
 
 # (size, time) as passes saw a file; the cutoff; how far every byte had been seen by then.
 SEEN_BY = [
@@ -183,3 +184,34 @@ def test_follower_without_a_bound_shows_every_line(tmp_path: Path) -> None:
     sink.wait_for(lambda s: len(s.texts()) == 1000)
     assert follower.finish() is not None
     assert not [note for note in sink.notes() if "skipped" in note]
+
+
+def test_records_of_skipped_bytes_are_not_parsed(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Skipping is decided before the sidecar is read: the records of the bytes skipped are jumped over where one
+    ends exactly where the skip does (the stamper's record per line), not parsed (most of a timed pass's work)."""
+    log, times = tmp_path / "rank-0.log", tmp_path / "rank-0.times"
+
+    def write(tag: str, count: int, first: int, when: float) -> None:
+        append(log, lines_of(tag, count))
+        append(times, b"".join(b"%d %.6f\n" % ((first + i + 1) * 10, when + i * 0.001) for i in range(count)))
+
+    write("old", 100, 0, 100.0)
+    tail = FileTail(log, Source(0, "n", 0))
+    assert len(tail.poll_raw(None, 1.0, 0.0)[1]) == 100  # type: ignore[index]
+    write("mid", 400, 100, 101.0)
+    parsed: list[int] = []
+    real = logtimes.parse_columns
+
+    def counting(data: bytes) -> tuple[list[int], list[float], int]:
+        result = real(data)
+        parsed.append(len(result[0]))
+        return result
+
+    monkeypatch.setattr(logtimes, "parse_columns", counting)
+    assert tail.poll_raw(None, 2.0, 2.0) is None  # all 400 seen by 2.0: skipped
+    assert tail.skipped == (400, 4000) and sum(parsed) <= 1  # the record ending at 5000, nothing before it
+    assert tail.stamps.last == pytest.approx(101.399)
+    write("new", 20, 500, 200.0)
+    got = tail.poll_raw(None, 3.0, 2.0)
+    assert got is not None and got[1] == lines_of("new", 20).splitlines()
+    assert got[0] == pytest.approx([200.0 + i * 0.001 for i in range(20)])
