@@ -15,6 +15,11 @@ machine the writers take the CPU it would need. Reading everything in order then
     age is the bound plus (at most) a cycle of the follower; where cycles are long (a loaded machine) the
     bound shrinks (`skip_bound`, down to `SKIP_MIN_S`), which makes the passes shorter too (less to read).
 
+  * showing as the pass goes (`SHOW_EVERY_S`): a pass that runs longer than this (a follower short of CPU
+    takes seconds over 512 busy files) shows what it has read so far every `SHOW_EVERY_S`, each batch in
+    write-time order, instead of holding all of it until the pass ends; a line of a file read later in the
+    pass can then follow a newer one by up to the time of the pass.
+
 When the follower saw bytes is known only at each pass (an `lstat` per file): bytes that appeared between two
 passes are taken as having arrived evenly between the two (`seen_by`). Skipping never happens when the writers
 are gone (the final drain reads everything) nor in the Python API's `Job.logs`, whose reader sets the pace.
