@@ -21,8 +21,10 @@ machine the writers take the CPU it would need. Reading everything in order then
     pass can then follow a newer one by up to the time of the pass.
 
 When the follower saw bytes is known only at each pass (an `lstat` per file): bytes that appeared between two
-passes are taken as having arrived evenly between the two (`seen_by`). Skipping never happens when the writers
-are gone (the final drain reads everything) nor in the Python API's `Job.logs`, whose reader sets the pace.
+passes are taken as having arrived evenly between the two (`seen_by`). A pass after the follower rested (the
+last one read nothing) skips nothing: what came while it waited is not something it fell behind on. Skipping
+never happens when the writers are gone (the final drain reads everything) nor in the Python API's `Job.logs`,
+whose reader sets the pace.
 """
 
 from __future__ import annotations
@@ -38,19 +40,20 @@ LAG_TARGET_S = 0.8  # what the bound and a cycle may add up to (a shown line's a
 SHOW_EVERY_S = 0.25  # a pass that runs longer shows what it read this often
 SKIP_BLOCK = 1 << 20  # skipped bytes are read (to count their lines) this much at a time
 
-Seen = tuple[int, float]  # (file size, when a pass saw it)
+Seen = tuple[int, float, float]  # (file size, when a pass first saw it, when a pass last saw it so)
 
 
 def seen_by(points: Sequence[Seen], cutoff: float) -> int:
-    """How far into a file every byte had been seen at `cutoff`. `points`: (size, time) as passes saw the file,
-    oldest first; the bytes between two of them are taken as having arrived evenly between their times."""
+    """How far into a file every byte had been seen at `cutoff`. `points`: (size, first, last) as passes saw the
+    file, oldest first: it had `size` bytes from `first` to `last`; the bytes between two sizes are taken as
+    having arrived evenly between the last time the file was seen at the one and the first at the other."""
     upto = points[0][0] if points and points[0][1] <= cutoff else 0
-    for (size0, time0), (size1, time1) in itertools.pairwise(points):
-        if time1 <= cutoff:
+    for (size0, _, last0), (size1, first1, _) in itertools.pairwise(points):
+        if first1 <= cutoff:
             upto = size1
             continue
-        if time0 < cutoff:
-            upto = size0 + int((size1 - size0) * (cutoff - time0) / (time1 - time0))
+        if last0 < cutoff:
+            upto = size0 + int((size1 - size0) * (cutoff - last0) / (first1 - last0))
         break
     return upto
 

@@ -155,8 +155,7 @@ class FileTail:
             self.seen = []
         self._inode = st.st_ino
         self.size_seen = st.st_size
-        # Skipped first (bytes without their times yet too: their records are passed over when they come), so
-        # the records of what was skipped need not be parsed.
+        # Skip first, so the records of what is skipped are passed over, not parsed (Stamps.refresh).
         self._keep_up(st.st_size, seen, cutoff)
         limit = self.stamps.refresh(st.st_size, self.offset)
         if limit is None or self.final:
@@ -181,9 +180,11 @@ class FileTail:
         """Note the size a pass at `when` saw; skip the bytes seen by `cutoff` (ddpctl.logs.behind)."""
         seen = self.seen
         if when is not None and not seen:  # what the file held when first seen: all of it seen then
-            seen.append((0, when))
+            seen.append((0, when, when))
         if when is not None and size > seen[-1][0]:
-            seen.append((size, when))
+            seen.append((size, when, when))
+        elif when is not None:  # the same size, seen again: what comes next arrives after this
+            seen[-1] = (size, seen[-1][1], when)
         while len(seen) > 1 and seen[1][0] <= self.offset:  # one point at or before the offset is enough
             del seen[0]
         if cutoff is not None and (target := min(size, seen_by(seen, cutoff))) > self.offset:

@@ -19,6 +19,7 @@ partial last lines (their writers are gone) and a closing banner naming the stat
 
 from __future__ import annotations
 
+import math
 import os
 import sys
 import time
@@ -171,6 +172,7 @@ class Follower:
         self.merger = Merger()
         self._pass_started = self.config.wall()
         self.skipped = Skipped()
+        self._rested = False  # the last cycle read nothing and paused (ddpctl.logs.behind: then nothing is skipped)
 
     def run(self) -> JobState:
         try:
@@ -195,7 +197,8 @@ class Follower:
                 # Lines held for ordering are due within HOLD_S: poll again soon rather than wait for an event; a
                 # follower behind its files reads on at once.
                 behind = self.files is not None and self.files.behind
-                changed = behind or self.pacer.pause(active or bool(self.merger), next_state - self.clock())
+                self._rested = not (behind or active or self.merger)
+                changed = behind or self.pacer.pause(not self._rested, next_state - self.clock())
         finally:
             self.pacer.close()
             if self.files is not None:
@@ -216,7 +219,8 @@ class Follower:
         pace = None
         if self.config.skip_after is not None:  # bounded by how long the last cycle took
             self.skipped.bound = skip_bound(self.config.skip_after, self._pass_started - started)
-            pace = Pace(self.skipped.bound, self.skipped, self.config.wall, self._show)
+            # After a rest the sizes are still noted, but nothing is behind: the bound is endless for this pass.
+            pace = Pace(math.inf if self._rested else self.skipped.bound, self.skipped, self.config.wall, self._show)
         return poll_files(self.files, self.flt, self.merger, self._pass_started, pace)
 
     def _show(self, upto: float | None = None) -> None:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import itertools
+import time
 from dataclasses import replace
 from pathlib import Path
 
@@ -15,22 +16,25 @@ from ddpctl.logs.core import Source
 from ddpctl.logs.files import FileTail
 from ddpctl.run import logtimes
 
-# (size, time) as passes saw a file; the cutoff; how far every byte had been seen by then.
+# (size, first seen, last seen so) as passes saw a file; the cutoff; how far every byte had been seen by then.
 SEEN_BY = [
     ([], 5.0, 0),
-    ([(0, 10.0), (100, 10.0)], 9.9, 0),  # all of it first seen at 10
-    ([(0, 10.0), (100, 10.0)], 10.0, 100),
-    ([(0, 0.0), (100, 1.0), (300, 2.0)], 0.5, 50),  # between two passes: evenly
-    ([(0, 0.0), (100, 1.0), (300, 2.0)], 1.0, 100),
-    ([(0, 0.0), (100, 1.0), (300, 2.0)], 1.5, 200),
-    ([(0, 0.0), (100, 1.0), (300, 2.0)], 7.0, 300),
-    ([(100, 1.0), (300, 3.0)], 0.5, 0),  # the first point is where reading stands: nothing older
-    ([(100, 1.0), (300, 3.0)], 2.0, 200),
+    ([(0, 10.0, 10.0), (100, 10.0, 10.0)], 9.9, 0),  # all of it first seen at 10
+    ([(0, 10.0, 10.0), (100, 10.0, 10.0)], 10.0, 100),
+    ([(0, 0.0, 0.0), (100, 1.0, 1.0), (300, 2.0, 2.0)], 0.5, 50),  # between two passes: evenly
+    ([(0, 0.0, 0.0), (100, 1.0, 1.0), (300, 2.0, 2.0)], 1.0, 100),
+    ([(0, 0.0, 0.0), (100, 1.0, 1.0), (300, 2.0, 2.0)], 1.5, 200),
+    ([(0, 0.0, 0.0), (100, 1.0, 1.0), (300, 2.0, 2.0)], 7.0, 300),
+    ([(100, 1.0, 1.0), (300, 3.0, 3.0)], 0.5, 0),  # the first point is where reading stands: nothing older
+    ([(100, 1.0, 1.0), (300, 3.0, 3.0)], 2.0, 200),
+    # a file at 100 bytes from 1.0 to 9.0 (a quiet rank): the 200 after it came between 9.0 and 10.0, not since 1.0
+    ([(100, 1.0, 9.0), (300, 10.0, 10.0)], 8.0, 100),
+    ([(100, 1.0, 9.0), (300, 10.0, 10.0)], 9.5, 200),
 ]
 
 
 @pytest.mark.parametrize(("points", "cutoff", "expected"), SEEN_BY)
-def test_seen_by(points: list[tuple[int, float]], cutoff: float, expected: int) -> None:
+def test_seen_by(points: list[tuple[int, float, float]], cutoff: float, expected: int) -> None:
     assert seen_by(points, cutoff) == expected
 
 
@@ -215,3 +219,24 @@ def test_records_of_skipped_bytes_are_not_parsed(tmp_path: Path, monkeypatch: py
     got = tail.poll_raw(None, 3.0, 2.0)
     assert got is not None and got[1] == lines_of("new", 20).splitlines()
     assert got[0] == pytest.approx([200.0 + i * 0.001 for i in range(20)])
+
+
+@pytest.mark.parametrize("mode", ["inotify", "polling"])
+def test_a_burst_after_a_rest_is_shown_whole(tmp_path: Path, mode: str) -> None:
+    """A follower that rested (its last pass read nothing) is not behind: a burst that came while it waited is
+    shown whole, though by its clock (a second a call here) the burst is seconds old by the time it is read."""
+    attempt = make_attempt(tmp_path, 0, {"n1": [0, 1]})
+    append(attempt / "rank-0.log", b"first\n")
+    ticks = itertools.count(1000)
+    config = replace(FAST, skip_after=0.5, window=0.5, wall=lambda: float(next(ticks)), notify=mode == "inotify")
+    sink = Recorder()
+    follower = FollowThread(tmp_path, sink, JobStateSwitch(), config=config)
+    follower.start()
+    sink.wait_for(lambda s: s.texts() == ["first"])
+    time.sleep(0.5)  # passes that read nothing: resting
+    append(attempt / "rank-1.log", lines_of("r1", 300))
+    append(attempt / "rank-0.log", lines_of("r0", 300))
+    sink.wait_for(lambda s: len(s.texts()) == 601)
+    assert follower.finish() is not None
+    assert not [note for note in sink.notes() if "skipped" in note]
+    assert sink.texts(rank=0) == ["first", *(f"r0 {i:05d}" for i in range(300))]
