@@ -35,8 +35,8 @@ from dataclasses import dataclass
 
 WINDOW_S = 0.5  # the longest a line waits for an older one from a slower rank
 SKIP_AFTER_S = 0.5  # bytes seen this long ago and still not shown are skipped
-SKIP_MIN_S = 0.1  # ... or this long, where the follower's cycles are slow
-LAG_TARGET_S = 0.8  # what the bound and a cycle may add up to (a shown line's age)
+SKIP_MIN_S = 0.2  # ... or this long, where the follower's cycles are slow
+LAG_TARGET_S = 1.0  # what the bound and a cycle may add up to (a shown line's age)
 SHOW_EVERY_S = 0.25  # a pass that runs longer shows what it read this often
 SKIP_BLOCK = 1 << 20  # skipped bytes are read (to count their lines) this much at a time
 
