@@ -99,7 +99,8 @@ class FileTail:
         self._splitter = LineSplitter()
         self._fd: int | None = None
         self.behind = False  # the last poll left bytes it could have read (past its chunk)
-        self.seen: list[Seen] = []  # (size, pass time) since the last one read up to (ddpctl.logs.behind)
+        self.seen: list[Seen] = []  # (size, first, last seen so) from the offset on (ddpctl.logs.behind)
+        self._seen_last: float | None = None
         self.skipped = (0, 0)  # lines and bytes the last poll skipped
 
     @property
@@ -152,7 +153,7 @@ class FileTail:
             self.offset = 0
             self.stamps.reset()
             self.close()
-            self.seen = []
+            self.seen, self._seen_last = [], None
         self._inode = st.st_ino
         self.size_seen = st.st_size
         # Skip first, so the records of what is skipped are passed over, not parsed (Stamps.refresh).
@@ -178,24 +179,23 @@ class FileTail:
 
     def _keep_up(self, size: int, when: float | None, cutoff: float | None) -> None:
         """Note the size a pass at `when` saw; skip the bytes seen by `cutoff` (ddpctl.logs.behind)."""
-        seen = self.seen
-        if when is not None and not seen:  # what the file held when first seen: all of it seen then
-            seen.append((0, when, when))
-        if when is not None and size > seen[-1][0]:
-            seen.append((size, when, when))
-        elif when is not None:  # the same size, seen again: what comes next arrives after this
-            seen[-1] = (size, seen[-1][1], when)
-        while len(seen) > 1 and seen[1][0] <= self.offset:  # one point at or before the offset is enough
-            del seen[0]
-        if cutoff is not None and (target := min(size, seen_by(seen, cutoff))) > self.offset:
-            self.skip(target)
+        if when is not None:  # what the file held when first seen: all of it seen then
+            seen = self.seen = self.seen or [(0, when, when)]
+            if size > seen[-1][0]:  # the size before was last seen at the pass before: what came, came since
+                seen[-1] = (*seen[-1][:2], self._seen_last or when)
+                seen.append((size, when, when))
+            self._seen_last = when  # a float, not a tuple per file and pass: 1 024 idle files are polled too
+        if cutoff is None or size <= self.offset:
+            return
+        while len(self.seen) > 1 and self.seen[1][0] <= self.offset:  # one point at or before the offset is enough
+            del self.seen[0]
+        if (target := min(size, seen_by(self.seen, cutoff))) > self.offset:
+            self.skip(target)  # seen by `cutoff` and still not shown
 
-    def skip(self, limit: int) -> None:
-        """Pass over the bytes before `limit` (up to the last whole line among them) without showing them."""
+    def skip(self, limit: int) -> None:  # the bytes before `limit`, up to the last whole line among them
         lines, end = count_lines(lambda at, size: self._read(self._inode, size, at), self.offset, limit)
-        if end > self.offset:
-            partial = sum(map(len, self._splitter.flush_raw()))
-            self.skipped = (lines, end - self.offset + partial)
+        if end > self.offset:  # the line the splitter holds the start of is skipped too
+            self.skipped = (lines, end - self.offset + sum(map(len, self._splitter.flush_raw())))
             self.offset = end
             self.stamps.skip(end)
 
