@@ -11,6 +11,7 @@ from ddpctl.cli.common import add_cluster_arg, add_job_arg, found_remote, note, 
 from ddpctl.exitcodes import OK
 
 if TYPE_CHECKING:
+    from ddpctl.logs.follow import FollowConfig
     from ddpctl.logs.show import LogsRequest
 
 DESCRIPTION = """\
@@ -20,7 +21,16 @@ their lines were written (-t shows when). Only whole lines are printed, so
 ranks writing at once never mix inside a line.
 
   -f        follow until the job ends: new lines within 0.5 s, moves on to a
-            requeued job's new attempt by itself, ends with "-- job ID STATE --"
+            requeued job's new attempt by itself, ends with "-- job ID STATE --".
+            Lines are in write-time order within a 0.5 s window: a line may
+            follow a newer line of another rank by at most 0.5 s, and waits at
+            most 0.5 s for a slower rank (one that comes later is shown when
+            read; so is a batch read while a pass over the files takes longer
+            than 0.25 s, a follower short of CPU). A follower more than 0.5 s
+            behind the writers (less, down to 0.2 s, while its passes are slow)
+            skips ahead and prints one line saying how many lines and bytes of
+            which ranks it skipped; the rank files keep them (read them without
+            -f). --no-skip shows every line instead, however late.
   --errors  each rank's first error or traceback, and the rank that most
             likely failed first (non-NCCL errors before NCCL/Gloo collateral,
             then the rank whose log stopped first)
@@ -69,6 +79,11 @@ def add(sub: Any) -> None:
         action="store_true",
         help="with -f: poll only, no inotify wake-ups (network filesystems are always polled)",
     )
+    arg(
+        "--no-skip",
+        action="store_true",
+        help="with -f: never skip ahead when behind the writers; every line, however late",
+    )
     add_cluster_arg(parser, "the job of this remote cluster (clusters.yaml), read by its ddpctl over SSH")
     parser.set_defaults(func=run)
 
@@ -108,9 +123,18 @@ def request_from_args(args: argparse.Namespace) -> LogsRequest:
     return LogsRequest(follow=args.follow, attempt=parse_attempt(args.attempt), flt=flt, errors=args.errors)
 
 
+def follow_config(args: argparse.Namespace) -> FollowConfig:
+    """-f's settings: the window and the skipping keep a busy job's lines timely (ddpctl.logs.behind);
+    --no-skip keeps every line, however late."""
+    from ddpctl.logs.behind import SKIP_AFTER_S, WINDOW_S
+    from ddpctl.logs.follow import FollowConfig
+
+    skip_after = None if args.no_skip else SKIP_AFTER_S
+    return FollowConfig(notify=not args.poll, window=WINDOW_S, skip_after=skip_after)
+
+
 def run(args: argparse.Namespace) -> int:
     from ddpctl import api
-    from ddpctl.logs.follow import FollowConfig
     from ddpctl.logs.output import make_sink
     from ddpctl.logs.show import job_state, show_logs
     from ddpctl.run.registry import JobRecord, Registry
@@ -145,7 +169,7 @@ def run(args: argparse.Namespace) -> int:
 
         sink = tail = TailSink(sink, args.tail)
     try:
-        show_logs(record, request, sink, state_fn=state_fn, config=FollowConfig(notify=not args.poll))
+        show_logs(record, request, sink, state_fn=state_fn, config=follow_config(args))
         if tail is not None:
             tail.finish()
     except BrokenPipeError:
@@ -163,6 +187,7 @@ def remote_words(args: argparse.Namespace) -> list[str]:
     words = ["logs", "--errors"] if args.errors else ["logs", "--json", "-t"]
     words += ["-f"] if args.follow else []
     words += ["--poll"] if args.poll else []
+    words += ["--no-skip"] if args.no_skip else []
     for flag, value in (
         ("--rank", args.rank),
         ("--node", args.node),

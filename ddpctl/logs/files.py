@@ -16,6 +16,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from ddpctl import safeio
+from ddpctl.logs.behind import Seen, count_lines, seen_by
 from ddpctl.logs.core import LineFilter, LineSplitter, Source, decoded
 from ddpctl.logs.stamps import FDS, Group, Stamps, Timed, TimedRaw, as_read, group
 from ddpctl.run.layout import NODE_INFO_GLOB, RANK_INFO_GLOB, RunLayout, attempts_in, rank_of_log
@@ -98,6 +99,9 @@ class FileTail:
         self._splitter = LineSplitter()
         self._fd: int | None = None
         self.behind = False  # the last poll left bytes it could have read (past its chunk)
+        self.seen: list[Seen] = []  # (size, first, last seen so) from the offset on (ddpctl.logs.behind)
+        self._seen_last: float | None = None
+        self.skipped = (0, 0)  # lines and bytes the last poll skipped
 
     @property
     def has_partial(self) -> bool:
@@ -126,9 +130,13 @@ class FileTail:
             return None
         return timed[0], decoded(timed[1])
 
-    def poll_raw(self, chunk: int | None = None) -> TimedRaw | None:
+    def poll_raw(
+        self, chunk: int | None = None, seen: float | None = None, cutoff: float | None = None
+    ) -> TimedRaw | None:
         """`poll_timed` with the lines as read (bytes): a follower writes them without decoding them; `chunk`:
-        the most bytes to read this time, if not `self.chunk`."""
+        the most bytes to read this time, if not `self.chunk`; `seen`: the time of this pass, noted with the size;
+        `cutoff`: skip the bytes seen by then (`skipped`: what was)."""
+        self.skipped = (0, 0)
         try:
             st = os.lstat(self.path)  # a str path: no Path object per file per poll
         except FileNotFoundError:
@@ -145,9 +153,12 @@ class FileTail:
             self.offset = 0
             self.stamps.reset()
             self.close()
+            self.seen, self._seen_last = [], None
         self._inode = st.st_ino
         self.size_seen = st.st_size
-        limit = self.stamps.refresh(st.st_size)
+        # Skip first, so the records of what is skipped are passed over, not parsed (Stamps.refresh).
+        self._keep_up(st.st_size, seen, cutoff)
+        limit = self.stamps.refresh(st.st_size, self.offset)
         if limit is None or self.final:
             limit = st.st_size
         if limit <= self.offset:
@@ -165,6 +176,28 @@ class FileTail:
         if restarted:
             return [last] * len(restarted) + times, restarted + lines
         return times, lines
+
+    def _keep_up(self, size: int, when: float | None, cutoff: float | None) -> None:
+        """Note the size a pass at `when` saw; skip the bytes seen by `cutoff` (ddpctl.logs.behind)."""
+        if when is not None:  # what the file held when first seen: all of it seen then
+            seen = self.seen = self.seen or [(0, when, when)]
+            if size > seen[-1][0]:  # the size before was last seen at the pass before: what came, came since
+                seen[-1] = (*seen[-1][:2], self._seen_last or when)
+                seen.append((size, when, when))
+            self._seen_last = when  # a float, not a tuple per file and pass: 1 024 idle files are polled too
+        if cutoff is None or size <= self.offset:
+            return
+        while len(self.seen) > 1 and self.seen[1][0] <= self.offset:  # one point at or before the offset is enough
+            del self.seen[0]
+        if (target := min(size, seen_by(self.seen, cutoff))) > self.offset:
+            self.skip(target)  # seen by `cutoff` and still not shown
+
+    def skip(self, limit: int) -> None:  # the bytes before `limit`, up to the last whole line among them
+        lines, end = count_lines(lambda at, size: self._read(self._inode, size, at), self.offset, limit)
+        if end > self.offset:  # the line the splitter holds the start of is skipped too
+            self.skipped = (lines, end - self.offset + sum(map(len, self._splitter.flush_raw())))
+            self.offset = end
+            self.stamps.skip(end)
 
     def flush(self) -> list[str]:
         return self._splitter.flush()
@@ -198,16 +231,17 @@ class FileTail:
             return data[:cut]
         return data
 
-    def _read(self, inode: int, size: int) -> bytes:
+    def _read(self, inode: int, size: int, at: int | None = None) -> bytes:
+        at = self.offset if at is None else at
         try:
             fd = self._open(inode)
             if fd == _REPLACED:
                 return b""
             if fd is not None:
-                return os.pread(fd, size, self.offset)
+                return os.pread(fd, size, at)
             fd = safeio.open_read(self.path)  # over the descriptor budget: open, read, close
             try:
-                return os.pread(fd, size, self.offset)
+                return os.pread(fd, size, at)
             finally:
                 os.close(fd)
         except FileNotFoundError:

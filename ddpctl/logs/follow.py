@@ -12,25 +12,27 @@ Polling design (works on NFS/Lustre, where inotify never hears about writes made
 On a local filesystem (logs_notify decides) inotify events wake the follower instead: 0.025 s after a poll that
 read something, at once on an event when idle; the state query still runs every 2 s, and a full pass over the
 files every 10 s anyway, in case an event was lost.
+With `window`/`skip_after` (the command's, not the Python API's) the lag is bounded: ddpctl.logs.behind.
 When the state is terminal the follower moves to any newer attempt, reads every file to its end, prints
 partial last lines (their writers are gone) and a closing banner naming the state.
 """
 
 from __future__ import annotations
 
+import math
 import os
 import sys
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
-from pathlib import Path
 
 from ddpctl.errors import CommandError
 from ddpctl.logs.asker import Answer, Asker
+from ddpctl.logs.behind import Pace, Skipped, release_mark, skip_bound
 from ddpctl.logs.core import LineFilter, attempt_banner, end_banner
-from ddpctl.logs.files import AttemptFiles, list_attempts
+from ddpctl.logs.files import CHUNK, AttemptFiles, list_attempts
 from ddpctl.logs.merge import HOLD_S, Merger
-from ddpctl.logs.notify import Notifier
+from ddpctl.logs.notify import Pacer
 from ddpctl.logs.output import Sink
 from ddpctl.run.layout import RunLayout
 from ddpctl.run.state import JobState
@@ -50,44 +52,9 @@ class FollowConfig:
     notified_gap: float = 0.025  # with inotify: pause after a poll that read something (batches a burst)
     notified_sweep: float = 10.0  # with inotify: a full pass this often even without events
     wall: Callable[[], float] = time.time  # the clock write times are compared with (a test sets its own)
-
-
-class Backoff:
-    def __init__(self, fast: float, slow: float) -> None:
-        self.fast, self.slow, self.current = fast, slow, fast
-
-    def next(self, active: bool) -> float:
-        self.current = self.fast if active else min(self.current * 2, self.slow)
-        return self.current
-
-
-class Pacer:
-    """The wait between polls: backoff polling, or inotify wake-ups where they can be trusted."""
-
-    def __init__(self, config: FollowConfig, root: Path) -> None:
-        self.config = config
-        self.backoff = Backoff(config.fast, config.slow)
-        self.notifier = Notifier.open(root) if config.notify else None
-        self.watch(root)
-
-    def watch(self, directory: Path) -> None:
-        if self.notifier is not None and not self.notifier.watch(directory):
-            self.close()  # missing directory, or out of inotify watches: poll instead
-
-    def pause(self, active: bool, until_state: float) -> bool:
-        """Wait; True if the files may have changed (always, when polling)."""
-        if self.notifier is None:
-            time.sleep(self.backoff.next(active))
-            return True
-        if active:
-            time.sleep(self.config.notified_gap)
-            return True
-        return self.notifier.wait(max(0.0, until_state))
-
-    def close(self) -> None:
-        if self.notifier is not None:
-            self.notifier.close()
-            self.notifier = None
+    window: float | None = None  # the longest a line waits for an older one (None: as long as it takes)
+    skip_after: float | None = None  # skip bytes seen this long ago and not shown yet (None: never skip)
+    chunk: int = CHUNK  # the most bytes one pass reads from one file
 
 
 def _mtime_ns(path: str) -> int:
@@ -110,7 +77,7 @@ def drain(
         tail.final = tail.final or final
     started = wall()
     while poll_files(files, flt, merger, started) and time.monotonic() < deadline:
-        merger.release(sink, watermark(files, started))
+        merger.release(sink, watermark(files, started, None))
         sink.flush()
         started = wall()
     if final:
@@ -128,13 +95,25 @@ def flush_partials(files: AttemptFiles, flt: LineFilter, merger: Merger) -> None
             merger.add(tail.stamps.last or time.time(), tail.source, lines)
 
 
-def poll_files(files: AttemptFiles, flt: LineFilter, merger: Merger, started: float) -> bool:
+def poll_files(files: AttemptFiles, flt: LineFilter, merger: Merger, started: float, pace: Pace | None = None) -> bool:
     """One pass over the files, started at wall time `started`: their new lines (as read: bytes, decoded by the
-    sink) into `merger`; True if any of them grew. `files.behind`: some file has more to read already."""
+    sink) into `merger`; True if any of them grew. `files.behind`: some file has more to read already. With
+    `pace` (ddpctl.logs.behind.Pace), bytes seen too long before each file is looked at (its own time: a pass
+    over 512 busy files can take seconds on a loaded machine) are skipped, and what was read is shown as the
+    pass goes when it runs long."""
     active = behind = False
     now = started - HOLD_S  # lines of a log without times count as written when the pass began: they pass at once
+    seen = cutoff = None
+    shown = started
     for tail in files.tails.values():
-        timed = tail.poll_raw()
+        if pace is not None:
+            cutoff = (seen := pace.clock()) - pace.after
+            if seen - shown >= pace.every:
+                pace.show()
+                shown = seen
+        timed = tail.poll_raw(None, seen, cutoff)
+        if pace is not None and tail.skipped[1]:
+            pace.skipped.add(tail.source.rank, *tail.skipped)
         if timed is None:
             continue
         active = True
@@ -150,17 +129,16 @@ def poll_files(files: AttemptFiles, flt: LineFilter, merger: Merger, started: fl
     return active
 
 
-def watermark(files: AttemptFiles | None, started: float) -> float:
-    """Lines written up to this time can be printed: no followed file can still deliver an older one.
+def watermark(files: AttemptFiles | None, started: float, window: float | None) -> float:
+    """Lines written up to this time can be printed: no followed file can still deliver an older one (or, with
+    `window`, none older than that: ddpctl.logs.behind.release_mark).
 
     `started` is when the last pass over the files began, not the time now: a file read early in a pass may
     since have got a line older than those of files read later in it (a pass over 512 busy files takes longer
     than HOLD_S on a loaded machine); only what was written before the pass began is in for every file."""
-    mark = started - HOLD_S
-    for tail in files.tails.values() if files is not None else ():
-        if tail.unread and tail.stamps.last is not None:
-            mark = min(mark, tail.stamps.last)
-    return mark
+    tails = files.tails.values() if files is not None else ()
+    held = [tail.stamps.last for tail in tails if tail.unread and tail.stamps.last is not None]
+    return release_mark(started, HOLD_S, window, held)
 
 
 class Follower:
@@ -180,9 +158,11 @@ class Follower:
         self.asker = Asker(query)
         self.config = config or FollowConfig()
         self.pinned = pinned
-        self.files = AttemptFiles(layout, attempt, flt) if attempt is not None else None
+        self.files = AttemptFiles(layout, attempt, flt, self.config.chunk) if attempt is not None else None
         self.clock: Callable[[], float] = time.monotonic
-        self.pacer = Pacer(self.config, layout.root)
+        self.pacer = Pacer(
+            self.config.fast, self.config.slow, self.config.notified_gap, self.config.notify, layout.root
+        )
         if self.files is not None:
             self.pacer.watch(self.files.path)
         self._seen = {"root": -2, "attempt": -2}
@@ -191,6 +171,8 @@ class Follower:
         self._waiting = ""
         self.merger = Merger()
         self._pass_started = self.config.wall()
+        self.skipped = Skipped()
+        self._rested = False  # the last cycle read nothing and paused (ddpctl.logs.behind: then nothing is skipped)
 
     def run(self) -> JobState:
         try:
@@ -201,8 +183,7 @@ class Follower:
                 if changed or self.clock() >= next_sweep:
                     next_sweep = self.clock() + self.config.notified_sweep
                     active = self._step()
-                self.merger.release(self.sink, watermark(self.files, self._pass_started))
-                self.sink.flush()
+                self._show(watermark(self.files, self._pass_started, self.config.window))
                 answer = None
                 if self.clock() >= next_state:
                     next_state = self.clock() + self.config.state_every
@@ -216,7 +197,8 @@ class Follower:
                 # Lines held for ordering are due within HOLD_S: poll again soon rather than wait for an event; a
                 # follower behind its files reads on at once.
                 behind = self.files is not None and self.files.behind
-                changed = behind or self.pacer.pause(active or bool(self.merger), next_state - self.clock())
+                self._rested = not (behind or active or self.merger)
+                changed = behind or self.pacer.pause(not self._rested, next_state - self.clock())
         finally:
             self.pacer.close()
             if self.files is not None:
@@ -233,8 +215,20 @@ class Follower:
             return False
         if self._changed("attempt", str(self.files.path), forced):
             self.files.rescan()
-        self._pass_started = self.config.wall()
-        return poll_files(self.files, self.flt, self.merger, self._pass_started)
+        started, self._pass_started = self._pass_started, self.config.wall()
+        pace = None
+        if self.config.skip_after is not None:  # bounded by how long the last cycle took
+            self.skipped.bound = skip_bound(self.config.skip_after, self._pass_started - started)
+            # After a rest the sizes are still noted, but nothing is behind: the bound is endless for this pass.
+            pace = Pace(math.inf if self._rested else self.skipped.bound, self.skipped, self.config.wall, self._show)
+        return poll_files(self.files, self.flt, self.merger, self._pass_started, pace)
+
+    def _show(self, upto: float | None = None) -> None:
+        """Lines written up to `upto` (all read so far for None), and a note of what was skipped."""
+        self.merger.release(self.sink, upto)
+        if self.skipped and self.files is not None:
+            self.sink.note(self.skipped.note(self.job_id, self.files.attempt))
+        self.sink.flush()
 
     def _changed(self, key: str, path: str, forced: bool) -> bool:
         mtime = _mtime_ns(path)
@@ -250,7 +244,7 @@ class Follower:
                 drain(self.files, self.sink, self.flt, self.merger, final=True, wall=self.config.wall)
                 self.files.close()
                 self.sink.note(attempt_banner(attempt))
-            self.files = AttemptFiles(self.layout, attempt, self.flt)
+            self.files = AttemptFiles(self.layout, attempt, self.flt, self.config.chunk)
             self.pacer.watch(self.files.path)
             self._seen["attempt"] = _mtime_ns(str(self.files.path))  # before listing: a later file changes it
             self.files.rescan()

@@ -12,6 +12,7 @@ import os
 import re
 import select
 import sys
+import time
 from pathlib import Path
 
 LOCAL_FS = frozenset(
@@ -77,3 +78,43 @@ class Notifier:
 
     def close(self) -> None:
         os.close(self.fd)
+
+
+class Backoff:
+    """The pause between polls: `fast` after one that read something, doubling while idle up to `slow`."""
+
+    def __init__(self, fast: float, slow: float) -> None:
+        self.fast, self.slow, self.current = fast, slow, fast
+
+    def next(self, active: bool) -> float:
+        self.current = self.fast if active else min(self.current * 2, self.slow)
+        return self.current
+
+
+class Pacer:
+    """The wait between polls: backoff polling, or inotify wake-ups where they can be trusted."""
+
+    def __init__(self, fast: float, slow: float, gap: float, notify: bool, root: Path) -> None:
+        self.gap = gap  # with inotify: the pause after a poll that read something
+        self.backoff = Backoff(fast, slow)
+        self.notifier = Notifier.open(root) if notify else None
+        self.watch(root)
+
+    def watch(self, directory: Path) -> None:
+        if self.notifier is not None and not self.notifier.watch(directory):
+            self.close()  # missing directory, or out of inotify watches: poll instead
+
+    def pause(self, active: bool, until_state: float) -> bool:
+        """Wait; True if the files may have changed (always, when polling)."""
+        if self.notifier is None:
+            time.sleep(self.backoff.next(active))
+            return True
+        if active:
+            time.sleep(self.gap)
+            return True
+        return self.notifier.wait(max(0.0, until_state))
+
+    def close(self) -> None:
+        if self.notifier is not None:
+            self.notifier.close()
+            self.notifier = None

@@ -8,6 +8,7 @@ held back until their record arrives (the stamper writes it right after the byte
 
 from __future__ import annotations
 
+import bisect
 import itertools
 import os
 import resource
@@ -71,8 +72,9 @@ class Stamps:
             self._fd = None
             FDS.give()
 
-    def refresh(self, log_size: int) -> int | None:
+    def refresh(self, log_size: int, skipped: int = 0) -> int | None:
         """Read new records; return how far into the log times are known, or None for a log without times.
+        `skipped`: the log's bytes before it were passed over (ddpctl.logs.behind), their records need no parse.
 
         Whether there are times is decided once the log has bytes: the stamper creates the sidecar before it
         writes any, so a log with bytes and no sidecar was written without one.
@@ -90,20 +92,42 @@ class Stamps:
             if FDS.take():
                 self._fd = fd
         try:
-            while data := os.pread(fd, READ_LIMIT, self._offset):
-                ends, times, used = logtimes.parse_columns(data)
-                self._offset += used
-                self._add(ends, times)
-                if ends:
-                    self.indexed = max(self.indexed, ends[-1])
-                # A short read reached the end: asking again would only return nothing (a syscall per file and poll).
-                if used < len(data) or used == 0 or len(data) < READ_LIMIT:
-                    break
+            self._read(fd, skipped)
         finally:
             if self._fd is None:
                 os.close(fd)
         self.present = True
         return self.indexed
+
+    def _read(self, fd: int, skipped: int) -> None:
+        while data := os.pread(fd, READ_LIMIT, self._offset):
+            full = len(data)
+            if skipped > self.indexed:
+                data = self._pass_over(data, skipped)
+            ends, times, used = logtimes.parse_columns(data)
+            self._offset += used
+            self._add(ends, times)
+            if ends:
+                self.indexed = max(self.indexed, ends[-1])
+            # A short read reached the end: asking again would only return nothing (a syscall per file and poll).
+            if used < len(data) or used == 0 or full < READ_LIMIT:
+                break
+
+    def _pass_over(self, data: bytes, offset: int) -> bytes:
+        """`data` (records) after the record ending the log at `offset`, unparsed up to it, if there is one (the
+        stamper writes a record per write, a line most often); else all of `data`, to be parsed."""
+        key = b"%d " % offset
+        at = 0 if data.startswith(key) else data.find(b"\n" + key) + 1
+        end = data.find(b"\n", at) if at or data.startswith(key) else -1
+        if end < 0:
+            return data
+        ends, times, _ = logtimes.parse_columns(data[at : end + 1])
+        if ends != [offset]:
+            return data
+        self._offset += end + 1
+        self._ends, self._times, self._head = [], [], 0  # every record read before ends before `offset`
+        self.indexed, self.last = offset, times[0]
+        return data[end + 1 :]
 
     def _add(self, ends: list[int], times: list[float]) -> None:
         if self._head:  # drop the used records first, so the columns stay as long as what is still to come
@@ -111,6 +135,12 @@ class Stamps:
             self._head = 0
         self._ends += ends
         self._times += times
+
+    def skip(self, offset: int) -> None:
+        """The log's bytes before `offset` were passed over: so are their records."""
+        head = bisect.bisect_right(self._ends, offset, lo=self._head)
+        if head > self._head:
+            self.last, self._head = self._times[head - 1], head
 
     def split(self, start: int, data: bytes, splitter: LineSplitter) -> list[Group]:
         """Lines of `data` (the log's bytes from offset `start`) grouped by the write that completed them."""

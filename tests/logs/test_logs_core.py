@@ -22,7 +22,7 @@ from ddpctl.logs.core import (
     render_plain,
     select_attempts,
 )
-from ddpctl.logs.follow import Backoff
+from ddpctl.logs.notify import Backoff
 
 
 @pytest.mark.parametrize(
