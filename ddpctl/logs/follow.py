@@ -28,7 +28,7 @@ from dataclasses import dataclass
 
 from ddpctl.errors import CommandError
 from ddpctl.logs.asker import Answer, Asker
-from ddpctl.logs.behind import Pace, Skipped, release_mark, skip_bound
+from ddpctl.logs.behind import SKIP_MIN_BACKLOG, Pace, Skipped, release_mark, skip_bound
 from ddpctl.logs.core import LineFilter, attempt_banner, end_banner
 from ddpctl.logs.files import CHUNK, AttemptFiles, list_attempts
 from ddpctl.logs.merge import HOLD_S, Merger
@@ -54,6 +54,7 @@ class FollowConfig:
     wall: Callable[[], float] = time.time  # the clock write times are compared with (a test sets its own)
     window: float | None = None  # the longest a line waits for an older one (None: as long as it takes)
     skip_after: float | None = None  # skip bytes seen this long ago and not shown yet (None: never skip)
+    skip_backlog: int = SKIP_MIN_BACKLOG  # ... after a pass that left at least this many bytes unread
     chunk: int = CHUNK  # the most bytes one pass reads from one file
 
 
@@ -173,6 +174,7 @@ class Follower:
         self._pass_started = self.config.wall()
         self.skipped = Skipped()
         self._rested = False  # the last cycle read nothing and paused (ddpctl.logs.behind: then nothing is skipped)
+        self._backlog = 0  # bytes the last pass left unread (ddpctl.logs.behind.SKIP_MIN_BACKLOG)
 
     def run(self) -> JobState:
         try:
@@ -220,8 +222,12 @@ class Follower:
         if self.config.skip_after is not None:  # bounded by how long the last cycle took
             self.skipped.bound = skip_bound(self.config.skip_after, self._pass_started - started)
             # After a rest the sizes are still noted, but nothing is behind: the bound is endless for this pass.
-            pace = Pace(math.inf if self._rested else self.skipped.bound, self.skipped, self.config.wall, self._show)
-        return poll_files(self.files, self.flt, self.merger, self._pass_started, pace)
+            calm = self._rested or self._backlog < self.config.skip_backlog
+            pace = Pace(math.inf if calm else self.skipped.bound, self.skipped, self.config.wall, self._show)
+        active = poll_files(self.files, self.flt, self.merger, self._pass_started, pace)
+        if pace is not None:
+            self._backlog = sum(tail.backlog() for tail in self.files.tails.values())
+        return active
 
     def _show(self, upto: float | None = None) -> None:
         """Lines written up to `upto` (all read so far for None), and a note of what was skipped."""

@@ -157,7 +157,7 @@ def test_follower_behind_by_more_than_the_bound_skips_ahead_and_says_so(tmp_path
     append(attempt / "rank-0.log", lines_of("r0", 1000))
     append(attempt / "rank-1.log", b"r1 only line\n")
     ticks = itertools.count(1000)
-    config = replace(FAST, chunk=1024, skip_after=0.5, window=0.5, wall=lambda: float(next(ticks)))
+    config = replace(FAST, chunk=1024, skip_after=0.5, window=0.5, wall=lambda: float(next(ticks)), skip_backlog=0)
     sink = Recorder()
     follower = FollowThread(tmp_path, sink, JobStateSwitch(), config=config)
     follower.start()
@@ -174,6 +174,22 @@ def test_follower_behind_by_more_than_the_bound_skips_ahead_and_says_so(tmp_path
     assert "`ddpctl logs 123 --attempt 0` (without -f)" in notes[0]
     assert sink.texts(rank=1) == ["r1 only line"]
     assert sink.notes()[-1] == "-- job 123 COMPLETED --"
+
+
+def test_a_follower_late_by_less_than_the_backlog_floor_skips_nothing(tmp_path: Path) -> None:
+    """The same late follower (every pass 1 s after the last) of a job that writes little: 9 KB left unread is
+    below the floor (SKIP_MIN_BACKLOG), so every line is shown. A test following a small job on a loaded machine
+    (or a user watching for one error line) lost lines to a moment's starvation."""
+    attempt = make_attempt(tmp_path, 0, {"n1": [0]})
+    append(attempt / "rank-0.log", lines_of("r0", 1000))
+    ticks = itertools.count(1000)
+    config = replace(FAST, chunk=1024, skip_after=0.5, window=0.5, wall=lambda: float(next(ticks)))
+    sink = Recorder()
+    follower = FollowThread(tmp_path, sink, JobStateSwitch(), config=config)
+    follower.start()
+    sink.wait_for(lambda s: len(s.texts()) == 1000)
+    assert follower.finish() is not None
+    assert not [note for note in sink.notes() if "skipped" in note]
 
 
 def test_follower_without_a_bound_shows_every_line(tmp_path: Path) -> None:
@@ -228,7 +244,9 @@ def test_a_burst_after_a_rest_is_shown_whole(tmp_path: Path, mode: str) -> None:
     attempt = make_attempt(tmp_path, 0, {"n1": [0, 1]})
     append(attempt / "rank-0.log", b"first\n")
     ticks = itertools.count(1000)
-    config = replace(FAST, skip_after=0.5, window=0.5, wall=lambda: float(next(ticks)), notify=mode == "inotify")
+    config = replace(
+        FAST, skip_after=0.5, window=0.5, wall=lambda: float(next(ticks)), notify=mode == "inotify", skip_backlog=0
+    )
     sink = Recorder()
     follower = FollowThread(tmp_path, sink, JobStateSwitch(), config=config)
     follower.start()
