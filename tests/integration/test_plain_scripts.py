@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import json
 import re
+import signal
 import subprocess
 from collections.abc import Callable
 from pathlib import Path
@@ -21,6 +22,7 @@ from typing import Any
 
 import pytest
 from clitools import REPO, Cli, events
+from nodefault import job_pids
 from slurmtools import cluster_dump, sbatch_text
 
 pytestmark = pytest.mark.slurm
@@ -141,6 +143,9 @@ def test_a_stop_as_the_job_starts_is_acknowledged_and_loses_nothing(
     job_id, run_dir = cli.submit(SPEC, *options)
     cleanup_jobs(job_id)
     cli.wait_for(lambda: squeue_state(job_id) == "RUNNING", timeout=120, what=f"job {job_id} running")
+    # Once bash has run the script's first line (its trap): a signal before that ends any batch script, ours
+    # included (a CI rehearsal under load sent it 50 ms after the launch: "task 0 died by signal: 12").
+    cli.wait_for(lambda: batch_shell_catches(job_id, signal.SIGUSR2), timeout=60, what="the batch shell's trap")
     subprocess.run(["scancel", "--batch", "--signal=USR2", job_id], check=True, timeout=30)
     status = cli.wait_terminal(job_id, timeout=300)
     info = dump(run_dir, job_id)
@@ -149,6 +154,21 @@ def test_a_stop_as_the_job_starts_is_acknowledged_and_loses_nothing(
     assert decisions == [("requeue", "preemption", "stop"), ("finish", None, None)], info
     assert [(s["attempt"], s["state"]) for s in status["stops"]] == [(0, "acknowledged")], status
     assert "(nothing lost)" in status["stops"][0]["text"], status
+
+
+def batch_shell_catches(job_id: str, sig: signal.Signals) -> bool:
+    """The job's batch script (on its batch host, found by the job's cgroup) has a handler for `sig` (SigCgt)."""
+    host = subprocess.run(["squeue", "-h", "-j", job_id, "-o", "%B"], capture_output=True, text=True, check=False)
+    for pid in job_pids(host.stdout.strip(), job_id):
+        try:
+            cmdline = Path(f"/proc/{pid}/cmdline").read_bytes()
+            status = Path(f"/proc/{pid}/status").read_text()
+        except OSError:
+            continue
+        caught = next((line.split()[1] for line in status.splitlines() if line.startswith("SigCgt:")), "0")
+        if b"slurm_script" in cmdline and int(caught, 16) & (1 << (sig - 1)):
+            return True
+    return False
 
 
 def squeue_state(job_id: str) -> str:

@@ -475,7 +475,12 @@ def test_a_run_failing_after_a_real_preemption_ends_failed_in_slurm_too(
 # --- 3. the preemption budget ends the job ------------------------------------------------------------------------
 @pytest.mark.one_slurm_version  # ddpctl's budget; real preemptions run on 24.11 (test_a_run_failing_after_...)
 def test_preemption_budget_ends_the_job(cli: Cli, tmp_path: Path, cleanup_jobs: Callable[[str], str]) -> None:
-    job = paced(cli, tmp_path, cleanup_jobs, 4, "0.5", "requeue.max_preemptions=1")
+    # From step 6 on each step takes 3 s: the second stop lands mid-run (a CI rehearsal under load saw attempt 1
+    # resume at step 7 and finish its last five 0.5 s steps before the second preempt's stop was agreed).
+    job = submit(
+        cli, tmp_path / "runs", cleanup_jobs, "--ckpt-every", "4", "--sleep-per-step", "0.5",
+        "--late-from-step", "6", "--late-sleep", "3", sets=("requeue.max_preemptions=1",),
+    )  # fmt: skip
     job.wait_step(0, 1)
     cli.run("preempt", job.job_id)
     first = job.wait_requeued(0)
