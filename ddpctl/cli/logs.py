@@ -21,13 +21,14 @@ their lines were written (-t shows when). Only whole lines are printed, so
 ranks writing at once never mix inside a line.
 
   -f        follow until the job ends: new lines within 0.5 s, moves on to a
-            requeued job's new attempt by itself, ends with "-- job ID STATE --".
-            Lines are in write-time order within a 0.5 s window: a line may
-            follow a newer line of another rank by at most 0.5 s, and waits at
-            most 0.5 s for a slower rank (one that comes later is shown when
-            read; so is a batch read while a pass over the files takes longer
-            than 0.25 s, a follower short of CPU). A follower more than 0.5 s
-            behind the writers (less, down to 0.2 s, while its passes are slow)
+            requeued job's new attempt by itself, ends with
+            "-- job ID STATE --". Lines are in write-time order within a 0.5 s
+            window: a line may follow a newer line of another rank by at most
+            0.5 s, and waits at most 0.5 s for a slower rank (one that comes
+            later is shown when read; so is a batch read while a pass over the
+            files takes longer than 0.25 s, a follower short of CPU). A
+            follower outrun by the writers (over 256 KiB unread) and more than
+            0.5 s behind them (less, down to 0.2 s, while its passes are slow)
             skips ahead and prints one line saying how many lines and bytes of
             which ranks it skipped; the rank files keep them (read them without
             -f). --no-skip shows every line instead, however late.

@@ -192,10 +192,6 @@ class FileTail:
         if (target := min(size, seen_by(self.seen, cutoff))) > self.offset:
             self.skip(target)  # seen by `cutoff` and still not shown
 
-    def backlog(self) -> int:
-        """Bytes the passes have seen in the file and not read yet."""
-        return max(0, self.seen[-1][0] - self.offset) if self.seen else 0
-
     def skip(self, limit: int) -> None:  # the bytes before `limit`, up to the last whole line among them
         lines, end = count_lines(lambda at, size: self._read(self._inode, size, at), self.offset, limit)
         if end > self.offset:  # the line the splitter holds the start of is skipped too

@@ -226,7 +226,8 @@ class Follower:
             pace = Pace(math.inf if calm else self.skipped.bound, self.skipped, self.config.wall, self._show)
         active = poll_files(self.files, self.flt, self.merger, self._pass_started, pace)
         if pace is not None:
-            self._backlog = sum(tail.backlog() for tail in self.files.tails.values())
+            # bytes the passes saw and did not read (each tail's newest size seen, past its offset)
+            self._backlog = sum(max(0, t.seen[-1][0] - t.offset) for t in self.files.tails.values() if t.seen)
         return active
 
     def _show(self, upto: float | None = None) -> None:
