@@ -27,7 +27,7 @@ ranks writing at once never mix inside a line.
             0.5 s, and waits at most 0.5 s for a slower rank (one that comes
             later is shown when read; so is a batch read while a pass over the
             files takes longer than 0.25 s, a follower short of CPU). A
-            follower outrun by the writers (over 256 KiB unread) and more than
+            follower outrun by the writers (256 KiB a pass) and more than
             0.5 s behind them (less, down to 0.2 s, while its passes are slow)
             skips ahead and prints one line saying how many lines and bytes of
             which ranks it skipped; the rank files keep them (read them without

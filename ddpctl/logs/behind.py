@@ -15,7 +15,7 @@ machine the writers take the CPU it would need. Reading everything in order then
     age is the bound plus (at most) a cycle of the follower; where cycles are long (a loaded machine) the
     bound shrinks (`skip_bound`, down to `SKIP_MIN_S`), which makes the passes shorter too (less to read).
 
-  * only when outrun (`SKIP_MIN_BACKLOG`): nothing is skipped in a pass after one that left less than this unread
+  * only when outrun (`SKIP_MIN_BACKLOG`): nothing is skipped in a pass after one that took in less than this
     across the files: a short stall of the follower on a loaded machine delays a few lines, it never drops them.
 
   * showing as the pass goes (`SHOW_EVERY_S`): a pass that runs longer than this (a follower short of CPU
@@ -42,10 +42,10 @@ SKIP_MIN_S = 0.2  # ... or this long, where the follower's cycles are slow
 LAG_TARGET_S = 1.0  # what the bound and a cycle may add up to (a shown line's age)
 SHOW_EVERY_S = 0.25  # a pass that runs longer shows what it read this often
 SKIP_BLOCK = 1 << 20  # skipped bytes are read (to count their lines) this much at a time
-# Unread bytes across the followed files, after a pass, below which the next pass skips nothing: a follower that
-# is late because it was starved for a moment, not because the writers outrun it, has a few lines to catch up on,
-# which cost nothing to read and may be the ones watched for (an error, the stop). A stream that outruns the
-# follower leaves far more unread (50,000 lines/s is ~3 MB/s).
+# Bytes a pass took in across the followed files (shown or skipped) below which the next pass skips nothing: a
+# follower that is late because it was starved for a moment, not because the writers outrun it, has a few lines
+# to catch up on, which cost nothing to read and may be the ones watched for (an error, the stop). A stream that
+# outruns the follower brings far more to each pass (50,000 lines/s is ~3 MB/s).
 SKIP_MIN_BACKLOG = 256 << 10
 
 Seen = tuple[int, float, float]  # (file size, when a pass first saw it, when a pass last saw it so)

@@ -174,7 +174,7 @@ class Follower:
         self._pass_started = self.config.wall()
         self.skipped = Skipped()
         self._rested = False  # the last cycle read nothing and paused (ddpctl.logs.behind: then nothing is skipped)
-        self._backlog = 0  # bytes the last pass left unread (ddpctl.logs.behind.SKIP_MIN_BACKLOG)
+        self._backlog = 0  # bytes the last pass took in (ddpctl.logs.behind.SKIP_MIN_BACKLOG)
 
     def run(self) -> JobState:
         try:
@@ -224,10 +224,10 @@ class Follower:
             # After a rest the sizes are still noted, but nothing is behind: the bound is endless for this pass.
             calm = self._rested or self._backlog < self.config.skip_backlog
             pace = Pace(math.inf if calm else self.skipped.bound, self.skipped, self.config.wall, self._show)
+        before = sum(tail.offset for tail in self.files.tails.values())
         active = poll_files(self.files, self.flt, self.merger, self._pass_started, pace)
-        if pace is not None:
-            # bytes the passes saw and did not read (each tail's newest size seen, past its offset)
-            self._backlog = sum(max(0, t.seen[-1][0] - t.offset) for t in self.files.tails.values() if t.seen)
+        # What the pass took in, shown or skipped: a stream, or a trickle a moment's starvation delayed.
+        self._backlog = sum(tail.offset for tail in self.files.tails.values()) - before
         return active
 
     def _show(self, upto: float | None = None) -> None:
