@@ -176,34 +176,30 @@ def test_follower_behind_by_more_than_the_bound_skips_ahead_and_says_so(tmp_path
     assert sink.notes()[-1] == "-- job 123 COMPLETED --"
 
 
-def test_a_follower_late_by_less_than_the_backlog_floor_skips_nothing(tmp_path: Path) -> None:
-    """The same late follower (every pass 1 s after the last) of a job that writes little: 9 KB left unread is
-    below the floor (SKIP_MIN_BACKLOG), so every line is shown. A test following a small job on a loaded machine
-    (or a user watching for one error line) lost lines to a moment's starvation."""
+def shows_every_line_unskipped(tmp_path: Path, bound: float | None = None) -> None:
+    """A late follower (every pass 1 s after the last, 1 KiB a file a pass) of 1,000 lines: all shown, no note."""
     attempt = make_attempt(tmp_path, 0, {"n1": [0]})
     append(attempt / "rank-0.log", lines_of("r0", 1000))
     ticks = itertools.count(1000)
-    config = replace(FAST, chunk=1024, skip_after=0.5, window=0.5, wall=lambda: float(next(ticks)))
+    config = replace(FAST, chunk=1024, wall=lambda: float(next(ticks)), skip_after=bound, window=bound)
     sink = Recorder()
     follower = FollowThread(tmp_path, sink, JobStateSwitch(), config=config)
     follower.start()
     sink.wait_for(lambda s: len(s.texts()) == 1000)
     assert follower.finish() is not None
     assert not [note for note in sink.notes() if "skipped" in note]
+
+
+def test_a_follower_late_by_less_than_the_backlog_floor_skips_nothing(tmp_path: Path) -> None:
+    """The late follower of the skip test, with the command's floor: each pass takes in 1 KiB, below
+    SKIP_MIN_BACKLOG, so every line is shown. A test following a small job on a loaded machine (or a user
+    watching for one error line) lost lines to a moment's starvation."""
+    shows_every_line_unskipped(tmp_path, 0.5)
 
 
 def test_follower_without_a_bound_shows_every_line(tmp_path: Path) -> None:
     """The Python API's follower (no skip bound): the same clock and chunk, every line shown, no note."""
-    attempt = make_attempt(tmp_path, 0, {"n1": [0]})
-    append(attempt / "rank-0.log", lines_of("r0", 1000))
-    ticks = itertools.count(1000)
-    config = replace(FAST, chunk=1024, wall=lambda: float(next(ticks)))
-    sink = Recorder()
-    follower = FollowThread(tmp_path, sink, JobStateSwitch(), config=config)
-    follower.start()
-    sink.wait_for(lambda s: len(s.texts()) == 1000)
-    assert follower.finish() is not None
-    assert not [note for note in sink.notes() if "skipped" in note]
+    shows_every_line_unskipped(tmp_path)
 
 
 def test_records_of_skipped_bytes_are_not_parsed(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
