@@ -244,13 +244,13 @@ def launch(run_dir: Path, env: Mapping[str, str]) -> int:
     relay.install()
     oom = OomCounter()
     oom.start()
-    if not nodecheck.fit(spec, dist, layout, plan, env=env, relay=relay):
+    check = nodecheck.fit(spec, dist, layout, plan, env=env, relay=relay)
+    if check is None:
         return nodecheck.leave(layout, dist)
     start_torchrun(plan, relay, layout.node_log(dist.restart_count, dist.node_rank), env)
-    # Everything else comes after torchrun is on its way, and niced: at start-up every CPU of the node is busy
-    # starting torchrun and importing torch in each rank, so whatever the launcher does there delays every
-    # rank's first step. Its children keep their priority (they were started before); its own remaining work
-    # (records, polling, the watchdog thread, which inherits the niceness) is light and never urgent to the CPU.
+    # Everything else comes after torchrun is on its way, and niced: at start-up every CPU is busy starting torchrun
+    # and importing torch in each rank, and the launcher's work would delay every rank's first step. Its children
+    # keep their priority; its own work (records, polling, the watchdog thread) is light and never urgent.
     with contextlib.suppress(OSError):
         os.nice(LAUNCHER_NICE)
     write_node_info(layout, dist, static=spec.rendezvous == "static")
@@ -273,7 +273,7 @@ def launch(run_dir: Path, env: Mapping[str, str]) -> int:
     peers.start()
     checks = recheck.begin(  # the node's checks during training, where the spec asks for them
         spec, dist, layout, plan, env, end_attempt=relay.end_attempt,
-        ending=lambda: relay.stop_received or watchdog.hung or peers.ended,
+        ending=lambda: relay.stop_received or watchdog.hung or peers.ended, at_start=check.how == "beside",
     )  # fmt: skip
     code = wait_torchrun(relay)
     if checks is not None:

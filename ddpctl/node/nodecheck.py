@@ -5,6 +5,15 @@ on the attempt after one that an infrastructure failure ended (a lost node, a ha
 failed check): a node came back or another took its place, and a bad one should be found before training rather
 than by it. Never on a run's first start under `auto`, whose first step it would delay.
 
+`choose` refines `auto` where the previous attempt's fault left with its node: when that attempt blamed a node
+(its decision's `cause_node`) and the blamed node is not among this attempt's nodes (a spare took its place,
+or a successor job excludes it), the nodes that trained in the previous attempt (or passed its check) proved
+themselves seconds ago and skip the check; a new node checks itself beside torchrun rather than before it (the
+local checks, run once by the launcher's recheck thread, ddpctl.node.recheck: a failure there ends the attempt
+and blames that node). The resumed attempt's start no longer waits for a check of every node (issue target:
+spares resumed in 45-60 s). A blamed node back in the attempt, or no node blamed, keeps the check before
+torchrun on every node, network stages included.
+
 `run_check` is the edge: it runs `ddpctl.node.checkprog` in the workers' interpreter with torchrun's environment
 (its output appended to the node's log), bounded by the spec's `preflight_timeout_s` plus an allowance for the
 interpreter's start and torch's import, and records the `preflight` event the decision blames a node with
@@ -15,14 +24,14 @@ from __future__ import annotations
 
 import signal
 import time
-from collections.abc import Mapping
-from dataclasses import replace
-from typing import Any, Protocol
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, replace
+from typing import Any, Literal, Protocol
 
 from ddpctl import exitcodes, proc, pyargv, safeio
 from ddpctl.node.torchrun import NodePlan
 from ddpctl.run import history
-from ddpctl.run.history import INFRASTRUCTURE_CAUSES, NodeChecked, NodeExited
+from ddpctl.run.history import INFRASTRUCTURE_CAUSES, Launched, NodeChecked, NodeExited
 from ddpctl.run.layout import RunLayout
 from ddpctl.slurm.env import DistEnv
 from ddpctl.spec import JobSpec
@@ -51,12 +60,48 @@ def wanted(setting: bool | None, previous_cause: str | None) -> bool:
     return previous_cause in INFRASTRUCTURE_CAUSES
 
 
-def previous_cause(layout: RunLayout, attempt: int) -> str | None:
-    """What ended the attempt before `attempt` (its decision's cause); None for a run's first attempt."""
+How = Literal["skip", "before", "beside"]  # no check; the full check before torchrun; the local one beside it
+
+
+@dataclass(frozen=True)
+class Choice:
+    how: How
+    why: str = ""  # said in the node's log when the check is skipped or moved beside torchrun
+
+
+@dataclass(frozen=True)
+class Previous:
+    """What this node's choice needs of the attempt before: its decision's cause and blamed node, and the nodes
+    that trained in it or passed its check."""
+
+    cause: str | None = None
+    blamed: str | None = None
+    proven: frozenset[str] = frozenset()
+
+
+def choose(setting: bool | None, previous: Previous, node: str, nodes: Sequence[str]) -> Choice:
+    """This node's check in this attempt (module docstring): `nodes` are the attempt's nodes."""
+    if not wanted(setting, previous.cause):
+        return Choice("skip")
+    replaced = setting is None and previous.blamed is not None and previous.blamed not in nodes
+    if not replaced or not previous.proven & set(nodes):
+        return Choice("before")
+    if node in previous.proven:
+        return Choice("skip", f"skipped: this node trained in the previous attempt, which {previous.blamed} ended")
+    return Choice("beside", f"beside torchrun: a new node in place of {previous.blamed}")
+
+
+def previous_of(layout: RunLayout, attempt: int) -> Previous:
+    """The attempt before `attempt`, from the run's events; empty for a run's first attempt."""
     if attempt == 0:
-        return None
-    decision = history.load(layout.events).attempt(attempt - 1).decision
-    return decision.cause if decision is not None else None
+        return Previous()
+    before = history.load(layout.events).attempt(attempt - 1)
+    decision = before.decision
+    if decision is None:
+        return Previous()
+    nodes = {e.node for e in before.all(Launched)} | {e.node for e in before.all(NodeChecked) if e.ok}
+    blamed = decision.cause_node
+    return Previous(decision.cause, blamed, frozenset(nodes - {blamed}) if blamed else frozenset())
 
 
 def check_argv(python: str, spec: JobSpec, dist: DistEnv, layout: RunLayout) -> list[str]:
@@ -173,11 +218,15 @@ def run_check(
 
 def fit(
     spec: JobSpec, dist: DistEnv, layout: RunLayout, plan: NodePlan, *, env: Mapping[str, str], relay: Relay
-) -> bool:
-    """The node's check, where this attempt wants one: whether training may start here."""
-    if not wanted(spec.health.preflight, previous_cause(layout, dist.restart_count)):
-        return True
-    return run_check(spec, dist, layout, plan, env=env, relay=relay).passed
+) -> Choice | None:
+    """The node's check before torchrun, where this attempt wants one: None when the node failed it (it must not
+    train); otherwise the choice, whose `beside` asks the launcher to check the node beside torchrun."""
+    choice = choose(spec.health.preflight, previous_of(layout, dist.restart_count), dist.node_name, dist.hosts)
+    if choice.why:
+        print(f"ddpctl launch [{dist.node_name}]: preflight check {choice.why}", flush=True)
+    if choice.how != "before":
+        return choice
+    return choice if run_check(spec, dist, layout, plan, env=env, relay=relay).passed else None
 
 
 def leave(layout: RunLayout, dist: DistEnv) -> int:

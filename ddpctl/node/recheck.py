@@ -1,9 +1,11 @@
 """A node's checks while training runs (spec `health.node_check_every_min`): a background thread of `ddpctl launch`.
 
 Every N minutes, counted from torchrun's start and then from the previous check's end (checks never overlap, and a
-slow one does not eat the gap), the launcher runs `python -m ddpctl.node.checkprog --local-only` in the workers'
-interpreter with torchrun's environment, as the preflight does (ddpctl.node.nodecheck): the site's
-`health.node_check` within `node_check_timeout_s`, then the built-in checks (ddpctl.node.hwcheck). No torch, no
+slow one does not eat the gap), and once at torchrun's start on a node that takes a blamed node's place (its
+preflight moved beside torchrun: ddpctl.node.nodecheck.choose), the launcher runs
+`python -m ddpctl.node.checkprog --local-only` in the workers' interpreter with torchrun's environment, as the
+preflight does (ddpctl.node.nodecheck): the site's `health.node_check` within `node_check_timeout_s`, then the
+built-in checks (ddpctl.node.hwcheck). No torch, no
 network: a check costs an interpreter start and the checks themselves, niced as the launcher is. Only this thread
 waits for it: the launcher's main loop and its heartbeat thread (ddpctl.health.peers) never do.
 
@@ -61,10 +63,10 @@ class Verdict:
     ran: bool = False  # a check ran here (a result came back, the site's command started): later "unrun" fails
 
 
-def due(now: float, since: float, every_s: float, ending: bool) -> bool:
-    """Whether a check starts now: `every_s` after `since` (torchrun's start or the previous check's end), never
-    while the attempt is ending."""
-    return not ending and now - since >= every_s
+def due(now: float, since: float, every_s: float, ending: bool, first: bool = False) -> bool:
+    """Whether a check starts now: `every_s` after `since` (torchrun's start or the previous check's end), at once
+    for a `first` check that was asked for at the start; never while the attempt is ending."""
+    return not ending and (first or now - since >= every_s)
 
 
 def verdict(status: int | None, record: Mapping[str, Any] | None, ran_before: bool, bound_s: float) -> Verdict:
@@ -139,10 +141,11 @@ class Recheck:
 
     def __init__(
         self, spec: JobSpec, dist: DistEnv, layout: RunLayout, plan: NodePlan, env: Mapping[str, str],
-        *, end_attempt: Callable[[], None], ending: Callable[[], bool],
+        *, end_attempt: Callable[[], None], ending: Callable[[], bool], at_start: bool = False,
     ) -> None:  # fmt: skip
         self.dist, self.layout = dist, layout
-        self.every_s = float(spec.health.node_check_every_min or 0) * 60
+        self.every_s = float(spec.health.node_check_every_min or 0) * 60  # 0: only the check at the start
+        self.at_start = at_start
         self.bound_s = bound_s(spec)
         self.argv = check_argv(plan.argv[0], spec, dist, layout)  # torchrun's interpreter: the workers'
         self.env = {**env, **plan.env_dict()}
@@ -162,15 +165,19 @@ class Recheck:
         self._thread.join(timeout=KILL_WAIT_S + 1)
 
     def _run(self) -> None:
-        since = time.monotonic()
+        since, first = time.monotonic(), self.at_start
         while not self._stop.wait(POLL_S) and self.failed is None:
-            if not due(time.monotonic(), since, self.every_s, self.ending()):
+            if not due(time.monotonic(), since, self.every_s, self.ending(), first):
                 continue
             try:
                 self.once()
             except Exception as err:  # a dead thread would stop the checks unseen: say it, go on
                 self.say(f"a node check could not be run, checking on: {err!r:.200}")
-            since = time.monotonic()
+            if first and self.ran and self.failed is None and not self.ending():
+                self.say(f"node check beside torchrun passed in {self.spent_s:.1f} s")
+            since, first = time.monotonic(), False
+            if not self.every_s:
+                return
 
     def once(self) -> None:
         """One check, judged and acted on."""
@@ -230,11 +237,12 @@ class Recheck:
 
 def begin(
     spec: JobSpec, dist: DistEnv, layout: RunLayout, plan: NodePlan, env: Mapping[str, str],
-    *, end_attempt: Callable[[], None], ending: Callable[[], bool],
+    *, end_attempt: Callable[[], None], ending: Callable[[], bool], at_start: bool = False,
 ) -> Recheck | None:  # fmt: skip
-    """The node's checks during training, started; None where the spec asks for none."""
-    if not spec.health.node_check_every_min:
+    """The node's checks during training, started; None where the spec asks for none and `at_start` (a check once,
+    at torchrun's start) is not asked for either."""
+    if not spec.health.node_check_every_min and not at_start:
         return None
-    recheck = Recheck(spec, dist, layout, plan, env, end_attempt=end_attempt, ending=ending)
+    recheck = Recheck(spec, dist, layout, plan, env, end_attempt=end_attempt, ending=ending, at_start=at_start)
     recheck.start()
     return recheck

@@ -74,8 +74,15 @@ def test_a_dead_node_is_replaced_by_the_spare_inside_the_job_without_a_requeue(
     survivor = (trained - {victim}).pop()
     assert spare["job_id"] == job_id and victim not in spare["nodes"] and survivor in spare["nodes"], spare
     assert spare["avoided"] == [victim], spare
-    restarted = {json.loads((run_dir / "attempt-1" / f"node-{r}.json").read_text())["node"] for r in (0, 1)}
-    assert restarted == set(spare["nodes"]), restarted
+    restarted = {json.loads((run_dir / "attempt-1" / f"node-{r}.json").read_text())["node"]: r for r in (0, 1)}
+    assert set(restarted) == set(spare["nodes"]), restarted
+    # No preflight before torchrun: the survivor trained seconds ago; the spare checked itself beside torchrun.
+    (new_node,) = set(spare["nodes"]) - {survivor}
+    assert [e for e in events(run_dir) if e["event"] == "preflight"] == [], events(run_dir)
+    out = (run_dir / "slurm.out").read_text()
+    assert f"ddpctl launch [{survivor}]: preflight check skipped: this node trained" in out, out
+    assert f"ddpctl launch [{new_node}]: preflight check beside torchrun: a new node in place of {victim}" in out, out
+    assert (run_dir / "attempt-1" / f"recheck-node-{restarted[new_node]}.log").exists()
     # No requeue: Slurm started the job once; the resumed step is the newest complete checkpoint's next.
     assert [e["job_id"] for e in events(run_dir) if e["event"] == "attempt-start"] == [job_id, job_id]
     shown = subprocess.run(["scontrol", "show", "job", "-o", job_id], capture_output=True, text=True, check=True)

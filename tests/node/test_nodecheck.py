@@ -18,7 +18,9 @@ from ddpctl.health.report import describe_checks
 from ddpctl.node import checkprog, nodecheck
 from ddpctl.node.blame import Blame, blame, facts_of
 from ddpctl.node.decide import RunOutcome, decide
-from ddpctl.run.history import INFRASTRUCTURE_CAUSES, KINDS, Kind, NodeChecked, RunHistory
+from ddpctl.run import history
+from ddpctl.run.history import INFRASTRUCTURE_CAUSES, KINDS, Decided, Kind, Launched, NodeChecked, RunHistory
+from ddpctl.run.layout import RunLayout
 from ddpctl.slurm.env import DistEnv
 from ddpctl.spec import RequeuePolicy
 
@@ -43,6 +45,51 @@ DIST = DistEnv("n1", 29500, 1, 3, 2, 6, "r", 4, "7", "n2", ("n1", "n2", "n3"))
 )
 def test_when_the_nodes_check_themselves(setting: bool | None, previous: str | None, expected: bool) -> None:
     assert nodecheck.wanted(setting, previous) is expected
+    choice = nodecheck.choose(setting, nodecheck.Previous(previous), "n2", ("n1", "n2"))
+    assert choice.how == ("before" if expected else "skip") and choice.why == "", choice  # no node blamed
+
+
+LOST_N3 = nodecheck.Previous("node-lost", "n3", frozenset({"n1", "n2"}))  # n1, n2 trained; n3 died
+SKIP = "skipped: this node trained in the previous attempt, which n3 ended"
+BESIDE = "beside torchrun: a new node in place of n3"
+
+
+@pytest.mark.parametrize(
+    ("setting", "previous", "node", "nodes", "expected"),
+    [
+        (None, LOST_N3, "n1", ("n1", "n4"), ("skip", SKIP)),  # a spare took n3's place: the survivor proved itself
+        (None, LOST_N3, "n4", ("n1", "n4"), ("beside", BESIDE)),  # the spare checks beside torchrun
+        (None, LOST_N3, "n1", ("n1", "n2"), ("skip", SKIP)),  # a 2-node successor on the survivors only
+        (None, LOST_N3, "n1", ("n1", "n3"), ("before", "")),  # the blamed node is back: every node, before
+        (None, LOST_N3, "n3", ("n1", "n3"), ("before", "")),
+        (None, LOST_N3, "n4", ("n4", "n5"), ("before", "")),  # no node of the last attempt: the full check
+        (True, LOST_N3, "n1", ("n1", "n4"), ("before", "")),  # `preflight: true`: every node, every attempt
+        (False, LOST_N3, "n4", ("n1", "n4"), ("skip", "")),
+        (None, nodecheck.Previous("stop", "n3", frozenset({"n1"})), "n4", ("n1", "n4"), ("skip", "")),
+        (None, nodecheck.Previous("hang", None, frozenset()), "n1", ("n1", "n4"), ("before", "")),
+    ],
+)
+def test_which_nodes_check_after_a_blamed_node_was_replaced(
+    setting: bool | None, previous: nodecheck.Previous, node: str, nodes: tuple[str, ...], expected: tuple[str, str]
+) -> None:
+    choice = nodecheck.choose(setting, previous, node, nodes)
+    assert (choice.how, choice.why) == expected
+
+
+def test_the_previous_attempt_is_read_from_the_events(tmp_path: Path) -> None:
+    layout = RunLayout(tmp_path)
+    for event in (
+        Launched(node="n1", attempt=0),
+        Launched(node="n3", attempt=0),
+        NodeChecked(attempt=0, node="n2", node_rank=2, ok=True),  # passed its check, another failed first
+        NodeChecked(attempt=0, node="n5", node_rank=3, ok=False, stage="gpu"),
+        Decided(attempt=0, action="requeue", kind="node_failure", cause="node-lost", cause_node="n3"),
+        Launched(node="n9", attempt=1),
+    ):
+        history.append(layout.events, event)
+    assert nodecheck.previous_of(layout, 0) == nodecheck.Previous()
+    assert nodecheck.previous_of(layout, 1) == nodecheck.Previous("node-lost", "n3", frozenset({"n1", "n2"}))
+    assert nodecheck.previous_of(layout, 2) == nodecheck.Previous()  # attempt 1 was not decided
 
 
 PASSED = {"node_rank": 1, "ok": True, "stage": "", "why": "", "reached": True, "peers_ok": True, "seconds": 3.1}

@@ -44,6 +44,8 @@ EVERY = 300.0
 )
 def test_when_a_check_is_due(now: float, since: float, ending: bool, expected: bool) -> None:
     assert due(now, since, EVERY, ending) is expected
+    # A check asked for at torchrun's start (a new node beside proven ones) is due at once, unless ending.
+    assert due(now, since, EVERY, ending, first=True) is not ending
 
 
 SITE_WHY = "node_check exited 1; last output: ECC"
@@ -195,3 +197,19 @@ def test_the_thread_checks_on_schedule_and_stops_with_torchrun(tmp_path: Path) -
     thread.stop()
     assert ended == [] and 1 <= thread.checks <= 4, thread.checks
     assert not thread._thread.is_alive()
+
+
+def test_a_new_nodes_check_runs_once_at_torchruns_start_without_periodic_checks(tmp_path: Path, capsys: Any) -> None:
+    thread, ended = thread_for(tmp_path, "true")
+    thread.every_s, thread.at_start = 0.0, True  # node_check_every_min unset: only the check at the start
+    started = time.monotonic()
+    thread.start()
+    thread._thread.join(timeout=30)
+    assert not thread._thread.is_alive() and thread.checks == 1 and ended == []
+    assert time.monotonic() - started < 30
+    assert "node check beside torchrun passed in" in capsys.readouterr().out
+    failing, ended = thread_for(tmp_path / "bad", "exit 3")
+    failing.every_s, failing.at_start = 0.0, True
+    failing.start()
+    failing._thread.join(timeout=30)
+    assert ended == ["ended"] and failing.failed is not None and failing.failed.stage == "site"
