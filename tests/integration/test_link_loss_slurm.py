@@ -5,8 +5,8 @@ run dir, the host's disk here, go on, so its heartbeat never stops and no rank r
 just blocks). The nodes' network beat (ddpctl.health.probe) finds it cut off: its predecessor cannot reach it,
 nor it its successor. Every rank is stopped and the attempt decided within 30 s (before: the hang watchdog, 120 s
 or more, blaming no node, and then `wait srun` until Slurm's node timeout); the node is excluded, the requeued
-attempt checks its new nodes (health.preflight: auto, after an infrastructure failure) and resumes to the
-uninterrupted run's final weights.
+attempt's new node checks itself beside torchrun (health.preflight: auto, after an infrastructure failure; the
+nodes that trained skip it) and the run resumes to the uninterrupted run's final weights.
 
 The job runs in `scale` with the user's exclusion leaving node3..node6: after the cut node is excluded three remain.
 """
