@@ -11,7 +11,7 @@ from ddpctl import sanitize
 from ddpctl.health import mfu
 from ddpctl.health.rates import duration, summarize
 from ddpctl.health.records import checked_progress_records, last_checkpoint, latest_attempt
-from ddpctl.run import history
+from ddpctl.run import history, resumepoint
 from ddpctl.run.history import (
     HealthEvent,
     Hung,
@@ -57,11 +57,17 @@ def run_spec(layout: RunLayout) -> JobSpec | None:
 
 def newest_checkpoint(layout: RunLayout) -> Path | None:
     """The newest complete checkpoint (runtime.Checkpointer's `step-N` with its COMPLETE marker); for a script
-    with checkpoints of its own, the newest entry of the checkpoint directory (bounded; links not followed)."""
+    whose checkpoints a `resume:` preset or `checkpoint.pattern` describes, the one the next attempt resumes
+    from (a Trainer's `checkpoint-80/`, never the README.md it writes beside); for another script with
+    checkpoints of its own, the newest entry of the checkpoint directory (bounded; links not followed)."""
     directory = checkpoint_dir(layout)
     found = last_checkpoint(directory)
     if found is not None:
         return directory / f"step-{found[0]}"
+    spec = run_spec(layout)
+    if spec is not None and resumepoint.rule_of(spec) is not None:
+        own = resumepoint.resume_point(spec, directory)
+        return directory / own.name if own is not None else None
     import os
 
     newest: tuple[float, str] | None = None
