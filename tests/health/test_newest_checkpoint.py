@@ -9,6 +9,7 @@ from pathlib import Path
 
 import yaml
 
+from ddpctl.cli.jobreport import step_of_checkpoints
 from ddpctl.health.report import newest_checkpoint
 from ddpctl.run.layout import RunLayout
 
@@ -40,6 +41,7 @@ def test_a_presets_newest_complete_checkpoint_not_the_last_file_written(tmp_path
     entry(ckpt / "README.md", 300.0)
     entry(ckpt / "model.safetensors", 300.0)
     assert newest_checkpoint(layout) == ckpt / "checkpoint-70"
+    assert step_of_checkpoints(layout) == "none logged (newest checkpoint: step 70)"  # status' "last step"
     (ckpt / "checkpoint-80" / "trainer_state.json").write_text("{}")
     assert newest_checkpoint(layout) == ckpt / "checkpoint-80"
 
@@ -49,3 +51,4 @@ def test_without_a_preset_the_newest_entry_stands(tmp_path: Path) -> None:
     entry(ckpt / "a.pt", 100.0)
     entry(ckpt / "b.pt", 200.0)
     assert newest_checkpoint(layout) == ckpt / "b.pt"
+    assert step_of_checkpoints(layout) == "none logged"  # no name to read a step from
