@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from ddpctl.health.records import last_checkpoint, progress_records
-from ddpctl.run import history
+from ddpctl.run import history, resumepoint
 from ddpctl.run.layout import RunLayout
 from ddpctl.spec import JobSpec, time_to_seconds
 
@@ -79,6 +79,8 @@ def lost_text(
         return f"all {last_step} step(s) of this attempt lost (no checkpoint to resume from)"
     if checkpoint_age_s is None:
         return "no checkpoint to resume from: the next attempt starts from scratch"
+    if checkpoint_step is not None:  # a script's own checkpoint whose name carries its step (a preset's)
+        return f"the work of the {checkpoint_age_s:.0f} s since the checkpoint of step {checkpoint_step} is lost"
     return f"the work of the {checkpoint_age_s:.0f} s since the newest checkpoint file is lost"
 
 
@@ -125,6 +127,15 @@ def measure(layout: RunLayout, spec: JobSpec, attempt: int, now: float) -> dict[
     directory = layout.checkpoints(spec.checkpoint.dir)
     runtime_ckpt = last_checkpoint(directory)
     newest = newest_file(directory)
+    # A preset's checkpoints: the one the next attempt resumes from, not the file the trainer wrote last.
+    own = resumepoint.resume_point(spec, directory) if runtime_ckpt is None and resumepoint.rule_of(spec) else None
+    if own is not None:
+        runtime_ckpt, newest = (
+            (own.step, own.mtime) if own.step is not None else None,
+            (str(directory / own.name), own.mtime),
+        )
+    elif resumepoint.rule_of(spec) is not None:
+        newest = None  # files of the script's kind, none complete: nothing to resume from
     when = runtime_ckpt[1] if runtime_ckpt is not None else newest[1] if newest is not None else None
     return {
         "last_step": max(steps) if steps else None,

@@ -32,6 +32,8 @@ def test_kill_due(requested_at: float | None, now: float, acknowledged: bool, du
         (None, None, None, "no checkpoint to resume from: the next attempt starts from scratch"),
         (None, None, 12.4, "the work of the 12 s since the newest checkpoint file is lost"),
         (130, None, 12.4, "the work of the 12 s since the newest checkpoint file is lost"),
+        # A preset's checkpoint names its step (an HF Trainer's checkpoint-200/), the script logs none.
+        (None, 200, 4.2, "the work of the 4 s since the checkpoint of step 200 is lost"),
     ],
 )
 def test_lost_text(last: int | None, ckpt: int | None, age: float | None, text: str) -> None:
@@ -85,3 +87,35 @@ def test_time_left_for_the_signals_kind() -> None:
     assert clock("2").left(1060.0) == 60
     assert clock("2").left(2000.0) == 0
     assert clock(None).left(1060.0) is None
+
+
+def test_a_presets_checkpoint_is_what_the_kill_measures_against(tmp_path: Path) -> None:
+    """An HF Trainer script logs no progress; its output dir holds checkpoint-N/ and, after a save, files it writes
+    beside them (README.md, the weights): the loss is counted from the checkpoint the next attempt resumes from."""
+    import os
+
+    from ddpctl.backends.local_grace import measure
+    from ddpctl.run.layout import RunLayout
+    from ddpctl.spec import ResumeSettings
+
+    spec = JobSpec(name="x", script="t.py", resume=ResumeSettings(preset="hf-trainer"))
+    layout = RunLayout(tmp_path)
+    ckpt = layout.checkpoints(spec.checkpoint.dir)
+    (ckpt / "checkpoint-200").mkdir(parents=True)
+    (ckpt / "checkpoint-200" / "trainer_state.json").write_text("{}")
+    (ckpt / "checkpoint-250").mkdir()  # cut by the kill: no trainer_state.json
+    (ckpt / "README.md").write_text("x")
+    # A directory checkpoint is as old as its completing file (resumepoint: trainer_state.json, written last).
+    marker = "checkpoint-200/trainer_state.json"
+    for name, mtime in (("checkpoint-200", 90.0), (marker, 100.0), ("checkpoint-250", 150.0), ("README.md", 160.0)):
+        os.utime(ckpt / name, (mtime, mtime))
+    facts = measure(layout, spec, 0, 104.2)
+    assert facts == {
+        "last_step": None,
+        "checkpoint_step": 200,
+        "checkpoint": str(ckpt / "checkpoint-200"),
+        "checkpoint_age_s": 4.2,
+    }
+    assert lost_text(None, 200, 4.2) == "the work of the 4 s since the checkpoint of step 200 is lost"
+    (ckpt / "checkpoint-200" / "trainer_state.json").unlink()  # none complete: nothing to resume from
+    assert measure(layout, spec, 0, 104.2)["checkpoint"] is None
