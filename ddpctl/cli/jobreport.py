@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from ddpctl import exitcodes
-from ddpctl.health.report import checkpoint_dir, newest_checkpoint, own_checkpoint_step
+from ddpctl.health.report import checkpoint_dir, newest_checkpoint
 from ddpctl.node.exclude import describe
 from ddpctl.run import history
 from ddpctl.run.layout import RunLayout
@@ -81,19 +81,15 @@ def payload(record: JobRecord, state: JobState) -> dict[str, Any]:
     }
 
 
-def step_of_checkpoints(layout: RunLayout) -> str:
-    """For a script that logs no progress records: the step its newest checkpoint's name carries, said as such."""
-    step = own_checkpoint_step(layout)
-    return "none logged" if step is None else f"none logged (newest checkpoint: step {step})"
-
-
 def lines(record: JobRecord, state: JobState) -> list[str]:
     layout = RunLayout(Path(record.run_dir))
     summary = summarize(layout)
     shown = completed(record, state, summary)
     out = [f"{record.job_id}  {record.name}  {describe_state(shown, elapsed=not state.terminal)}"]
     if state.terminal:
-        step = summary.last_step if summary.last_step is not None else step_of_checkpoints(layout)
+        step = "none logged" if summary.last_step is None else summary.last_step
+        if summary.step_from == "checkpoint":  # a trainer's own checkpoints: their names carry the step
+            step = f"{summary.last_step} (its newest checkpoint's)" if summary.last_step is not None else "none saved"
         out.append(f"  elapsed {shown.elapsed} on {shown.nodes}, restarts {state.restarts}, last step {step}")
     out.append(f"  backend {record.backend}, run dir {record.run_dir}")
     if state.terminal:

@@ -83,16 +83,6 @@ def newest_checkpoint(layout: RunLayout) -> Path | None:
     return directory / newest[1] if newest else None
 
 
-def own_checkpoint_step(layout: RunLayout) -> int | None:
-    """The step of the newest complete checkpoint of a script that logs no progress but whose checkpoint names
-    carry it (a preset's or `checkpoint.pattern`'s `{step}`, Lightning's `step=N`); None when unknown."""
-    spec = run_spec(layout)
-    if spec is None or resumepoint.rule_of(spec) is None:
-        return None
-    own = resumepoint.resume_point(spec, checkpoint_dir(layout))
-    return own.step if own is not None else None
-
-
 def collect(run_dir: Path, running: bool, now: float | None = None, past: RunHistory | None = None) -> dict[str, Any]:
     """Progress (only while running: a finished job's last rate is no ETA), checkpoint, health events (from
     `past`, the run's history as the caller read it; read here when None)."""

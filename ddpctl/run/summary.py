@@ -2,9 +2,12 @@
 
 Works for finished jobs without Slurm accounting (the events carry the times and node lists). The last step is
 the heartbeat's (runtime.Heartbeat's progress records, the newest attempt that has any) when the script keeps one;
-only a script without a heartbeat gets what rank 0 last logged as "step N" (the example and tutorial scripts do),
-read from the tail of its newest log: log text is the script's, and "warmup step 99999" is no training step (issue
-43). A display, never a decision.
+a script whose own checkpoints a `resume:` preset or `checkpoint.pattern` names gets the step its newest complete
+checkpoint's name carries (`checkpoint-600/`), said as such: its log is a trainer's, whose "Resuming training
+from checkpoint with epoch 3 and global step 300" is no step reached (issue 42); only another script without a
+heartbeat gets what rank 0 last logged as "step N" (the example and tutorial scripts do), read from the tail of its
+newest log: log text is the script's, and "warmup step 99999" is no training step (issue 43). A display, never a
+decision.
 """
 
 from __future__ import annotations
@@ -15,9 +18,10 @@ from pathlib import Path
 from typing import Any
 
 from ddpctl import safeio
-from ddpctl.run import history
+from ddpctl.run import history, resumepoint, rundir
 from ddpctl.run.history import RunHistory
 from ddpctl.run.layout import RunLayout, attempts_in, rank_of_progress
+from ddpctl.spec import JobSpec
 
 TAIL_BYTES = 16384  # bounded: only the end of rank 0's log is read
 MAX_STEP = 2**63  # a step from a rank's record (untrusted) at or past this is not a step
@@ -30,6 +34,7 @@ class RunSummary:
     nodes: str  # the newest attempt's node list
     attempts: int
     last_step: int | None
+    step_from: str = "records"  # records (the heartbeat's), checkpoint (a preset's names), log (rank 0's text)
 
     def as_json(self) -> dict[str, Any]:
         return {
@@ -37,6 +42,7 @@ class RunSummary:
             "nodes": self.nodes,
             "attempts": self.attempts,
             "last_step": self.last_step,
+            "last_step_from": self.step_from if self.last_step is not None else None,
         }
 
 
@@ -66,6 +72,10 @@ def summarize(layout: RunLayout, past: RunHistory | None = None) -> RunSummary:
     beats = [found for attempt in reversed(attempts) if (found := heartbeat_steps(layout, attempt)) is not None]
     if beats:  # the newest attempt whose ranks keep a heartbeat, and its furthest rank
         return RunSummary(elapsed, nodes, len(attempts), max(beats[0]) if beats[0] else None)
+    spec = spec_naming_checkpoints(layout)
+    if spec is not None:
+        own = resumepoint.resume_point(spec, layout.checkpoints(spec.checkpoint.dir))
+        return RunSummary(elapsed, nodes, len(attempts), own.step if own is not None else None, "checkpoint")
     step = None
     for attempt in reversed(attempts):  # no heartbeat anywhere: the newest attempt that logged a step
         step = last_step_in(
@@ -73,7 +83,17 @@ def summarize(layout: RunLayout, past: RunHistory | None = None) -> RunSummary:
         )
         if step is not None:
             break
-    return RunSummary(elapsed, nodes, len(attempts), step)
+    return RunSummary(elapsed, nodes, len(attempts), step, "log")
+
+
+def spec_naming_checkpoints(layout: RunLayout) -> JobSpec | None:
+    """The run's spec where it names the script's own checkpoints (`resume:`, `checkpoint.pattern`); None for any
+    other script, or when the run's spec cannot be read (a display: that only loses this line's step)."""
+    try:
+        spec = rundir.run_spec(layout)
+    except Exception:
+        return None
+    return spec if resumepoint.rule_of(spec) is not None else None
 
 
 def heartbeat_steps(layout: RunLayout, attempt: int) -> list[int] | None:

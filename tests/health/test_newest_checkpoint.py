@@ -9,9 +9,9 @@ from pathlib import Path
 
 import yaml
 
-from ddpctl.cli.jobreport import step_of_checkpoints
 from ddpctl.health.report import newest_checkpoint
 from ddpctl.run.layout import RunLayout
+from ddpctl.run.summary import summarize
 
 
 def run_with(tmp_path: Path, **spec: object) -> tuple[RunLayout, Path]:
@@ -41,7 +41,10 @@ def test_a_presets_newest_complete_checkpoint_not_the_last_file_written(tmp_path
     entry(ckpt / "README.md", 300.0)
     entry(ckpt / "model.safetensors", 300.0)
     assert newest_checkpoint(layout) == ckpt / "checkpoint-70"
-    assert step_of_checkpoints(layout) == "none logged (newest checkpoint: step 70)"  # status' "last step"
+    # status' "last step": the checkpoint's name, not the trainer's log ("... with epoch 3 and global step 300")
+    (layout.attempt_dir(1)).mkdir(parents=True)
+    layout.rank_log(1, 0).write_text("Resuming training from checkpoint with epoch 3 and global step 300\n")
+    assert (summarize(layout).last_step, summarize(layout).step_from) == (70, "checkpoint")
     (ckpt / "checkpoint-80" / "trainer_state.json").write_text("{}")
     assert newest_checkpoint(layout) == ckpt / "checkpoint-80"
 
@@ -51,4 +54,6 @@ def test_without_a_preset_the_newest_entry_stands(tmp_path: Path) -> None:
     entry(ckpt / "a.pt", 100.0)
     entry(ckpt / "b.pt", 200.0)
     assert newest_checkpoint(layout) == ckpt / "b.pt"
-    assert step_of_checkpoints(layout) == "none logged"  # no name to read a step from
+    layout.attempt_dir(0).mkdir(parents=True)
+    layout.rank_log(0, 0).write_text("step 12\n")
+    assert (summarize(layout).last_step, summarize(layout).step_from) == (12, "log")  # no preset: the log's
