@@ -88,8 +88,9 @@ def lines(record: JobRecord, state: JobState) -> list[str]:
     out = [f"{record.job_id}  {record.name}  {describe_state(shown, elapsed=not state.terminal)}"]
     if state.terminal:
         step = "none logged" if summary.last_step is None else summary.last_step
-        if summary.step_from == "checkpoint":  # a trainer's own checkpoints: their names carry the step
-            step = f"{summary.last_step} (its newest checkpoint's)" if summary.last_step is not None else "none saved"
+        if summary.step_from == "checkpoint":  # a trainer's own checkpoints: their names carry a step it reached
+            saved = f"newest checkpoint at step {summary.last_step}" if summary.last_step is not None else "none saved"
+            step = f"not recorded ({saved})"
         out.append(f"  elapsed {shown.elapsed} on {shown.nodes}, restarts {state.restarts}, last step {step}")
     out.append(f"  backend {record.backend}, run dir {record.run_dir}")
     if state.terminal:
