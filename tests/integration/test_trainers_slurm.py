@@ -6,8 +6,9 @@ the agreed step, is requeued by Slurm and resumes from it with the preset's `--r
 Then test_lightning_local.py's LightningCLI script as a user with a config file would run it: `fit --config
 cfg.yaml` (the trainer's settings and the stop callback in the file, nothing ddpctl-specific on the command line)
 and Lightning's default logger and checkpointing left on (each attempt logs to its own `lightning_logs/version_N`
-and saves `epoch=E-step=S.ckpt` there, outside the checkpoint directory): the stop's checkpoint goes to
-`$DDPCTL_CKPT_DIR`, the preset appends `--ckpt_path` after the config, and the weights match the replay.
+under the config's `default_root_dir` and saves `epoch=E-step=S.ckpt` there, outside the checkpoint directory):
+the stop's checkpoint goes to `$DDPCTL_CKPT_DIR`, the preset appends `--ckpt_path` after the config, and the
+weights match the replay.
 
 Slurm's side of a preemption is the same on both versions (tests/integration/test_preemption.py runs there): CI
 runs this one on 22.05 only.
@@ -69,6 +70,7 @@ trainer:
   max_steps: 50
   enable_progress_bar: false
   enable_model_summary: false
+  default_root_dir: {root}
   callbacks:
     - class_path: ddpctl.integrations.lightning.StopCallback
 """
@@ -79,7 +81,7 @@ def test_a_preempted_lightningcli_with_a_config_file_and_default_logger_resumes_
 ) -> None:
     pytest.importorskip("jsonargparse")
     config = tmp_path / "cfg.yaml"
-    config.write_text(LIGHTNING_CONFIG)
+    config.write_text(LIGHTNING_CONFIG.format(root=tmp_path / "lightning"))  # its logs: not the submit directory
     ran = preempt_trainer(
         tmp_path,
         "litcfg",
