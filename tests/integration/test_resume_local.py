@@ -5,6 +5,10 @@ The script resumes only with `--init_from=resume`, which must be absent on the f
 and `--out_dir=$DDPCTL_CKPT_DIR` the first attempt starts from scratch, the second resumes from the newest
 complete `ckpt.pt`. The checkpoint is a zip, as torch.save writes it (torch itself is not imported: 4 ranks on a
 small machine).
+
+Then a PyTorch DDP tutorial-style script (its snapshot loaded by itself when the file exists): with its snapshot
+in `$DDPCTL_CKPT_DIR` it resumes there, and a second job of the same spec no longer "resumes" from the first one's
+(the issue's row: a snapshot.pt relative to the working directory was shared by every job of the spec).
 """
 
 from __future__ import annotations
@@ -95,3 +99,76 @@ def test_a_nanogpt_style_script_resumes_from_its_newest_checkpoint_with_the_pres
     shown = cli.run("status", job_id).stdout
     assert f"attempt 1: resumed from {ckpt_dir}/ckpt.pt, given --init_from=resume" in shown, shown
     assert "ended by script-error" not in shown, shown
+
+
+# The PyTorch DDP tutorial's shape (ddp-tutorial-series/multinode.py): `--snapshot-path` (its default, snapshot.pt,
+# is relative to the working directory), loads the snapshot by itself when the file exists (no resume argument),
+# saves {"MODEL_STATE", "EPOCHS_RUN"} from rank 0 every `save_every` epochs with a plain torch.save (here a zip as
+# torch.save writes it), and resumes at the saved epoch.
+TUTORIAL = """
+import os, sys, time, zipfile, json
+snapshot_path = sys.argv[sys.argv.index("--snapshot-path") + 1]
+total_epochs, save_every, epochs_run = 30, 3, 0
+master = os.environ.get("RANK") == "0"
+if os.path.exists(snapshot_path):
+    with zipfile.ZipFile(snapshot_path) as z:
+        epochs_run = json.loads(z.read("archive/data.pkl"))["EPOCHS_RUN"]
+    if master:
+        print(f"Resuming training from snapshot at Epoch {epochs_run}", flush=True)
+elif master:
+    print("from scratch", flush=True)
+for epoch in range(epochs_run, total_epochs):
+    # The first start slows down past epoch 8, where the test preempts it (a loaded machine must not finish it).
+    time.sleep(1.0 if os.environ.get("DDPCTL_ATTEMPT") == "0" and epoch >= 8 else 0.2)
+    if master:
+        print(f"Epoch {epoch}", flush=True)
+        if epoch % save_every == 0:
+            with zipfile.ZipFile(snapshot_path, "w") as z:
+                z.writestr("archive/data.pkl", json.dumps({"EPOCHS_RUN": epoch}))
+"""
+
+
+def epochs(run_dir: Path, attempt: int) -> list[str]:
+    log = run_dir / f"attempt-{attempt}" / "rank-0.log"
+    lines = log.read_text().splitlines() if log.exists() else []
+    return [line for line in lines if line.startswith(("Epoch ", "Resuming ", "from scratch"))]
+
+
+def test_a_tutorial_style_script_resumes_its_own_snapshot_and_a_second_job_does_not_see_it(tmp_path: Path) -> None:
+    cli = Cli(tmp_path / "home")
+    script = tmp_path / "multinode.py"
+    script.write_text(TUTORIAL)
+    spec = write_spec(
+        tmp_path / "tutorial.yaml",
+        name="tutorial",
+        script=str(script),
+        args=["--snapshot-path", "$DDPCTL_CKPT_DIR/snapshot.pt"],
+        nodes=2,
+        nproc_per_node=2,
+        run_dir=str(tmp_path / "runs"),
+        backend="local",
+        resume={"preset": "torch-snapshot"},
+        requeue={"lead_s": 3, "max_preemptions": 2},
+    )
+    job_id, run_dir = cli.submit(spec)
+    cli.wait_for(lambda: "Epoch 8" in epochs(run_dir, 0), timeout=180, what="epoch 8")
+    cli.run("preempt", job_id)
+    status = cli.wait_terminal(job_id, timeout=240)
+    found = events(run_dir)
+    info = json.dumps(found, indent=1)[-6000:] + "\n" + (run_dir / "slurm.out").read_text()
+    assert status["state"] == "COMPLETED" and status["restarts"] == 1, (status, info)
+    snapshot = run_dir / "checkpoints" / "snapshot.pt"
+    first, second = epochs(run_dir, 0), epochs(run_dir, 1)
+    assert first[0] == "from scratch" and "Epoch 29" not in first, first
+    saved = int(second[0].removeprefix("Resuming training from snapshot at Epoch "))
+    assert saved % 3 == 0 and saved >= 6 and f"Epoch {saved}" in first, (first, second)
+    assert second[1] == f"Epoch {saved}" and second[-1] == "Epoch 29", second
+    # No resume argument: the same command line on both attempts, $DDPCTL_CKPT_DIR expanded in it.
+    assert script_argv(found, 0) == script_argv(found, 1) == ["--snapshot-path", str(snapshot)], info
+    shown = cli.run("status", job_id).stdout
+    assert f"attempt 1: {snapshot} was there; the script loads it by itself" in shown, shown
+    # A second job of the same spec has a checkpoint directory of its own: it starts from scratch.
+    other_id, other_dir = cli.submit(spec)
+    cli.wait_for(lambda: epochs(other_dir, 0) != [], timeout=120, what="the second job's first line")
+    cli.run("cancel", other_id)
+    assert epochs(other_dir, 0)[0] == "from scratch", epochs(other_dir, 0)
