@@ -2,9 +2,11 @@
 
 A stop request (the warning/preemption signal, or `ddpctl preempt`) helps only if some rank acts on it. Ranks
 announce that they listen (`attempt-<n>/listen-rank-<r>.json`: `ddpctl.runtime.StopAgreement`, or a script's own
-handler for `requeue.script_signal`); a stop is acknowledged once `stopped.json` exists (the agreed stop, or the
-script's own clean exit after the request). A request that nobody acknowledged within the lead time means the
-script kept training until Slurm killed it: everything since the script's own last checkpoint is lost.
+handler for `requeue.script_signal`); a stop is acknowledged once its `stop` event is recorded (each writer of
+`stopped.json`, the agreed stop or the script's own clean exit after the request, appends it right after the
+marker; ddpctl.run.markers appends it for a writer that died between the two). A request that nobody
+acknowledged within the lead time means the script kept training until Slurm killed it: everything since the
+script's own last checkpoint is lost.
 
 Read-only over the run directory; the interpretation (`reports`, `restart_notes`) is pure over what was read.
 """
@@ -27,6 +29,7 @@ from ddpctl.run.history import (
     ScratchRestart,
     Signalled,
     StopKilled,
+    Stopped,
 )
 from ddpctl.run.layout import ATTEMPT_GLOB, LISTEN_GLOB, RunLayout, attempts_in
 
@@ -44,7 +47,7 @@ class AttemptFacts:
 
     attempt: int
     signal: Signalled | None = None  # the attempt's first stop request
-    stopped: Mapping[str, Any] | None = None  # stopped.json
+    stopped: Mapping[str, Any] | None = None  # the `stop` event (stopped.json's record, which its writer appends)
     listeners: tuple[str, ...] = ()  # how each announcing rank listens ("rank 0: ...")
     resume: Resumed | None = None  # the runtime's report of what it resumed from
     start: AttemptStarted | None = None
@@ -198,7 +201,7 @@ def read_facts(layout: RunLayout, past: RunHistory | None = None) -> list[Attemp
         AttemptFacts(
             attempt=a,
             signal=attempt.signal,
-            stopped=safeio.read_json(layout.stopped_marker(a)),
+            stopped=stop.as_json() if (stop := attempt.first(Stopped)) is not None else None,
             listeners=read_listeners(layout, a),
             resume=attempt.resume,
             start=attempt.start,
