@@ -11,20 +11,14 @@ if TYPE_CHECKING:
 
 
 def sweep_job(request: dict[str, Any]) -> dict[str, Any]:
-    """The cluster's half: the laptop's sweep submitted here, its tasks and what `ddpctl sweep` printed."""
-    import contextlib
-    import io
-
-    from ddpctl.cli.sweep import announce, submitted
+    """The cluster's half: the laptop's sweep submitted here, its tasks and the lines `ddpctl sweep` says of it."""
+    from ddpctl.cli.sweep import announcement, submitted
 
     loaded = sweep_of(request)
     done = submitted(loaded)
-    shown = io.StringIO()
-    with contextlib.redirect_stdout(shown):
-        announce(loaded, done)
     keys = ("job_id", "name", "run_dir", "backend", "sweep", "point")
     tasks = [{key: getattr(job.record, key) for key in keys} for job in done.jobs]
-    return {"sweep": done.array_job, "name": done.name, "tasks": tasks, "lines": shown.getvalue().splitlines()}
+    return {"sweep": done.array_job, "name": done.name, "tasks": tasks, "lines": announcement(loaded, done)}
 
 
 def sweep_preview(request: dict[str, Any]) -> int:

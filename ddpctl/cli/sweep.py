@@ -114,27 +114,29 @@ def check_backend(loaded: Sweep) -> None:
 
 
 def announce(loaded: Sweep, done: ApiSweep) -> None:
+    for line in announcement(loaded, done):
+        print(line)
+
+
+def announcement(loaded: Sweep, done: ApiSweep) -> list[str]:
+    """What `ddpctl sweep` says of a submitted sweep (a remote sweep's cluster side returns the same lines)."""
     from ddpctl.spec.sweep import array_range
 
     if loaded.spec.capabilities.sweeps == QUEUE:
-        announce_local(loaded, done)
-        return
-    array = array_range(len(done.jobs), loaded.axes.max_parallel)
-    print(f"submitted sweep {done.name}: job array {done.array_job}, {points(len(done.jobs))} (--array={array})")
-    print(f"run dirs: {done.run_base}/{done.array_job}_<point>/")
-    print(f"status:   ddpctl status {done.array_job}   (a task: ddpctl status {done.array_job}_0)")
-    print(f"cancel:   ddpctl cancel {done.array_job}")
-
-
-def announce_local(loaded: Sweep, done: ApiSweep) -> None:
-    at_once = loaded.axes.max_parallel or 1
-    print(
-        f"submitted sweep {done.name}: {done.array_job} on this machine, {points(len(done.jobs))}, "
-        f"{at_once} at a time (a detached queue starts them; nothing stays in this terminal)"
-    )
-    print(f"run dirs: {done.run_base}/{done.array_job}_<point>/")
-    print(f"status:   ddpctl status {done.array_job}   (a task: ddpctl status {done.array_job}_0)")
-    print(f"cancel:   ddpctl cancel {done.array_job}")
+        at_once = loaded.axes.max_parallel or 1
+        head = (
+            f"submitted sweep {done.name}: {done.array_job} on this machine, {points(len(done.jobs))}, "
+            f"{at_once} at a time (a detached queue starts them; nothing stays in this terminal)"
+        )
+    else:
+        array = array_range(len(done.jobs), loaded.axes.max_parallel)
+        head = f"submitted sweep {done.name}: job array {done.array_job}, {points(len(done.jobs))} (--array={array})"
+    return [
+        head,
+        f"run dirs: {done.run_base}/{done.array_job}_<point>/",
+        f"status:   ddpctl status {done.array_job}   (a task: ddpctl status {done.array_job}_0)",
+        f"cancel:   ddpctl cancel {done.array_job}",
+    ]
 
 
 def points(count: int) -> str:
