@@ -19,7 +19,11 @@ from ddpctl.run.registry import JobRecord
 from ddpctl.snapshot.copy import Item, Resolved
 from ddpctl.snapshot.store import object_path, put
 
-LATER = time.time() + 2 * GRACE_S  # every object is past its grace then
+
+def later() -> float:
+    """A moment at which every object made so far is past its grace (taken at the call: a constant taken at import
+    was only 20 minutes ahead of objects made 100 minutes into a slow suite, and kept them)."""
+    return time.time() + 2 * GRACE_S
 
 
 def build(tmp_path: Path, cluster: Path, store: Path, n: int) -> tuple[list[Item], Path]:
@@ -47,7 +51,7 @@ def test_the_store_keeps_the_tree_in_use_the_live_runs_and_the_newest(tmp_path: 
     built = [build(tmp_path, cluster, store, n) for n in range(7)]
     live = ended(tmp_path / "runs" / "1", built[1][1], final=False)
     done = ended(tmp_path / "runs" / "2", built[2][1], final=True)
-    freed = prune(cluster, store, built[0][1].name, [live, done], now=LATER)
+    freed = prune(cluster, store, built[0][1].name, [live, done], now=later())
     assert freed is not None
     kept = {0, 1, *range(7 - KEEP_TREES, 7)}  # in use, a live run's, the newest
     assert sorted(p.name for p in (cluster / "trees").iterdir()) == sorted(built[n][1].name for n in kept)
@@ -55,7 +59,7 @@ def test_the_store_keeps_the_tree_in_use_the_live_runs_and_the_newest(tmp_path: 
         assert object_path(store, items[0].ref).exists() == (n in kept), n
     assert (freed.trees, freed.objects, freed.kept) == (2, 2, 5)
     assert freed.line() == "code store: freed 2 code trees and 2 objects (0.0 MB) on the cluster; 5 trees kept"
-    assert prune(cluster, store, built[0][1].name, [live], now=LATER) == type(freed)(0, 0, 0, 5)
+    assert prune(cluster, store, built[0][1].name, [live], now=later()) == type(freed)(0, 0, 0, 5)
 
 
 def test_a_young_object_stays_for_the_submission_it_was_sent_for(tmp_path: Path) -> None:
@@ -67,7 +71,7 @@ def test_a_young_object_stays_for_the_submission_it_was_sent_for(tmp_path: Path)
     oid = put(store, source, source.stat().st_size)
     assert prune(cluster, store, made.name, [], now=time.time()) is not None
     assert object_path(store, oid).exists()
-    assert prune(cluster, store, made.name, [], now=LATER) is not None
+    assert prune(cluster, store, made.name, [], now=later()) is not None
     assert not object_path(store, oid).exists() and object_path(store, items[0].ref).exists()
 
 
@@ -76,7 +80,7 @@ def test_nothing_is_pruned_while_another_request_uses_the_store(tmp_path: Path) 
     store = store_of({"DDPCTL_HOME": str(tmp_path / "home")})
     built = [build(tmp_path, cluster, store, n) for n in range(KEEP_TREES + 2)]
     with using(cluster):
-        assert prune(cluster, store, built[-1][1].name, [], now=LATER) is None
+        assert prune(cluster, store, built[-1][1].name, [], now=later()) is None
     assert len(list((cluster / "trees").iterdir())) == KEEP_TREES + 2
 
 
