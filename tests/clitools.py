@@ -179,10 +179,12 @@ def preempt_trainer(
     tmp_path: Path, name: str, script_text: str, args: list[str], preset: str,
     *, ready: Callable[[Path], bool], timeout: float, backend: str = "local",
     fields: dict[str, Any] | None = None, submitted: Callable[[str], object] | None = None,
+    requeue: dict[str, Any] | None = None,
 ) -> PreemptedTrainer:  # fmt: skip
     """Write `script_text`, run it 2 nodes x 2 ranks on `backend` (the local one unless said) with the resume
     `preset` and the spec's other `fields`, `ddpctl preempt` it once `ready(run_dir)` holds, and wait for its end
-    (the HF Trainer and Lightning tests); `submitted` gets the job id at once (the cluster tests' cleanup)."""
+    (the HF Trainer and Lightning tests); `submitted` gets the job id at once (the cluster tests' cleanup);
+    `requeue` replaces the spec's requeue section (a script without a stop handler wants a short lead time)."""
     cli = Cli(tmp_path / "home")
     script = tmp_path / f"{name}_train.py"
     script.write_text(script_text)
@@ -196,7 +198,7 @@ def preempt_trainer(
         run_dir=str(tmp_path / "runs"),
         backend=backend,
         resume={"preset": preset},
-        requeue={"lead_s": 60, "max_preemptions": 2},
+        requeue=requeue or {"lead_s": 60, "max_preemptions": 2},
         **(fields or {}),
     )
     job_id, run_dir = cli.submit(spec)

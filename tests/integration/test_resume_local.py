@@ -18,7 +18,7 @@ import re
 from pathlib import Path
 
 import pytest
-from clitools import Cli, events, write_spec
+from clitools import Cli, events, preempt_trainer, write_spec
 
 pytestmark = pytest.mark.torchrun
 
@@ -135,27 +135,17 @@ def epochs(run_dir: Path, attempt: int) -> list[str]:
 
 
 def test_a_tutorial_style_script_resumes_its_own_snapshot_and_a_second_job_does_not_see_it(tmp_path: Path) -> None:
-    cli = Cli(tmp_path / "home")
-    script = tmp_path / "multinode.py"
-    script.write_text(TUTORIAL)
-    spec = write_spec(
-        tmp_path / "tutorial.yaml",
-        name="tutorial",
-        script=str(script),
-        args=["--snapshot-path", "$DDPCTL_CKPT_DIR/snapshot.pt"],
-        nodes=2,
-        nproc_per_node=2,
-        run_dir=str(tmp_path / "runs"),
-        backend="local",
-        resume={"preset": "torch-snapshot"},
+    ran = preempt_trainer(
+        tmp_path,
+        "tutorial",
+        TUTORIAL,
+        ["--snapshot-path", "$DDPCTL_CKPT_DIR/snapshot.pt"],
+        "torch-snapshot",
+        ready=lambda d: "Epoch 8" in epochs(d, 0),
+        timeout=180,
         requeue={"lead_s": 3, "max_preemptions": 2},
     )
-    job_id, run_dir = cli.submit(spec)
-    cli.wait_for(lambda: "Epoch 8" in epochs(run_dir, 0), timeout=180, what="epoch 8")
-    cli.run("preempt", job_id)
-    status = cli.wait_terminal(job_id, timeout=240)
-    found = events(run_dir)
-    info = json.dumps(found, indent=1)[-6000:] + "\n" + (run_dir / "slurm.out").read_text()
+    cli, job_id, status, run_dir, found, info = ran.cli, ran.job_id, ran.status, ran.run_dir, ran.events, ran.info
     assert status["state"] == "COMPLETED" and status["restarts"] == 1, (status, info)
     snapshot = run_dir / "checkpoints" / "snapshot.pt"
     first, second = epochs(run_dir, 0), epochs(run_dir, 1)
@@ -168,7 +158,7 @@ def test_a_tutorial_style_script_resumes_its_own_snapshot_and_a_second_job_does_
     shown = cli.run("status", job_id).stdout
     assert f"attempt 1: {snapshot} was there; the script loads it by itself" in shown, shown
     # A second job of the same spec has a checkpoint directory of its own: it starts from scratch.
-    other_id, other_dir = cli.submit(spec)
+    other_id, other_dir = cli.submit(tmp_path / "tutorial.yaml")
     cli.wait_for(lambda: epochs(other_dir, 0) != [], timeout=120, what="the second job's first line")
     cli.run("cancel", other_id)
     assert epochs(other_dir, 0)[0] == "from scratch", epochs(other_dir, 0)

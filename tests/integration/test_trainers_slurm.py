@@ -19,6 +19,7 @@ from __future__ import annotations
 import json
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import pytest
 from clitools import preempt_trainer
@@ -28,6 +29,11 @@ from test_lightning_local import rank0 as lightning_rank0
 
 pytest.importorskip("transformers")
 pytestmark = [pytest.mark.slurm, pytest.mark.second_pair, pytest.mark.one_slurm_version, pytest.mark.torchrun]
+
+
+def on_debug2(cleanup_jobs: Callable[[str], str]) -> dict[str, Any]:
+    """preempt_trainer's arguments for a run on the second pair's partition, its job cleaned up after the test."""
+    return {"backend": "sbatch", "fields": {"partition": "debug2", "time": "00:15:00"}, "submitted": cleanup_jobs}
 
 
 def test_a_preempted_hf_trainer_resumes_there_on_slurm(tmp_path: Path, cleanup_jobs: Callable[[str], str]) -> None:
@@ -40,9 +46,7 @@ def test_a_preempted_hf_trainer_resumes_there_on_slurm(tmp_path: Path, cleanup_j
         "hf-trainer",
         ready=lambda d: "step 30" in rank0(d, 0),
         timeout=400,
-        backend="sbatch",
-        fields={"partition": "debug2", "time": "00:15:00"},
-        submitted=cleanup_jobs,
+        **on_debug2(cleanup_jobs),
     )
     status, run_dir, found, info = ran.status, ran.run_dir, ran.events, ran.info
     assert status["state"] == "COMPLETED" and status["restarts"] == 1, (status, info)
@@ -90,9 +94,7 @@ def test_a_preempted_lightningcli_with_a_config_file_and_default_logger_resumes_
         "lightning",
         ready=lambda d: "step 7" in lightning_rank0(d, 0),
         timeout=400,
-        backend="sbatch",
-        fields={"partition": "debug2", "time": "00:15:00"},
-        submitted=cleanup_jobs,
+        **on_debug2(cleanup_jobs),
     )
     status, run_dir, found, info = ran.status, ran.run_dir, ran.events, ran.info
     assert status["state"] == "COMPLETED" and status["restarts"] == 1, (status, info)
