@@ -11,8 +11,9 @@ or a successor job excludes it), the nodes that trained in the previous attempt 
 themselves seconds ago and skip the check; a new node checks itself beside torchrun rather than before it (the
 local checks, run once by the launcher's recheck thread, ddpctl.node.recheck: a failure there ends the attempt
 and blames that node). The resumed attempt's start no longer waits for a check of every node (issue target:
-spares resumed in 45-60 s). A blamed node back in the attempt, or no node blamed, keeps the check before
-torchrun on every node, network stages included.
+spares resumed in 45-60 s). A blamed node back in the attempt, no node blamed, or a site `node_check` that has
+not passed on any node of the run yet (alone on the new node, a command broken everywhere would blame it) keeps
+the check before torchrun on every node, network stages included.
 
 `run_check` is the edge: it runs `ddpctl.node.checkprog` in the workers' interpreter with torchrun's environment
 (its output appended to the node's log), bounded by the spec's `preflight_timeout_s` plus an allowance for the
@@ -77,13 +78,20 @@ class Previous:
     cause: str | None = None
     blamed: str | None = None
     proven: frozenset[str] = frozenset()
+    site_passed: bool = False  # the site's node_check passed on some node in some attempt of the run
 
 
-def choose(setting: bool | None, previous: Previous, node: str, nodes: Sequence[str]) -> Choice:
-    """This node's check in this attempt (module docstring): `nodes` are the attempt's nodes."""
+def choose(
+    setting: bool | None, previous: Previous, node: str, nodes: Sequence[str], site_check: bool = False
+) -> Choice:
+    """This node's check in this attempt (module docstring): `nodes` are the attempt's nodes; `site_check`: the
+    spec has a `health.node_check`. A site command that never passed in this run is checked on every node before
+    torchrun: run on one new node alone, a command broken everywhere would blame that node (and spend the
+    node-failure budget) where the check on every node blames none."""
     if not wanted(setting, previous.cause):
         return Choice("skip")
-    replaced = setting is None and previous.blamed is not None and previous.blamed not in nodes
+    untried = site_check and not previous.site_passed
+    replaced = setting is None and not untried and previous.blamed is not None and previous.blamed not in nodes
     if not replaced or not previous.proven & set(nodes):
         return Choice("before")
     if node in previous.proven:
@@ -95,13 +103,15 @@ def previous_of(layout: RunLayout, attempt: int) -> Previous:
     """The attempt before `attempt`, from the run's events; empty for a run's first attempt."""
     if attempt == 0:
         return Previous()
-    before = history.load(layout.events).attempt(attempt - 1)
+    past = history.load(layout.events)
+    before = past.attempt(attempt - 1)
     decision = before.decision
     if decision is None:
         return Previous()
     nodes = {e.node for e in before.all(Launched)} | {e.node for e in before.all(NodeChecked) if e.ok}
     blamed = decision.cause_node
-    return Previous(decision.cause, blamed, frozenset(nodes - {blamed}) if blamed else frozenset())
+    site_passed = any(e.ok for e in past.all(NodeChecked))  # a passed preflight ran the site's command too
+    return Previous(decision.cause, blamed, frozenset(nodes - {blamed}) if blamed else frozenset(), site_passed)
 
 
 def check_argv(python: str, spec: JobSpec, dist: DistEnv, layout: RunLayout) -> list[str]:
@@ -221,7 +231,8 @@ def fit(
 ) -> Choice | None:
     """The node's check before torchrun, where this attempt wants one: None when the node failed it (it must not
     train); otherwise the choice, whose `beside` asks the launcher to check the node beside torchrun."""
-    choice = choose(spec.health.preflight, previous_of(layout, dist.restart_count), dist.node_name, dist.hosts)
+    previous = previous_of(layout, dist.restart_count)
+    choice = choose(spec.health.preflight, previous, dist.node_name, dist.hosts, bool(spec.health.node_check))
     if choice.why:
         print(f"ddpctl launch [{dist.node_name}]: preflight check {choice.why}", flush=True)
     if choice.how != "before":

@@ -76,6 +76,26 @@ def test_which_nodes_check_after_a_blamed_node_was_replaced(
     assert (choice.how, choice.why) == expected
 
 
+SITE_PASSED = nodecheck.Previous("node-lost", "n3", frozenset({"n1", "n2"}), site_passed=True)
+
+
+@pytest.mark.parametrize(
+    ("previous", "node", "expected"),
+    [
+        # A site command that never passed in the run: on the new node alone, one broken everywhere would blame it.
+        (LOST_N3, "n1", ("before", "")),
+        (LOST_N3, "n4", ("before", "")),
+        (SITE_PASSED, "n1", ("skip", SKIP)),  # it passed in an earlier preflight: the new node alone, beside
+        (SITE_PASSED, "n4", ("beside", BESIDE)),
+    ],
+)
+def test_a_site_check_that_never_passed_runs_on_every_node_first(
+    previous: nodecheck.Previous, node: str, expected: tuple[str, str]
+) -> None:
+    choice = nodecheck.choose(None, previous, node, ("n1", "n4"), site_check=True)
+    assert (choice.how, choice.why) == expected
+
+
 def test_the_previous_attempt_is_read_from_the_events(tmp_path: Path) -> None:
     layout = RunLayout(tmp_path)
     for event in (
@@ -88,7 +108,7 @@ def test_the_previous_attempt_is_read_from_the_events(tmp_path: Path) -> None:
     ):
         history.append(layout.events, event)
     assert nodecheck.previous_of(layout, 0) == nodecheck.Previous()
-    assert nodecheck.previous_of(layout, 1) == nodecheck.Previous("node-lost", "n3", frozenset({"n1", "n2"}))
+    assert nodecheck.previous_of(layout, 1) == nodecheck.Previous("node-lost", "n3", frozenset({"n1", "n2"}), True)
     assert nodecheck.previous_of(layout, 2) == nodecheck.Previous()  # attempt 1 was not decided
 
 
