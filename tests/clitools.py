@@ -16,6 +16,7 @@ from typing import Any
 import yaml
 
 REPO = Path(__file__).resolve().parent.parent
+STATUSWAIT = Path(__file__).resolve().parent / "statuswait.py"
 EXAMPLE_SCRIPT = REPO / "jobs" / "example" / "train.py"
 EXAMPLE_ARGS = ("--epochs", "2", "--samples", "1024", "--ckpt-every", "2")  # a few seconds on CPU, 4 checkpoints
 TERMINAL = {"COMPLETED", "FAILED", "CANCELLED", "TIMEOUT", "BUDGET_SPENT", "NODE_FAIL", "OUT_OF_MEMORY"}
@@ -62,13 +63,21 @@ class Cli:
         return result
 
     def wait_terminal(self, job: str, timeout: float = 240) -> dict[str, Any]:
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            status = self.status(job)
-            if status["state"] in TERMINAL:
-                return status
-            time.sleep(1.0)  # a status call costs ~0.3 s of CPU, taken from the job under test on 2 cores
-        raise AssertionError(f"job {job} not finished after {timeout} s: {self.status(job)}")
+        """Polls `status --json` once a second in one interpreter (tests/statuswait.py): a `python -m ddpctl` per
+        poll cost ~0.3 s of CPU each, taken from the job under test on CI's 2 cores."""
+        done = subprocess.run(
+            [sys.executable, str(STATUSWAIT), job, str(timeout), *sorted(TERMINAL)],
+            cwd=self.cwd,
+            env=self.env,
+            capture_output=True,
+            text=True,
+            timeout=timeout + 120,
+            check=False,
+        )
+        if done.returncode != 0:
+            raise AssertionError(f"job {job} not finished after {timeout} s: {done.stdout}{done.stderr}")
+        status: dict[str, Any] = json.loads(done.stdout)
+        return status
 
     def wait_for(self, predicate: Any, timeout: float = 120, what: str = "condition") -> None:
         deadline = time.monotonic() + timeout
