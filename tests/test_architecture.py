@@ -360,6 +360,37 @@ def test_every_backend_module_carries_its_row_of_the_capability_table() -> None:
         assert (backend.name, backend.capabilities) == (name, caps)
 
 
+# What the rest of ddpctl may import from backends/: the package (the Backend protocol, get_backend, current_state,
+# task_states, live_ids) and the modules every backend shares. A backend's own modules (local_*, sbatch*,
+# slurm_*, submitit_backend) are reached through its Backend only; `ddpctl internal local-run` / `local-sweep`
+# (cli.internal) are the local backend's own processes, which it starts as `ddpctl internal ...`.
+SHARED_BACKEND_MODULES = {
+    "ddpctl.backends",
+    "ddpctl.backends.control",
+    "ddpctl.backends.names",
+    "ddpctl.backends.prune",
+}
+OWN_PROCESS_ENTRIES = {
+    ("ddpctl.cli.internal", "ddpctl.backends.local_supervisor"),
+    ("ddpctl.cli.internal", "ddpctl.backends.local_sweep"),
+}
+
+
+def test_the_rest_reaches_a_backend_through_its_protocol() -> None:
+    """No `sweeps == QUEUE` branch and no `import backends.sbatch` outside backends/: a sweep, a task's state,
+    a cancel and `prune`'s liveness are methods of each backend (ddpctl.backends.Backend)."""
+    wrong = [
+        f"{module} -> {target}"
+        for module, targets in graph().items()
+        if not module.startswith("ddpctl.backends")
+        for target in targets
+        if target.startswith("ddpctl.backends")
+        and target not in SHARED_BACKEND_MODULES
+        and (module, target) not in OWN_PROCESS_ENTRIES
+    ]
+    assert wrong == []
+
+
 def top_level_names(tree: ast.Module) -> list[str]:
     names: list[str] = []
     for node in tree.body:

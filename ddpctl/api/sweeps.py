@@ -19,12 +19,11 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ddpctl.api.handle import MIN_POLL_S, Job, seconds_arg
+from ddpctl.backends import get_backend, task_states
 from ddpctl.errors import ArgumentError, JobNotFound, WaitTimeout
 from ddpctl.run.registry import JobRecord, Registry
 from ddpctl.run.state import JobState
 from ddpctl.run.sweeps import count_line, counts, sweep_first, sweep_tasks
-from ddpctl.spec import capabilities
-from ddpctl.spec.capabilities import QUEUE
 from ddpctl.spec.overrides import Overrides, as_overrides
 
 if TYPE_CHECKING:
@@ -41,8 +40,7 @@ class Sweep:
         self.array_job: str = records[0].sweep
         self.name = records[0].name
         self.jobs = [Job(record) for record in records]
-        self.queued = capabilities.of(records[0].backend).sweeps == QUEUE  # local: a queue, not a job array
-        self.kind = "local queue" if self.queued else "job array"
+        self.kind = get_backend(records[0].backend).sweep_kind  # "job array", "local queue"
 
     def __repr__(self) -> str:
         return f"Sweep({self.array_job!r}, name={self.name!r}, tasks={len(self.jobs)})"
@@ -85,7 +83,6 @@ class Sweep:
         """End every task (`scancel` of the array job; local: its queue starts no further task and the running
         ones are cancelled); `JobNotActive` when every task has ended already."""
         from ddpctl.backends.control import JobNotActive
-        from ddpctl.backends.sbatch_array import task_states
 
         records = [job.record for job in self.jobs]
         states = task_states(records)
@@ -94,14 +91,7 @@ class Sweep:
             raise JobNotActive(
                 f"sweep {self.name} (job array {self.array_job}) already ended: {count_line(states)}; nothing to cancel"
             )
-        if self.queued:
-            from ddpctl.backends.local_sweep import cancel_sweep
-
-            cancel_sweep(records)
-        else:
-            from ddpctl.backends.sbatch import BACKEND
-
-            BACKEND.cancel_array(self.array_job, records)
+        get_backend(records[0].backend).cancel_sweep(self.array_job, records)
         from ddpctl.backends.control import close_trackers
         from ddpctl.run.state import TERMINAL
 
@@ -153,50 +143,21 @@ def axis_words(what: str, axes: Mapping[str, Sequence[Any]] | None) -> list[str]
 
 
 def submit_loaded(loaded: LoadedSweep) -> Sweep:
-    """Plan the checked sweep for this cluster (requeue mode, MaxArraySize), submit it, record its tasks. On the
-    local backend: its tasks' run dirs and one detached queue that starts them (ddpctl.backends.local_sweep)."""
-    from ddpctl.plan.sweep import check_array_size, plan_sweep, with_requeue_mode
-
+    """Submit the checked sweep through its backend (`Backend.submit_sweep`: plan it for where it runs, submit,
+    record its tasks): one Slurm job array, or on the local backend one detached queue (local_sweep)."""
     spec = loaded.spec
     if spec.cluster is not None:  # not silently here: `ddpctl sweep` sends it to the cluster, the API does not yet
         raise ArgumentError(
             f"{spec.source}: cluster: {spec.cluster!r}: ddpctl.sweep runs a sweep here only; "
             "`ddpctl sweep` runs it on a cluster"
         )
-    if spec.capabilities.sweeps == QUEUE:  # before anything is written
-        from ddpctl.backends.local_sweep import check_size
-
-        check_size(spec.name, len(loaded.points))
+    backend = get_backend(spec.backend)
+    backend.check_sweep(spec.name, len(loaded.points))  # before anything is written
     registry = Registry.from_env()
     registry.check_writable()  # before anything is submitted: unrecorded tasks could not be found
-    from ddpctl.slurm.cluster import gather_here
-
     source = Path(spec.source)
     spec_path = source.resolve() if source.is_file() else source
-    if spec.capabilities.sweeps == QUEUE:
-        return submit_local(loaded, registry, spec_path)
-
-    facts = gather_here()
-    loaded, why = with_requeue_mode(loaded, facts)
-    plan = plan_sweep(loaded)
-    check_array_size(spec.name, len(loaded.points), facts.max_array_size)
-    from ddpctl.backends.sbatch import BACKEND
-    from ddpctl.backends.sbatch_array import submit_array
-
-    BACKEND.check_available()
-    records = submit_array(BACKEND, plan, spec_path, why)
-    registry.add_all(records)
-    return Sweep(records)
-
-
-def submit_local(loaded: LoadedSweep, registry: Registry, spec_path: Path) -> Sweep:
-    """The local backend's sweep: its run dirs and its detached queue (ddpctl.backends.local_sweep)."""
-    from ddpctl.backends import local_sweep
-    from ddpctl.plan.sweep import plan_sweep, with_requeue_mode
-    from ddpctl.slurm.cluster import ClusterFacts
-
-    loaded, why = with_requeue_mode(loaded, ClusterFacts())  # no cluster: the local supervisor's own mode
-    return Sweep(local_sweep.submit(plan_sweep(loaded), spec_path, why, registry.add_all))
+    return Sweep(backend.submit_sweep(loaded, spec_path, registry.add_all))
 
 
 def find_sweep(ref: str) -> Sweep | None:
@@ -256,8 +217,6 @@ def result_points(records: Sequence[JobRecord], run_dirs: Sequence[Path]) -> dic
 def result_states(records: Sequence[JobRecord], run_dirs: Sequence[Path]) -> dict[Path, str]:
     """Each run dir's job state where the registry knows its job (one squeue call per sweep, as `list`), for
     the results table's state column; a run dir of no known job is left out."""
-    from ddpctl.backends.sbatch_array import task_states
-
     known = records_for(records, run_dirs)
     by_sweep: dict[str, list[JobRecord]] = {}
     state_of: dict[str, str] = {}

@@ -7,11 +7,11 @@ same requeue decision as on Slurm, and starts the next attempt itself.
 
 from __future__ import annotations
 
-import fcntl
 import os
 import re
 import signal
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -30,23 +30,12 @@ from ddpctl.spec import capabilities
 if TYPE_CHECKING:  # `status` and `cancel` need no plan
     from ddpctl.plan.submission import SubmissionPlan
     from ddpctl.spec import JobSpec
+    from ddpctl.spec.sweepload import Sweep as LoadedSweep
 
 
 CANCEL_WAIT_S = 30.0  # how long `cancel` waits for a local job's nodes to go
 MAX_CLAIMS = 20  # fresh numbers tried for one submit when run dirs of another registry are in the way
 LOCAL_ID = re.compile(r"^local-(\d+)$")
-
-
-def next_job_number(home: Path, at_least: int = 0) -> int:
-    home.mkdir(parents=True, exist_ok=True)
-    with (home / "local-counter").open("a+") as handle:
-        fcntl.flock(handle, fcntl.LOCK_EX)
-        handle.seek(0)
-        current = max(int(handle.read().strip() or 0) + 1, at_least)
-        handle.seek(0)
-        handle.truncate()
-        handle.write(str(current))
-    return current
 
 
 def highest_local(run_base: Path) -> int:
@@ -64,7 +53,7 @@ def claim_run_dir(stage: RunLayout, spec: JobSpec, home: Path) -> tuple[int, Run
     Numbers are taken only here, after staging succeeded: a failed submit uses none up."""
     at_least = 0
     for _ in range(MAX_CLAIMS):
-        number = next_job_number(home, at_least)
+        number = local_proc.next_job_number(home, at_least)
         try:
             return number, commit(stage, spec, f"local-{number}")
         except RunDirTaken:
@@ -86,7 +75,7 @@ class LocalBackend:
             number, layout = claim_run_dir(stage, spec, Registry.from_env().path.parent)
         job_id = layout.root.name
         history.append(layout.events, Submitted(job_id=job_id, backend=self.name, spec=str(spec_path)))
-        pid = start_supervisor(layout.root, layout.batch_log, number)
+        pid = local_proc.start_supervisor(layout.root, layout.batch_log, number)
         return submitted_record(layout, spec, job_id, self.name, spec_path, pid=pid)
 
     def state(self, record: JobRecord) -> JobState:
@@ -131,6 +120,44 @@ class LocalBackend:
         if not local_proc.signal_supervisor(layout.root, proc.signal_named(spec.requeue.signal)):
             raise CommandError(f"job {record.job_id} is not running{_stopping(record)}")
 
+    # A sweep is a detached queue on this machine that starts each task as a local job (ddpctl.backends.local_sweep).
+    sweep_kind = "local queue"
+
+    def check_sweep(self, name: str, tasks: int) -> None:
+        from ddpctl.backends.local_sweep import check_size
+
+        check_size(name, tasks)
+
+    def submit_sweep(
+        self, loaded: LoadedSweep, spec_path: Path, add_records: Callable[[list[JobRecord]], None]
+    ) -> list[JobRecord]:
+        """The sweep's run dirs and its detached queue; the tasks are recorded before the queue starts."""
+        from ddpctl.backends import local_sweep
+        from ddpctl.plan.sweep import plan_sweep, with_requeue_mode
+        from ddpctl.slurm.cluster import ClusterFacts
+
+        loaded, why = with_requeue_mode(loaded, ClusterFacts())  # no cluster: the local supervisor's own mode
+        return local_sweep.submit(plan_sweep(loaded), spec_path, why, add_records, backend=self.name)
+
+    def sweep_task_states(self, records: list[JobRecord]) -> list[str]:
+        """No squeue: each task's own state (its queue's, before it starts)."""
+        return [self.state(record).state for record in records]
+
+    def cancel_sweep(self, array_job: str, records: list[JobRecord]) -> None:
+        from ddpctl.backends.local_sweep import cancel_sweep
+
+        cancel_sweep(records, self.cancel)
+
+    def live_ids(self, records: list[JobRecord]) -> set[str]:
+        """A local job runs while its run dir's lock is held. A sweep's task its queue has not started yet is
+        live while the queue is (its sweep dir's lock held): the queue starts it later, and one started
+        unrecorded would be invisible to `list`, `status` and `cancel`."""
+        return {record.job_id for record in records if local_queue.live(record)}
+
+    def holds_run(self, run_dir: Path) -> bool:
+        """Its supervisor (or a launcher it left) holds the run dir's lock."""
+        return local_proc.lock_held(run_dir)
+
 
 def _stopping(record: JobRecord) -> str:
     if local_proc.lock_held(Path(record.run_dir)):
@@ -154,13 +181,6 @@ def nodes_of(run_dir: Path) -> str:
     except Exception:
         return ""
     return ",".join(f"local{i + 1}" for i in range(spec.nodes))
-
-
-def start_supervisor(root: Path, batch_log: Path, number: int) -> int:
-    """Start the detached `internal local-run` supervisor of run `root`; its pid (also written to the run dir).
-
-    The run's lock is taken before and handed over to it, so `status` never sees a gap before its start-up."""
-    return local_proc.spawn_holding_lock(root, batch_log, ["local-run", str(root), "--job-number", str(number)])
 
 
 BACKEND = LocalBackend()

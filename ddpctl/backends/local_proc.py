@@ -136,3 +136,22 @@ def free_loopback_port() -> int:
         probe.bind(("127.0.0.1", 0))
         port: int = probe.getsockname()[1]
     return port
+
+
+def next_job_number(home: Path, at_least: int = 0) -> int:
+    home.mkdir(parents=True, exist_ok=True)
+    with (home / "local-counter").open("a+") as handle:
+        fcntl.flock(handle, fcntl.LOCK_EX)
+        handle.seek(0)
+        current = max(int(handle.read().strip() or 0) + 1, at_least)
+        handle.seek(0)
+        handle.truncate()
+        handle.write(str(current))
+    return current
+
+
+def start_supervisor(root: Path, batch_log: Path, number: int) -> int:
+    """Start the detached `internal local-run` supervisor of run `root`; its pid (also written to the run dir).
+
+    The run's lock is taken before and handed over to it, so `status` never sees a gap before its start-up."""
+    return spawn_holding_lock(root, batch_log, ["local-run", str(root), "--job-number", str(number)])

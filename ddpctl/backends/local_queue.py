@@ -78,3 +78,12 @@ def cancel_unstarted(record: JobRecord) -> bool:
         if not history.load(RunLayout(run_dir).events).cancelled():
             history.append(RunLayout(run_dir).events, Cancelled(attempt=0))
         return True
+
+
+def live(record: JobRecord) -> bool:
+    """A local job runs while its run dir's lock is held; a sweep's task its queue has not started yet, while the
+    queue is (its sweep dir's lock held)."""
+    run_dir = Path(record.run_dir)
+    if local_proc.lock_held(run_dir):
+        return True
+    return record.sweep is not None and not started(run_dir) and local_proc.lock_held(sweep_home(record))

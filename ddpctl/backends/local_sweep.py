@@ -21,7 +21,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from ddpctl import safeio
-from ddpctl.backends import local, local_proc, sbatch_array
+from ddpctl.backends import local_proc, sbatch_array
 from ddpctl.backends.local_queue import CANCELLED, deciding, sweep_home, view
 from ddpctl.errors import DdpctlError, SpecError
 from ddpctl.plan.stopscan import scan_event
@@ -44,7 +44,12 @@ def check_size(name: str, count: int) -> None:
 
 
 def submit(
-    plan: ArrayPlan, spec_path: Path, requeue_why: str, add_records: Callable[[list[JobRecord]], None]
+    plan: ArrayPlan,
+    spec_path: Path,
+    requeue_why: str,
+    add_records: Callable[[list[JobRecord]], None],
+    *,
+    backend: str,
 ) -> list[JobRecord]:
     """Write the sweep's dirs, add the tasks' records (the registry's `add_all`), then start the detached
     queue; the tasks' records. A failure before they are recorded leaves nothing written; a queue that then
@@ -55,13 +60,13 @@ def submit(
     stage = sbatch_array.staged(plan, trackers)
     written: list[Path] = []
     try:
-        number = local.next_job_number(Registry.from_env().path.parent)
+        number = local_proc.next_job_number(Registry.from_env().path.parent)
         sweep_id = f"local-{number}"
         records = sbatch_array.commit(plan, stage, sweep_id, spec_path, written, batch_link=False)
         scanned = scan_event(spec)
         for record in records:
             events = RunLayout(Path(record.run_dir)).events
-            history.append(events, Submitted(job_id=record.job_id, backend=local.BACKEND.name, spec=str(spec_path)))
+            history.append(events, Submitted(job_id=record.job_id, backend=backend, spec=str(spec_path)))
             history.append(events, RequeueModeChosen(mode=spec.requeue.mode, why=requeue_why))
             history.append(events, scanned)
         add_records(records)  # before the queue starts: no task runs unrecorded
@@ -100,7 +105,7 @@ def serve(home: Path, number: int, max_parallel: int | None) -> int:
             views = [view(run_dir) for run_dir in dirs]
             for index in sweepqueue.to_start(views, max_parallel):
                 layout = RunLayout(dirs[index])
-                pid = local.start_supervisor(layout.root, layout.batch_log, number)
+                pid = local_proc.start_supervisor(layout.root, layout.batch_log, number)
                 print(f"ddpctl local sweep: task {index} started (supervisor {pid})", flush=True)
                 views[index] = sweepqueue.RUNNING
             if sweepqueue.done(views):
@@ -109,13 +114,13 @@ def serve(home: Path, number: int, max_parallel: int | None) -> int:
         time.sleep(POLL_S)
 
 
-def cancel_sweep(records: list[JobRecord]) -> None:
+def cancel_sweep(records: list[JobRecord], cancel: Callable[[JobRecord], None]) -> None:
     """No further task starts (the marker, under the decision lock), then each running task is cancelled as a
-    local job is."""
+    local job is (`cancel`: the local backend's)."""
     home = sweep_home(records[0])
     with deciding(home):
         safeio.touch(home / CANCELLED)
     for record in records:
         with contextlib.suppress(DdpctlError):
             if local_proc.lock_held(Path(record.run_dir)):
-                local.BACKEND.cancel(record)
+                cancel(record)

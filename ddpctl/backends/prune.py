@@ -1,10 +1,10 @@
 """`ddpctl list --prune`: the registry keeps every job ever submitted until told otherwise; this drops the
 records of jobs that ended long ago, never a live one.
 
-A record goes when its job was submitted more than the age bound ago and it has certainly ended: a local job
-whose run dir lock nobody holds (its supervisor and launchers are gone; for a sweep's task not started yet,
-its queue is gone too), a Slurm job none of whose jobs squeue
-lists (one squeue call for all of them). When squeue cannot answer, no Slurm record is dropped. The rewrite
+A record goes when its job was submitted more than the age bound ago and it has certainly ended, as its backend
+tells (`Backend.live_ids`): a local job whose run dir lock nobody holds (its supervisor and launchers are gone;
+for a sweep's task not started yet, its queue is gone too), a Slurm job none of whose jobs squeue lists (one
+squeue call per backend). When squeue cannot answer, no Slurm record is dropped. The rewrite
 holds the registry's exclusive lock, so a submit recording its job meanwhile waits and loses nothing.
 """
 
@@ -15,9 +15,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from ddpctl.backends import local_proc
-from ddpctl.backends.local_queue import started, sweep_home
-from ddpctl.backends.names import possibly_live
+from ddpctl import backends
+from ddpctl.backends import get_backend
 from ddpctl.run.layout import RunLayout
 from ddpctl.run.registry import JobRecord, Registry
 
@@ -35,24 +34,7 @@ def candidates(records: list[JobRecord], now: float, older_than_s: float) -> lis
     return [r for r in records if now - r.submitted_at >= older_than_s]
 
 
-def live_ids(records: list[JobRecord]) -> set[str]:
-    """Which of these jobs may still run: asked of the run dir's lock (local) and of squeue (Slurm)."""
-    local = {r.job_id for r in records if r.backend == "local" and local_live(r)}
-    others = [r for r in records if r.backend != "local"]
-    return local | {r.job_id for r in possibly_live(others)}
-
-
-def local_live(record: JobRecord) -> bool:
-    """A local job runs while its run dir's lock is held. A sweep's task its queue has not started yet is live
-    while the queue is (its sweep dir's lock held): the queue starts it later, and one started unrecorded would
-    be invisible to `list`, `status` and `cancel`."""
-    run_dir = Path(record.run_dir)
-    if local_proc.lock_held(run_dir):
-        return True
-    return record.sweep is not None and not started(run_dir) and local_proc.lock_held(sweep_home(record))
-
-
-def prune(registry: Registry, now: float, older_than_s: float, live: Live = live_ids) -> Pruned:
+def prune(registry: Registry, now: float, older_than_s: float, live: Live = backends.live_ids) -> Pruned:
     with registry.locked(exclusive=True):
         records = registry.records()  # one line per job: a prune also drops superseded lines
         old = candidates(records, now, older_than_s)
@@ -74,7 +56,7 @@ def run_dir_of(record: JobRecord) -> Path | None:
 
 
 def prune_runs(
-    registry: Registry, now: float, older_than_s: float, live: Live = live_ids, *, dry_run: bool = False
+    registry: Registry, now: float, older_than_s: float, live: Live = backends.live_ids, *, dry_run: bool = False
 ) -> tuple[list[Path], int]:
     """`ddpctl prune`: the run dirs (code copy, logs, checkpoints) and records of jobs that certainly ended
     and were submitted more than `older_than_s` ago; never a live one. Returns the run dirs removed (to be,
@@ -88,7 +70,7 @@ def prune_runs(
         for record in ended:
             path = run_dir_of(record)
             # Asked again just before: a local run is live exactly while someone holds its lock.
-            if path is None or (record.backend == "local" and local_proc.lock_held(path)):
+            if path is None or (record.backend in backends.MODULES and get_backend(record.backend).holds_run(path)):
                 continue
             if not dry_run:
                 shutil.rmtree(path)  # links inside are removed, never followed

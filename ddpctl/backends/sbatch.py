@@ -3,11 +3,11 @@
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from ddpctl.backends import sbatch_submit, submitted_record
+from ddpctl.backends import sbatch_array, sbatch_submit, submitted_record
 from ddpctl.backends.slurm_chain import cancel_run, chain_mode
 from ddpctl.backends.slurm_jobs import SlurmJobs
 from ddpctl.errors import CommandError
@@ -21,6 +21,7 @@ from ddpctl.spec import capabilities
 
 if TYPE_CHECKING:  # `status` and `cancel` need no plan
     from ddpctl.plan.submission import SubmissionPlan
+    from ddpctl.spec.sweepload import Sweep as LoadedSweep
 
 
 class SbatchBackend(SlurmJobs):
@@ -53,6 +54,31 @@ class SbatchBackend(SlurmJobs):
         record = submitted_record(layout, spec, job_id, self.name, spec_path)
         history.append(layout.events, Submitted(job_id=job_id, backend=self.name, spec=str(spec_path)))
         return record
+
+    sweep_kind = "job array"  # one held job array of the batch script (ddpctl.backends.sbatch_array)
+
+    def check_sweep(self, name: str, tasks: int) -> None:
+        """Nothing to refuse yet: the array's size is checked against the cluster's MaxArraySize on submit."""
+
+    def submit_sweep(
+        self, loaded: LoadedSweep, spec_path: Path, add_records: Callable[[list[JobRecord]], None]
+    ) -> list[JobRecord]:
+        """Plan the sweep for this cluster (requeue mode, MaxArraySize), submit the held array, record its
+        tasks."""
+        from ddpctl.plan.sweep import check_array_size, plan_sweep, with_requeue_mode
+        from ddpctl.slurm.cluster import gather_here
+
+        facts = gather_here()
+        loaded, why = with_requeue_mode(loaded, facts)
+        plan = plan_sweep(loaded)
+        check_array_size(loaded.spec.name, len(loaded.points), facts.max_array_size)
+        self.check_available()
+        records = sbatch_array.submit_array(self, plan, spec_path, why)
+        add_records(records)
+        return records
+
+    def cancel_sweep(self, array_job: str, records: list[JobRecord]) -> None:
+        self.cancel_array(array_job, records)
 
     def cancel_array(self, array_job: str, tasks: Sequence[JobRecord] = ()) -> None:
         """End every task of a sweep's job array, pending or running (one scancel of the array job), and every

@@ -26,9 +26,9 @@ from pathlib import Path
 
 import yaml
 
-from ddpctl.backends import current_state, sbatch_submit
+from ddpctl.backends import sbatch_submit
 from ddpctl.backends.slurm_jobs import SlurmJobs
-from ddpctl.errors import CommandError, ControllerUnreachable, SpecError
+from ddpctl.errors import CommandError, SpecError
 from ddpctl.plan.stopscan import scan_event
 from ddpctl.plan.sweep import ArrayPlan
 from ddpctl.run import history, tracking
@@ -154,28 +154,3 @@ def commit(
     with contextlib.suppress(OSError):
         (home / STAGED_TASKS).rmdir()
     return records
-
-
-def task_states(records: list[JobRecord]) -> list[str]:
-    """Each task's state (by the records' order) for `list`: one squeue call for the array's queued and running
-    tasks; an ended task's from its run's recorded end, else its own state query."""
-    if not records or records[0].sweep is None:
-        return []
-    if records[0].backend == "local":  # no squeue: each task's own state (its queue's, before it starts)
-        return [current_state(record).state for record in records]
-    try:
-        rows = commands.array_tasks(records[0].sweep)
-    except ControllerUnreachable:
-        rows = None
-    listed = {row.job_id: row.state for row in rows or []}
-    states = []
-    for record in records:
-        if record.job_id in listed:
-            states.append(listed[record.job_id])
-            continue
-        ended = history.load(RunLayout(Path(record.run_dir)).events).final_state()
-        if rows is not None and ended is not None and ended.state != "REQUEUED":
-            states.append(ended.state)
-        else:
-            states.append(current_state(record).state)
-    return states

@@ -1,14 +1,17 @@
-"""What the backends that submit to Slurm share once a job exists: its state, cancel, and preempt."""
+"""What the backends that submit to Slurm share once a job exists: its state, cancel, and preempt, a sweep's
+tasks' states (one squeue call per array) and whether a job may still run (`prune`)."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
 from ddpctl import proc
+from ddpctl.backends import current_state
 from ddpctl.backends.slurm_chain import cancel_run, chain_state, current_job, run_history
 from ddpctl.backends.slurm_state import without_controller
 from ddpctl.errors import BackendUnavailable, CommandError, ControllerUnreachable
 from ddpctl.node import batch
+from ddpctl.run import history
 from ddpctl.run.layout import RunLayout
 from ddpctl.run.registry import JobRecord
 from ddpctl.run.rundir import run_spec
@@ -44,6 +47,19 @@ class SlurmJobs:
     def cancel(self, record: JobRecord) -> None:
         cancel_run(record, self.runner)  # every job of the run, a pending chained successor included
 
+    def sweep_task_states(self, records: list[JobRecord]) -> list[str]:
+        return array_task_states(records)
+
+    def live_ids(self, records: list[JobRecord]) -> set[str]:
+        """Those squeue may still list (one call for all); all of them when it cannot answer."""
+        from ddpctl.backends.names import possibly_live
+
+        return {record.job_id for record in possibly_live(records)}
+
+    def holds_run(self, run_dir: Path) -> bool:
+        """Nothing on this host holds a Slurm job's run dir: squeue (`live_ids`) says whether it runs."""
+        return False
+
     def preempt(self, record: JobRecord, kind: str) -> None:
         layout = RunLayout(Path(record.run_dir))
         spec = run_spec(layout)
@@ -55,3 +71,27 @@ class SlurmJobs:
             # Not delivered (e.g. the job is pending): a request left behind would relabel the next real signal.
             layout.preempt_request.unlink(missing_ok=True)
             raise
+
+
+def array_task_states(records: list[JobRecord]) -> list[str]:
+    """Each task's state of one job array (by the records' order): one squeue call for the array's queued and
+    running tasks; an ended task's from its run's recorded end, else its own state query."""
+    array_job = records[0].sweep if records else None
+    if array_job is None:
+        return []
+    try:
+        rows = commands.array_tasks(array_job)
+    except ControllerUnreachable:
+        rows = None
+    listed = {row.job_id: row.state for row in rows or []}
+    states = []
+    for record in records:
+        if record.job_id in listed:
+            states.append(listed[record.job_id])
+            continue
+        ended = history.load(RunLayout(Path(record.run_dir)).events).final_state()
+        if rows is not None and ended is not None and ended.state != "REQUEUED":
+            states.append(ended.state)
+        else:
+            states.append(current_state(record).state)
+    return states

@@ -35,11 +35,13 @@ import sys
 import threading
 import time
 import traceback
+from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ddpctl import exitcodes, proc
 from ddpctl.backends import submitted_record
+from ddpctl.backends.sbatch import BACKEND as SBATCH
 from ddpctl.backends.slurm_jobs import SlurmJobs
 from ddpctl.errors import BackendUnavailable, CommandError
 from ddpctl.node import batch
@@ -55,6 +57,7 @@ from ddpctl.spec import JobSpec, capabilities
 
 if TYPE_CHECKING:  # `status` and `cancel` need no plan
     from ddpctl.plan.submission import SubmissionPlan
+    from ddpctl.spec.sweepload import Sweep as LoadedSweep
 
 NODE_EXIT_WAIT_S = 30.0  # other nodes' launchers normally leave within a second of rank 0's stopped marker
 POLL_S = 0.2
@@ -234,6 +237,21 @@ class SubmititBackend(SlurmJobs):
                 "pip install submitit, or use --backend sbatch or --backend local"
             ) from None
         self.require_commands("sbatch", "srun")
+
+    # Its sweeps are job arrays of the sbatch backend's batch script (ddpctl.plan.sweep plans them so), whose
+    # tasks are sbatch jobs.
+    sweep_kind = SBATCH.sweep_kind
+
+    def check_sweep(self, name: str, tasks: int) -> None:
+        SBATCH.check_sweep(name, tasks)
+
+    def submit_sweep(
+        self, loaded: LoadedSweep, spec_path: Path, add_records: Callable[[list[JobRecord]], None]
+    ) -> list[JobRecord]:
+        return SBATCH.submit_sweep(loaded, spec_path, add_records)
+
+    def cancel_sweep(self, array_job: str, records: list[JobRecord]) -> None:
+        SBATCH.cancel_sweep(array_job, records)
 
     def submit(self, plan: SubmissionPlan, spec_path: Path) -> JobRecord:
         """Submit through submitit with exactly the plan's executor parameters (held), commit, release."""

@@ -122,7 +122,7 @@ def list_rows(
         if not tasks:
             rows.append((record, record.job_id, api.Job(record).status().state if with_state else None))
             continue
-        from ddpctl.backends.sbatch_array import task_states
+        from ddpctl.backends import task_states
 
         states = task_states(tasks) if with_state else None
         if each_task:

@@ -12,8 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from ddpctl.backends import local_proc
-from ddpctl.backends.prune import candidates, live_ids, prune
+from ddpctl.backends import live_ids, local_proc
+from ddpctl.backends.prune import candidates, prune
 from ddpctl.run.registry import JobRecord, Registry, refs_in
 
 ROOT = Path(__file__).resolve().parents[2]
