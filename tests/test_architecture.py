@@ -391,6 +391,16 @@ def test_the_rest_reaches_a_backend_through_its_protocol() -> None:
     assert wrong == []
 
 
+def test_a_submission_is_recorded_in_one_place() -> None:
+    """The `submitted` event is written by ddpctl.backends.note_submitted only, whichever backend submits."""
+
+    def builds_submitted(node: ast.AST) -> bool:
+        return isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == "Submitted"
+
+    assert calls_outside({"ddpctl.backends"}, builds_submitted) == []
+    assert len(calls_outside(set(), builds_submitted)) == 1  # the check sees the one there: it can fail
+
+
 def top_level_names(tree: ast.Module) -> list[str]:
     names: list[str] = []
     for node in tree.body:

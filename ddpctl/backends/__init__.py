@@ -24,6 +24,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Protocol
 
 from ddpctl.errors import SpecError
+from ddpctl.run import history
+from ddpctl.run.history import Submitted
 from ddpctl.run.registry import JobRecord
 from ddpctl.run.state import JobState
 from ddpctl.spec.capabilities import BACKENDS, SLURM_BACKENDS, Capabilities
@@ -109,6 +111,12 @@ def live_ids(records: list[JobRecord]) -> set[str]:
 def current_state(record: JobRecord) -> JobState:
     """A job's state, whatever the backend: the one query `status`, `logs -f` and `--wait` use."""
     return get_backend(record.backend).state(record)
+
+
+def note_submitted(events: Path, job_id: str, backend: str, spec_path: Path) -> None:
+    """Append the run's `submitted` event: the one place a job of a run is recorded as submitted, by whichever
+    backend submitted it (a job, or each task of a sweep)."""
+    history.append(events, Submitted(job_id=job_id, backend=backend, spec=str(spec_path)))
 
 
 def submitted_record(

@@ -16,11 +16,10 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from ddpctl import proc, safeio, sanitize
-from ddpctl.backends import local_proc, local_queue, submitted_record
+from ddpctl.backends import local_proc, local_queue, note_submitted, submitted_record
 from ddpctl.errors import CommandError
 from ddpctl.node import batch
 from ddpctl.run import history
-from ddpctl.run.history import Submitted
 from ddpctl.run.layout import RunLayout
 from ddpctl.run.registry import JobRecord, Registry
 from ddpctl.run.rundir import RunDirTaken, commit, run_spec, staging
@@ -74,7 +73,7 @@ class LocalBackend:
         with staging(spec, None) as stage:
             number, layout = claim_run_dir(stage, spec, Registry.from_env().path.parent)
         job_id = layout.root.name
-        history.append(layout.events, Submitted(job_id=job_id, backend=self.name, spec=str(spec_path)))
+        note_submitted(layout.events, job_id, self.name, spec_path)
         pid = local_proc.start_supervisor(layout.root, layout.batch_log, number)
         return submitted_record(layout, spec, job_id, self.name, spec_path, pid=pid)
 

@@ -21,13 +21,13 @@ from collections.abc import Callable
 from pathlib import Path
 
 from ddpctl import safeio
-from ddpctl.backends import local_proc, sbatch_array
+from ddpctl.backends import local_proc, note_submitted, sbatch_array
 from ddpctl.backends.local_queue import CANCELLED, deciding, sweep_home, view
 from ddpctl.errors import DdpctlError, SpecError
 from ddpctl.plan.stopscan import scan_event
 from ddpctl.plan.sweep import ArrayPlan
 from ddpctl.run import history, sweepqueue
-from ddpctl.run.history import RequeueModeChosen, Submitted
+from ddpctl.run.history import RequeueModeChosen
 from ddpctl.run.layout import SWEEP_DIR, RunLayout
 from ddpctl.run.registry import JobRecord, Registry
 
@@ -66,7 +66,7 @@ def submit(
         scanned = scan_event(spec)
         for record in records:
             events = RunLayout(Path(record.run_dir)).events
-            history.append(events, Submitted(job_id=record.job_id, backend=backend, spec=str(spec_path)))
+            note_submitted(events, record.job_id, backend, spec_path)
             history.append(events, RequeueModeChosen(mode=spec.requeue.mode, why=requeue_why))
             history.append(events, scanned)
         add_records(records)  # before the queue starts: no task runs unrecorded

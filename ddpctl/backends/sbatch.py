@@ -7,12 +7,10 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from ddpctl.backends import sbatch_array, sbatch_submit, submitted_record
+from ddpctl.backends import note_submitted, sbatch_array, sbatch_submit, submitted_record
 from ddpctl.backends.slurm_chain import cancel_run, chain_mode
 from ddpctl.backends.slurm_jobs import SlurmJobs
 from ddpctl.errors import CommandError
-from ddpctl.run import history
-from ddpctl.run.history import Submitted
 from ddpctl.run.layout import batch_output
 from ddpctl.run.registry import JobRecord
 from ddpctl.run.rundir import commit, link_batch_output, staging
@@ -52,7 +50,7 @@ class SbatchBackend(SlurmJobs):
                     batch_output(spec.run_base, job_id).unlink()
                 raise
         record = submitted_record(layout, spec, job_id, self.name, spec_path)
-        history.append(layout.events, Submitted(job_id=job_id, backend=self.name, spec=str(spec_path)))
+        note_submitted(layout.events, job_id, self.name, spec_path)
         return record
 
     sweep_kind = "job array"  # one held job array of the batch script (ddpctl.backends.sbatch_array)

@@ -26,13 +26,13 @@ from pathlib import Path
 
 import yaml
 
-from ddpctl.backends import sbatch_submit
+from ddpctl.backends import note_submitted, sbatch_submit
 from ddpctl.backends.slurm_jobs import SlurmJobs
 from ddpctl.errors import CommandError, SpecError
 from ddpctl.plan.stopscan import scan_event
 from ddpctl.plan.sweep import ArrayPlan
 from ddpctl.run import history, tracking
-from ddpctl.run.history import RequeueModeChosen, Submitted
+from ddpctl.run.history import RequeueModeChosen
 from ddpctl.run.layout import STAGED_TASKS, STAGING, RunLayout, batch_output, sweep_dir
 from ddpctl.run.registry import JobRecord
 from ddpctl.run.rundir import claim, link_batch_output
@@ -61,7 +61,7 @@ def submit_array(jobs: SlurmJobs, plan: ArrayPlan, spec_path: Path, requeue_why:
             scanned = scan_event(spec)
             for record in records:
                 events = RunLayout(Path(record.run_dir)).events
-                history.append(events, Submitted(job_id=record.job_id, backend=jobs.name, spec=str(spec_path)))
+                note_submitted(events, record.job_id, jobs.name, spec_path)
                 history.append(events, RequeueModeChosen(mode=spec.requeue.mode, why=requeue_why))
                 history.append(events, scanned)
             commands.release(job, jobs.runner)

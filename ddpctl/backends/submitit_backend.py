@@ -40,14 +40,14 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ddpctl import exitcodes, proc
-from ddpctl.backends import submitted_record
+from ddpctl.backends import note_submitted, submitted_record
 from ddpctl.backends.sbatch import BACKEND as SBATCH
 from ddpctl.backends.slurm_jobs import SlurmJobs
 from ddpctl.errors import BackendUnavailable, CommandError
 from ddpctl.node import batch
 from ddpctl.node.decide import Decision
 from ddpctl.run import history
-from ddpctl.run.history import NodeExited, Submitted
+from ddpctl.run.history import NodeExited
 from ddpctl.run.layout import RunLayout
 from ddpctl.run.registry import JobRecord
 from ddpctl.run.rundir import commit, run_spec, staging
@@ -268,7 +268,7 @@ class SubmititBackend(SlurmJobs):
             except (OSError, CommandError):
                 commands.scancel_unchecked(job_id, self.runner)
                 raise
-        history.append(layout.events, Submitted(job_id=job_id, backend=self.name, spec=str(spec_path)))
+        note_submitted(layout.events, job_id, self.name, spec_path)
         return submitted_record(layout, spec, job_id, self.name, spec_path)
 
 
