@@ -9,8 +9,11 @@ import re
 from collections.abc import Iterable, Sequence
 
 from ddpctl.run.registry import JobRecord
+from ddpctl.spec.capabilities import BACKENDS
 
-_TASK_ID = re.compile(r"(\d+|local-\d+)_(\d+)")  # a Slurm array job, or a local sweep (local-7)
+# A sweep's task id: its array job's id, as the backend that ran the sweep spells it (a Slurm array job 123, a
+# local sweep local-7), then the task's index.
+_TASK_ID = re.compile("(" + "|".join(sorted({caps.job_ids for caps in BACKENDS.values() if caps.sweeps})) + r")_(\d+)")
 _NAMED_TASK = re.compile(r"(.+)_(\d+)")
 
 # The four counts `list` shows for a sweep; every state a task can be in falls into one or is left out (UNKNOWN).

@@ -32,6 +32,7 @@ class Capabilities(Record):
     spare_nodes: bool  # a failed attempt restarts inside the job (spare_nodes; none needed where own_attempts)
     python_module: str | None = None  # a module it needs on the submitting host (doctor checks it imports)
     sweeps: str = ""  # ARRAY, QUEUE, or "": it runs no sweeps (yet)
+    job_ids: str = r"\d+"  # the regex its job ids match (a sweep's task is `<job id>_<index>`: ddpctl.run.sweeps)
     module: str = ""  # its module under ddpctl.backends, where not its name (backends.MODULES reads it)
 
 
@@ -71,6 +72,7 @@ BACKENDS: dict[str, Capabilities] = {
             loopback=True,
             spare_nodes=True,
             sweeps=QUEUE,
+            job_ids=r"local-\d+",  # its run dir's name, local-7 (ddpctl.backends.local)
         ),
     )
 }
