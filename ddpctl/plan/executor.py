@@ -12,6 +12,7 @@ from typing import Any
 from ddpctl.plan.render import shell_quote
 from ddpctl.run.layout import slurm_output
 from ddpctl.spec import JobSpec, time_to_seconds
+from ddpctl.spec.sbatchkeys import SBATCH_KEYS
 
 
 def executor_parameters(spec: JobSpec, run_base: Path) -> dict[str, Any]:
@@ -38,13 +39,6 @@ def executor_parameters(spec: JobSpec, run_base: Path) -> dict[str, Any]:
         # submitit always writes --time, in minutes (5 by default); 0 is Slurm's "no limit" (UNLIMITED).
         "time": math.ceil(seconds / 60) if seconds else 0,
     }
-    optional = {
-        "cpus_per_task": spec.cpus_per_task,
-        "mem": spec.mem,
-        "partition": spec.partition,
-        "account": spec.account,
-        "qos": spec.qos,
-        "gpus_per_node": spec.gpus_per_node or None,
-    }
-    params.update({key: value for key, value in optional.items() if value is not None})
+    given = {key.submitit: key.given(spec) for key in SBATCH_KEYS if key.submitit}
+    params.update({name: value for name, value in given.items() if value is not None})
     return params

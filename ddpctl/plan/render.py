@@ -23,6 +23,7 @@ from ddpctl.plan.tplcache import template_cache
 from ddpctl.record import Record
 from ddpctl.run.layout import ENDED_MARKERS, EXCLUDED_NODES, NODE_LEFT, NODE_LOST, SPARE_RESTARTS, sbatch_output
 from ddpctl.spec import JobSpec
+from ddpctl.spec.sbatchkeys import SBATCH_KEYS
 from ddpctl.spec.templates import template_path
 
 # sbatch's own #SBATCH parser understands double quotes but no escapes, so a value needing quotes must not
@@ -60,16 +61,7 @@ def sbatch_options(spec: JobSpec, run_base: Path) -> list[tuple[str, str | None]
     ]
     if spec.alloc_nodes > spec.nodes:
         opts.append(("no-kill", None))  # a failed node must not end the job: its spares take over (node.spare)
-    optional = [
-        ("gpus-per-node", spec.gpus_per_node or None),
-        ("cpus-per-task", spec.cpus_per_task),
-        ("mem", spec.mem),
-        ("time", spec.time),
-        ("partition", spec.partition),
-        ("account", spec.account),
-        ("qos", spec.qos),
-    ]
-    opts += [(key, str(value)) for key, value in optional if value is not None]
+    opts += [(key.option, str(value)) for key in SBATCH_KEYS if (value := key.given(spec)) is not None]
     for key, value in spec.sbatch:
         if value is True:
             opts.append((key, None))

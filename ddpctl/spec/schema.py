@@ -17,11 +17,9 @@ from ddpctl.spec.fields import (
     CLUSTER_RE,
     CONTAINER_RUNTIMES,
     IFNAME_RE,
-    MEM_RE,
     SBATCH_OPTION_RE,
     SCRIPT_SIGNALS,
     SIGNALS,
-    SLURM_NAMES_RE,
     Conv,
     as_text,
     boolean,
@@ -32,19 +30,18 @@ from ddpctl.spec.fields import (
     job_name,
     mapping_of,
     number,
-    slurm_time,
     switch_or_auto,
     text,
     text_list,
     trackers,
 )
 from ddpctl.spec.resumecheck import RESUME_TABLE, checkpoint_pattern
+from ddpctl.spec.sbatchkeys import MAX_PER_NODE, SBATCH_KEY, SBATCH_KEYS
 from ddpctl.spec.yamldoc import At, Doc
 
 # Input limits (README "Input limits"): far above any real cluster, low enough that everything ddpctl does per
 # node or per rank (dry run, hostlists, log merging) stays fast.
 MAX_NODES = 16_384
-MAX_PER_NODE = 4096
 # health.node_check_every_min: each check costs an interpreter start; more often than every 3 s it is a busy loop
 # beside training, not a check (tests use the floor).
 MIN_EVERY_MIN = 0.05
@@ -52,9 +49,9 @@ MIN_EVERY_MIN = 0.05
 # sbatch options ddpctl writes itself: a second value would fight the template (or break signals/logs).
 RESERVED_SBATCH = {
     "job-name": "use name", "nodes": "use nodes", "ntasks": "one task per node; use nodes",
-    "ntasks-per-node": "one task per node; use nproc_per_node", "gpus-per-node": "use gpus_per_node",
-    "cpus-per-task": "use cpus_per_task", "mem": "use mem", "time": "use time", "partition": "use partition",
-    "account": "use account", "qos": "use qos", "signal": "use requeue.signal and requeue.lead_s",
+    "ntasks-per-node": "one task per node; use nproc_per_node",
+    **{key.option: f"use {key.key}" for key in SBATCH_KEYS},
+    "signal": "use requeue.signal and requeue.lead_s",
     "requeue": "use requeue.enabled", "no-requeue": "use requeue.enabled",
     "output": "logs go under run_dir", "error": "logs go under run_dir",
     "open-mode": "output is appended across requeues", "wrap": "use script",
@@ -207,14 +204,9 @@ TOP: dict[str, Conv] = {
     "script": text(what="a path to the training script", path=True),
     "args": text_list(),
     "nodes": integer(1, MAX_NODES),
-    "gpus_per_node": integer(0, MAX_PER_NODE),
+    "gpus_per_node": SBATCH_KEY["gpus_per_node"].convert,
     "nproc_per_node": integer(1, MAX_PER_NODE, nullable=True),  # null/absent: gpus_per_node if > 0 else 1
-    "cpus_per_task": integer(1, MAX_PER_NODE, nullable=True),
-    "mem": text(MEM_RE, nullable=True),
-    "time": slurm_time,
-    "partition": text(SLURM_NAMES_RE, nullable=True),
-    "account": text(SLURM_NAMES_RE, nullable=True),
-    "qos": text(SLURM_NAMES_RE, nullable=True),
+    **{key.key: key.convert for key in SBATCH_KEYS if key.key != "gpus_per_node"},  # cpus_per_task, mem, ..., qos
     "sbatch": _sbatch_options,
     "setup": text_list(lines=True),
     "env": env_vars,
