@@ -2,16 +2,20 @@
 
 The data flows through one package per concern, each importing only from those before it:
 
-    spec/      YAML + --set  ->  a checked, frozen JobSpec
-    slurm/     Slurm's variables, hostlists and commands (sbatch, squeue, scontrol, scancel) behind one Runner
-    run/       the run directory contract: layout, the run's history (events.jsonl), registry, JobState, its spec
-    runtime/   the training side (torch): init, Checkpointer, StopAgreement, resume
-    node/      the cluster side (torch-free): batch-shell decisions, launch, torchrun argv/env, worker
-    plan/      spec -> the frozen SubmissionPlan (batch script or executor parameters + each node's argv/env)
-    backends/  sbatch, submitit, local: submit a plan; state, cancel, preempt a job
-    logs/      find, merge, filter and follow the ranks' logs
-    api/       the Python API below (the Job handle in api/handle), which the command line is built on
-    cli/       one thin module per `ddpctl` command
+    spec/          YAML + --set  ->  a checked, frozen JobSpec; the backends' capability table
+    slurm/         Slurm's variables, hostlists and commands (sbatch, squeue, scontrol, scancel) behind one Runner
+    snapshot/      the code a run executes: collected, stored once, copied into its run dir
+    run/           the run directory contract: layout, the run's history (events.jsonl), registry, JobState
+    runtime/       the training side (torch): init, Checkpointer, StopAgreement, resume
+    integrations/  the trainers people bring (Lightning, Hugging Face): their stop, checkpoint and resume
+    health/        progress records; hang, stall and straggler verdicts; a sweep's results; the node watchdog
+    node/          the cluster side (torch-free): batch-shell decisions, launch, torchrun argv/env, worker
+    plan/          spec -> the frozen SubmissionPlan (batch script or executor parameters + each node's argv/env)
+    backends/      sbatch, submitit, local: submit a plan or a sweep; state, cancel, preempt a job
+    logs/          find, merge, filter and follow the ranks' logs
+    remote/        remote clusters over SSH: profiles, the ssh command line, the transport
+    api/           the Python API below (the Job handle in api/handle), which the command line is built on
+    cli/           one thin module per `ddpctl` command
 
 The Python API is available here without importing anything heavy until it is used:
 `ddpctl.load_spec`, `ddpctl.submit`, `ddpctl.sweep`, `ddpctl.job`, `ddpctl.jobs`, `ddpctl.Job`, `ddpctl.Sweep`,

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import ast
 import functools
+import re
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
@@ -69,6 +70,18 @@ def package_of(module: str) -> str:
 
 def graph() -> dict[str, set[str]]:
     return {name: {m for m in imported(name, tree) if m != name} for name, tree in modules().items()}
+
+
+def listed_packages(text: str) -> list[str]:
+    """The packages a picture of the flow names, in its order: the `name/` words that begin its lines."""
+    return [m.group(1) for m in re.finditer(r"^\s{0,4}(\w+)/ ", text, re.MULTILINE)]
+
+
+def test_the_package_docstring_and_the_readme_picture_name_every_package_in_the_flows_order() -> None:
+    packages = sorted((p.name for p in PKG.iterdir() if (p / "__init__.py").exists()), key=lambda n: LAYER[n])
+    assert listed_packages(PKG.joinpath("__init__.py").read_text().split('"""')[1]) == packages
+    readme = (PKG.parent / "README.md").read_text().split("## Architecture", 1)[1].split("```", 2)[1]
+    assert listed_packages(readme) == packages
 
 
 def test_every_package_has_a_layer() -> None:
