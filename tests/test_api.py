@@ -174,7 +174,7 @@ def test_an_ambiguous_name_is_never_said_on_stderr_by_the_api(
 ) -> None:
     import os
 
-    from ddpctl.backends import local_proc
+    from ddpctl.backends.local import processes as local_proc
     from ddpctl.run.registry import JobRecord, Registry
 
     monkeypatch.setenv("DDPCTL_HOME", str(tmp_path / "home"))

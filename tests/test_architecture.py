@@ -253,7 +253,7 @@ def test_run_dir_names_are_spelled_in_layout_only(name: str) -> None:
     backend_name = {
         "ddpctl.backends",
         "ddpctl.spec.capabilities",
-        "ddpctl.backends.submitit_backend",
+        "ddpctl.backends.slurm.submitit",
         "ddpctl.cli.common",
         "ddpctl.cli.doctor",
     }
@@ -374,8 +374,8 @@ def test_every_backend_module_carries_its_row_of_the_capability_table() -> None:
 
 
 # What the rest of ddpctl may import from backends/: the package (the Backend protocol, get_backend, current_state,
-# task_states, live_ids) and the modules every backend shares. A backend's own modules (local_*, sbatch*,
-# slurm_*, submitit_backend) are reached through its Backend only; `ddpctl internal local-run` / `local-sweep`
+# task_states, live_ids) and the modules every backend shares. A backend's own modules (local/*, slurm/*) are
+# reached through its Backend only; `ddpctl internal local-run` / `local-sweep`
 # (cli.internal) are the local backend's own processes, which it starts as `ddpctl internal ...`.
 SHARED_BACKEND_MODULES = {
     "ddpctl.backends",
@@ -384,8 +384,8 @@ SHARED_BACKEND_MODULES = {
     "ddpctl.backends.prune",
 }
 OWN_PROCESS_ENTRIES = {
-    ("ddpctl.cli.internal", "ddpctl.backends.local_supervisor"),
-    ("ddpctl.cli.internal", "ddpctl.backends.local_sweep"),
+    ("ddpctl.cli.internal", "ddpctl.backends.local.supervisor"),
+    ("ddpctl.cli.internal", "ddpctl.backends.local.sweep"),
 }
 
 

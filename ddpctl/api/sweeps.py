@@ -144,7 +144,7 @@ def axis_words(what: str, axes: Mapping[str, Sequence[Any]] | None) -> list[str]
 
 def submit_loaded(loaded: LoadedSweep) -> Sweep:
     """Submit the checked sweep through its backend (`Backend.submit_sweep`: plan it for where it runs, submit,
-    record its tasks): one Slurm job array, or on the local backend one detached queue (local_sweep)."""
+    record its tasks): one Slurm job array, or on the local backend one detached queue (backends/local/sweep)."""
     spec = loaded.spec
     if spec.cluster is not None:  # not silently here: `ddpctl sweep` sends it to the cluster, the API does not yet
         raise ArgumentError(

@@ -1,17 +1,17 @@
 """Backends: how a planned job reaches compute, and what becomes of it. All share the run-dir layout, the
 registry, the launcher and the requeue decision.
 
-    SubmissionPlan ──submit──▶ sbatch     (our batch script; Slurm runs it; slurm_jobs: state/cancel/preempt)
+    SubmissionPlan ──submit──▶ sbatch     (our batch script; Slurm runs it; slurm/jobs: state/cancel/preempt)
                             ─▶ submitit   (submitit's executor with the plan's parameters; the same launcher)
-                            ─▶ local      (a detached supervisor, local_supervisor, plays the batch shell)
-    LoadedSweep ──submit_sweep──▶ sbatch_array (one held Slurm job array; submitit's sweeps too) or local_sweep
-                          (one detached queue process that starts each task as a local job; local_queue: a
+                            ─▶ local      (a detached supervisor, local/supervisor, plays the batch shell)
+    LoadedSweep ──submit_sweep──▶ slurm/array (one held Slurm job array) or local/sweep
+                          (one detached queue process that starts each task as a local job; local/queue: a
                           task's state before its turn)
     JobRecord ──state/cancel/preempt──▶ the same backend (`current_state` is the one state query; a sweep's
                           tasks: `task_states`, `cancel_sweep`; `prune`: `live_ids`, `holds_run`)
 
 What each backend can do is its row of ddpctl.spec.capabilities (chain, containers, Slurm or not, what its
-plan submits), which plan/ and doctor read instead of the backend's name. `slurm_state` reads a job's state from
+plan submits), which plan/ and doctor read instead of the backend's name. `slurm/state` reads a job's state from
 squeue, scontrol and the run's events (no accounting needed).
 """
 

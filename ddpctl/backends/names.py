@@ -10,7 +10,7 @@ import sys
 from collections.abc import Callable
 
 from ddpctl.backends import SLURM_BACKENDS, current_state
-from ddpctl.backends.slurm_chain import run_jobs
+from ddpctl.backends.slurm.chain import run_jobs
 from ddpctl.errors import CommandError, DdpctlError, JobNotFound
 from ddpctl.proc import Runner
 from ddpctl.run.registry import JobRecord, Registry

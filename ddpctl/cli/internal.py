@@ -178,13 +178,13 @@ def run_chain(args: argparse.Namespace) -> int:
 
 
 def run_local(args: argparse.Namespace) -> int:
-    from ddpctl.backends.local_supervisor import supervise
+    from ddpctl.backends.local.supervisor import supervise
 
     return supervise(args.run_dir.resolve(), args.job_number, args.lock_fd)
 
 
 def run_local_sweep(args: argparse.Namespace) -> int:
-    from ddpctl.backends.local_sweep import serve
+    from ddpctl.backends.local.sweep import serve
 
     # The inherited lock (args.lock_fd) stays open for the queue's life: it is how status knows the queue lives.
     return serve(args.sweep_dir.resolve(), args.job_number, args.max_parallel)

@@ -23,11 +23,11 @@ The three drivers are adapters to it (each keeps what only its world can do):
   tasks once every launcher armed (a chained run submits its successor there); 3. `internal decide RUN_DIR
   --exit RC` prints the action; 4. `scontrol requeue` (then `internal exclude` where a node was excluded), or
   `internal chain-next` (chain mode, or a refused requeue); a chained run that ends runs `internal chain-drop`.
-- the local supervisor (ddpctl.backends.local_supervisor, `Supervisor.run`): 1. `batch_start` before it starts
+- the local supervisor (ddpctl.backends.local.supervisor, `Supervisor.run`): 1. `batch_start` before it starts
   the simulated nodes; 2. its signal handler runs `on_signal`, fanned out to each launcher process, and it kills
   an attempt whose stop went unacknowledged past the lead time, as Slurm would; 3. `decide_run`; 4. its loop
   runs the next attempt (a fresh port, past the excluded nodes) or returns the exit status.
-- submitit (ddpctl.backends.submitit_backend, `Lead` on global task 0): 1. `Lead.run` calls `batch_start`;
+- submitit (ddpctl.backends.slurm.submitit, `Lead` on global task 0): 1. `Lead.run` calls `batch_start`;
   2. Slurm signals every task itself: a watcher thread sees the first stop file and runs `on_signal` with no
   fan-out; 3. `Lead.decide`, from submitit's `checkpoint()` after a stop or a failure, directly after a clean
   end; 4. `checkpoint()` returns a fresh DelayedSubmission (submitit runs `scontrol requeue`) or None.

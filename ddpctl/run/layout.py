@@ -145,7 +145,7 @@ class RunLayout(Record):
 
     @property
     def supervisor_lock(self) -> Path:
-        """Local backend: flock'ed by the supervisor and its launchers while the job runs (local_proc)."""
+        """Local backend: flock'ed by the supervisor and its launchers while the job runs (backends/local/processes)."""
         return self.root / "supervisor.lock"
 
     @property

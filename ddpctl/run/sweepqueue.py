@@ -1,6 +1,6 @@
 """The local backend's sweep queue, its decisions (pure): which tasks to start now, whether the queue is done,
 and what an unstarted task's state is. The detached queue process that acts on them is
-ddpctl.backends.local_sweep.
+ddpctl.backends.local.sweep.
 
 A task is seen as one of four words: `waiting` (not started, not cancelled), `running` (its supervisor or a
 node still holds its lock), `ended` (started and over, whatever its end), `cancelled` (cancelled before it

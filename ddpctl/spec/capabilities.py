@@ -49,6 +49,7 @@ BACKENDS: dict[str, Capabilities] = {
             loopback=False,
             spare_nodes=True,
             sweeps=ARRAY,
+            module="slurm.sbatch",
         ),
         Capabilities(
             "submitit",
@@ -60,7 +61,7 @@ BACKENDS: dict[str, Capabilities] = {
             loopback=False,
             spare_nodes=False,
             python_module="submitit",
-            module="submitit_backend",
+            module="slurm.submitit",
         ),
         Capabilities(
             "local",

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from ddpctl.backends.local_grace import TimeLimit, kill_due, lost_text, stray_checkpoint
+from ddpctl.backends.local.grace import TimeLimit, kill_due, lost_text, stray_checkpoint
 from ddpctl.spec import JobSpec, RequeuePolicy
 
 
@@ -94,7 +94,7 @@ def test_a_presets_checkpoint_is_what_the_kill_measures_against(tmp_path: Path) 
     beside them (README.md, the weights): the loss is counted from the checkpoint the next attempt resumes from."""
     import os
 
-    from ddpctl.backends.local_grace import measure
+    from ddpctl.backends.local.grace import measure
     from ddpctl.run.layout import RunLayout
     from ddpctl.spec import ResumeSettings
 

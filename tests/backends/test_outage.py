@@ -9,9 +9,9 @@ from pathlib import Path
 
 import pytest
 
-from ddpctl.backends import sbatch_submit
-from ddpctl.backends.slurm_jobs import SlurmJobs
-from ddpctl.backends.slurm_state import without_controller
+from ddpctl.backends.slurm import submit as sbatch_submit
+from ddpctl.backends.slurm.jobs import SlurmJobs
+from ddpctl.backends.slurm.state import without_controller
 from ddpctl.errors import CommandError, CommandTimeout, ControllerUnreachable
 from ddpctl.proc import Completed
 from ddpctl.run import history

@@ -12,7 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from ddpctl.backends import live_ids, local_proc
+from ddpctl.backends import live_ids
+from ddpctl.backends.local import processes as local_proc
 from ddpctl.backends.prune import candidates, prune
 from ddpctl.run.registry import JobRecord, Registry, refs_in
 

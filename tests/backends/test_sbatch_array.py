@@ -1,4 +1,4 @@
-"""Submitting a sweep's job array (ddpctl.backends.sbatch_array) through our own Runner seam: held, every task's
+"""Submitting a sweep's job array (ddpctl.backends.slurm.array) through our own Runner seam: held, every task's
 run dir written under the returned id before the release, and on any failure the array cancelled with nothing of
 it left on disk."""
 
@@ -12,8 +12,8 @@ from typing import Any
 
 import pytest
 
-from ddpctl.backends.sbatch import SbatchBackend
-from ddpctl.backends.sbatch_array import submit_array
+from ddpctl.backends.slurm.array import submit_array
+from ddpctl.backends.slurm.sbatch import SbatchBackend
 from ddpctl.errors import CommandError
 from ddpctl.plan.sweep import ArrayPlan, plan_sweep
 from ddpctl.proc import Completed

@@ -1,4 +1,4 @@
-"""A chained run's current job, state and cancel (ddpctl.backends.slurm_chain), with Slurm answered by a
+"""A chained run's current job, state and cancel (ddpctl.backends.slurm.chain), with Slurm answered by a
 scripted Runner at our own seam."""
 
 from __future__ import annotations
@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from pathlib import Path
 
-from ddpctl.backends.slurm_chain import cancel_run, chain_state, current_job
+from ddpctl.backends.slurm.chain import cancel_run, chain_state, current_job
 from ddpctl.proc import Completed
 from ddpctl.run import history
 from ddpctl.run.history import AttemptStarted, ChainSubmitted, Decided, Signalled

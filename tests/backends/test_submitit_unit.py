@@ -16,7 +16,7 @@ import yaml
 from clitools import events as records
 from stubtools import on_path, write_command
 
-from ddpctl.backends import submitit_backend as sb
+from ddpctl.backends.slurm import submitit as sb
 from ddpctl.plan.executor import executor_parameters
 from ddpctl.run import history
 from ddpctl.run.history import Decided
@@ -132,7 +132,7 @@ def test_node_task_is_checkpointable_and_pickles_by_reference() -> None:
         "print(type(t).__module__, type(t).__qualname__, t.run_base, t.submission)"
     )
     done = subprocess.run([sys.executable, "-c", code], input=data, capture_output=True, check=True)
-    assert done.stdout.decode().split() == ["ddpctl.backends.submitit_backend", "NodeTask", "/runs/job", "token"]
+    assert done.stdout.decode().split() == ["ddpctl.backends.slurm.submitit", "NodeTask", "/runs/job", "token"]
 
 
 def run_dir_for(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, policy: RequeuePolicy) -> RunLayout:

@@ -17,7 +17,7 @@ import yaml
 from clitools import EXAMPLE_SCRIPT, REPO, Cli, events, write_spec
 
 import ddpctl
-from ddpctl.backends import local_proc
+from ddpctl.backends.local import processes as local_proc
 
 pytestmark = pytest.mark.torchrun
 

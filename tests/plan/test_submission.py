@@ -16,7 +16,7 @@ import yaml
 from clitools import checkout_at
 from stubtools import on_path, write_command
 
-from ddpctl.backends.sbatch import SbatchBackend
+from ddpctl.backends.slurm.sbatch import SbatchBackend
 from ddpctl.node.launch import prepare
 from ddpctl.node.localenv import local_node_env
 from ddpctl.plan.submission import PLACEHOLDER_JOB_ID, PLACEHOLDER_JOB_NUMBER, SubmissionPlan, build
@@ -167,7 +167,7 @@ def test_sbatch_submit_keeps_what_a_job_started_first_wrote(tmp_path: Path, monk
 
 def test_submitit_executor_gets_the_plans_parameters(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     pytest.importorskip("submitit")
-    from ddpctl.backends.submitit_backend import make_executor
+    from ddpctl.backends.slurm.submitit import make_executor
 
     # submitit's SlurmExecutor only checks that srun is on PATH
     monkeypatch.setenv("PATH", on_path(write_command(tmp_path / "bin", "srun").parent))

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from ddpctl.backends import sbatch_array
+from ddpctl.backends.slurm import array as sbatch_array
 from ddpctl.run import rundir
 from ddpctl.run.rundir import RunDirTaken, claim
 

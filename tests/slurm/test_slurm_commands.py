@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from ddpctl.backends.slurm_state import state_from_slurm
+from ddpctl.backends.slurm.state import state_from_slurm
 from ddpctl.errors import CommandError
 from ddpctl.proc import Completed
 from ddpctl.run import history
@@ -97,7 +97,7 @@ def test_forgotten_job_without_events_is_unknown(tmp_path: Path) -> None:
 def test_preempt_that_cannot_be_delivered_leaves_no_request(tmp_path: Path) -> None:
     import yaml
 
-    from ddpctl.backends.slurm_jobs import SlurmJobs
+    from ddpctl.backends.slurm.jobs import SlurmJobs
     from ddpctl.spec import JobSpec, spec_to_mapping
 
     (tmp_path / "job.yaml").write_text(yaml.safe_dump(spec_to_mapping(JobSpec(name="x", script="t.py"))))

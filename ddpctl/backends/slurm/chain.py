@@ -12,7 +12,7 @@ import json
 import time
 from pathlib import Path
 
-from ddpctl.backends.slurm_state import state_from_slurm
+from ddpctl.backends.slurm.state import state_from_slurm
 from ddpctl.errors import CommandError
 from ddpctl.proc import Runner
 from ddpctl.run import history

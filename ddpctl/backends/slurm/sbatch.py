@@ -7,9 +7,11 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from ddpctl.backends import note_submitted, sbatch_array, sbatch_submit, submitted_record
-from ddpctl.backends.slurm_chain import cancel_run, chain_mode
-from ddpctl.backends.slurm_jobs import SlurmJobs
+from ddpctl.backends import note_submitted, submitted_record
+from ddpctl.backends.slurm import array as sbatch_array
+from ddpctl.backends.slurm import submit as sbatch_submit
+from ddpctl.backends.slurm.chain import cancel_run, chain_mode
+from ddpctl.backends.slurm.jobs import SlurmJobs
 from ddpctl.errors import CommandError
 from ddpctl.run.layout import batch_output
 from ddpctl.run.registry import JobRecord
@@ -53,7 +55,7 @@ class SbatchBackend(SlurmJobs):
         note_submitted(layout.events, job_id, self.name, spec_path)
         return record
 
-    sweep_kind = "job array"  # one held job array of the batch script (ddpctl.backends.sbatch_array)
+    sweep_kind = "job array"  # one held job array of the batch script (ddpctl.backends.slurm.array)
 
     def check_sweep(self, name: str, tasks: int) -> None:
         """Nothing to refuse yet: the array's size is checked against the cluster's MaxArraySize on submit."""

@@ -7,8 +7,8 @@ from pathlib import Path
 
 from ddpctl import proc
 from ddpctl.backends import current_state
-from ddpctl.backends.slurm_chain import cancel_run, chain_state, current_job, run_history
-from ddpctl.backends.slurm_state import without_controller
+from ddpctl.backends.slurm.chain import cancel_run, chain_state, current_job, run_history
+from ddpctl.backends.slurm.state import without_controller
 from ddpctl.errors import BackendUnavailable, CommandError, ControllerUnreachable
 from ddpctl.node import batch
 from ddpctl.run import history

@@ -16,7 +16,9 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from ddpctl import proc, safeio, sanitize
-from ddpctl.backends import local_proc, local_queue, note_submitted, submitted_record
+from ddpctl.backends import note_submitted, submitted_record
+from ddpctl.backends.local import processes as local_proc
+from ddpctl.backends.local import queue as local_queue
 from ddpctl.errors import CommandError
 from ddpctl.node import batch
 from ddpctl.run import history
@@ -119,11 +121,11 @@ class LocalBackend:
         if not local_proc.signal_supervisor(layout.root, proc.signal_named(spec.requeue.signal)):
             raise CommandError(f"job {record.job_id} is not running{_stopping(record)}")
 
-    # A sweep is a detached queue on this machine that starts each task as a local job (ddpctl.backends.local_sweep).
+    # A sweep is a detached queue on this machine that starts each task as a local job (ddpctl.backends.local.sweep).
     sweep_kind = "local queue"
 
     def check_sweep(self, name: str, tasks: int) -> None:
-        from ddpctl.backends.local_sweep import check_size
+        from ddpctl.backends.local.sweep import check_size
 
         check_size(name, tasks)
 
@@ -131,7 +133,7 @@ class LocalBackend:
         self, loaded: LoadedSweep, spec_path: Path, add_records: Callable[[list[JobRecord]], None]
     ) -> list[JobRecord]:
         """The sweep's run dirs and its detached queue; the tasks are recorded before the queue starts."""
-        from ddpctl.backends import local_sweep
+        from ddpctl.backends.local import sweep as local_sweep
         from ddpctl.plan.sweep import plan_sweep, with_requeue_mode
         from ddpctl.slurm.cluster import ClusterFacts
 
@@ -143,7 +145,7 @@ class LocalBackend:
         return [self.state(record).state for record in records]
 
     def cancel_sweep(self, array_job: str, records: list[JobRecord]) -> None:
-        from ddpctl.backends.local_sweep import cancel_sweep
+        from ddpctl.backends.local.sweep import cancel_sweep
 
         cancel_sweep(records, self.cancel)
 

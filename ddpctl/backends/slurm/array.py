@@ -26,8 +26,9 @@ from pathlib import Path
 
 import yaml
 
-from ddpctl.backends import note_submitted, sbatch_submit
-from ddpctl.backends.slurm_jobs import SlurmJobs
+from ddpctl.backends import note_submitted
+from ddpctl.backends.slurm import submit as sbatch_submit
+from ddpctl.backends.slurm.jobs import SlurmJobs
 from ddpctl.errors import CommandError, SpecError
 from ddpctl.plan.stopscan import scan_event
 from ddpctl.plan.sweep import ArrayPlan

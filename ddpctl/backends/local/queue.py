@@ -1,6 +1,6 @@
 """The state of a local sweep's task that its queue has not started yet, and its cancel before its turn: what
 `status`, `list` and `cancel` ask of ddpctl.backends.local for a sweep's task (side effects: the decision
-lock, a cancel's event). The queue process itself is ddpctl.backends.local_sweep.
+lock, a cancel's event). The queue process itself is ddpctl.backends.local.sweep.
 
 A task is started once its supervisor's pid file exists (written under the sweep's decision lock as the queue
 starts it) or its lock is held; before that its state is its queue's: PENDING while the queue lives, FAILED
@@ -16,7 +16,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 from ddpctl import safeio
-from ddpctl.backends import local_proc
+from ddpctl.backends.local import processes as local_proc
 from ddpctl.run import history, sweepqueue
 from ddpctl.run.history import Cancelled
 from ddpctl.run.layout import RunLayout, sweep_dir

@@ -41,8 +41,8 @@ from typing import TYPE_CHECKING, Any
 
 from ddpctl import exitcodes, proc
 from ddpctl.backends import note_submitted, submitted_record
-from ddpctl.backends.sbatch import BACKEND as SBATCH
-from ddpctl.backends.slurm_jobs import SlurmJobs
+from ddpctl.backends.slurm.jobs import SlurmJobs
+from ddpctl.backends.slurm.sbatch import BACKEND as SBATCH
 from ddpctl.errors import BackendUnavailable, CommandError
 from ddpctl.node import batch
 from ddpctl.node.decide import Decision

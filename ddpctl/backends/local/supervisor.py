@@ -14,7 +14,8 @@ from pathlib import Path
 from types import FrameType
 
 from ddpctl import exitcodes, proc, pyargv
-from ddpctl.backends import local_grace, local_proc
+from ddpctl.backends.local import grace as local_grace
+from ddpctl.backends.local import processes as local_proc
 from ddpctl.node import batch
 from ddpctl.node.localenv import local_node_env
 from ddpctl.run import history

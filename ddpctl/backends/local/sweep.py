@@ -21,8 +21,10 @@ from collections.abc import Callable
 from pathlib import Path
 
 from ddpctl import safeio
-from ddpctl.backends import local_proc, note_submitted, sbatch_array
-from ddpctl.backends.local_queue import CANCELLED, deciding, sweep_home, view
+from ddpctl.backends import note_submitted
+from ddpctl.backends.local import processes as local_proc
+from ddpctl.backends.local.queue import CANCELLED, deciding, sweep_home, view
+from ddpctl.backends.slurm import array as sbatch_array
 from ddpctl.errors import DdpctlError, SpecError
 from ddpctl.plan.stopscan import scan_event
 from ddpctl.plan.sweep import ArrayPlan
