@@ -79,8 +79,9 @@ def preempt_for_real(
 def test_plain_script_preempted_for_real_is_reported_unacknowledged_and_restarted_from_scratch(
     cli: Cli, tmp_path: Path, cleanup_jobs: Callable[[str], str]
 ) -> None:
-    # Long enough to be killed at the end of the partition's grace time (10 s) rather than finish inside it.
-    args = ["--steps", "80", "--save-every", "0", "--sleep", "0.3"]
+    # Long enough to be killed at the end of debug2's grace time (30 s) rather than finish inside it: the stop
+    # comes at step 12, 188 steps (56 s) before the end.
+    args = ["--steps", "200", "--save-every", "0", "--sleep", "0.3"]
     sets = ("requeue.script_signal=null",)
     job_id, run_dir, status = preempt_for_real(cli, tmp_path, cleanup_jobs, args, *sets, pair="2")
     info = dump(run_dir, job_id)
