@@ -78,7 +78,7 @@ def _node_names() -> list[str]:
 # the marks must be on before it runs (without this the cluster tests ran in both workers at once).
 @pytest.hookimpl(tryfirst=True)
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """Under pytest-xdist (`-n 3 --dist loadgroup`, the README's test command) the tests that use the cluster run in
+    """Under pytest-xdist (`-n 2 --dist loadgroup`, the README's test command) the tests that use the cluster run in
     two lanes: those marked ``second_pair`` one after another in one worker, on the last two nodes' partitions, and
     all others one after another in another worker (they share the first two nodes' partitions, the controller
     and the faults some of them inject), while the tests that do not use the cluster fill the workers' gaps. Most
